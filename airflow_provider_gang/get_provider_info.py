@@ -1,0 +1,43 @@
+"""Provider metadata for Airflow's provider discovery.
+
+This module must import nothing from ``airflow``: discovery imports it while Airflow itself is
+still initialising, and an airflow import here makes discovery circular. ``package-name`` must
+equal the distribution name, which Airflow checks against the installed metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Return the provider description that Airflow validates against its provider schema."""
+    return {
+        "package-name": "airflow-provider-gang",
+        "name": "Gang scheduling for Kubernetes",
+        "description": "Reserve capacity as a gang (ProvisioningRequest, Kueue or scheduling gates), "
+        "wait for it in deferrable triggers, and launch distributed GPU jobs all-or-nothing.",
+        "connection-types": [],
+        "triggers": [
+            {
+                "integration-name": "Gang scheduling",
+                "python-modules": [
+                    "airflow_provider_gang.triggers.reservation",
+                    "airflow_provider_gang.triggers.gang_run",
+                ],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Gang scheduling",
+                "python-modules": ["airflow_provider_gang.operators.training"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Gang scheduling",
+                "python-modules": ["airflow_provider_gang.hooks.gang"],
+            }
+        ],
+        "extra-links": ["airflow_provider_gang.links.GangReservationLink"],
+    }
