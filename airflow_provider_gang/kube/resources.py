@@ -1,0 +1,68 @@
+"""The API kinds the provider talks to, and how their URLs are built.
+
+A :class:`Resource` names a kind the way the REST API does (group, version, plural). URL layout follows
+the Kubernetes API conventions: core kinds live under ``/api/v1``, every other group under
+``/apis/<group>/<version>``, and namespaced objects under ``.../namespaces/<namespace>/<plural>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One API kind.
+
+    Fields:
+        group: API group, ``""`` for the core group.
+        version: API version within the group.
+        plural: lower-case plural used in URLs (``pods``, ``provisioningrequests``).
+        kind: the ``kind`` field of the objects.
+        namespaced: whether objects live in a namespace.
+    """
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``apiVersion`` of the objects: ``v1`` or ``<group>/<version>``."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> str:
+        """``<apiVersion>/<plural>``, the resource key used by the emulator's store and metrics."""
+        return f"{self.api_version}/{self.plural}"
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """URL path of the collection, or of one object (and optionally its subresource)."""
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced:
+            if not namespace:
+                raise ValueError(f"{self.kind} is namespaced: a namespace is required")
+            prefix += f"/namespaces/{quote(namespace, safe='')}"
+        path = f"{prefix}/{self.plural}"
+        if name is not None:
+            path += f"/{quote(name, safe='')}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
+
+
+PODS = Resource("", "v1", "pods", "Pod")
+POD_TEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate")
+SERVICES = Resource("", "v1", "services", "Service")
+EVENTS = Resource("", "v1", "events", "Event")
+JOBS = Resource("batch", "v1", "jobs", "Job")
+PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+SELF_SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
+)

@@ -1,0 +1,214 @@
+"""List-then-watch with resume, bookmarks, relist on 410 and reconnects.
+
+:class:`Reflector` follows client-go's ``Reflector.ListAndWatch`` (``tools/cache/reflector.go``): one
+LIST gives the current objects and a resourceVersion; one long WATCH from that resourceVersion streams
+changes. The watch is re-opened from the *last seen* resourceVersion (bookmarks included) when the server
+ends it (``timeoutSeconds``), when the stream is cut, or when no byte arrives within ``read_timeout``
+(a half-open socket). Only a ``410 Gone`` - the server's history no longer reaches that resourceVersion
+(API concepts, "Efficient detection of changes") - forces a new LIST.
+
+So a quiet wait costs one LIST plus one WATCH per ``watch_timeout_seconds`` per kind, whatever the
+number of objects or their changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_gang.kube import errors
+from airflow_provider_gang.kube.client import KubeClient, Sleep
+from airflow_provider_gang.kube.resources import Resource
+
+Objects = Mapping[str, dict[str, Any]]
+
+
+@dataclass
+class ReflectorStats:
+    """Request counters of one reflector (for logs and the API-cost benchmark)."""
+
+    lists: int = 0
+    watches: int = 0
+    relists: int = 0
+    reconnects: int = 0
+    bookmarks: int = 0
+
+
+class Reflector:
+    """Keep an up-to-date cache of the objects of one kind that match a selector.
+
+    Args:
+        client: the trigger's client.
+        resource: kind to watch.
+        namespace: namespace (ignored for cluster-scoped kinds); defaults to the client's.
+        label_selector, field_selector: which objects to follow.
+        watch_timeout_seconds: ``timeoutSeconds`` asked of the server for each WATCH.
+        read_timeout: longest silence tolerated on an open watch; defaults to
+            ``watch_timeout_seconds + 30`` (bookmarks arrive about every minute on a real server).
+        sleep: awaited between reconnect attempts after errors (inject a fake in tests).
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        watch_timeout_seconds: int = 300,
+        read_timeout: float | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace or client.namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.read_timeout = read_timeout if read_timeout is not None else watch_timeout_seconds + 30.0
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.resource_version = ""
+        self.stats = ReflectorStats()
+        self._sleep = sleep or asyncio.sleep
+
+    async def snapshots(self) -> AsyncIterator[Objects]:
+        """Yield the cached objects (name -> object) after the first LIST and after every change.
+
+        Runs until the caller stops iterating. Retryable errors (429/5xx, cuts, timeouts) are retried
+        forever with the client's backoff - waiting is the caller's job and it bounds it with its own
+        deadline; any other :class:`errors.KubeError` (Forbidden, NotFound of the kind...) is raised.
+        """
+        await self._relist_until_done()
+        yield dict(self.objects)
+        failures = 0
+        while True:
+            try:
+                async with contextlib.aclosing(self._watch_once()) as events:
+                    async for changed in events:
+                        failures = 0
+                        if changed:
+                            yield dict(self.objects)
+            except errors.Gone:
+                self.stats.relists += 1
+                await self._relist_until_done()
+                yield dict(self.objects)
+                continue
+            except errors.KubeError as error:
+                if not error.retryable:
+                    raise
+                failures += 1
+                retry_after = error.retry_after if isinstance(error, errors.Unavailable) else None
+                await self._sleep(self.client.retry.delay(failures, retry_after))
+            self.stats.reconnects += 1
+
+    async def _relist_until_done(self) -> None:
+        failures = 0
+        while True:
+            try:
+                items, resource_version = await self.client.list(
+                    self.resource,
+                    self.namespace,
+                    label_selector=self.label_selector,
+                    field_selector=self.field_selector,
+                )
+            except errors.KubeError as error:
+                if not error.retryable:
+                    raise
+                failures += 1
+                await self._sleep(self.client.retry.delay(failures))
+                continue
+            self.stats.lists += 1
+            self.objects = {_name(item): item for item in items}
+            self.resource_version = resource_version
+            return
+
+    async def _watch_once(self) -> AsyncGenerator[bool, None]:
+        """One WATCH request; yields whether each event changed the cache. Ends when the server does."""
+        params = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.watch_timeout_seconds),
+            "resourceVersion": self.resource_version,
+        }
+        if self.label_selector:
+            params["labelSelector"] = self.label_selector
+        if self.field_selector:
+            params["fieldSelector"] = self.field_selector
+        self.stats.watches += 1
+        path = self.resource.path(self.namespace if self.resource.namespaced else None)
+        async with self.client.open_stream(path, params, read_timeout=self.read_timeout) as stream:
+            async for line in stream:
+                if not line.strip():
+                    continue
+                yield self._apply(_parse_event(line))
+
+    def _apply(self, event: dict[str, Any]) -> bool:
+        event_type = event.get("type")
+        obj = event.get("object") or {}
+        if event_type == "ERROR":
+            raise errors.from_status(int(obj.get("code") or 500), obj)
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.resource_version = str(version)
+        if event_type == "BOOKMARK":
+            self.stats.bookmarks += 1
+            return False
+        if event_type == "DELETED":
+            self.objects.pop(_name(obj), None)
+        elif event_type in ("ADDED", "MODIFIED"):
+            self.objects[_name(obj)] = obj
+        else:
+            return False
+        return True
+
+
+async def watch_together(reflectors: Sequence[Reflector]) -> AsyncIterator[dict[str, Objects]]:
+    """Run several reflectors at once; yield ``{resource key: objects}`` after every change.
+
+    The first view is yielded only once every reflector has listed, so a decision never sees a kind
+    as empty merely because its LIST has not answered yet. An error in any reflector is raised here
+    and stops the others.
+    """
+    queue: asyncio.Queue[tuple[int, Objects] | BaseException] = asyncio.Queue()
+
+    async def pump(index: int, reflector: Reflector) -> None:
+        try:
+            async for objects in reflector.snapshots():
+                queue.put_nowait((index, objects))
+        except Exception as error:  # handed to the consumer, which re-raises it
+            queue.put_nowait(error)
+
+    tasks = [asyncio.create_task(pump(index, reflector)) for index, reflector in enumerate(reflectors)]
+    latest: dict[int, Objects] = {}
+    try:
+        while True:
+            item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            index, objects = item
+            latest[index] = objects
+            if len(latest) == len(reflectors):
+                yield {reflectors[i].resource.key: latest[i] for i in range(len(reflectors))}
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _parse_event(line: bytes) -> dict[str, Any]:
+    try:
+        event = json.loads(line)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise errors.TransportError(f"watch stream sent a line that is not JSON: {line[:200]!r}") from error
+    if not isinstance(event, dict):
+        raise errors.TransportError(f"watch stream sent a non-object event: {line[:200]!r}")
+    return event
