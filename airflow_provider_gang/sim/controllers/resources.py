@@ -54,7 +54,8 @@ def parse_quantity(value: object) -> Fraction:
     match = _QUANTITY.match(value.strip())
     if match is None or match.group(1) in {"", ".", "+", "-"}:
         raise QuantityError(
-            f"quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {value!r}"
+            "quantities must match the regular expression "
+            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {value!r}"
         )
     try:
         number = Fraction(match.group(1))
