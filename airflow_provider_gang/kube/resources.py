@@ -66,3 +66,23 @@ CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "Cluster
 SELF_SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
 )
+
+KNOWN = {
+    resource.key: resource
+    for resource in (
+        PODS,
+        POD_TEMPLATES,
+        SERVICES,
+        EVENTS,
+        JOBS,
+        PROVISIONING_REQUESTS,
+        WORKLOADS,
+        LOCAL_QUEUES,
+        CLUSTER_QUEUES,
+    )
+}
+
+
+def by_key(key: str) -> Resource:
+    """The known :class:`Resource` whose :attr:`Resource.key` is ``key`` (``KeyError`` if none)."""
+    return KNOWN[key]

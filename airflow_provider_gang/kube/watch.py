@@ -167,7 +167,7 @@ class Reflector:
         return True
 
 
-async def watch_together(reflectors: Sequence[Reflector]) -> AsyncIterator[dict[str, Objects]]:
+async def watch_together(reflectors: Sequence[Reflector]) -> AsyncGenerator[dict[str, Objects], None]:
     """Run several reflectors at once; yield ``{resource key: objects}`` after every change.
 
     The first view is yielded only once every reflector has listed, so a decision never sees a kind

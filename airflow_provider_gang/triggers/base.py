@@ -1,0 +1,198 @@
+"""What both gang triggers share: one client, watches raced against a deadline, a guarded ``on_kill``.
+
+Arguments common to every gang trigger (all plain values, part of the stored format):
+
+- ``connection``: :meth:`ConnectionSettings.to_dict` output, produced on the worker by ``GangHook``.
+- ``gang_name``, ``namespace``: identity of the gang (the names of its objects derive from it).
+- ``deadline``: absolute UNIX time at which the trigger gives up with reason ``deadline``. It is absolute
+  so a trigger rebuilt on another triggerer keeps the original budget (cncf's ``_execution_deadline``
+  lesson, anchors reference section 1.4).
+- ``delete_on_kill``: the gang's objects, ``{"resource": <key>, "name": str|None, "label_selector": str}``,
+  deleted by :meth:`on_kill` only.
+- ``client_options``: ``request_timeout``, ``retry_attempts``, ``retry_base_delay``, ``retry_max_delay``.
+- ``watch_timeout_seconds``: length of each WATCH request.
+
+Safety when two copies run at once (HA triggerers, apache/airflow#37180): the waiting path only reads
+(LIST and WATCH), so duplicates cost requests but change nothing. ``cleanup()`` only closes the client.
+``on_kill()`` deletes, but only when the task instance is no longer ``DEFERRED``: Airflow 3.3 calls it
+for user actions (clear, mark failed, mark success), but also - open bug, PR #73454 - for a trigger that
+was merely *reassigned* to another triggerer, whose task instance is still deferred and whose gang must
+live on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger
+
+from airflow_provider_gang.kube import errors
+from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.kube.resources import by_key
+from airflow_provider_gang.kube.retry import RetryPolicy
+from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.kube.watch import Objects, Reflector, watch_together
+
+DEFERRED = "deferred"
+#: ``task_state()`` when the state cannot be read (no task instance attached, API error).
+UNKNOWN_STATE = "unknown"
+#: ``task_state()`` for a task instance without state (just cleared).
+NO_STATE = "none"
+
+
+class DeadlinePassed(Exception):
+    """Raised by :meth:`GangTrigger.views` when the trigger's own deadline passes."""
+
+
+class GangTrigger(BaseTrigger):  # type: ignore[misc]
+    """Base of the gang triggers; subclasses implement ``run`` and ``serialize``."""
+
+    def __init__(
+        self,
+        *,
+        connection: Mapping[str, Any],
+        gang_name: str,
+        namespace: str,
+        deadline: float,
+        delete_on_kill: Sequence[Mapping[str, Any]] = (),
+        client_options: Mapping[str, Any] | None = None,
+        watch_timeout_seconds: int = 300,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.connection = dict(connection)
+        self.gang_name = gang_name
+        self.namespace = namespace
+        self.deadline = float(deadline)
+        self.delete_on_kill = [dict(target) for target in delete_on_kill]
+        self.client_options = dict(client_options or {})
+        self.watch_timeout_seconds = int(watch_timeout_seconds)
+        self.fired = False
+        self.reflectors: list[Reflector] = []
+        self._client: KubeClient | None = None
+        self._client_lock = asyncio.Lock()
+
+    def common_kwargs(self) -> dict[str, Any]:
+        """The base arguments as plain values, for the subclasses' ``serialize()``."""
+        return {
+            "connection": dict(self.connection),
+            "gang_name": self.gang_name,
+            "namespace": self.namespace,
+            "deadline": self.deadline,
+            "delete_on_kill": [dict(target) for target in self.delete_on_kill],
+            "client_options": dict(self.client_options),
+            "watch_timeout_seconds": self.watch_timeout_seconds,
+        }
+
+    async def client(self) -> KubeClient:
+        """The trigger's one client, built on first use (auth loaded once)."""
+        async with self._client_lock:
+            if self._client is None:
+                options = self.client_options
+                retry = RetryPolicy(
+                    attempts=int(options.get("retry_attempts", 6)),
+                    base_delay=float(options.get("retry_base_delay", 0.5)),
+                    max_delay=float(options.get("retry_max_delay", 30.0)),
+                )
+                self._client = await KubeClient.connect(
+                    ConnectionSettings.from_dict(self.connection),
+                    request_timeout=float(options.get("request_timeout", 30.0)),
+                    retry=retry,
+                )
+            return self._client
+
+    async def views(self, watches: Sequence[Mapping[str, str]]) -> AsyncIterator[dict[str, Objects]]:
+        """List then watch every ``{"resource", "label_selector", "field_selector"}`` of ``watches``.
+
+        Yields ``{resource key: {name: object}}`` after every change; raises :class:`DeadlinePassed`
+        once ``deadline`` passes, whatever the API server does meanwhile.
+        """
+        client = await self.client()
+        self.reflectors = [
+            Reflector(
+                client,
+                by_key(watch["resource"]),
+                self.namespace,
+                label_selector=watch.get("label_selector", ""),
+                field_selector=watch.get("field_selector", ""),
+                watch_timeout_seconds=self.watch_timeout_seconds,
+            )
+            for watch in watches
+        ]
+        stream = watch_together(self.reflectors)
+        try:
+            while True:
+                remaining = self.deadline - time.time()
+                if remaining <= 0:
+                    raise DeadlinePassed
+                try:
+                    view = await asyncio.wait_for(anext(stream), timeout=remaining)
+                except TimeoutError:
+                    raise DeadlinePassed from None
+                yield view
+        finally:
+            await stream.aclose()
+
+    async def cleanup(self) -> None:
+        """Close the client. Deletes nothing: cleanup runs on every exit, triggerer restarts included."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def on_kill(self) -> None:
+        """Delete the gang's objects after a user action, unless the gang may still be live elsewhere."""
+        if self.fired:
+            self.log.info("Gang %s: event already fired; on_kill deletes nothing", self.gang_name)
+            return
+        state = await self.task_state()
+        if state in (DEFERRED, UNKNOWN_STATE):
+            self.log.warning(
+                "Gang %s: task instance state is %r; not deleting (the trigger may only have been reassigned)",
+                self.gang_name,
+                state,
+            )
+            return
+        await self.delete_gang_objects()
+
+    async def delete_gang_objects(self) -> int:
+        """Delete every ``delete_on_kill`` target (idempotent); returns how many objects were deleted."""
+        client = await self.client()
+        deleted = 0
+        for target in self.delete_on_kill:
+            resource = by_key(target["resource"])
+            names: list[str] = [target["name"]] if target.get("name") else []
+            if target.get("label_selector"):
+                items, _ = await client.list(resource, self.namespace, label_selector=target["label_selector"])
+                names.extend(str(item["metadata"]["name"]) for item in items)
+            for name in names:
+                try:
+                    deleted += await client.delete(resource, name, self.namespace)
+                except errors.KubeError:
+                    self.log.exception("Gang %s: could not delete %s %s", self.gang_name, resource.kind, name)
+        self.log.info("Gang %s: on_kill deleted %d objects", self.gang_name, deleted)
+        return deleted
+
+    async def task_state(self) -> str:
+        """State of this trigger's task instance, read from the Airflow execution API.
+
+        :data:`UNKNOWN_STATE` when it cannot be read (then :meth:`on_kill` keeps the gang: a leaked
+        reservation is bounded by its own expiry, a wrongly deleted running gang is lost work).
+        """
+        ti = self.task_instance
+        if ti is None:
+            return UNKNOWN_STATE
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+            lookup: Callable[..., Any] = RuntimeTaskInstance.get_task_states
+            states = await asyncio.to_thread(
+                lookup, dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=ti.map_index
+            )
+            key = f"{ti.task_id}_{ti.map_index}" if ti.map_index >= 0 else ti.task_id
+            state = states[ti.run_id][key]
+        except Exception:
+            self.log.exception("Gang %s: could not read the task instance state", self.gang_name)
+            return UNKNOWN_STATE
+        return NO_STATE if state is None else str(getattr(state, "value", state))
