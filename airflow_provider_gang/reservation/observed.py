@@ -1,0 +1,48 @@
+"""What a trigger feeds to :func:`reservation.decision.decide`: :class:`Observed`, and :class:`Stage`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from airflow_provider_gang.reservation.spec import ReservationMode
+
+
+class Stage(str, Enum):
+    """Which wait the observation belongs to."""
+
+    RESERVATION = "reservation"
+    """Waiting for the reservation to be granted (``ReservationTrigger``)."""
+    RUN = "run"
+    """Watching the launched members (``GangRunTrigger``)."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A snapshot of the gang's objects as a trigger last saw them (plain dicts, wire format).
+
+    - ``mode``: how the gang reserves (decides which objects matter).
+    - ``stage``: :class:`Stage`.
+    - ``size``: members expected (in the run stage: the size actually launched, e.g. after partial
+      admission).
+    - ``started_at``: epoch seconds when this wait began (for messages and timings).
+    - ``provisioning_request``: the gang's ProvisioningRequest, ``None`` if absent (modes
+      ``provisioning_request`` and ``gates``).
+    - ``workload``: the Kueue Workload, ``None`` if absent (mode ``kueue``).
+    - ``pods``: the gang's pods (gated members in ``gates`` mode; members in the run stage).
+    - ``scheduling_gate``: the gang's gate name; required in ``gates`` mode (``naming.GangNames``).
+    - ``pods_from_job``: members are created by a Job controller (Kueue Job launch), so a rank
+      without a pod is still to come rather than lost.
+    """
+
+    mode: ReservationMode
+    stage: Stage
+    size: int
+    started_at: float
+    provisioning_request: Mapping[str, Any] | None = None
+    workload: Mapping[str, Any] | None = None
+    pods: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    scheduling_gate: str | None = None
+    pods_from_job: bool = False

@@ -1,0 +1,130 @@
+"""Phases of a gang and the enum reasons that explain them.
+
+Both enums are a **stored format**: their string values travel in trigger events, are written into
+XCom summaries and the fallback history, and are read back by already-deferred tasks after an
+upgrade. Add members freely; never rename or remove one (astronomer-cosmos ``WatcherEventReason``
+follows the same rule).
+
+Phase, in the order a healthy gang passes through them::
+
+    PENDING -> RESERVED -> STARTING -> RUNNING -> SUCCEEDED
+       \\___________\\___________\\__________\\____-> FAILED
+
+Reason says *why* a decision was taken. :func:`is_retryable` groups the failure reasons into those
+a new try (possibly further down the fallback ladder) can fix and those it cannot.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Phase(str, Enum):
+    """Where the gang is in its life."""
+
+    PENDING = "pending"
+    """Reservation requested, not (yet) granted."""
+    RESERVED = "reserved"
+    """Capacity (or quota) granted for the whole gang; members may be launched."""
+    STARTING = "starting"
+    """Members launched, not all of them running yet."""
+    RUNNING = "running"
+    """Every member is running."""
+    SUCCEEDED = "succeeded"
+    """Every member exited with code 0."""
+    FAILED = "failed"
+    """The try is over without success; :class:`Reason` tells why."""
+
+
+class Reason(str, Enum):
+    """Why a decision was taken (stored format: values never change)."""
+
+    # Waiting: not terminal.
+    NOT_HANDLED_YET = "not_handled_yet"
+    """The reservation object exists but no controller has written a condition yet."""
+    WAITING_FOR_CAPACITY = "waiting_for_capacity"
+    """ProvisioningRequest accepted or retried (``Provisioned=False``); capacity not found yet."""
+    WAITING_FOR_QUOTA = "waiting_for_quota"
+    """Kueue has not reserved quota for the Workload yet."""
+    WAITING_FOR_ADMISSION_CHECKS = "waiting_for_admission_checks"
+    """Quota is reserved; Kueue waits for admission checks (e.g. its own ProvisioningRequest)."""
+    WAITING_FOR_OBJECTS = "waiting_for_objects"
+    """An object of the reservation (Workload, gated member pods) is not visible yet."""
+    MEMBERS_STARTING = "members_starting"
+    """Members launched, some not running yet."""
+    MEMBERS_RUNNING = "members_running"
+    """Every member is running."""
+
+    # Success.
+    RESERVED = "reserved"
+    """The whole gang (or at least its floor, for partial admission) is reserved."""
+    ALL_SUCCEEDED = "all_succeeded"
+    """Every member exited with code 0."""
+
+    # Failures a new try can fix.
+    CAPACITY_NOT_FOUND = "capacity_not_found"
+    """``Failed=True`` with reason ``CapacityIsNotFound`` (check-capacity with ``noRetry``)."""
+    PROVISIONING_FAILED = "provisioning_failed"
+    """``Failed=True`` with any other reason (``Expired``, ``FailedToCreatePods``, ``OutOfResources``, ...)."""
+    BOOKING_EXPIRED = "booking_expired"
+    """The 10-minute booking ran out before the members were bound."""
+    CAPACITY_REVOKED = "capacity_revoked"
+    """``CapacityRevoked=True``: the provisioned nodes are gone (GKE only)."""
+    KUEUE_REJECTED = "kueue_rejected"
+    """An admission check is ``Rejected``: Kueue deactivates the Workload."""
+    KUEUE_RETRY = "kueue_retry"
+    """An admission check is ``Retry``: Kueue evicts and requeues; we start a fresh try instead."""
+    WORKLOAD_DEACTIVATED = "workload_deactivated"
+    """``spec.active=false`` (requeue limit, rejected check, or a user)."""
+    EVICTED = "evicted"
+    """Kueue evicted the Workload (``Evicted=True``) for a reason other than preemption."""
+    PREEMPTED = "preempted"
+    """Kueue preempted the Workload for a higher-priority one (``Preempted=True`` or eviction reason)."""
+    WORKLOAD_FINISHED = "workload_finished"
+    """The Workload reports ``Finished=True`` while we still wait for admission."""
+    RESERVATION_GONE = "reservation_gone"
+    """The reservation object was deleted under us."""
+    DEADLINE = "deadline"
+    """Our own per-try deadline passed (upstream may wait in ``Accepted`` forever)."""
+    MEMBER_FAILED = "member_failed"
+    """A member exited non-zero (or was OOM-killed, or failed to start)."""
+    MEMBER_LOST = "member_lost"
+    """A member disappeared: deleted, evicted, or its node was lost."""
+
+    # Failures a new try cannot fix.
+    INVALID = "invalid"
+    """The spec or the objects are invalid; fix the DAG."""
+    START_WINDOW_MISSED = "start_window_missed"
+    """The run's ``start_by`` moment passed before the gang started."""
+    LADDER_EXHAUSTED = "ladder_exhausted"
+    """Every fallback step was tried."""
+
+
+TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+
+_RETRYABLE = frozenset(
+    {
+        Reason.CAPACITY_NOT_FOUND,
+        Reason.PROVISIONING_FAILED,
+        Reason.BOOKING_EXPIRED,
+        Reason.CAPACITY_REVOKED,
+        Reason.KUEUE_REJECTED,
+        Reason.KUEUE_RETRY,
+        Reason.WORKLOAD_DEACTIVATED,
+        Reason.EVICTED,
+        Reason.PREEMPTED,
+        Reason.WORKLOAD_FINISHED,
+        Reason.RESERVATION_GONE,
+        Reason.DEADLINE,
+        Reason.MEMBER_FAILED,
+        Reason.MEMBER_LOST,
+    }
+)
+
+
+def is_retryable(reason: Reason) -> bool:
+    """Whether a new try can plausibly succeed after a try failed for ``reason``.
+
+    Waiting and success reasons are not failures and return ``False``.
+    """
+    return reason in _RETRYABLE

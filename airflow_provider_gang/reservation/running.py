@@ -1,0 +1,60 @@
+"""Run-stage rules of :func:`reservation.decision.decide` (see its module docstring)."""
+
+from __future__ import annotations
+
+from airflow_provider_gang.reservation import members, provisioning, reserving, workload
+from airflow_provider_gang.reservation.members import GangState, MemberState
+from airflow_provider_gang.reservation.observed import Observed
+from airflow_provider_gang.reservation.outcome import Decision
+from airflow_provider_gang.reservation.phases import Phase, Reason
+from airflow_provider_gang.reservation.provisioning import ProvisioningState
+from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.reservation.workload import WorkloadState
+
+_RESERVATION_ENDS_RUN = {
+    WorkloadState.PREEMPTED,
+    WorkloadState.EVICTED,
+    WorkloadState.INACTIVE,
+}
+
+
+def _reservation_failure(observed: Observed) -> Decision | None:
+    """A reservation object that ends the run whatever the pods say, or ``None``."""
+    if observed.mode is ReservationMode.KUEUE:
+        if observed.workload is not None and workload.classify_workload(observed.workload) in _RESERVATION_ENDS_RUN:
+            return reserving.from_workload(observed.workload, observed.size)
+        return None
+    request = observed.provisioning_request
+    revoked = provisioning.classify_provisioning_request(request) is ProvisioningState.CAPACITY_REVOKED
+    if request is not None and revoked:
+        return reserving.from_provisioning_request(request, observed.size)
+    return None
+
+
+def decide_run(observed: Observed) -> Decision:
+    """The run-stage decision for ``observed``."""
+    gang = members.classify_running_gang(observed.pods, size=observed.size, missing_is_lost=not observed.pods_from_job)
+    ended = _reservation_failure(observed)
+    if ended is not None:
+        return Decision(ended.phase, True, ended.reason, ended.message, members=gang.members)
+    total = observed.size
+    if gang.state is GangState.MEMBER_FAILED:
+        failed = gang.in_state(MemberState.FAILED)
+        text = "; ".join(member.describe() for member in failed)
+        return Decision(Phase.FAILED, True, Reason.MEMBER_FAILED, f"{len(failed)} of {total} failed: {text}",
+                        members=gang.members)
+    if gang.state is GangState.MEMBER_LOST:
+        lost = gang.in_state(MemberState.LOST, MemberState.MISSING)
+        text = "; ".join(member.describe() for member in lost)
+        return Decision(Phase.FAILED, True, Reason.MEMBER_LOST, f"{len(lost)} of {total} lost: {text}",
+                        members=gang.members)
+    if gang.state is GangState.SUCCEEDED:
+        return Decision(Phase.SUCCEEDED, True, Reason.ALL_SUCCEEDED, f"all {total} members succeeded",
+                        members=gang.members)
+    running = len(gang.in_state(MemberState.RUNNING, MemberState.SUCCEEDED))
+    if gang.state is GangState.RUNNING:
+        message = f"all {total} members running or done"
+        return Decision(Phase.RUNNING, False, Reason.MEMBERS_RUNNING, message, members=gang.members)
+    waiting = [member.rank for member in gang.in_state(MemberState.PENDING, MemberState.MISSING)]
+    return Decision(Phase.STARTING, False, Reason.MEMBERS_STARTING,
+                    f"{running} of {total} members running; waiting for rank(s) {waiting}", members=gang.members)

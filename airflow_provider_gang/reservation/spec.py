@@ -1,0 +1,181 @@
+"""What a gang is: :class:`GangSpec`, validated on construction.
+
+A ``GangSpec`` describes one try of a gang: its objects' name and namespace, how many members, the
+member pod template, per-member resources, how capacity is reserved and where. It is a frozen
+dataclass; build a changed copy with :func:`dataclasses.replace` (the copy is validated again),
+which is how fallback steps derive the next try's spec.
+
+Validation (:mod:`reservation.validation`) raises :class:`GangSpecError` naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from airflow_provider_gang.reservation import template, validation
+from airflow_provider_gang.reservation.errors import GangSpecError
+
+__all__ = ["Distributed", "GangSpec", "GangSpecError", "MemberResources", "ReservationMode"]
+
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+DEFAULT_MASTER_PORT = 29500
+
+
+class ReservationMode(str, Enum):
+    """How capacity for the whole gang is reserved before any member starts.
+
+    - ``provisioning_request``: PodTemplate + ProvisioningRequest; members are created on
+      ``Provisioned=True`` with both consume annotations.
+    - ``kueue``: a suspended Kueue Job (or plain pod group) in a LocalQueue; Kueue admits all
+      members at once (optionally partially, down to ``min_size``).
+    - ``gates``: PodTemplate + ProvisioningRequest, and the members are created up front, held by a
+      gang-specific scheduling gate, so releasing the gates on ``Provisioned=True`` binds them well
+      inside the 10-minute booking window.
+    """
+
+    PROVISIONING_REQUEST = "provisioning_request"
+    KUEUE = "kueue"
+    GATES = "gates"
+
+    @property
+    def uses_provisioning_request(self) -> bool:
+        return self is not ReservationMode.KUEUE
+
+
+class Distributed(str, Enum):
+    """Which rank environment members receive (see :mod:`reservation.manifests.rank_env`)."""
+
+    TORCH = "torch"
+    JAX = "jax"
+
+
+@dataclass(frozen=True)
+class MemberResources:
+    """Resources of one member, added to every container-0 request and limit.
+
+    ``cpu`` and ``memory`` are Kubernetes quantities (``"4"``, ``"500m"``, ``"16Gi"``) or ``None`` to
+    keep what the template says. ``gpus`` is a whole number of ``gpu_resource`` devices.
+    """
+
+    gpus: int = 0
+    cpu: str | None = None
+    memory: str | None = None
+    gpu_resource: str = DEFAULT_GPU_RESOURCE
+
+
+@dataclass(frozen=True)
+class GangSpec:
+    """One try of a gang. Field by field:
+
+    - ``name``: base name of every object of this try (DNS-1123 label, <= 63 chars); see
+      :mod:`reservation.naming` for deriving it from dag/task/run/attempt.
+    - ``namespace``: namespace of every object.
+    - ``size``: number of members; ``min_size``: the floor for partial admission and for shrinking
+      (``None`` means ``size``: all or nothing).
+    - ``pod_template``: the member pod template as a dict: a Pod, PodTemplate, PodTemplateSpec or
+      PodSpec; stored normalised to a PodTemplateSpec (:func:`reservation.template.to_pod_template_spec`).
+    - ``resources``: per-member GPUs, CPU, memory.
+    - ``mode``: :class:`ReservationMode`.
+    - ``provisioning_class`` and ``provisioning_parameters``: ProvisioningRequest class and its
+      string parameters (e.g. ``{"maxRunDurationSeconds": "86400"}``); required for the modes that
+      create a ProvisioningRequest.
+    - ``queue``: Kueue LocalQueue name (``kueue`` mode).
+    - ``zone`` / ``strict_zone``: zone to place members in (``topology.kubernetes.io/zone``); strict
+      means a required node selector, otherwise a preferred node affinity.
+    - ``spot``: place members on spot capacity (``SPOT_NODE_SELECTOR``); ``False`` means on-demand
+      or whatever the template says.
+    - ``labels``: extra labels on every object.
+    - ``distributed`` / ``master_port``: rank environment and rendezvous port.
+    - ``original_size``: the size before any shrink (``None`` means ``size``), exposed to members as
+      ``GANG_ORIGINAL_SIZE``.
+    """
+
+    name: str
+    namespace: str
+    size: int
+    pod_template: Mapping[str, Any]
+    mode: ReservationMode = ReservationMode.PROVISIONING_REQUEST
+    min_size: int | None = None
+    resources: MemberResources = field(default_factory=MemberResources)
+    provisioning_class: str | None = None
+    provisioning_parameters: Mapping[str, str] = field(default_factory=dict)
+    queue: str | None = None
+    zone: str | None = None
+    strict_zone: bool = False
+    spot: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+    distributed: Distributed | None = None
+    master_port: int = DEFAULT_MASTER_PORT
+    original_size: int | None = None
+
+    def __post_init__(self) -> None:
+        # Accept enum values given as plain strings (e.g. from serialized trigger kwargs).
+        if not isinstance(self.mode, ReservationMode):
+            object.__setattr__(self, "mode", validation.enum_value(ReservationMode, self.mode, "mode"))
+        if self.distributed is not None and not isinstance(self.distributed, Distributed):
+            object.__setattr__(
+                self, "distributed", validation.enum_value(Distributed, self.distributed, "distributed")
+            )
+        object.__setattr__(self, "pod_template", template.to_pod_template_spec(self.pod_template))
+        validation.validate_spec(self)
+
+    @property
+    def floor(self) -> int:
+        """The smallest acceptable gang: ``min_size`` or, when unset, ``size``."""
+        return self.size if self.min_size is None else self.min_size
+
+    @property
+    def size_before_shrink(self) -> int:
+        """``original_size`` or, when unset, ``size``."""
+        return self.size if self.original_size is None else self.original_size
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-compatible values (for trigger kwargs and XCom); :meth:`from_dict` inverts it."""
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "size": self.size,
+            "pod_template": _plain(self.pod_template),
+            "mode": self.mode.value,
+            "min_size": self.min_size,
+            "resources": {
+                "gpus": self.resources.gpus,
+                "cpu": self.resources.cpu,
+                "memory": self.resources.memory,
+                "gpu_resource": self.resources.gpu_resource,
+            },
+            "provisioning_class": self.provisioning_class,
+            "provisioning_parameters": dict(self.provisioning_parameters),
+            "queue": self.queue,
+            "zone": self.zone,
+            "strict_zone": self.strict_zone,
+            "spot": self.spot,
+            "labels": dict(self.labels),
+            "distributed": None if self.distributed is None else self.distributed.value,
+            "master_port": self.master_port,
+            "original_size": self.original_size,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GangSpec:
+        """Inverse of :meth:`to_dict`; validates like the constructor."""
+        values = dict(data)
+        resources = values.pop("resources", None) or {}
+        distributed = values.pop("distributed", None)
+        return cls(
+            resources=MemberResources(**resources),
+            distributed=None if distributed is None else Distributed(distributed),
+            **values,
+        )
+
+
+def _plain(value: Any) -> Any:
+    """Deep copy of nested mappings and sequences as dicts and lists."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value

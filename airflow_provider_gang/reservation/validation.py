@@ -1,0 +1,194 @@
+"""Checks behind :class:`reservation.spec.GangSpec`; each raises :class:`GangSpecError` naming the
+field and the fix.
+
+Limits come from the real API: ProvisioningRequest ``spec.parameters`` has at most 100 entries of
+at most 255 chars and ``provisioningClassName`` is a DNS subdomain (CRD
+``autoscaling.x-k8s.io_provisioningrequests.yaml``); GKE's ``maxRunDurationSeconds`` is at most 7
+days; Kueue's ``job-min-parallelism`` must be ``0 < min < parallelism`` (webhook-validated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from airflow_provider_gang.reservation import naming, quantity, template
+from airflow_provider_gang.reservation.errors import GangSpecError
+
+if TYPE_CHECKING:
+    from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
+
+CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+QUEUED_PROVISIONING = "queued-provisioning.gke.io"
+KNOWN_PROVISIONING_CLASSES = (CHECK_CAPACITY, BEST_EFFORT_ATOMIC, QUEUED_PROVISIONING)
+
+MAX_PARAMETERS = 100
+MAX_PARAMETER_VALUE_LENGTH = 255
+MAX_RUN_DURATION_SECONDS = 604800  # GKE DWS: 7 days, the default and the maximum.
+
+EnumT = TypeVar("EnumT", bound=Enum)
+
+
+def enum_value(enum: type[EnumT], value: object, field: str) -> EnumT:
+    """``enum(value)``, or a :class:`GangSpecError` listing the allowed values."""
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = ", ".join(repr(member.value) for member in enum)
+        raise GangSpecError(field, f"{value!r} is not one of {allowed}") from None
+
+
+def validate_spec(spec: GangSpec) -> None:
+    """Check every field of ``spec``; the first problem found is raised."""
+    _check_name(spec.name, spec.namespace)
+    _check_sizes(spec.size, spec.min_size, spec.original_size)
+    _check_resources(spec.resources)
+    template.check_pod_template(spec.pod_template, gpu_resource=spec.resources.gpu_resource,
+                                gpus=spec.resources.gpus)
+    if spec.mode.uses_provisioning_request:
+        _check_provisioning(spec.provisioning_class, spec.provisioning_parameters, spec.mode.value)
+    elif spec.provisioning_parameters:
+        raise GangSpecError("provisioning_parameters", "only modes with a ProvisioningRequest use it; remove it")
+    if spec.mode.value == "kueue":
+        _check_queue(spec.queue)
+    elif spec.queue is not None:
+        raise GangSpecError("queue", "only used by reservation='kueue'; remove it or switch the mode")
+    _check_zone(spec.zone, spec.strict_zone)
+    _check_labels(spec.labels)
+    if not _is_int(spec.master_port) or not 1 <= spec.master_port <= 65535:
+        raise GangSpecError("master_port", f"must be a port number 1..65535, got {spec.master_port!r}")
+
+
+def _check_name(name: str, namespace: str) -> None:
+    if not isinstance(name, str) or not naming.is_dns_1035_label(name):
+        raise GangSpecError(
+            "name",
+            f"{name!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, "
+            "<= 63 chars); derive it with reservation.naming.gang_name()",
+        )
+    if len(name) > naming.GANG_NAME_MAX:
+        raise GangSpecError("name", f"{name!r} is longer than {naming.GANG_NAME_MAX} chars; member names add '-<rank>'")
+    if not isinstance(namespace, str) or not naming.is_dns_label(namespace):
+        raise GangSpecError("namespace", f"{namespace!r} is not a DNS-1123 label (e.g. 'ml-training')")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_sizes(size: int, min_size: int | None, original_size: int | None) -> None:
+    if not _is_int(size) or size < 1:
+        raise GangSpecError("size", f"must be a whole number >= 1, got {size!r}")
+    if min_size is not None:
+        if not _is_int(min_size) or min_size < 1:
+            raise GangSpecError("min_size", f"must be a whole number >= 1 or None, got {min_size!r}")
+        if min_size > size:
+            raise GangSpecError("min_size", f"{min_size} is larger than size={size}; use min_size <= size")
+    if original_size is not None and (not _is_int(original_size) or original_size < size):
+        raise GangSpecError("original_size", f"must be a whole number >= size={size}, got {original_size!r}")
+
+
+def _check_resources(resources: MemberResources) -> None:
+    if not _is_int(resources.gpus) or resources.gpus < 0:
+        raise GangSpecError("gpus", f"must be a whole number >= 0, got {resources.gpus!r}")
+    if resources.gpus > 0 and not _is_extended_resource(resources.gpu_resource):
+        raise GangSpecError(
+            "gpu_resource",
+            f"gpus={resources.gpus} requested but {resources.gpu_resource!r} is not a GPU resource name; "
+            "use a vendor resource such as 'nvidia.com/gpu' or 'amd.com/gpu'",
+        )
+    for field in ("cpu", "memory"):
+        value = getattr(resources, field)
+        if value is None:
+            continue
+        try:
+            amount = quantity.parse_quantity(value)
+        except quantity.QuantityError as error:
+            raise GangSpecError(field, f"{error}") from None
+        if amount <= 0:
+            raise GangSpecError(field, f"must be positive, got {value!r}")
+
+
+def _is_extended_resource(name: object) -> bool:
+    """A vendor resource: ``domain/name`` outside ``kubernetes.io`` (how device plugins advertise GPUs)."""
+    if not isinstance(name, str) or "/" not in name or not naming.is_qualified_name(name):
+        return False
+    domain = name.split("/", 1)[0]
+    return domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+
+
+def _check_provisioning(provisioning_class: str | None, parameters: Mapping[str, str], mode: str) -> None:
+    known = ", ".join(KNOWN_PROVISIONING_CLASSES)
+    if provisioning_class is None:
+        raise GangSpecError("provisioning_class", f"reservation={mode!r} needs a provisioning class: one of {known}")
+    if provisioning_class not in KNOWN_PROVISIONING_CLASSES:
+        raise GangSpecError("provisioning_class", f"unknown class {provisioning_class!r}; use one of {known}")
+    if not isinstance(parameters, Mapping):
+        raise GangSpecError("provisioning_parameters", "must be a mapping of strings to strings")
+    if len(parameters) > MAX_PARAMETERS:
+        raise GangSpecError(
+            "provisioning_parameters", f"{len(parameters)} entries; the ProvisioningRequest CRD allows {MAX_PARAMETERS}"
+        )
+    for key, value in parameters.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise GangSpecError(
+                f"provisioning_parameters[{key!r}]", f"keys and values must be strings, e.g. {key!r}: '{value}'"
+            )
+        if len(value) > MAX_PARAMETER_VALUE_LENGTH:
+            raise GangSpecError(
+                f"provisioning_parameters[{key!r}]",
+                f"value has {len(value)} chars; the CRD allows {MAX_PARAMETER_VALUE_LENGTH}",
+            )
+    _check_known_parameters(provisioning_class, parameters)
+
+
+def _check_known_parameters(provisioning_class: str, parameters: Mapping[str, str]) -> None:
+    duration = parameters.get("maxRunDurationSeconds")
+    if duration is not None:
+        if provisioning_class != QUEUED_PROVISIONING:
+            raise GangSpecError(
+                "provisioning_parameters['maxRunDurationSeconds']", f"only {QUEUED_PROVISIONING} reads it; remove it"
+            )
+        if not duration.isdigit() or not 1 <= int(duration) <= MAX_RUN_DURATION_SECONDS:
+            raise GangSpecError(
+                "provisioning_parameters['maxRunDurationSeconds']",
+                f"must be whole seconds 1..{MAX_RUN_DURATION_SECONDS} (7 days), got {duration!r}",
+            )
+    no_retry = parameters.get("noRetry")
+    if no_retry is not None:
+        if provisioning_class != CHECK_CAPACITY:
+            raise GangSpecError("provisioning_parameters['noRetry']", f"only {CHECK_CAPACITY} reads it; remove it")
+        if no_retry not in ("true", "false"):
+            raise GangSpecError("provisioning_parameters['noRetry']", f"must be 'true' or 'false', got {no_retry!r}")
+
+
+def _check_queue(queue: str | None) -> None:
+    if queue is None:
+        raise GangSpecError("queue", "reservation='kueue' needs the name of a Kueue LocalQueue in the namespace")
+    if not isinstance(queue, str) or not naming.is_dns_subdomain(queue) or not naming.is_label_value(queue):
+        raise GangSpecError("queue", f"{queue!r} is not a valid LocalQueue name (DNS subdomain, <= 63 chars)")
+
+
+def _check_zone(zone: str | None, strict_zone: bool) -> None:
+    if zone is None:
+        if strict_zone:
+            raise GangSpecError("strict_zone", "strict_zone=True needs a zone; set zone='<zone>' or drop strict_zone")
+        return
+    if not isinstance(zone, str) or not zone or not naming.is_label_value(zone):
+        raise GangSpecError("zone", f"{zone!r} is not a valid zone label value (e.g. 'us-central1-a')")
+
+
+def _check_labels(labels: Mapping[str, Any]) -> None:
+    if not isinstance(labels, Mapping):
+        raise GangSpecError("labels", "must be a mapping of label keys to label values")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not naming.is_qualified_name(key):
+            raise GangSpecError(f"labels[{key!r}]", "is not a valid label key ('[prefix/]name', name <= 63 chars)")
+        if key.startswith(naming.LABEL_PREFIX + "/"):
+            raise GangSpecError(f"labels[{key!r}]", f"the prefix {naming.LABEL_PREFIX}/ is reserved for the provider")
+        if not isinstance(value, str) or not naming.is_label_value(value):
+            raise GangSpecError(
+                f"labels[{key!r}]", f"{value!r} is not a valid label value (<= 63 chars of [A-Za-z0-9_.-])"
+            )

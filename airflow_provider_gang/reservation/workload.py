@@ -1,0 +1,95 @@
+"""Where a Kueue Workload stands: :func:`classify_workload`.
+
+Precedence, first match wins (states from the Workload state machine of Kueue v1beta2,
+``pkg/controller/core/workload_controller.go``)::
+
+    Finished=True                          -> FINISHED     the job ended (or its owner vanished)
+    spec.active == false                   -> INACTIVE     deactivated: rejected check, requeue limit, user
+    any admission check Rejected           -> REJECTED     Kueue is about to deactivate it
+    Preempted=True / Evicted(Preempted)    -> PREEMPTED    a higher-priority workload took the quota
+    any admission check Retry              -> RETRY        e.g. its ProvisioningRequest failed; Kueue backs off
+    Evicted=True (any other reason)        -> EVICTED      PodsReadyTimeout, ClusterQueueStopped, NodeFailures...
+    Admitted=True                          -> ADMITTED     quota reserved and every check Ready
+    QuotaReserved=True                     -> QUOTA_RESERVED  waiting for admission checks
+    otherwise                              -> PENDING      waiting for quota
+
+A Rejected check outranks eviction because Kueue evicts *because of* the rejection; Retry likewise
+outranks the ``Evicted/AdmissionCheck`` it causes. ``None`` (no Workload yet; Kueue creates it after
+the Job) is MISSING.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from airflow_provider_gang.reservation import conditions
+from airflow_provider_gang.reservation.conditions import Object
+
+
+class WorkloadState(str, Enum):
+    MISSING = "missing"
+    PENDING = "pending"
+    QUOTA_RESERVED = "quota_reserved"
+    ADMITTED = "admitted"
+    RETRY = "retry"
+    REJECTED = "rejected"
+    PREEMPTED = "preempted"
+    EVICTED = "evicted"
+    INACTIVE = "inactive"
+    FINISHED = "finished"
+
+
+def classify_workload(workload: Object | None) -> WorkloadState:
+    """The state of ``workload`` by the precedence in the module docstring. Pure."""
+    if workload is None:
+        return WorkloadState.MISSING
+    if conditions.is_finished(workload):
+        return WorkloadState.FINISHED
+    if not conditions.is_active(workload):
+        return WorkloadState.INACTIVE
+    if conditions.has_rejected_check(workload):
+        return WorkloadState.REJECTED
+    if conditions.is_preempted(workload):
+        return WorkloadState.PREEMPTED
+    if conditions.has_retry_check(workload):
+        return WorkloadState.RETRY
+    if conditions.is_evicted(workload):
+        return WorkloadState.EVICTED
+    if conditions.is_admitted(workload):
+        return WorkloadState.ADMITTED
+    if conditions.is_quota_reserved(workload):
+        return WorkloadState.QUOTA_RESERVED
+    return WorkloadState.PENDING
+
+
+def describe(workload: Object | None) -> str:
+    """Human text for the state of ``workload``: the deciding check's or condition's message."""
+    state = classify_workload(workload)
+    check_state = {WorkloadState.REJECTED: conditions.CHECK_REJECTED, WorkloadState.RETRY: conditions.CHECK_RETRY}
+    if state in check_state:
+        check = conditions.checks_in_state(workload, check_state[state])[0]
+        return f"admission check {check.get('name')!r} is {check.get('state')}: {check.get('message') or ''}".rstrip(
+            ": "
+        )
+    if state is WorkloadState.QUOTA_RESERVED:
+        pending = conditions.checks_in_state(workload, conditions.CHECK_PENDING)
+        if pending:
+            return "; ".join(
+                f"admission check {check.get('name')!r} pending: {check.get('message') or 'no message'}"
+                for check in pending
+            )
+    condition_type = {
+        WorkloadState.FINISHED: conditions.FINISHED,
+        WorkloadState.INACTIVE: conditions.EVICTED,
+        WorkloadState.PREEMPTED: conditions.PREEMPTED,
+        WorkloadState.EVICTED: conditions.EVICTED,
+        WorkloadState.ADMITTED: conditions.ADMITTED,
+        WorkloadState.QUOTA_RESERVED: conditions.QUOTA_RESERVED,
+        WorkloadState.PENDING: conditions.QUOTA_RESERVED,
+    }.get(state)
+    if condition_type is None:
+        return ""
+    text = conditions.condition_message(workload, condition_type)
+    if not text and state is WorkloadState.PREEMPTED:
+        text = conditions.condition_message(workload, conditions.EVICTED)
+    return text
