@@ -23,8 +23,10 @@ live on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger
@@ -35,16 +37,18 @@ from airflow_provider_gang.kube.resources import by_key
 from airflow_provider_gang.kube.retry import RetryPolicy
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Objects, Reflector, watch_together
+from airflow_provider_gang.reservation.decision import Decision, Policy, decide
+from airflow_provider_gang.reservation.observed import Stage
+from airflow_provider_gang.reservation.phases import Phase, Reason
+from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.triggers.events import PhaseClock, build_payload
+from airflow_provider_gang.triggers.observation import GangObjects
 
 DEFERRED = "deferred"
 #: ``task_state()`` when the state cannot be read (no task instance attached, API error).
 UNKNOWN_STATE = "unknown"
 #: ``task_state()`` for a task instance without state (just cleared).
 NO_STATE = "none"
-
-
-class DeadlinePassed(Exception):
-    """Raised by :meth:`GangTrigger.views` when the trigger's own deadline passes."""
 
 
 class GangTrigger(BaseTrigger):  # type: ignore[misc]
@@ -103,11 +107,14 @@ class GangTrigger(BaseTrigger):  # type: ignore[misc]
                 )
             return self._client
 
-    async def views(self, watches: Sequence[Mapping[str, str]]) -> AsyncIterator[dict[str, Objects]]:
+    async def views(
+        self, watches: Sequence[Mapping[str, str]], wake_times: Sequence[float | None] = ()
+    ) -> AsyncGenerator[dict[str, Objects] | None, None]:
         """List then watch every ``{"resource", "label_selector", "field_selector"}`` of ``watches``.
 
-        Yields ``{resource key: {name: object}}`` after every change; raises :class:`DeadlinePassed`
-        once ``deadline`` passes, whatever the API server does meanwhile.
+        Yields ``{resource key: {name: object}}`` after every change, and ``None`` when one of
+        ``wake_times`` (absolute UNIX times, e.g. the policy's deadlines) passes with no change, so the
+        caller decides again on the last view. The caller stops iterating once it has decided.
         """
         client = await self.client()
         self.reflectors = [
@@ -121,19 +128,86 @@ class GangTrigger(BaseTrigger):  # type: ignore[misc]
             )
             for watch in watches
         ]
+        pending = sorted(moment for moment in wake_times if moment is not None)
         stream = watch_together(self.reflectors)
+        # One pending ``anext`` survives wake-ups: cancelling it would close the stream.
+        next_view: asyncio.Future[dict[str, Objects]] | None = None
         try:
             while True:
-                remaining = self.deadline - time.time()
-                if remaining <= 0:
-                    raise DeadlinePassed
-                try:
-                    view = await asyncio.wait_for(anext(stream), timeout=remaining)
-                except TimeoutError:
-                    raise DeadlinePassed from None
-                yield view
+                now = time.time()
+                while pending and pending[0] <= now:
+                    pending.pop(0)
+                    yield None
+                if next_view is None:
+                    next_view = asyncio.ensure_future(anext(stream))
+                timeout = pending[0] - now if pending else None
+                done, _ = await asyncio.wait({next_view}, timeout=timeout)
+                if done:
+                    view, next_view = next_view.result(), None
+                    yield view
         finally:
+            if next_view is not None:
+                next_view.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await next_view
             await stream.aclose()
+
+    async def decide_until_terminal(
+        self,
+        objects: GangObjects,
+        *,
+        mode: ReservationMode,
+        stage: Stage,
+        size: int,
+        started_at: float,
+        policy: Policy,
+        scheduling_gate: str | None = None,
+    ) -> dict[str, Any]:
+        """Watch ``objects``, feed every change to ``decide`` and return the event payload of the first
+        terminal decision. The policy's deadlines wake the loop even when nothing changes.
+
+        A non-retryable API error (Forbidden, Unauthorized, a kind that is not served) ends the wait
+        with reason ``invalid``: the same spec on the same cluster cannot do better on a new try.
+        """
+        observed = objects.observe(
+            {}, mode=mode, stage=stage, size=size, started_at=started_at, scheduling_gate=scheduling_gate
+        )
+        clock = PhaseClock(started_at)
+        seen_any = False
+        try:
+            async with contextlib.aclosing(
+                self.views(objects.watches(), wake_times=(policy.deadline, policy.startup_deadline))
+            ) as views:
+                async for view in views:
+                    if view is not None:
+                        seen_any = True
+                        observed = objects.observe(
+                            view,
+                            mode=mode,
+                            stage=stage,
+                            size=size,
+                            started_at=started_at,
+                            scheduling_gate=scheduling_gate,
+                        )
+                    now = time.time()
+                    decision = decide(observed, now=now, policy=policy)
+                    clock.saw(decision.phase, now)
+                    if decision.terminal:
+                        if not seen_any:
+                            decision = replace(decision, message=f"no answer from the API server; {decision.message}")
+                        return build_payload(
+                            observed, decision, gang_name=self.gang_name, namespace=self.namespace, clock=clock
+                        )
+        except errors.KubeError as error:
+            if error.retryable:
+                raise
+            refused = Decision(
+                phase=Phase.FAILED, terminal=True, reason=Reason.INVALID, message=f"the API server refused: {error}"
+            )
+            return build_payload(
+                observed, refused, gang_name=self.gang_name, namespace=self.namespace, clock=clock, api_error=error
+            )
+        raise RuntimeError("the watch ended without a terminal decision")  # views() never ends on its own
 
     async def cleanup(self) -> None:
         """Close the client. Deletes nothing: cleanup runs on every exit, triggerer restarts included."""

@@ -1,0 +1,78 @@
+"""From watched objects to :class:`reservation.observed.Observed`: which kinds to watch, and the snapshot.
+
+This is bookkeeping, not judgement: it says which object of each kind belongs to the gang and hands
+them to ``reservation.decision.decide``, which alone says what they mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WORKLOADS
+from airflow_provider_gang.kube.watch import Objects
+from airflow_provider_gang.reservation.observed import Observed, Stage
+from airflow_provider_gang.reservation.spec import ReservationMode
+
+
+@dataclass(frozen=True)
+class GangObjects:
+    """How to find the gang's objects (all optional; ``None`` means "not watched").
+
+    - ``provisioning_request``: name of the gang's ProvisioningRequest.
+    - ``workload_selector``: label selector matching the gang's Kueue Workload (Kueue names it itself;
+      if several match, the most recently created one is the gang's current Workload).
+    - ``pod_selector``: label selector matching the gang's member pods.
+    """
+
+    provisioning_request: str | None = None
+    workload_selector: str | None = None
+    pod_selector: str | None = None
+
+    def watches(self) -> list[dict[str, str]]:
+        """The watches a trigger opens: one per kind, each one LIST + one long WATCH."""
+        watches = []
+        if self.provisioning_request:
+            watches.append(
+                {"resource": PROVISIONING_REQUESTS.key, "field_selector": f"metadata.name={self.provisioning_request}"}
+            )
+        if self.workload_selector:
+            watches.append({"resource": WORKLOADS.key, "label_selector": self.workload_selector})
+        if self.pod_selector:
+            watches.append({"resource": PODS.key, "label_selector": self.pod_selector})
+        return watches
+
+    def observe(
+        self,
+        view: Mapping[str, Objects],
+        *,
+        mode: ReservationMode,
+        stage: Stage,
+        size: int,
+        started_at: float,
+        scheduling_gate: str | None = None,
+    ) -> Observed:
+        """The :class:`Observed` snapshot of ``view`` (as yielded by ``GangTrigger.views``)."""
+        requests = view.get(PROVISIONING_REQUESTS.key, {})
+        workloads = list(view.get(WORKLOADS.key, {}).values())
+        pods = list(view.get(PODS.key, {}).values())
+        return Observed(
+            mode=mode,
+            stage=stage,
+            size=size,
+            started_at=started_at,
+            provisioning_request=requests.get(self.provisioning_request) if self.provisioning_request else None,
+            workload=max(workloads, key=_created, default=None),
+            pods=tuple(sorted(pods, key=_name)),
+            scheduling_gate=scheduling_gate,
+        )
+
+
+def _created(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("creationTimestamp") or ""), str(metadata.get("name") or "")
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
