@@ -23,7 +23,6 @@ from typing import Any
 
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-from kubernetes.config.kube_config import KubeConfigMerger
 
 from airflow_provider_gang.kube.settings import ConnectionSettings
 
@@ -84,13 +83,28 @@ def _first_set(*values: Any) -> Any:
 
 
 def _read_kubeconfig_files(paths: str) -> dict[str, Any]:
-    """Merge the kubeconfig file(s) of ``paths`` (``KUBECONFIG`` syntax) as the kubernetes client does."""
-    merger = KubeConfigMerger(paths)
-    if merger.config is None:
+    """Read the kubeconfig file(s) of ``paths`` (``KUBECONFIG`` syntax, ``os.pathsep``-separated).
+
+    Merged by kubectl's rule: the first file to define a cluster, user or context name wins, and the
+    first ``current-context`` set wins. Relative file references resolve against their own file's
+    directory before merging.
+    """
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
+    found = False
+    for raw_path in paths.split(os.pathsep):
+        path = Path(os.path.expanduser(raw_path)) if raw_path else None
+        if path is None or not path.exists():
+            continue
+        found = True
+        loaded = _inline_file_references(dict(yaml.safe_load(path.read_text()) or {}), base=path.parent)
+        for section in ("clusters", "users", "contexts"):
+            known = {entry.get("name") for entry in merged[section]}
+            merged[section].extend(entry for entry in loaded.get(section) or () if entry.get("name") not in known)
+        if loaded.get("current-context") and not merged.get("current-context"):
+            merged["current-context"] = loaded["current-context"]
+    if not found:
         raise FileNotFoundError(f"no kubeconfig found at {paths!r}")
-    merged = merger.config.value if hasattr(merger.config, "value") else merger.config
-    first = Path(os.path.expanduser(merger.paths[0])) if merger.paths else Path.cwd()
-    return _inline_file_references(dict(merged), base=first.parent)
+    return merged
 
 
 def _inline_file_references(kubeconfig: dict[str, Any], *, base: Path) -> dict[str, Any]:
