@@ -1,0 +1,181 @@
+"""Deletion with finalizers, and ownerReference garbage collection.
+
+Follows the garbage collector's documented semantics
+(https://kubernetes.io/docs/concepts/architecture/garbage-collection/):
+
+- an object with finalizers is only marked (``deletionTimestamp``, MODIFIED event) and removed once
+  the finalizers are cleared; no new finalizers may be added while it is being deleted;
+- ``Orphan``: dependents lose their ownerReference to the deleted owner and stay;
+- ``Background``: the owner goes first, then dependents whose owners are all gone are deleted
+  (a dependent with another live owner only loses the reference);
+- ``Foreground``: the owner gets the ``foregroundDeletion`` finalizer, its dependents are deleted,
+  and the owner is removed once none remain.
+
+Unlike the real controller, collection runs synchronously inside the deleting call, so tests see
+its result at once; event order matches upstream (owner change before dependents' deletions).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim.registry import ResourceType
+
+if TYPE_CHECKING:
+    from airflow_provider_gang.sim.store import ObjectId, Store
+
+Object = dict[str, Any]
+FOREGROUND = "foregroundDeletion"
+
+
+def default_policy(resource_type: ResourceType) -> str:
+    """Upstream default: Orphan for batch/v1 Jobs (legacy ``DefaultGarbageCollectionPolicy``)."""
+    return "Orphan" if resource_type.storage_key == "batch/jobs" else "Background"
+
+
+def _owner_uids(obj: Object | None) -> set[str]:
+    if obj is None:
+        return set()
+    return {ref["uid"] for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("uid")}
+
+
+def index_owners(store: Store, object_id: ObjectId, old: Object | None, new: Object, event_type: str) -> None:
+    """Keep ``store.dependents`` (owner uid -> dependents) and ``store.uids`` in step with a commit."""
+    uid = new["metadata"].get("uid", "")
+    before = _owner_uids(old)
+    after = set() if event_type == "DELETED" else _owner_uids(new)
+    for owner in before - after:
+        bucket = store.dependents.get(owner)
+        if bucket is not None:
+            bucket.discard(object_id)
+            if not bucket:
+                del store.dependents[owner]
+    for owner in after - before:
+        store.dependents.setdefault(owner, set()).add(object_id)
+    if event_type == "DELETED":
+        store.uids.pop(uid, None)
+    elif uid:
+        store.uids[uid] = object_id
+
+
+def finalizer_causes(new: Object, old: Object) -> list[errors.Cause]:
+    """No new finalizers on an object that is being deleted (upstream ValidateObjectMetaUpdate)."""
+    if not old["metadata"].get("deletionTimestamp"):
+        return []
+    added = set(new["metadata"].get("finalizers") or []) - set(old["metadata"].get("finalizers") or [])
+    if not added:
+        return []
+    return [
+        errors.field_cause(
+            "FieldValueForbidden",
+            "metadata.finalizers",
+            "Forbidden: no new finalizers can be added if the object is being deleted, found new "
+            f"finalizers {sorted(added)}",
+        )
+    ]
+
+
+def _rewrite_metadata(store: Store, object_id: ObjectId, **changes: Any) -> Object | None:
+    """Commit a metadata-only change to a stored object, bypassing admission (a controller's write)."""
+    current = store.stored(object_id)
+    if current is None:
+        return None
+    new = dict(current)
+    new["metadata"] = copy.deepcopy(current["metadata"])
+    for key, value in changes.items():
+        if value is None:
+            new["metadata"].pop(key, None)
+        else:
+            new["metadata"][key] = value
+    resource_type = store.type_of(object_id[0])
+    if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+        return store._remove(resource_type, new, current)
+    return store._commit(resource_type, "MODIFIED", new, current)
+
+
+def _drop_owner(store: Store, object_id: ObjectId, owner_uid: str) -> None:
+    current = store.stored(object_id)
+    if current is None:
+        return
+    references = [r for r in current["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
+    _rewrite_metadata(store, object_id, ownerReferences=references or None)
+
+
+def delete(store: Store, resource_type: ResourceType, obj: Object, policy: str) -> Object:
+    """Delete ``obj`` with a propagation policy; returns its last or terminating state."""
+    from airflow_provider_gang.sim.store import rfc3339
+
+    metadata = obj["metadata"]
+    object_id: ObjectId = (resource_type.storage_key, metadata.get("namespace") or "", metadata["name"])
+    if metadata.get("deletionTimestamp"):
+        return obj
+    uid = metadata["uid"]
+    if policy == "Orphan":
+        for dependent in sorted(store.dependents.get(uid, set())):
+            _drop_owner(store, dependent, uid)
+    if resource_type.storage_key == "/namespaces":
+        _empty_namespace(store, metadata["name"])
+    finalizers = list(metadata.get("finalizers") or [])
+    if policy == "Foreground" and store.dependents.get(uid):
+        finalizers.append(FOREGROUND)
+    if not finalizers:
+        return store._remove(resource_type, obj)
+    marked = _rewrite_metadata(
+        store,
+        object_id,
+        deletionTimestamp=rfc3339(store._wall_clock()),
+        deletionGracePeriodSeconds=0,
+        finalizers=finalizers,
+    )
+    if policy == "Foreground":
+        for dependent in sorted(store.dependents.get(uid, set())):
+            current = store.stored(dependent)
+            if current is not None:
+                delete(store, store.type_of(dependent[0]), current, "Foreground")
+        _finish_foreground(store, uid)
+    return store.stored(object_id) or marked or obj
+
+
+def _empty_namespace(store: Store, namespace: str) -> None:
+    for resource_type in list(store.registry):
+        if not resource_type.namespaced or resource_type.version != (
+            resource_type.storage_version or resource_type.version
+        ):
+            continue
+        for obj in list(store.iter_objects(resource_type.storage_key)):
+            if obj["metadata"].get("namespace") == namespace:
+                current = store.stored((resource_type.storage_key, namespace, obj["metadata"]["name"]))
+                if current is not None:
+                    delete(store, resource_type, current, "Background")
+
+
+def _finish_foreground(store: Store, owner_uid: str) -> None:
+    """Remove the foregroundDeletion finalizer once no dependents remain."""
+    owner_id = store.uids.get(owner_uid)
+    owner = store.stored(owner_id) if owner_id else None
+    if owner is None or owner_id is None or store.dependents.get(owner_uid):
+        return
+    finalizers = [f for f in owner["metadata"].get("finalizers") or [] if f != FOREGROUND]
+    if finalizers != list(owner["metadata"].get("finalizers") or []):
+        _rewrite_metadata(store, owner_id, finalizers=finalizers or None)
+
+
+def after_removal(store: Store, removed: Object) -> None:
+    """Collect the dependents of a removed object and release owners waiting in foreground deletion."""
+    uid = removed["metadata"].get("uid", "")
+    for dependent in sorted(store.dependents.pop(uid, set())):
+        current = store.stored(dependent)
+        if current is None:
+            continue
+        live_owners = _owner_uids(current) - {uid}
+        if any(owner in store.uids for owner in live_owners):
+            _drop_owner(store, dependent, uid)
+        else:
+            delete(store, store.type_of(dependent[0]), current, "Background")
+    for owner_uid in _owner_uids(removed):
+        owner_id = store.uids.get(owner_uid)
+        owner = store.stored(owner_id) if owner_id else None
+        if owner is not None and FOREGROUND in (owner["metadata"].get("finalizers") or []):
+            _finish_foreground(store, owner_uid)

@@ -1,0 +1,88 @@
+"""batch/v1 Job admission (upstream ``pkg/registry/batch/job/strategy.go`` and validation).
+
+On create: ``status: {}``, spec defaults (parallelism/completions 1 when both unset, backoffLimit 6,
+completionMode NonIndexed, suspend false) and, unless ``manualSelector``, the generated selector
+``batch.kubernetes.io/controller-uid=<uid>`` plus the ``controller-uid``/``job-name`` labels on the
+pod template. On update: selector and completions immutable; the pod template immutable unless the
+Job is suspended.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_gang.sim import errors, validation
+from airflow_provider_gang.sim.errors import Cause
+from airflow_provider_gang.sim.kinds.base import Object, Strategy
+from airflow_provider_gang.sim.registry import ResourceType
+
+
+class JobStrategy(Strategy):
+    """See module docstring."""
+
+    def initial_status(self, new: Object) -> dict[str, Any] | None:
+        return {}
+
+    def prepare_create(self, new: Object, resource_type: ResourceType) -> None:
+        super().prepare_create(new, resource_type)
+        spec = new.setdefault("spec", {})
+        if "parallelism" not in spec and "completions" not in spec:
+            spec["parallelism"] = spec["completions"] = 1
+        spec.setdefault("parallelism", 1)
+        spec.setdefault("backoffLimit", 6)
+        spec.setdefault("completionMode", "NonIndexed")
+        spec.setdefault("suspend", False)
+        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+        if not spec.get("manualSelector"):
+            uid, name = new["metadata"]["uid"], new["metadata"].get("name", "")
+            spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+            labels = spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
+            labels.update(
+                {
+                    "batch.kubernetes.io/controller-uid": uid,
+                    "batch.kubernetes.io/job-name": name,
+                    "controller-uid": uid,
+                    "job-name": name,
+                }
+            )
+
+    def validate_create(self, new: Object, resource_type: ResourceType, field_validation: str) -> list[Cause]:
+        causes = super().validate_create(new, resource_type, field_validation)
+        name = new["metadata"].get("name") or ""
+        if len(name) > 63:
+            causes.append(validation.invalid_value("metadata.name", name, "must be no more than 63 characters"))
+        template_spec = ((new.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if not template_spec.get("containers"):
+            causes.append(validation.required("spec.template.spec.containers"))
+        restart = template_spec.get("restartPolicy")
+        if restart not in ("OnFailure", "Never"):
+            causes.append(
+                errors.field_cause(
+                    "FieldValueNotSupported" if restart else "FieldValueRequired",
+                    "spec.template.spec.restartPolicy",
+                    f'Unsupported value: "{restart}": supported values: "OnFailure", "Never"'
+                    if restart
+                    else 'Required value: valid values: "OnFailure", "Never"',
+                )
+            )
+        for field in ("parallelism", "completions", "backoffLimit"):
+            value = (new.get("spec") or {}).get(field)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                causes.append(validation.invalid_value(f"spec.{field}", value, "must be greater than or equal to 0"))
+        return causes
+
+    def validate_update(
+        self, new: Object, old: Object, resource_type: ResourceType, field_validation: str
+    ) -> list[Cause]:
+        causes = super().validate_update(new, old, resource_type, field_validation)
+        new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+        for field in ("selector", "completions", "completionMode"):
+            if new_spec.get(field) != old_spec.get(field):
+                causes.append(
+                    validation.invalid_value(
+                        f"spec.{field}", "object" if field == "selector" else new_spec.get(field), "field is immutable"
+                    )
+                )
+        if new_spec.get("template") != old_spec.get("template") and not old_spec.get("suspend"):
+            causes.append(validation.invalid_value("spec.template", "object", "field is immutable"))
+        return causes

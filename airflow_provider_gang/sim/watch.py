@@ -1,0 +1,122 @@
+"""Committed change events, the kept event history, and watch streams.
+
+Every committed write produces one :class:`Event` with the new global resourceVersion. Events are
+kept in a bounded history (like etcd before compaction); a watch that starts from a resourceVersion
+older than the oldest kept event gets 410 Expired, as from a real apiserver.
+
+Selector semantics follow the watch cache (``storage/cacher``): an object that starts matching the
+watch's selectors is delivered as ADDED, one that stops matching as DELETED (carrying the previous
+state with the new resourceVersion), and events that match neither before nor after are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_gang.sim import errors
+
+ObjectPredicate = Callable[[Mapping[str, Any]], bool]
+
+
+@dataclass
+class Event:
+    """One committed change. ``obj`` and ``old`` are shared and must not be mutated."""
+
+    resource_version: int
+    storage_key: str
+    type: str  # ADDED | MODIFIED | DELETED
+    obj: dict[str, Any]
+    old: dict[str, Any] | None
+    _encoded: dict[tuple[str, str], bytes] = field(default_factory=dict, repr=False)
+
+    def namespace(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("namespace") or "")
+
+    def encoded(self, event_type: str, api_version: str, use_old: bool = False) -> bytes:
+        """The watch line ``{"type": ..., "object": ...}\\n``, serialised once per form and shared."""
+        cache_key = (event_type + ("-old" if use_old else ""), api_version)
+        cached = self._encoded.get(cache_key)
+        if cached is None:
+            source = self.old if use_old and self.old is not None else self.obj
+            body = dict(source, apiVersion=api_version)
+            if use_old:
+                body["metadata"] = dict(body.get("metadata") or {}, resourceVersion=str(self.resource_version))
+            cached = (json.dumps({"type": event_type, "object": body}, separators=(",", ":")) + "\n").encode()
+            self._encoded[cache_key] = cached
+        return cached
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What one watcher receives for one event: the event type as seen through its selectors."""
+
+    type: str
+    event: Event
+    use_old: bool = False
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        if self.use_old and self.event.old is not None:
+            old = dict(self.event.old)
+            old["metadata"] = dict(old.get("metadata") or {}, resourceVersion=str(self.event.resource_version))
+            return old
+        return self.event.obj
+
+
+class WatchStream:
+    """One open watch: a queue of deliveries filled by the store, drained by the consumer."""
+
+    def __init__(self, storage_key: str, namespace: str | None, matches: ObjectPredicate) -> None:
+        self.storage_key = storage_key
+        self.namespace = namespace or None
+        self.matches = matches
+        self.queue: asyncio.Queue[Delivery | None] = asyncio.Queue()
+        self.closed = False
+
+    def offer(self, event: Event) -> None:
+        """Queue ``event`` if it concerns this watch (after namespace and selector filtering)."""
+        if self.closed:
+            return
+        if self.namespace is not None and event.namespace() != self.namespace:
+            return
+        now_matches = event.type != "DELETED" and self.matches(event.obj)
+        if event.type == "DELETED":
+            if self.matches(event.obj):
+                self.queue.put_nowait(Delivery("DELETED", event))
+            return
+        was_matching = event.old is not None and self.matches(event.old)
+        if now_matches:
+            self.queue.put_nowait(Delivery("MODIFIED" if was_matching else "ADDED", event))
+        elif was_matching:
+            self.queue.put_nowait(Delivery("DELETED", event, use_old=True))
+
+    def close(self) -> None:
+        """End the stream; a consumer blocked on the queue wakes up and stops."""
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
+
+
+class History:
+    """The bounded list of recent events, for resuming watches from a resourceVersion."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._events: deque[Event] = deque()
+        self.compacted_through = 0  # every event with resourceVersion <= this is forgotten
+
+    def append(self, event: Event) -> None:
+        self._events.append(event)
+        while len(self._events) > self.limit:
+            self.compacted_through = self._events.popleft().resource_version
+
+    def since(self, resource_version: int, storage_key: str) -> list[Event]:
+        """Events after ``resource_version`` for one storage key; 410 Expired if already compacted."""
+        if resource_version < self.compacted_through:
+            raise errors.expired(f"too old resource version: {resource_version} ({self.compacted_through + 1})")
+        return [e for e in self._events if e.resource_version > resource_version and e.storage_key == storage_key]
