@@ -32,7 +32,7 @@ from typing import Any
 from airflow_provider_gang.reservation import conditions, naming, timestamps
 from airflow_provider_gang.reservation.conditions import Object
 
-RANK_LABEL = f"{naming.LABEL_PREFIX}/rank"
+RANK_LABEL = naming.RANK_LABEL
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 LOST_POD_REASONS = frozenset(
     {"Evicted", "NodeLost", "Shutdown", "Terminated", "NodeAffinity", "UnexpectedAdmissionError"}

@@ -23,6 +23,14 @@ from dataclasses import dataclass
 LABEL_PREFIX = "airflow-gang.io"
 """Domain of every label, annotation and scheduling gate this provider writes."""
 
+GANG_LABEL = f"{LABEL_PREFIX}/gang"
+"""Every object of a gang carries it, valued with the gang name: the watch selector."""
+ROLE_LABEL = f"{LABEL_PREFIX}/role"
+"""``owner``, ``reservation``, ``member`` or ``rendezvous``."""
+RANK_LABEL = f"{LABEL_PREFIX}/rank"
+"""Member pods launched by us carry their rank."""
+RESERVED_LABELS = frozenset({GANG_LABEL, ROLE_LABEL, RANK_LABEL})
+
 GANG_NAME_MAX = 50
 DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253
@@ -108,6 +116,19 @@ def gang_name(dag_id: str, task_id: str, run_id: str, *, map_index: int = -1, at
     if not readable or not readable[0].isalpha():
         readable = f"g-{readable}".rstrip("-")[: GANG_NAME_MAX - len(tail) - 1].rstrip("-")
     return f"{readable}{tail}"
+
+
+def run_labels(dag_id: str, task_id: str, run_id: str, *, map_index: int = -1, attempt: int = 1) -> dict[str, str]:
+    """Labels tracing objects back to the Airflow task instance (values made label-safe)."""
+    labels = {
+        f"{LABEL_PREFIX}/dag-id": label_value(dag_id),
+        f"{LABEL_PREFIX}/task-id": label_value(task_id),
+        f"{LABEL_PREFIX}/run-id": label_value(run_id),
+        f"{LABEL_PREFIX}/try-number": str(attempt),
+    }
+    if map_index >= 0:
+        labels[f"{LABEL_PREFIX}/map-index"] = str(map_index)
+    return labels
 
 
 @dataclass(frozen=True)

@@ -186,8 +186,8 @@ def _check_labels(labels: Mapping[str, Any]) -> None:
     for key, value in labels.items():
         if not isinstance(key, str) or not naming.is_qualified_name(key):
             raise GangSpecError(f"labels[{key!r}]", "is not a valid label key ('[prefix/]name', name <= 63 chars)")
-        if key.startswith(naming.LABEL_PREFIX + "/"):
-            raise GangSpecError(f"labels[{key!r}]", f"the prefix {naming.LABEL_PREFIX}/ is reserved for the provider")
+        if key in naming.RESERVED_LABELS:
+            raise GangSpecError(f"labels[{key!r}]", "is set by the provider on every object; choose another key")
         if not isinstance(value, str) or not naming.is_label_value(value):
             raise GangSpecError(
                 f"labels[{key!r}]", f"{value!r} is not a valid label value (<= 63 chars of [A-Za-z0-9_.-])"

@@ -1,0 +1,15 @@
+"""Manifest builders for every object of a gang (plain dicts, wire format), in creation order:
+
+1. ``owner.owner_config_map`` - then pass its ``metadata.uid`` as ``owner_uid`` to all the others;
+2. ``provisioning.pod_template`` then ``provisioning.provisioning_request`` (modes
+   ``provisioning_request`` and ``gates``), or ``kueue.job`` / ``pods.pod_group_pod`` (``kueue``);
+3. ``service.headless_service`` (when members rendezvous);
+4. ``pods.gated_pod`` (``gates``, before the reservation is granted) or ``pods.launch_pod`` (after).
+
+Builders are pure and deterministic: the same spec gives the same manifests, so creating them again
+after a crash is an idempotent "create or adopt".
+"""
+
+from airflow_provider_gang.reservation.manifests import common, kueue, owner, pods, provisioning, rank_env, service
+
+__all__ = ["common", "kueue", "owner", "pods", "provisioning", "rank_env", "service"]

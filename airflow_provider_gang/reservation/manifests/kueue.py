@@ -1,0 +1,52 @@
+"""The Kueue launch object: a ``batch/v1`` Indexed Job in a LocalQueue.
+
+Kueue's webhook suspends a Job with the ``kueue.x-k8s.io/queue-name`` label; we create it suspended
+anyway so nothing starts if the webhook is missing. ``kueue.x-k8s.io/job-min-parallelism`` enables
+partial admission down to ``min_size`` (Kueue requires ``0 < min < parallelism``). Kueue creates
+the Workload (``job-<name>-<hash>``, label ``kueue.x-k8s.io/job-uid``) and, when admitted, unsuspends
+the Job; the Job controller then creates pods ``<job>-<index>-<suffix>`` whose hostnames are
+``<job>-<index>``.
+
+Limitation: after partial admission Kueue lowers ``spec.parallelism`` but not the env, so
+``WORLD_SIZE``/``GANG_SIZE`` in the pods still name the requested size; use
+``Decision.admitted_count`` (or the Workload) for the admitted size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation.manifests import common, pods, rank_env
+from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
+
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+
+
+def job(spec: GangSpec, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
+    """The suspended Indexed Job of ``size`` completions, ``backoffLimit: 0`` (one member failing
+    fails the Job, hence the gang), rank environment from the completion index."""
+    if spec.mode is not ReservationMode.KUEUE or spec.queue is None:
+        raise ValueError("job needs reservation='kueue' with a queue")
+    names = naming.GangNames(spec.name)
+    template = pods.member_template(spec)
+    env = rank_env.rank_environment(spec, None, master_address=master_address)
+    template["spec"]["containers"] = [rank_env.with_environment(c, env) for c in template["spec"]["containers"]]
+    template["spec"]["subdomain"] = names.service
+    metadata = common.metadata(spec, names.job, common.ROLE_RESERVATION, owner_uid,
+                               **{pods.KUEUE_QUEUE_LABEL: spec.queue})
+    if spec.floor < spec.size:
+        metadata["annotations"] = {MIN_PARALLELISM_ANNOTATION: str(spec.floor)}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {
+            "suspend": True,
+            "parallelism": spec.size,
+            "completions": spec.size,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": template,
+        },
+    }

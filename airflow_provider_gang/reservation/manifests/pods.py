@@ -1,0 +1,144 @@
+"""Member pods: the shared member template, launch pods, gated pods and Kueue pod-group pods.
+
+:func:`member_template` is the single source of every scheduling-relevant field (resources,
+zone, spot, tolerations, the user's template). The PodTemplate that a ProvisioningRequest
+references and every launch pod are built from it, so CA's scheduling simulation and the real pods
+agree (the ProvisioningRequest proposal requires consuming pods to match the template).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation.manifests import common, rank_env
+from airflow_provider_gang.reservation.spec import GangSpec
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+SPOT_NODE_SELECTOR = {"cloud.google.com/gke-spot": "true"}
+SPOT_TOLERATION = {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
+CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+
+
+def _resources(container: dict[str, Any], spec: GangSpec) -> dict[str, Any]:
+    resources = copy.deepcopy(container.get("resources") or {})
+    requests, limits = dict(resources.get("requests") or {}), dict(resources.get("limits") or {})
+    member = spec.resources
+    if member.cpu is not None:
+        requests["cpu"] = member.cpu
+    if member.memory is not None:
+        requests["memory"] = limits["memory"] = member.memory
+    if member.gpus:
+        # Extended resources must have request == limit; the scheduler counts the request.
+        requests[member.gpu_resource] = limits[member.gpu_resource] = str(member.gpus)
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {**container, "resources": resources} if resources else container
+
+
+def _place(pod_spec: dict[str, Any], spec: GangSpec) -> None:
+    selector = dict(pod_spec.get("nodeSelector") or {})
+    if spec.spot:
+        selector.update(SPOT_NODE_SELECTOR)
+        tolerations = list(pod_spec.get("tolerations") or [])
+        if SPOT_TOLERATION not in tolerations:
+            tolerations.append(dict(SPOT_TOLERATION))
+        pod_spec["tolerations"] = tolerations
+    if spec.zone is not None and spec.strict_zone:
+        selector[ZONE_LABEL] = spec.zone
+    elif spec.zone is not None:
+        affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        preferred = affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+        expression = {"key": ZONE_LABEL, "operator": "In", "values": [spec.zone]}
+        preferred.append({"weight": 100, "preference": {"matchExpressions": [expression]}})
+    if selector:
+        pod_spec["nodeSelector"] = selector
+
+
+def member_template(spec: GangSpec) -> dict[str, Any]:
+    """The PodTemplateSpec every member shares: the user's template with ``restartPolicy: Never``,
+    the member resources on container 0, zone and spot placement, and the gang's member labels."""
+    template = copy.deepcopy(dict(spec.pod_template))
+    pod_spec: dict[str, Any] = template["spec"]
+    pod_spec["restartPolicy"] = "Never"
+    containers = list(pod_spec["containers"])
+    containers[0] = _resources(dict(containers[0]), spec)
+    pod_spec["containers"] = containers
+    _place(pod_spec, spec)
+    metadata = template.setdefault("metadata", {})
+    metadata["labels"] = {**(metadata.get("labels") or {}), **common.labels(spec, common.ROLE_MEMBER)}
+    return template
+
+
+def _pod(spec: GangSpec, rank: int, owner_uid: str, *, master_address: str | None) -> dict[str, Any]:
+    names = naming.GangNames(spec.name)
+    template = member_template(spec)
+    pod_spec = template["spec"]
+    env = rank_env.rank_environment(spec, rank, master_address=master_address)
+    pod_spec["containers"] = [rank_env.with_environment(container, env) for container in pod_spec["containers"]]
+    pod_spec["hostname"] = names.member(rank)
+    pod_spec["subdomain"] = names.service
+    rank_label = {naming.RANK_LABEL: str(rank)}
+    metadata = common.metadata(spec, names.member(rank), common.ROLE_MEMBER, owner_uid, **rank_label)
+    metadata["labels"] = {**template["metadata"]["labels"], **metadata["labels"]}
+    annotations = template["metadata"].get("annotations")
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def _consume(pod: dict[str, Any], spec: GangSpec) -> dict[str, Any]:
+    annotations = pod["metadata"].setdefault("annotations", {})
+    annotations[CONSUME_ANNOTATION] = naming.GangNames(spec.name).provisioning_request
+    annotations[CLASS_ANNOTATION] = str(spec.provisioning_class)
+    return pod
+
+
+def launch_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
+    """Member ``rank`` consuming the gang's ProvisioningRequest: both consume annotations (CA
+    requires both, ``provisioningrequest/pods/pods.go``), rank environment, hostname/subdomain."""
+    if not spec.mode.uses_provisioning_request:
+        raise ValueError(f"launch_pod needs a ProvisioningRequest mode, not {spec.mode.value!r}")
+    return _consume(_pod(spec, rank, owner_uid, master_address=master_address), spec)
+
+
+def gated_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
+    """A launch pod held by the gang's scheduling gate (gates mode). Gates can only be set at
+    creation and only removed later (KEP-3521), so it is created complete: annotations included."""
+    pod = launch_pod(spec, rank, owner_uid=owner_uid, master_address=master_address)
+    gates = list(pod["spec"].get("schedulingGates") or [])
+    gates.append({"name": naming.GangNames(spec.name).scheduling_gate})
+    pod["spec"]["schedulingGates"] = gates
+    return pod
+
+
+def release_gate_patch(pod: dict[str, Any], gate: str) -> list[dict[str, Any]]:
+    """A JSON patch removing ``gate`` from ``pod`` (other gates, e.g. Kueue's, stay), guarded by a
+    ``test`` so a concurrent change fails the patch instead of removing the wrong entry. Empty if
+    the gate is already gone (releasing is idempotent)."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    for index, entry in enumerate(gates):
+        if entry.get("name") == gate:
+            path = f"/spec/schedulingGates/{index}"
+            return [{"op": "test", "path": path, "value": entry}, {"op": "remove", "path": path}]
+    return []
+
+
+def pod_group_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
+    """Member ``rank`` of a Kueue plain-pod group: queue-name and pod-group-name labels and the
+    total-count annotation on every member (Kueue ``pkg/controller/jobs/pod``); Kueue's webhook
+    adds its own admission gate and removes it when the group is admitted."""
+    if spec.queue is None:
+        raise ValueError("pod_group_pod needs spec.queue (reservation='kueue')")
+    pod = _pod(spec, rank, owner_uid, master_address=master_address)
+    pod["metadata"]["labels"][KUEUE_QUEUE_LABEL] = spec.queue
+    pod["metadata"]["labels"][KUEUE_POD_GROUP_LABEL] = naming.GangNames(spec.name).pod_group
+    pod["metadata"].setdefault("annotations", {})[KUEUE_POD_GROUP_COUNT] = str(spec.size)
+    return pod
