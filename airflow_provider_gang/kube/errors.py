@@ -163,7 +163,11 @@ def from_status(code: int, body: Any, retry_after_header: str | None = None) -> 
     reason = str(status_body.get("reason") or f"HTTP{code}")
     message = str(status_body.get("message") or (body if isinstance(body, str) else "") or reason)
     if code == 429 or code >= 500:
-        return Unavailable(code, reason, message, status_body, retry_after=parse_retry_after(retry_after_header))
+        retry_after = parse_retry_after(retry_after_header)
+        if retry_after is None:  # the Status repeats it as details.retryAfterSeconds
+            details_seconds = (status_body.get("details") or {}).get("retryAfterSeconds")
+            retry_after = parse_retry_after(None if details_seconds is None else str(details_seconds))
+        return Unavailable(code, reason, message, status_body, retry_after=retry_after)
     if code == 409 and reason == "AlreadyExists":
         return AlreadyExists(code, reason, message, status_body)
     if code == 422:

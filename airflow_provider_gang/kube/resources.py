@@ -56,6 +56,7 @@ class Resource:
 
 PODS = Resource("", "v1", "pods", "Pod")
 POD_TEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate")
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 SERVICES = Resource("", "v1", "services", "Service")
 EVENTS = Resource("", "v1", "events", "Event")
 JOBS = Resource("batch", "v1", "jobs", "Job")
@@ -72,6 +73,7 @@ KNOWN = {
     for resource in (
         PODS,
         POD_TEMPLATES,
+        CONFIG_MAPS,
         SERVICES,
         EVENTS,
         JOBS,
