@@ -112,6 +112,7 @@ class ManualClock(Clock):
         real time given to the loop after each step (0 yields a few loop iterations).
         """
         target = self._now + seconds
+        await _let_loop_run(settle)
         while True:
             deadline = self.next_deadline()
             step_to = target if deadline is None or deadline > target else deadline

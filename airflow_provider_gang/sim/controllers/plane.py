@@ -1,0 +1,95 @@
+"""Assemble and run the simulated control plane on a Store.
+
+:func:`start` builds the shared :class:`~.base.ControlPlane` (clock, seeded random source, scenario,
+cloud), registers the scenario's initial nodes, subscribes every controller to the Store and runs
+each controller loop as a task. :meth:`RunningControlPlane.stop` cancels them. This is what the
+emulator's startup hook calls (``gang-sim serve --scenario NAME|FILE --time-scale N``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_gang.sim.clock import Clock
+from airflow_provider_gang.sim.cluster import Cloud, NodeRecord, node_manifest
+from airflow_provider_gang.sim.controllers.base import Controller, ControlPlane, Obj, Store
+from airflow_provider_gang.sim.scenario import NodePool, Scenario
+
+
+def register_node(store: Store, pool: NodePool, record: NodeRecord) -> Obj:
+    """Create the Node object for ``record`` (status written through the status subresource)."""
+    manifest = node_manifest(pool, record)
+    status = manifest.pop("status")
+    node = store.create("v1/nodes", manifest)
+    if node.get("status") != status:
+        node = store.patch("v1/nodes", record.name, {"status": status}, subresource="status")
+    return node
+
+
+def default_controllers() -> list[type[Controller]]:
+    """The controllers a scenario runs, in start order."""
+    from airflow_provider_gang.sim.controllers.autoscaler import ClusterAutoscaler
+    from airflow_provider_gang.sim.controllers.jobs import JobController
+    from airflow_provider_gang.sim.controllers.kubelet import Kubelet
+    from airflow_provider_gang.sim.controllers.scheduler import Scheduler
+
+    controllers: list[type[Controller]] = [Scheduler, Kubelet, JobController, ClusterAutoscaler]
+    return controllers
+
+
+@dataclass
+class RunningControlPlane:
+    plane: ControlPlane
+    controllers: list[Controller]
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    unsubscribe: Callable[[], Any] | None = None
+
+    def controller(self, kind: type[Controller]) -> Controller:
+        for controller in self.controllers:
+            if isinstance(controller, kind):
+                return controller
+        raise KeyError(kind.__name__)
+
+    async def stop(self) -> None:
+        if self.unsubscribe is not None:
+            self.unsubscribe()
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.tasks.clear()
+
+
+def build(
+    store: Store, scenario: Scenario, clock: Clock, controllers: list[type[Controller]] | None = None
+) -> RunningControlPlane:
+    """Create the control plane objects without starting loops (for :func:`start` and tests)."""
+    rng = random.Random(scenario.seed)
+    plane = ControlPlane(store=store, clock=clock, scenario=scenario, rng=rng, cloud=Cloud(scenario, rng))
+    for pool in scenario.node_pools:
+        for _ in range(pool.initial_nodes):
+            register_node(store, pool, plane.cloud.add_initial_node(pool))
+    instances = [kind(plane) for kind in (controllers if controllers is not None else default_controllers())]
+    return RunningControlPlane(plane=plane, controllers=instances)
+
+
+def start(
+    store: Store, scenario: Scenario, clock: Clock, controllers: list[type[Controller]] | None = None
+) -> RunningControlPlane:
+    """Build the control plane and run every controller loop on the current event loop."""
+    running = build(store, scenario, clock, controllers)
+
+    def notify(event_type: str, resource: str, obj: Obj) -> None:
+        for controller in running.controllers:
+            controller.notify(event_type, resource, obj)
+
+    running.unsubscribe = store.subscribe(notify)
+    for controller in running.controllers:
+        running.tasks.append(asyncio.create_task(controller.run(), name=f"sim-{controller.component}"))
+    return running
