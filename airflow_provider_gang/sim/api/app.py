@@ -1,0 +1,143 @@
+"""The aiohttp application: Kubernetes API paths, discovery, OpenAPI and ``/_sim/`` control endpoints.
+
+Request pipeline for ``/api``, ``/apis`` and ``/openapi``: bearer-token authentication (401), request
+counting, RBAC-like authorization (403), injected faults (latency, errors), then the handler.
+Every :class:`~airflow_provider_gang.sim.errors.ApiError` becomes a ``Status`` response.
+``/version`` and ``/healthz``/``/readyz``/``/livez`` need no token (anonymous access upstream).
+
+Control endpoints (no token, loopback only): ``GET/PUT/DELETE /_sim/faults`` (JSON, see
+:mod:`.faults`), ``GET /_sim/metrics`` and ``DELETE /_sim/metrics`` (reset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim.api import discovery, objects, openapi, paths
+from airflow_provider_gang.sim.api.context import CONTEXT, ApiContext, json_response, status_response
+from airflow_provider_gang.sim.api.faults import Faults
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_OPEN_PATHS = frozenset({"/version", "/healthz", "/readyz", "/livez"})
+
+
+def _context(request: web.Request) -> ApiContext:
+    return request.app[CONTEXT]
+
+
+@web.middleware
+async def api_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Authentication, counting, authorization, faults and error rendering (see module docstring)."""
+    if request.path.startswith("/_sim/") or request.path in _OPEN_PATHS:
+        return await handler(request)
+    context = _context(request)
+    try:
+        user = context.authorizer.user_for(request.headers.get("Authorization"))
+        if user is None:
+            raise errors.unauthorized()
+        info = paths.parse(request.method, request.path, request.query)
+        if info is not None:
+            context.metrics.count(info.verb, info.metric_resource)
+            if not context.authorizer.allows(user, info.verb, info.group, info.rbac_resource):
+                raise errors.forbidden(user, info.verb, info.rbac_resource, info.group, info.namespace, info.name or "")
+            faults = context.faults
+            if faults.latency_seconds > 0:
+                await asyncio.sleep(faults.latency_seconds)
+            injected = faults.draw_error(info.verb)
+            if injected is not None:
+                raise injected
+            request["gang_sim_user"] = user
+        response = await handler(request)
+    except errors.ApiError as error:
+        response = status_response(error)
+    context.metrics.count_code(response.status)
+    return response
+
+
+async def _api(request: web.Request) -> web.StreamResponse:
+    context = _context(request)
+    registry = context.store.registry
+    path = request.path.rstrip("/")
+    if path == "/api":
+        return json_response(discovery.api_versions(context.server_address))
+    if path == "/apis":
+        return json_response(discovery.api_group_list(registry))
+    info = paths.parse(request.method, request.path, request.query)
+    if info is None:
+        located = paths.group_version_of(path)
+        if located is None:
+            group = path.split("/")[2] if path.count("/") >= 2 else ""
+            document = discovery.api_group(registry, group)
+        else:
+            group, version, _ = located
+            document = discovery.api_resource_list(registry, f"{group}/{version}" if group else version)
+        if document is None:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return json_response(document)
+    return await objects.handle(request, context, info, request.get("gang_sim_user", ""))
+
+
+async def _version(request: web.Request) -> web.StreamResponse:
+    return json_response(discovery.SERVER_VERSION)
+
+
+async def _health(request: web.Request) -> web.StreamResponse:
+    return web.Response(text="ok", content_type="text/plain")
+
+
+async def _openapi_v2(request: web.Request) -> web.StreamResponse:
+    return web.Response(body=openapi.OPENAPI_V2_PROTOBUF, content_type="application/octet-stream")
+
+
+async def _openapi_v3(request: web.Request) -> web.StreamResponse:
+    registry = _context(request).store.registry
+    tail = request.match_info.get("tail", "").strip("/")
+    if not tail:
+        return json_response(openapi.index(registry))
+    segments = tail.split("/")
+    api_version = "/".join(segments[1:]) if segments[0] in ("api", "apis") else ""
+    if not api_version or not registry.in_group_version(api_version):
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+    return json_response(openapi.document(registry, api_version))
+
+
+async def _faults(request: web.Request) -> web.StreamResponse:
+    context = _context(request)
+    if request.method == "DELETE":
+        context.faults = Faults()
+    elif request.method in ("PUT", "POST"):
+        body = await request.json()
+        try:
+            context.faults = Faults.parse(body["spec"]) if "spec" in body else Faults.from_json(body)
+        except (ValueError, KeyError, TypeError) as error:
+            return json_response(errors.bad_request(f"bad faults: {error}").to_status(), status=400)
+    return json_response(context.faults.to_json())
+
+
+async def _metrics(request: web.Request) -> web.StreamResponse:
+    context = _context(request)
+    snapshot = context.metrics.snapshot()
+    if request.method == "DELETE":
+        context.metrics.reset()
+    return json_response(snapshot)
+
+
+def build_app(context: ApiContext) -> web.Application:
+    """The application; more ``/_sim/`` routes may be added before it starts."""
+    app = web.Application(middlewares=[api_middleware], client_max_size=32 * 1024 * 1024)
+    app[CONTEXT] = context
+    for pattern in ("/api", "/api/{tail:.*}", "/apis", "/apis/{tail:.*}"):
+        app.router.add_route("*", pattern, _api)
+    app.router.add_get("/version", _version)
+    for health in ("/healthz", "/readyz", "/livez"):
+        app.router.add_get(health, _health)
+    app.router.add_get("/openapi/v2", _openapi_v2)
+    app.router.add_get("/openapi/v3", _openapi_v3)
+    app.router.add_get("/openapi/v3/{tail:.*}", _openapi_v3)
+    app.router.add_route("*", "/_sim/faults", _faults)
+    app.router.add_route("*", "/_sim/metrics", _metrics)
+    return app

@@ -1,0 +1,254 @@
+"""Resource requests: get, list (selectors, limit/continue), create, update, patch, delete.
+
+Answers as a real apiserver: create 201 with the stored object; list envelopes with ``kind``,
+``apiVersion`` and ``metadata.resourceVersion``; PATCH chosen by Content-Type (415 for unknown types
+and for strategic merge on custom resources); DELETE returns the object for built-in kinds and a
+``Status`` Success for custom resources once gone.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim.api import podlogs, watching
+from airflow_provider_gang.sim.api.context import ApiContext, json_response, success_status
+from airflow_provider_gang.sim.api.paths import RequestInfo
+from airflow_provider_gang.sim.registry import ResourceType
+
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
+}
+
+
+async def read_body(request: web.Request, *, yaml_allowed: bool = True) -> Any:
+    """The request body as JSON (or YAML); 400 BadRequest like the Go decoder on malformed input."""
+    raw = await request.read()
+    if not raw.strip():
+        raise errors.bad_request("the body of the request was empty")
+    if "yaml" in request.content_type and yaml_allowed:
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError as error:
+            raise errors.bad_request(f"error converting YAML to JSON: {error}") from None
+    try:
+        return json.loads(raw)
+    except ValueError as error:
+        raise errors.bad_request(f"couldn't get version/kind; json parse error: {error}") from None
+
+
+async def _object_body(request: web.Request) -> dict[str, Any]:
+    body = await read_body(request)
+    if not isinstance(body, dict):
+        raise errors.bad_request("couldn't get version/kind; json parse error: expected an object")
+    return body
+
+
+def _field_validation(request: web.Request) -> str:
+    value = request.query.get("fieldValidation", "Warn") or "Warn"
+    if value not in ("Strict", "Warn", "Ignore"):
+        raise errors.bad_request(
+            f'fieldValidation: Unsupported value: "{value}": supported values: "Ignore", "Strict", "Warn"'
+        )
+    return value
+
+
+def _continue_token(start_after: tuple[str, str], resource_version: str) -> str:
+    raw = json.dumps({"rv": resource_version, "after": list(start_after)}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _list(request: web.Request, context: ApiContext, info: RequestInfo, resource_type: ResourceType) -> web.Response:
+    query = request.query
+    items, resource_version = context.store.list(
+        info.resource_key,
+        info.namespace,
+        label_selector=query.get("labelSelector", ""),
+        field_selector=query.get("fieldSelector", ""),
+    )
+    metadata: dict[str, Any] = {"resourceVersion": resource_version}
+    token = query.get("continue")
+    if token:
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+            after = (str(decoded["after"][0]), str(decoded["after"][1]))
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise errors.bad_request("continue key is not valid: malformed token") from None
+        items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > after]
+    limit = int(query.get("limit") or 0)
+    if 0 < limit < len(items):
+        remaining = len(items) - limit
+        items = items[:limit]
+        last = items[-1]["metadata"]
+        metadata["continue"] = _continue_token((last.get("namespace", ""), last["name"]), resource_version)
+        metadata["remainingItemCount"] = remaining
+    body = {
+        "kind": resource_type.list_kind,
+        "apiVersion": resource_type.api_version,
+        "metadata": metadata,
+        "items": items,
+    }
+    return json_response(body)
+
+
+async def _delete(
+    request: web.Request, context: ApiContext, info: RequestInfo, resource_type: ResourceType
+) -> web.Response:
+    options: dict[str, Any] = {}
+    if request.can_read_body:
+        raw = await request.read()
+        if raw.strip():
+            try:
+                options = json.loads(raw)
+            except ValueError as error:
+                raise errors.bad_request(f"couldn't get version/kind; json parse error: {error}") from None
+    policy = request.query.get("propagationPolicy") or options.get("propagationPolicy")
+    if request.query.get("orphanDependents") in ("true", "True") or options.get("orphanDependents") is True:
+        policy = policy or "Orphan"
+    preconditions = options.get("preconditions") or {}
+    name = info.name or ""
+    if preconditions:
+        current = context.store.get(info.resource_key, name, info.namespace)
+        for key in ("uid", "resourceVersion"):
+            if preconditions.get(key) and preconditions[key] != current["metadata"].get(key):
+                raise errors.conflict(
+                    resource_type.plural,
+                    name,
+                    resource_type.group,
+                    why=f"Precondition failed: {key}: {preconditions[key]}, {key} in object meta: "
+                    f"{current['metadata'].get(key)}",
+                )
+    grace = request.query.get("gracePeriodSeconds") or options.get("gracePeriodSeconds")
+    deleted = context.store.delete(
+        info.resource_key,
+        name,
+        info.namespace,
+        propagation_policy=policy,
+        grace_period_seconds=None if grace is None else int(grace),
+    )
+    if resource_type.custom and not deleted["metadata"].get("deletionTimestamp"):
+        return json_response(
+            success_status(name, resource_type.group, resource_type.plural, deleted["metadata"].get("uid", ""))
+        )
+    if resource_type.custom or deleted["metadata"].get("finalizers"):
+        return json_response(deleted, status=200)
+    return json_response(deleted)
+
+
+async def _subject_access_review(request: web.Request, context: ApiContext, user: str) -> web.Response:
+    body = await _object_body(request)
+    spec = body.get("spec") or {}
+    attributes = spec.get("resourceAttributes")
+    if attributes is None:
+        allowed, reason = True, "non-resource URLs are allowed"
+    else:
+        resource = attributes.get("resource", "")
+        if attributes.get("subresource"):
+            resource = f"{resource}/{attributes['subresource']}"
+        allowed = context.authorizer.allows(user, attributes.get("verb", ""), attributes.get("group", ""), resource)
+        reason = "allowed by gang-sim rule" if allowed else ""
+    body["status"] = {"allowed": allowed} | ({"reason": reason} if reason else {})
+    body.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+    body["apiVersion"], body["kind"] = "authorization.k8s.io/v1", "SelfSubjectAccessReview"
+    return json_response(body, status=201)
+
+
+async def handle(request: web.Request, context: ApiContext, info: RequestInfo, user: str) -> web.StreamResponse:
+    """Serve one resource request (authentication, authorization and faults already applied)."""
+    store = context.store
+    resource_type = store.resolve(info.resource_key)
+    if info.namespace is not None and not resource_type.namespaced:
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+    if info.subresource and info.subresource not in resource_type.subresources:
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+    if info.subresource == "log":
+        return await podlogs.serve(request, context, info)
+    if info.verb != "create" and info.verb not in resource_type.verbs:
+        raise errors.method_not_allowed(f"{info.verb} is not supported on resources of kind {resource_type.plural}")
+    if request.query.get("dryRun"):
+        raise errors.bad_request("dryRun is not supported by gang-sim")
+    namespace = info.namespace
+    if info.verb == "watch":
+        return await watching.serve(request, context, info, resource_type)
+    if info.verb == "list":
+        return _list(request, context, info, resource_type)
+    if info.verb == "get":
+        return json_response(store.get(info.resource_key, info.name or "", namespace))
+    if info.verb == "create":
+        if resource_type.key == "authorization.k8s.io/v1/selfsubjectaccessreviews":
+            return await _subject_access_review(request, context, user)
+        if info.subresource == "binding" and info.name:
+            body = await _object_body(request)
+            store.bind_pod(namespace or "default", info.name, str((body.get("target") or {}).get("name") or ""))
+            return json_response(
+                {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, status=201
+            )
+        if info.name:
+            raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        if not resource_type.namespaced or namespace is not None:
+            body = await _object_body(request)
+            return json_response(
+                store.create(info.resource_key, body, namespace, field_validation=_field_validation(request)),
+                status=201,
+            )
+        raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+    if info.verb == "update":
+        body = await _object_body(request)
+        if (body.get("metadata") or {}).get("name") not in (None, info.name):
+            raise errors.bad_request("the name of the object does not match the name on the URL")
+        body.setdefault("metadata", {})["name"] = info.name
+        return json_response(
+            store.replace(
+                info.resource_key,
+                body,
+                subresource=info.subresource,
+                namespace=namespace,
+                field_validation=_field_validation(request),
+            )
+        )
+    if info.verb == "patch":
+        patch_type = PATCH_TYPES.get(request.content_type)
+        if patch_type is None:
+            raise errors.unsupported_media_type(request.content_type)
+        patch = await read_body(request, yaml_allowed=patch_type == "apply")
+        return json_response(
+            store.patch(
+                info.resource_key,
+                info.name or "",
+                patch,
+                namespace=namespace,
+                patch_type=patch_type,
+                subresource=info.subresource,
+                field_validation=_field_validation(request),
+            )
+        )
+    if info.verb == "delete":
+        return await _delete(request, context, info, resource_type)
+    if info.verb == "deletecollection":
+        items, _ = store.list(
+            info.resource_key,
+            namespace,
+            label_selector=request.query.get("labelSelector", ""),
+            field_selector=request.query.get("fieldSelector", ""),
+        )
+        deleted = [
+            store.delete(info.resource_key, item["metadata"]["name"], item["metadata"].get("namespace"))
+            for item in items
+        ]
+        return json_response(
+            {
+                "kind": resource_type.list_kind,
+                "apiVersion": resource_type.api_version,
+                "metadata": {"resourceVersion": store.resource_version},
+                "items": deleted,
+            }
+        )
+    raise errors.method_not_allowed("the server does not allow this method on the requested resource")

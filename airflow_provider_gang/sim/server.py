@@ -1,0 +1,154 @@
+"""The Kubernetes API emulator: an in-memory kube-apiserver over HTTPS on 127.0.0.1.
+
+The official ``kubernetes`` and ``kubernetes_asyncio`` clients and ``kubectl`` use it unchanged
+through the kubeconfig it writes (bearer token, self-signed CA). Follows
+``shared/reference/kubernetes-api-emulation.md``: discovery, OpenAPI for ``kubectl apply``, CRUD with
+real status codes and ``Status`` errors, Content-Type-dispatched PATCH, status subresources,
+finalizers and garbage collection, watches with resume/bookmarks/410, CRD-schema validation,
+pod logs, token auth with per-user rules, fault injection and request metrics.
+
+Not modelled (differences from a real apiserver a test could notice):
+
+- no scheduler, kubelet or controllers here (see ``sim.controllers`` for the simulated ones); pods
+  stay Pending and are deleted at once (no graceful termination); no ``qosClass`` edge cases;
+- CEL ``x-kubernetes-validations`` other than ``self == oldSelf``; validating/mutating webhooks,
+  CRD conversion webhooks (versions share storage, only ``apiVersion`` differs); CRD schema
+  ``format`` checks;
+- built-in kinds get only the validation this project relies on (names, labels, pod/job essentials,
+  pod-update immutability), no full OpenAPI schema; ``fieldValidation`` Strict only for custom
+  resources; no ``Warning`` headers;
+- server-side apply is a merge patch (no ``managedFields``, no field ownership or conflicts);
+  ``dryRun`` is refused with 400; list ``resourceVersion``/``resourceVersionMatch`` are ignored
+  (lists are always current); continue tokens never expire;
+- ``sendInitialEvents`` watches get 422 (kubectl falls back to list+watch);
+- protobuf and Table encodings (JSON only); aggregated discovery; ``exec``/``attach``/``port-forward``;
+  previous-container logs; RBAC objects (rules are configured on the server, not via the API);
+  priority-and-fairness, admission quotas, LimitRanges, ServiceAccount tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from airflow_provider_gang.sim import kubeconfig, tls
+from airflow_provider_gang.sim.api.app import build_app
+from airflow_provider_gang.sim.api.auth import ALLOW_ALL, Authorizer, Rule
+from airflow_provider_gang.sim.api.context import ApiContext
+from airflow_provider_gang.sim.api.faults import Faults
+from airflow_provider_gang.sim.api.metrics import RequestMetrics
+from airflow_provider_gang.sim.crds import install_bundled_crds
+from airflow_provider_gang.sim.store import Store
+
+Hook = Callable[["Emulator"], Awaitable[None]]
+ADMIN_USER = "admin"
+
+
+class Emulator:
+    """One emulated API server.
+
+    Build it, add routes under ``/_sim/`` to :attr:`app` and coroutines to :attr:`on_startup` /
+    :attr:`on_cleanup` (each called with the emulator, after the port is bound / before the server
+    stops), then ``await start()``; ``await stop()`` ends it. ``store`` is usable before start.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: Faults | str | None = None,
+        use_tls: bool = True,
+        seed: int | None = None,
+        history_limit: int = 10_000,
+        bookmark_interval_seconds: float = 5.0,
+        preload_crds: bool = True,
+        admin_token: str | None = None,
+        store: Store | None = None,
+    ) -> None:
+        self.host, self.port, self.use_tls = host, port, use_tls
+        self.store = store or Store(seed=seed, history_limit=history_limit)
+        if preload_crds:
+            install_bundled_crds(self.store)
+        self.authorizer = Authorizer()
+        self.admin_token = self.authorizer.add_user(ADMIN_USER, ALLOW_ALL, token=admin_token)
+        self.context = ApiContext(
+            store=self.store,
+            authorizer=self.authorizer,
+            faults=faults if isinstance(faults, Faults) else Faults.parse(faults),
+            metrics=RequestMetrics(),
+            bookmark_interval_seconds=bookmark_interval_seconds,
+        )
+        self.app = build_app(self.context)
+        self.on_startup: list[Hook] = []
+        self.on_cleanup: list[Hook] = []
+        self._certificate = tls.generate((host, "localhost")) if use_tls else None
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    @property
+    def metrics(self) -> RequestMetrics:
+        return self.context.metrics
+
+    @property
+    def faults(self) -> Faults:
+        return self.context.faults
+
+    @faults.setter
+    def faults(self, value: Faults) -> None:
+        self.context.faults = value
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        return self._certificate.ca_pem if self._certificate else None
+
+    def add_user(self, user: str, rules: Iterable[Rule], token: str | None = None) -> str:
+        """Register a user with its rules; returns the bearer token."""
+        return self.authorizer.add_user(user, rules, token)
+
+    async def start(self) -> str:
+        """Bind, serve, run the startup hooks; returns the base URL."""
+        runner = web.AppRunner(self.app, shutdown_timeout=1.0, handle_signals=False, access_log=None)
+        await runner.setup()
+        ssl_context = self._certificate.ssl_context() if self._certificate else None
+        site = web.TCPSite(runner, self.host, self.port, ssl_context=ssl_context, shutdown_timeout=1.0)
+        await site.start()
+        self._runner = runner
+        server = site._server
+        sockets: Any = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1]
+        scheme = "https" if self._certificate else "http"
+        self.url = f"{scheme}://{self.host}:{self.port}"
+        self.context.server_address = f"{self.host}:{self.port}"
+        for hook in list(self.on_startup):
+            await hook(self)
+        return self.url
+
+    async def stop(self) -> None:
+        """Run cleanup hooks, end open watches and stop serving (idempotent)."""
+        if self._runner is None:
+            return
+        for hook in list(self.on_cleanup):
+            await hook(self)
+        self.store.close_all_watches()
+        runner, self._runner = self._runner, None
+        await runner.cleanup()
+
+    def kubeconfig(self, token: str | None = None, namespace: str = "default") -> dict[str, Any]:
+        """A kubeconfig document for ``token`` (default: the admin's)."""
+        if not self.url:
+            raise RuntimeError("the emulator is not started")
+        return kubeconfig.build(self.url, token or self.admin_token, self.ca_pem, namespace=namespace)
+
+    def write_kubeconfig(self, path: str | os.PathLike[str] | None = None, token: str | None = None) -> Path:
+        """Write a kubeconfig (mode 0600); a temporary file when ``path`` is None."""
+        if path is None:
+            handle, name = tempfile.mkstemp(prefix="gang-sim-", suffix=".kubeconfig")
+            os.close(handle)
+            path = name
+        return kubeconfig.write(path, self.kubeconfig(token))
