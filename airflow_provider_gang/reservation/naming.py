@@ -112,9 +112,9 @@ def gang_name(dag_id: str, task_id: str, run_id: str, *, map_index: int = -1, at
     digest = short_hash(dag_id, task_id, run_id, map_index, attempt)
     mapped = f"-m{map_index}" if map_index >= 0 else ""
     tail = f"{mapped}-t{attempt}-{digest}"
-    readable = to_dns_label(f"{dag_id}-{task_id}", max_length=GANG_NAME_MAX - len(tail) - 1)
+    readable = to_dns_label(f"{dag_id}-{task_id}", max_length=GANG_NAME_MAX - len(tail))
     if not readable or not readable[0].isalpha():
-        readable = f"g-{readable}".rstrip("-")[: GANG_NAME_MAX - len(tail) - 1].rstrip("-")
+        readable = f"g-{readable}".rstrip("-")[: GANG_NAME_MAX - len(tail)].rstrip("-")
     return f"{readable}{tail}"
 
 

@@ -1,0 +1,237 @@
+"""The fallback ladder: which step each try takes and why, what each step does to the spec."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_gang.reservation import fallback
+from airflow_provider_gang.reservation.errors import GangSpecError
+from airflow_provider_gang.reservation.fallback import (
+    OnDemand,
+    OtherProvisioningClass,
+    OtherQueue,
+    OtherZone,
+    RetryAsIs,
+    ShrinkTo,
+    TryOutcome,
+)
+from airflow_provider_gang.reservation.phases import Reason
+
+from .builders import gang_spec
+
+LADDER = (OtherZone("us-b"), ShrinkTo(4, divisible_by=2), RetryAsIs(), OnDemand())
+R = Reason
+
+
+def _history(*reasons_and_steps):
+    return [TryOutcome(number, step, reason) for number, (reason, step) in enumerate(reasons_and_steps, start=1)]
+
+
+CHOICES = [
+    ("first-try-is-base", LADDER, 1, [], None, False),
+    ("capacity-refused-other-zone", LADDER, 2, _history((R.CAPACITY_NOT_FOUND, None)), 0, False),
+    ("deadline-after-zone-shrinks", LADDER, 3, _history((R.CAPACITY_NOT_FOUND, None), (R.DEADLINE, 0)), 1, False),
+    ("member-failed-skips-to-retry", LADDER, 2, _history((R.MEMBER_FAILED, None)), 2, False),
+    ("skipped-steps-stay-available", LADDER, 3, _history((R.MEMBER_FAILED, None), (R.CAPACITY_NOT_FOUND, 2)), 0, False),
+    ("revoked-other-zone-first", LADDER, 2, _history((R.CAPACITY_REVOKED, None)), 0, False),
+    ("preempted-first-matching-in-ladder-order", LADDER, 2, _history((R.PREEMPTED, None)), 2, False),
+    ("preempted-passes-over-zone", (OtherZone("us-b"), OnDemand()), 2, _history((R.PREEMPTED, None)), 1, False),
+    (
+        "used-steps-not-reused",
+        LADDER,
+        4,
+        _history((R.MEMBER_FAILED, None), (R.MEMBER_FAILED, 2), (R.MEMBER_LOST, 3)),
+        None,
+        True,
+    ),
+    ("non-retryable-exhausts", LADDER, 2, _history((R.INVALID, None)), None, True),
+    ("start-window-exhausts", LADDER, 2, _history((R.START_WINDOW_MISSED, None)), None, True),
+    ("empty-ladder", (), 2, _history((R.DEADLINE, None)), None, True),
+    ("history-lost-by-position", LADDER, 3, [], 1, False),
+    (
+        "history-gap-by-position",
+        LADDER,
+        3,
+        [TryOutcome(1, None, R.DEADLINE)],
+        1,
+        False,
+    ),
+    ("history-lost-beyond-ladder", LADDER, 9, [], None, True),
+    (
+        "custom-applies-to",
+        (RetryAsIs(applies_to=frozenset({R.DEADLINE})),),
+        2,
+        _history((R.MEMBER_FAILED, None)),
+        None,
+        True,
+    ),
+    (
+        "custom-applies-to-strings",
+        (RetryAsIs(applies_to=frozenset({"deadline"})),),
+        2,
+        _history((R.DEADLINE, None)),
+        0,
+        False,
+    ),
+    ("quota-other-queue", (OtherQueue("lq-2"),), 2, _history((R.KUEUE_REJECTED, None)), 0, False),
+    (
+        "class-on-capacity",
+        (OtherProvisioningClass("queued-provisioning.gke.io"),),
+        2,
+        _history((R.PROVISIONING_FAILED, None)),
+        0,
+        False,
+    ),
+    ("history-of-later-tries-ignored", LADDER, 2, _history((R.PREEMPTED, None), (R.CAPACITY_NOT_FOUND, 3)), 2, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("ladder", "try_number", "history", "index", "exhausted"), [c[1:] for c in CHOICES], ids=[c[0] for c in CHOICES]
+)
+def test_choose_step(ladder, try_number, history, index, exhausted):
+    choice = fallback.choose_step(ladder, try_number, history)
+    assert (choice.step_index, choice.exhausted) == (index, exhausted)
+    assert choice.step is (None if index is None else ladder[index])
+    assert choice.explanation.startswith(f"try {try_number}:")
+
+
+def test_explanations_say_which_step_and_why():
+    choice = fallback.choose_step(LADDER, 2, _history((R.CAPACITY_NOT_FOUND, None)))
+    assert choice.explanation == "try 2: step 1 (other zone us-b) because try 1 ended with capacity_not_found"
+    by_position = fallback.choose_step(LADDER, 3, [])
+    assert "by position; the previous try's outcome is unknown" in by_position.explanation
+    fixed = fallback.choose_step(LADDER, 2, _history((R.INVALID, None)))
+    assert "which no fallback step can fix" in fixed.explanation
+
+
+def test_steps_are_cumulative():
+    base = gang_spec(size=8, min_size=2, spot=True)
+    spec = fallback.spec_for_steps(base, LADDER, [None, 1, 0, 3])
+    assert (spec.size, spec.original_size, spec.zone, spec.strict_zone, spec.spot) == (4, 8, "us-b", True, False)
+    assert spec.name == base.name
+
+
+SHRINK_CASES = [
+    ("plain", ShrinkTo(4), 8, 4),
+    ("rounds-down-to-multiple", ShrinkTo(7, divisible_by=2), 8, 6),
+    ("never-grows", ShrinkTo(16), 8, 8),
+]
+
+
+@pytest.mark.parametrize(
+    ("step", "current", "expected"), [c[1:] for c in SHRINK_CASES], ids=[c[0] for c in SHRINK_CASES]
+)
+def test_shrink_target(step, current, expected):
+    assert step.target(current) == expected
+
+
+def test_shrink_keeps_min_size_within_size_and_remembers_original():
+    spec = ShrinkTo(4).apply(gang_spec(size=8, min_size=2))
+    assert (spec.size, spec.min_size, spec.original_size) == (4, 2, 8)
+    again = ShrinkTo(2).apply(spec)
+    assert (again.size, again.original_size) == (2, 8)
+    unset = ShrinkTo(4).apply(gang_spec(size=8, min_size=4))
+    assert unset.min_size == 4
+
+
+STEP_ERRORS = [
+    ("shrink-below-min-size", ShrinkTo(2), {"size": 8, "min_size": 4}, "below min_size=4"),
+    ("shrink-all-or-nothing", ShrinkTo(4), {"size": 8}, "below min_size=8"),
+    ("shrink-to-zero-by-divisor", ShrinkTo(3, divisible_by=4), {"size": 8, "min_size": 1}, "gives 0 members"),
+    ("shrink-size-invalid", ShrinkTo(0), {"size": 8, "min_size": 1}, "size must be"),
+    ("shrink-divisor-invalid", ShrinkTo(4, divisible_by=0), {"size": 8, "min_size": 1}, "divisible_by must be"),
+    ("queue-outside-kueue", OtherQueue("lq-2"), {}, "needs reservation='kueue'"),
+    (
+        "class-in-kueue",
+        OtherProvisioningClass("queued-provisioning.gke.io"),
+        {"mode": "kueue"},
+        "ProvisioningRequest mode",
+    ),
+    ("class-unknown", OtherProvisioningClass("nope.example.com"), {}, "unknown class"),
+    ("zone-invalid", OtherZone("not a zone"), {}, "zone label value"),
+]
+
+
+@pytest.mark.parametrize(
+    ("step", "spec_overrides", "fragment"), [c[1:] for c in STEP_ERRORS], ids=[c[0] for c in STEP_ERRORS]
+)
+def test_step_errors(step, spec_overrides, fragment):
+    with pytest.raises(GangSpecError) as caught:
+        step.apply(gang_spec(**spec_overrides))
+    assert fragment in str(caught.value)
+
+
+STEP_EFFECTS = [
+    ("retry-as-is", RetryAsIs(), {}, {}),
+    ("zone-preferred", OtherZone("us-c", strict=False), {}, {"zone": "us-c", "strict_zone": False}),
+    (
+        "class-with-parameters",
+        OtherProvisioningClass("queued-provisioning.gke.io", (("maxRunDurationSeconds", "3600"),)),
+        {"provisioning_parameters": {"noRetry": "true"}},
+        {
+            "provisioning_class": "queued-provisioning.gke.io",
+            "provisioning_parameters": {"maxRunDurationSeconds": "3600"},
+        },
+    ),
+    ("queue", OtherQueue("lq-2"), {"mode": "kueue"}, {"queue": "lq-2"}),
+    ("on-demand", OnDemand(), {"spot": True}, {"spot": False}),
+]
+
+
+@pytest.mark.parametrize(
+    ("step", "spec_overrides", "changes"), [c[1:] for c in STEP_EFFECTS], ids=[c[0] for c in STEP_EFFECTS]
+)
+def test_step_effects(step, spec_overrides, changes):
+    base = gang_spec(**spec_overrides)
+    after = step.apply(base)
+    assert {key: getattr(after, key) for key in changes} == changes
+    assert step.describe()
+
+
+def test_check_ladder_accepts_a_good_ladder():
+    fallback.check_ladder(LADDER, gang_spec(size=8, min_size=2))
+
+
+LADDER_ERRORS = [
+    ("not-a-step", ("zone-b",), {}, "step 1 is 'zone-b'"),
+    ("unknown-reason", (RetryAsIs(applies_to=frozenset({"bad_luck"})),), {}, "unknown reasons"),
+    ("shrink-cumulative", (ShrinkTo(4), ShrinkTo(2)), {"size": 8, "min_size": 3}, "step 2 (shrink to 2 members)"),
+    ("shrink-alone", (ShrinkTo(2),), {"size": 8, "min_size": 4}, "step 1"),
+]
+
+
+@pytest.mark.parametrize(
+    ("ladder", "spec_overrides", "fragment"), [c[1:] for c in LADDER_ERRORS], ids=[c[0] for c in LADDER_ERRORS]
+)
+def test_check_ladder_errors(ladder, spec_overrides, fragment):
+    with pytest.raises(GangSpecError) as caught:
+        fallback.check_ladder(ladder, gang_spec(**spec_overrides))
+    assert caught.value.field == "fallbacks" and fragment in caught.value.message
+
+
+def test_required_modes():
+    assert fallback.required_modes((OtherQueue("q"), ShrinkTo(2, divisible_by=2))) == (
+        ("other queue q", "kueue"),
+        ("shrink to 2 members (a multiple of 2)", ""),
+    )
+
+
+def test_summary_lists_every_try():
+    history = [
+        TryOutcome(1, None, R.CAPACITY_NOT_FOUND, "no capacity in us-a"),
+        TryOutcome(2, 0, R.DEADLINE),
+        TryOutcome(3, 9, R.MEMBER_FAILED),
+    ]
+    assert fallback.summarize(LADDER, history) == (
+        "try 1 (as configured): capacity_not_found - no capacity in us-a; "
+        "try 2 (step 1: other zone us-b): deadline; try 3 (as configured): member_failed"
+    )
+    assert fallback.summarize(LADDER, []) == "no try finished"
+
+
+def test_try_outcome_round_trips():
+    outcome = TryOutcome(2, 1, R.BOOKING_EXPIRED, "expired")
+    assert outcome.to_dict() == {"try_number": 2, "step_index": 1, "reason": "booking_expired", "message": "expired"}
+    assert TryOutcome.from_dict(outcome.to_dict()) == outcome
+    assert TryOutcome.from_dict({"try_number": 1, "reason": "deadline"}) == TryOutcome(1, None, R.DEADLINE)
