@@ -1,0 +1,212 @@
+"""Checks of the ``GangTrainingOperator`` arguments that have no ``GangSpec`` counterpart.
+
+``reservation.spec.GangSpec`` validates what describes the gang itself (sizes, resources, names, mode,
+class, parameters). This module validates what only the operator has: time limits, ``start_by``, the
+fallback ladder's fit to the mode, ``on_finish``, ``log_ranks``, ``deferrable``, ``distributed``, the
+source of the pod (``image`` / ``pod_template`` / ``pod_template_file``), ``command``/``args``/``env``
+shapes and the connection id. ``reservation.template`` checks the pod template's content.
+
+The checks run twice (issue 5, behaviour 1): in ``__init__`` at DAG parse time, skipping values that
+still hold Jinja, and again after ``render_template_fields`` with every value final. Each failure is a
+``GangArgumentError`` naming the argument, what is wrong and how to fix it; nothing has been created
+in the cluster when it is raised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+RESERVATION_MODES = ("provisioning_request", "kueue", "gates")
+DISTRIBUTED_FRAMEWORKS = ("torch", "jax")
+ON_FINISH_CHOICES = ("delete", "keep")
+
+# POSIX portable environment variable names; Kubernetes accepts more (C_IDENTIFIER plus '-' and '.'),
+# but names outside this set cannot be read by a shell in the container.
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+# Variables the operator writes into every member for the chosen ``distributed`` framework; a user
+# value would silently be overwritten, so it is refused instead.
+RANK_ENVIRONMENT: dict[str, tuple[str, ...]] = {
+    "torch": (
+        "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+        "PET_NODE_RANK", "PET_NNODES", "PET_MASTER_ADDR", "PET_MASTER_PORT",
+    ),
+    "jax": ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"),
+}
+
+
+class GangArgumentError(ValueError):
+    """An operator argument is invalid. ``argument`` names it; ``fix`` says what to write instead."""
+
+    def __init__(self, argument: str, problem: str, fix: str = "") -> None:
+        suffix = f". Fix: {fix}" if fix else ""
+        super().__init__(f"GangTrainingOperator argument {argument!r}: {problem}{suffix}")
+        self.argument = argument
+        self.problem = problem
+        self.fix = fix
+
+
+def has_jinja(value: Any) -> bool:
+    """Whether ``value`` (or any string inside it) still holds a Jinja expression or statement."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, Mapping):
+        return any(has_jinja(key) or has_jinja(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(has_jinja(item) for item in value)
+    return False
+
+
+@dataclass(frozen=True)
+class OperatorArguments:
+    """The operator-level arguments, as given (parse time) or rendered (execution time)."""
+
+    size: int
+    image: str | None = None
+    command: Any = None
+    args: Any = None
+    env: Any = None
+    pod_template: Any = None
+    pod_template_file: Any = None
+    distributed: Any = None
+    reservation: Any = "provisioning_request"
+    provisioning_class: Any = None
+    reservation_timeout: Any = timedelta(minutes=30)
+    startup_timeout: Any = timedelta(minutes=5)
+    run_timeout: Any = None
+    start_by: Any = None
+    on_finish: Any = "delete"
+    log_ranks: Any = (0,)
+    deferrable: Any = False
+    kubernetes_conn_id: Any = "kubernetes_default"
+    fallback_modes: Sequence[tuple[str, str]] = field(default_factory=tuple)
+    """(step description, the reservation mode it requires or "") for each fallback step."""
+
+
+def _check_timedelta(argument: str, value: Any, *, optional: bool, example: str) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, timedelta):
+        raise GangArgumentError(argument, f"must be a datetime.timedelta, got {value!r}", f"use {example}")
+    if value <= timedelta(0):
+        raise GangArgumentError(argument, f"must be positive, got {value}", f"use {example}")
+
+
+def _check_string_list(argument: str, value: Any, example: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, str):
+        raise GangArgumentError(
+            argument, "is a single string; Kubernetes would not split it into words", f"pass a list, e.g. {example}"
+        )
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+        raise GangArgumentError(argument, f"must be a list of strings, got {value!r}", f"pass e.g. {example}")
+
+
+def _check_env(env: Any, distributed: Any, *, rendered: bool) -> None:
+    if env is None or (not rendered and isinstance(env, str) and has_jinja(env)):
+        return
+    if not isinstance(env, Mapping):
+        raise GangArgumentError("env", f"must be a mapping of names to strings, got {type(env).__name__}",
+                                "pass e.g. {'EPOCHS': '3'}")
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise GangArgumentError("env", f"{name!r} is not a valid environment variable name",
+                                    "use letters, digits and '_' and start with a letter or '_'")
+        if not isinstance(value, str) and not (not rendered and has_jinja(value)):
+            raise GangArgumentError("env", f"value of {name} must be a string, got {value!r}",
+                                    f"quote it, e.g. {name}={str(value)!r}")
+        if isinstance(distributed, str) and name in RANK_ENVIRONMENT.get(distributed, ()):
+            raise GangArgumentError("env", f"{name} is set by the operator for distributed={distributed!r}",
+                                    f"remove {name} from env; every member gets its own value")
+
+
+def _check_pod_source(arguments: OperatorArguments) -> None:
+    """Exactly one of image / pod_template / pod_template_file; GangSpec checks the template itself."""
+    sources = [name for name in ("image", "pod_template", "pod_template_file")
+               if getattr(arguments, name) not in (None, "")]
+    if not sources:
+        raise GangArgumentError("image", "no pod to run: none of image, pod_template, pod_template_file is given",
+                                "pass image='repo/trainer:tag' or a pod_template")
+    if len(sources) > 1:
+        raise GangArgumentError(sources[1], f"conflicts with {sources[0]}; exactly one defines the member pod",
+                                f"keep only one of {', '.join(sources)}")
+    if arguments.image is not None and not isinstance(arguments.image, str):
+        raise GangArgumentError("image", f"must be a string, got {arguments.image!r}", "pass image='repo/trainer:tag'")
+    path = arguments.pod_template_file
+    if path is not None and not isinstance(path, (str, Path)):
+        raise GangArgumentError("pod_template_file", f"must be a path, got {path!r}", "pass a YAML file path")
+
+
+def _check_mode(arguments: OperatorArguments) -> None:
+    """Mode checks GangSpec cannot make: it never sees a class in kueue mode, nor the ladder."""
+    mode = arguments.reservation
+    if mode not in RESERVATION_MODES:
+        raise GangArgumentError("reservation", f"unknown mode {mode!r}", f"use one of {', '.join(RESERVATION_MODES)}")
+    if mode == "kueue" and arguments.provisioning_class:
+        raise GangArgumentError("provisioning_class", "does not apply to reservation='kueue'",
+                                "remove it; Kueue takes the class from its ProvisioningRequestConfig")
+    for description, required_mode in arguments.fallback_modes:
+        if required_mode and required_mode != mode:
+            raise GangArgumentError("fallbacks", f"step {description} needs reservation={required_mode!r}, "
+                                    f"not {mode!r}", "remove the step or change the reservation mode")
+
+
+def _check_log_ranks(log_ranks: Any, size: Any) -> None:
+    if log_ranks == "all":
+        return
+    if isinstance(log_ranks, (str, bytes)) or not isinstance(log_ranks, (list, tuple, set, frozenset)):
+        raise GangArgumentError("log_ranks", f"must be a list of ranks or 'all', got {log_ranks!r}",
+                                "pass e.g. log_ranks=[0] or log_ranks='all'")
+    for rank in log_ranks:
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise GangArgumentError("log_ranks", f"{rank!r} is not a rank (ranks are integers from 0)",
+                                    "list ranks as integers, e.g. [0, 1]")
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 1 and rank >= size:
+            raise GangArgumentError("log_ranks", f"rank {rank} does not exist in a gang of size {size}",
+                                    f"use ranks 0..{size - 1}")
+
+
+def check_arguments(arguments: OperatorArguments, *, rendered: bool) -> None:
+    """Raise ``GangArgumentError`` for the first invalid operator-level argument.
+
+    With ``rendered=False`` (parse time) a value that still holds Jinja is not judged; it is checked
+    again after rendering.
+    """
+
+    def final(value: Any) -> bool:
+        return rendered or not has_jinja(value)
+
+    _check_pod_source(arguments)
+    if final(arguments.command):
+        _check_string_list("command", arguments.command, "['python', 'train.py']")
+    if final(arguments.args):
+        _check_string_list("args", arguments.args, "['--epochs', '3']")
+    _check_env(arguments.env, arguments.distributed, rendered=rendered)
+    if arguments.distributed not in (None, *DISTRIBUTED_FRAMEWORKS):
+        raise GangArgumentError("distributed", f"unknown framework {arguments.distributed!r}",
+                                "use 'torch', 'jax' or None")
+    _check_mode(arguments)
+    _check_timedelta("reservation_timeout", arguments.reservation_timeout, optional=False,
+                     example="reservation_timeout=timedelta(minutes=30)")
+    _check_timedelta("startup_timeout", arguments.startup_timeout, optional=False,
+                     example="startup_timeout=timedelta(minutes=5)")
+    _check_timedelta("run_timeout", arguments.run_timeout, optional=True, example="run_timeout=timedelta(hours=6)")
+    _check_timedelta("start_by", arguments.start_by, optional=True,
+                     example="start_by=timedelta(hours=4) (after the data interval end)")
+    if arguments.on_finish not in ON_FINISH_CHOICES:
+        raise GangArgumentError("on_finish", f"must be 'delete' or 'keep', got {arguments.on_finish!r}",
+                                "use on_finish='delete' (default) or 'keep' to inspect pods afterwards")
+    _check_log_ranks(arguments.log_ranks, arguments.size)
+    if arguments.deferrable not in (True, False):
+        raise GangArgumentError("deferrable", f"must be True or False, got {arguments.deferrable!r}",
+                                "pass a bool; the default comes from [operators] default_deferrable")
+    conn_id = arguments.kubernetes_conn_id
+    if not isinstance(conn_id, str) or not conn_id.strip():
+        raise GangArgumentError("kubernetes_conn_id", f"must be a non-empty connection id, got {conn_id!r}",
+                                "use 'kubernetes_default' or the id of your Kubernetes connection")

@@ -1,0 +1,145 @@
+"""What earlier tries of this task instance did, kept across tries in Airflow's task state store.
+
+XComs of a task instance are cleared when a new try starts, and ``dag.test()`` drops ``defer()``
+kwargs (airflow-3.3-notes section 2b), so neither can carry the fallback history. Airflow 3.3's
+``task_state_store`` (``context["task_state_store"]``, keyed by dag, run, task and map index, not by
+try) survives retries and worker crashes, which is what the ladder and the summed GPU-hours need.
+
+Two keys are written:
+
+- ``gang.tries``: a list of finished-try records (:class:`TryRecord` as dicts), appended once per try;
+- ``gang.current``: the try in progress: its number, gang name, fallback step and the moments it was
+  reserved and launched, written before the first object is created, so a worker that dies and a
+  retry that follows know what to withdraw or adopt.
+
+When the context has no store (operator unit tests with a hand-made context) an in-process dict
+keyed the same way is used; it does not survive a process, which is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_provider_gang.reservation import fallback
+from airflow_provider_gang.reservation.phases import Reason
+
+log = logging.getLogger(__name__)
+
+TRIES_KEY = "gang.tries"
+CURRENT_KEY = "gang.current"
+
+_IN_PROCESS: dict[tuple[str, str, str, int, str], Any] = {}
+
+
+@dataclass(frozen=True)
+class TryRecord:
+    """The outcome of one finished try (a stored format: add fields with defaults, never rename).
+
+    ``outcome`` is a ``reservation.phases.Reason`` value; ``step`` describes the fallback step the
+    try used and ``step_index`` is its ladder position (``None``: as configured); seconds are
+    ``None`` when the try never reached that stage; ``gpu_seconds_*`` come from ``reservation.cost``;
+    ``exit_codes`` maps rank (as a string: JSON keys) to exit code.
+    """
+
+    attempt: int
+    gang: str
+    step: str
+    step_index: int | None
+    mode: str
+    size: int
+    outcome: str
+    message: str
+    retryable: bool
+    queue_seconds: float | None = None
+    provisioning_seconds: float | None = None
+    run_seconds: float | None = None
+    gpu_seconds_reserved: float = 0.0
+    gpu_seconds_used: float = 0.0
+    gpu_seconds_idle: float = 0.0
+    exit_codes: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TryRecord:
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
+
+
+class TryHistory:
+    """Read and write the two keys for the task instance of ``context``."""
+
+    def __init__(self, context: Mapping[str, Any]) -> None:
+        self._store = context.get("task_state_store")
+        ti = context["ti"]
+        self._scope = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1)))
+        if self._store is None:
+            log.warning("No task_state_store in the context: fallback history only lives in this process")
+
+    def _get(self, key: str, default: Any) -> Any:
+        if self._store is not None:
+            return self._store.get(key, default=default)
+        return _IN_PROCESS.get((*self._scope, key), default)
+
+    def _set(self, key: str, value: Any) -> None:
+        if self._store is not None:
+            self._store.set(key, value)
+        else:
+            _IN_PROCESS[(*self._scope, key)] = value
+
+    def _delete(self, key: str) -> None:
+        if self._store is not None:
+            self._store.delete(key)
+        else:
+            _IN_PROCESS.pop((*self._scope, key), None)
+
+    def finished(self) -> list[TryRecord]:
+        """Records of every finished try, oldest first."""
+        return [TryRecord.from_dict(item) for item in self._get(TRIES_KEY, []) or []]
+
+    def record(self, record: TryRecord) -> None:
+        """Append ``record`` unless this try already has one (a resumed worker may finish twice)."""
+        existing = self._get(TRIES_KEY, []) or []
+        if any(item.get("attempt") == record.attempt for item in existing):
+            return
+        self._set(TRIES_KEY, [*existing, record.to_dict()])
+        self._delete(CURRENT_KEY)
+
+    def current(self) -> dict[str, Any] | None:
+        """The try in progress, as last written, or ``None``."""
+        value = self._get(CURRENT_KEY, None)
+        return dict(value) if isinstance(value, Mapping) else None
+
+    def set_current(self, **values: Any) -> dict[str, Any]:
+        """Merge ``values`` into the record of the try in progress and store it."""
+        merged = {**(self.current() or {}), **values}
+        self._set(CURRENT_KEY, merged)
+        return merged
+
+
+def outcomes(records: list[TryRecord]) -> list[fallback.TryOutcome]:
+    """The history ``reservation.fallback.choose_step`` reads."""
+    return [
+        fallback.TryOutcome(item.attempt, item.step_index, Reason(item.outcome), item.message) for item in records
+    ]
+
+
+def totals(records: list[TryRecord]) -> dict[str, float]:
+    """GPU-hours reserved, used and idle, summed over ``records`` (failed tries included)."""
+    return {
+        "gpu_hours_reserved": round(sum(item.gpu_seconds_reserved for item in records) / 3600, 6),
+        "gpu_hours_used": round(sum(item.gpu_seconds_used for item in records) / 3600, 6),
+        "gpu_hours_idle": round(sum(item.gpu_seconds_idle for item in records) / 3600, 6),
+    }
+
+
+def describe_tries(records: list[TryRecord]) -> str:
+    """One line per try for the final failure message: its step and outcome."""
+    return "; ".join(
+        f"try {item.attempt} [{item.step}, {item.mode}, size {item.size}]: {item.outcome} ({item.message})"
+        for item in records
+    )

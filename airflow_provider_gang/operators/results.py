@@ -1,0 +1,122 @@
+"""The record of a finished try and the XCom summary of a successful task.
+
+Timings (seconds, ``None`` when the try never got there), from the trigger events' ``timings``:
+
+- ``queue_seconds``: reservation requested -> granted (queueing and node provisioning of the
+  ProvisioningRequest or the Kueue admission; the cluster does not tell them apart reliably);
+- ``provisioning_seconds``: members launched -> every member running (binding, image pull, start);
+- ``run_seconds``: every member running -> the run's end.
+
+GPU time comes from ``reservation.cost``: reserved from the grant until the gang was released, used
+by each member while it ran, idle the difference - for this try and summed over every try of the
+task instance, failed ones included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_provider_gang.operators.history import TryRecord, totals
+from airflow_provider_gang.operators.plan import TryPlan
+from airflow_provider_gang.reservation import cost
+from airflow_provider_gang.reservation.members import MemberState, MemberStatus
+from airflow_provider_gang.reservation.phases import Phase, Reason
+from airflow_provider_gang.reservation.spec import GangSpec
+
+
+def ranks_to_log(log_ranks: Sequence[int] | str, size: int) -> list[int]:
+    """The ranks whose logs are streamed: ``"all"`` or the listed ones that exist after a shrink."""
+    if log_ranks == "all":
+        return list(range(size))
+    return sorted({int(rank) for rank in log_ranks if 0 <= int(rank) < size})
+
+
+def _phase_time(event: Mapping[str, Any] | None, phase: Phase) -> float | None:
+    if not event:
+        return None
+    value = ((event.get("timings") or {}).get("phases") or {}).get(phase.value)
+    return float(value) if value is not None else None
+
+
+def _event_time(event: Mapping[str, Any] | None) -> float | None:
+    if not event:
+        return None
+    value = (event.get("timings") or {}).get("event_at")
+    return float(value) if value is not None else None
+
+
+def _member_status(member: Mapping[str, Any]) -> MemberStatus:
+    """A ``MemberStatus`` back from its event form (``Decision.as_event``)."""
+    fields = {name: member[name] for name in MemberStatus.__dataclass_fields__ if name in member}
+    fields["state"] = MemberState(fields["state"])
+    return MemberStatus(**fields)
+
+
+def try_record(
+    plan: TryPlan,
+    spec: GangSpec,
+    current: Mapping[str, Any],
+    reservation_event: Mapping[str, Any],
+    run_event: Mapping[str, Any] | None,
+    *,
+    gpus: int,
+    now: float,
+) -> TryRecord:
+    """What this try did, for the history and the summary."""
+    final = run_event if run_event is not None else reservation_event
+    reserved_at = _event_time(reservation_event) if reservation_event.get("status") == "success" else None
+    launched_at = current.get("launched_at")
+    running_at = _phase_time(run_event, Phase.RUNNING)
+    ended_at = _event_time(run_event) or now
+    members = list((run_event or {}).get("members") or [])
+    size_run = int(current.get("size_run") or spec.size)
+    usage = cost.try_cost(
+        gpus=gpus,
+        members_reserved=size_run,
+        reserved_at=reserved_at,
+        released_at=now,
+        members=[_member_status(member) for member in members],
+    )
+    return TryRecord(
+        attempt=plan.attempt,
+        gang=plan.gang,
+        step=plan.step,
+        step_index=plan.step_index,
+        mode=spec.mode.value,
+        size=size_run,
+        outcome=str(final.get("reason") or Reason.INVALID.value),
+        message=str(final.get("message") or ""),
+        retryable=final.get("status") != "success",
+        queue_seconds=None if reserved_at is None else max(0.0, reserved_at - plan.requested_at),
+        provisioning_seconds=None if running_at is None or launched_at is None else max(0.0, running_at - launched_at),
+        run_seconds=None if running_at is None else max(0.0, ended_at - running_at),
+        gpu_seconds_reserved=usage.reserved,
+        gpu_seconds_used=usage.used,
+        gpu_seconds_idle=usage.idle,
+        exit_codes={str(member["rank"]): member["exit_code"] for member in members
+                    if member.get("exit_code") is not None},
+    )
+
+
+def summary(plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryRecord]) -> dict[str, Any]:
+    """The XCom ``return_value`` of a successful task (plain JSON values)."""
+    this_try = totals([record])
+    return {
+        "gang": plan.gang,
+        "namespace": spec.namespace,
+        "reservation_mode": spec.mode.value,
+        "fallback_step": plan.step,
+        "size_requested": spec.size_before_shrink,
+        "size_run": record.size,
+        "zone": spec.zone,
+        "queue": spec.queue,
+        "provisioning_class": spec.provisioning_class,
+        "queue_seconds": record.queue_seconds,
+        "provisioning_seconds": record.provisioning_seconds,
+        "run_seconds": record.run_seconds,
+        "exit_codes": record.exit_codes,
+        **this_try,
+        "all_tries": totals(records),
+        "tries": [item.to_dict() for item in records],
+    }

@@ -1,0 +1,199 @@
+"""``GangTrainingOperator``: reserve capacity for N pods, launch them together, watch them as one gang.
+
+The arguments are checked twice (issue 5, behaviour 1): in ``__init__`` at DAG parse time, where a
+value that still holds Jinja is skipped, and at the start of ``execute`` after Airflow has rendered
+``template_fields``. Operator-only checks live in :mod:`.arguments`; everything that describes the gang
+itself is checked by building a ``reservation.spec.GangSpec`` (with a stand-in name at parse time, the
+real per-try name at run time).
+
+How a try runs is :mod:`.execution`; this module holds the arguments and Airflow's entry points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.configuration import conf
+
+from airflow_provider_gang.links import GangReservationLink
+from airflow_provider_gang.operators import arguments as checks
+from airflow_provider_gang.operators import execution
+from airflow_provider_gang.operators.member_template import build_member_template
+from airflow_provider_gang.reservation import fallback, naming
+from airflow_provider_gang.reservation.spec import GangSpec, GangSpecError, MemberResources
+
+# GangSpec field -> the operator argument a user wrote.
+_ARGUMENT_OF_FIELD = {"mode": "reservation", "queue": "kueue_queue"}
+
+PARSE_TIME_NAME = naming.gang_name("parse-check", "task", "run")
+"""Stand-in object name used to validate a GangSpec before dag/run/try are known."""
+
+
+class GangTrainingOperator(BaseOperator):
+    """Run ``size`` pods as one gang: all start together or none does.
+
+    What to run: ``image`` (+ ``command``, ``args``, ``env``) or ``pod_template`` / ``pod_template_file``;
+    ``size`` members (``min_size`` is the floor for partial admission and shrinking), each with ``gpus``,
+    ``cpu``, ``memory``. ``distributed="torch"|"jax"`` gives members their rank environment and a
+    headless Service for rendezvous.
+
+    How to reserve: ``reservation="provisioning_request"|"kueue"|"gates"`` with
+    ``provisioning_class`` (default best-effort atomic scale-up), ``provisioning_parameters``,
+    ``kueue_queue`` (the Kueue LocalQueue; not ``queue``, which ``BaseOperator`` already uses for the
+    executor queue), ``zone`` / ``strict_zone``, ``spot``.
+
+    Time limits: ``reservation_timeout`` per try (default 30 minutes), ``startup_timeout`` for all
+    members to run once launched (default 10 minutes), ``run_timeout`` (default none), and
+    ``start_by``: how long after the run's data interval end the gang may still start, across all
+    tries; past it the task fails without retrying.
+
+    ``fallbacks``: the ladder of ``reservation.fallback`` steps later tries walk down; which step a
+    try uses follows from its try number and why earlier tries failed. Set ``retries`` to at least
+    the ladder's length to use all of it.
+
+    ``on_finish="delete"`` removes every object of the gang when the task ends (``"keep"`` leaves
+    finished pods for inspection); ``log_ranks`` (default ``[0]``, or ``"all"``) are the members
+    whose logs go into the task log. ``deferrable`` defaults to ``[operators] default_deferrable``;
+    the blocking mode runs the same triggers in the worker.
+    """
+
+    template_fields: Sequence[str] = (
+        "namespace", "image", "command", "args", "env", "kueue_queue", "zone", "labels", "pod_template_file",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {"env": "json", "args": "py", "command": "py"}
+    operator_extra_links = (GangReservationLink(),)
+    ui_color = "#d9ecff"
+
+    def __init__(
+        self,
+        *,
+        size: int,
+        image: str | None = None,
+        command: Sequence[str] | None = None,
+        args: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        pod_template: Mapping[str, Any] | None = None,
+        pod_template_file: str | None = None,
+        min_size: int | None = None,
+        gpus: int = 0,
+        cpu: str | None = None,
+        memory: str | None = None,
+        gpu_resource: str = "nvidia.com/gpu",
+        distributed: str | None = None,
+        reservation: str = "provisioning_request",
+        provisioning_class: str | None = None,
+        provisioning_parameters: Mapping[str, str] | None = None,
+        kueue_queue: str | None = None,
+        zone: str | None = None,
+        strict_zone: bool = False,
+        spot: bool = False,
+        namespace: str = "default",
+        labels: Mapping[str, str] | None = None,
+        reservation_timeout: timedelta = timedelta(minutes=30),
+        startup_timeout: timedelta = timedelta(minutes=10),
+        run_timeout: timedelta | None = None,
+        start_by: timedelta | None = None,
+        fallbacks: Sequence[fallback.FallbackStep] = (),
+        on_finish: str = "delete",
+        log_ranks: Sequence[int] | str = (0,),
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        kubernetes_conn_id: str = "kubernetes_default",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.size, self.min_size = size, min_size
+        self.image, self.command, self.args, self.env = image, command, args, env
+        self.pod_template, self.pod_template_file = pod_template, pod_template_file
+        self.gpus, self.cpu, self.memory, self.gpu_resource = gpus, cpu, memory, gpu_resource
+        self.distributed = distributed
+        self.reservation = reservation
+        self.provisioning_class = provisioning_class
+        if provisioning_class is None and reservation in ("provisioning_request", "gates"):
+            self.provisioning_class = execution.DEFAULT_PROVISIONING_CLASS
+        self.provisioning_parameters = dict(provisioning_parameters or {})
+        self.kueue_queue, self.zone, self.strict_zone, self.spot = kueue_queue, zone, strict_zone, spot
+        self.namespace = namespace
+        self.labels = dict(labels or {})
+        self.reservation_timeout, self.startup_timeout = reservation_timeout, startup_timeout
+        self.run_timeout, self.start_by = run_timeout, start_by
+        self.fallbacks = tuple(fallbacks)
+        self.on_finish, self.log_ranks = on_finish, log_ranks
+        self.deferrable = deferrable
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.check_arguments(rendered=False)
+
+    # -- validation ---------------------------------------------------------------------------
+
+    def check_arguments(self, *, rendered: bool) -> None:
+        """Raise ``GangArgumentError`` naming the first invalid argument (see module docstring)."""
+        checks.check_arguments(
+            checks.OperatorArguments(
+                size=self.size, image=self.image, command=self.command, args=self.args, env=self.env,
+                pod_template=self.pod_template, pod_template_file=self.pod_template_file,
+                distributed=self.distributed, reservation=self.reservation,
+                provisioning_class=self.provisioning_class if self.reservation == "kueue" else None,
+                reservation_timeout=self.reservation_timeout, startup_timeout=self.startup_timeout,
+                run_timeout=self.run_timeout, start_by=self.start_by, on_finish=self.on_finish,
+                log_ranks=self.log_ranks, deferrable=self.deferrable, kubernetes_conn_id=self.kubernetes_conn_id,
+                fallback_modes=fallback.required_modes(self.fallbacks),
+            ),
+            rendered=rendered,
+        )
+        spec_inputs = (self.namespace, self.image, self.command, self.args, self.env, self.kueue_queue, self.zone,
+                       self.labels, self.pod_template_file)
+        if rendered or not checks.has_jinja(spec_inputs):
+            base = self.build_spec(PARSE_TIME_NAME)
+            try:
+                fallback.check_ladder(self.fallbacks, base)
+            except GangSpecError as error:
+                raise checks.GangArgumentError("fallbacks", error.message) from error
+
+    def build_spec(self, name: str) -> GangSpec:
+        """The gang as the arguments describe it, before any fallback step, named ``name``."""
+        try:
+            return GangSpec(
+                name=name,
+                namespace=self.namespace,
+                size=self.size,
+                min_size=self.min_size,
+                pod_template=build_member_template(
+                    image=self.image, command=self.command, args=self.args, env=self.env,
+                    pod_template=self.pod_template, pod_template_file=self.pod_template_file,
+                    gpus=self.gpus, gpu_resource=self.gpu_resource,
+                ),
+                resources=MemberResources(gpus=self.gpus, cpu=self.cpu, memory=self.memory,
+                                          gpu_resource=self.gpu_resource),
+                mode=self.reservation,  # type: ignore[arg-type]  # GangSpec converts the string
+                provisioning_class=self.provisioning_class,
+                provisioning_parameters=self.provisioning_parameters,
+                queue=self.kueue_queue,
+                zone=self.zone,
+                strict_zone=self.strict_zone,
+                spot=self.spot,
+                labels=self.labels,
+                distributed=self.distributed,  # type: ignore[arg-type]  # GangSpec converts the string
+            )
+        except GangSpecError as error:
+            argument = _ARGUMENT_OF_FIELD.get(error.field, error.field)
+            raise checks.GangArgumentError(argument, error.message) from error
+
+    # -- Airflow entry points -----------------------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        """Start (or resume after a worker crash) this try; see :mod:`.execution`."""
+        return execution.start_try(self, context)
+
+    def execute_reserved(self, context: Context, event: dict[str, Any]) -> Any:
+        """Resumed by ``ReservationTrigger``: launch the members, or fail the try with its reason."""
+        return execution.on_reservation_event(self, context, event)
+
+    def execute_finished(self, context: Context, event: dict[str, Any]) -> Any:
+        """Resumed by ``GangRunTrigger``: collect logs and costs, clean up, succeed or fail the try."""
+        return execution.on_run_event(self, context, event)
+
+    def on_kill(self) -> None:
+        """Blocking mode only (a deferred task has no worker; its trigger's ``on_kill`` cleans up)."""
+        execution.kill(self)

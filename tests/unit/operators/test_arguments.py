@@ -1,0 +1,135 @@
+"""Bad operator arguments: each case is rejected at parse time (``__init__``) or render time, with a
+message naming the argument, and nothing is created (no cluster is configured in these tests)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_gang.operators import GangTrainingOperator
+from airflow_provider_gang.operators.arguments import GangArgumentError
+
+GOOD: dict[str, Any] = {"task_id": "train", "image": "trainer:1", "size": 4, "gpus": 1}
+
+# (id, arguments replacing GOOD's, argument named in the error)
+PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("size-zero", {"size": 0}, "size"),
+    ("size-not-int", {"size": "8"}, "size"),
+    ("size-bool", {"size": True}, "size"),
+    ("min-size-above-size", {"min_size": 5}, "min_size"),
+    ("min-size-zero", {"min_size": 0}, "min_size"),
+    ("gpus-negative", {"gpus": -1}, "gpus"),
+    ("cpu-not-quantity", {"cpu": "four"}, "cpu"),
+    ("memory-not-quantity", {"memory": "16 GB"}, "memory"),
+    ("no-pod-source", {"image": None}, "image"),
+    ("image-and-template", {"pod_template": {"spec": {"containers": [{"name": "a", "image": "b"}]}}}, "pod_template"),
+    ("template-without-containers", {"image": None, "pod_template": {"spec": {}}}, "pod_template.spec.containers"),
+    ("template-restart-always",
+     {"image": None,
+      "pod_template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "a", "image": "b"}]}}},
+     "pod_template.spec.restartPolicy"),
+    ("template-file-missing", {"image": None, "pod_template_file": "/nonexistent/pod.yaml"}, "pod_template_file"),
+    ("command-is-string", {"command": "python train.py"}, "command"),
+    ("args-not-strings", {"args": ["--epochs", 3]}, "args"),
+    ("env-not-mapping", {"env": ["A=1"]}, "env"),
+    ("env-bad-name", {"env": {"1BAD": "x"}}, "env"),
+    ("env-non-string-value", {"env": {"EPOCHS": 3}}, "env"),
+    ("env-overrides-rank", {"distributed": "torch", "env": {"RANK": "0"}}, "env"),
+    ("distributed-unknown", {"distributed": "mpi"}, "distributed"),
+    ("reservation-unknown", {"reservation": "volcano"}, "reservation"),
+    ("kueue-without-queue", {"reservation": "kueue"}, "kueue_queue"),
+    ("queue-outside-kueue", {"kueue_queue": "team-a"}, "kueue_queue"),
+    ("class-with-kueue", {"reservation": "kueue", "kueue_queue": "team-a",
+                          "provisioning_class": "queued-provisioning.gke.io"}, "provisioning_class"),
+    ("class-unknown", {"provisioning_class": "fast-please"}, "provisioning_class"),
+    ("parameters-not-for-class", {"provisioning_parameters": {"maxRunDurationSeconds": "60"}},
+     "provisioning_parameters['maxRunDurationSeconds']"),
+    ("strict-zone-without-zone", {"strict_zone": True}, "strict_zone"),
+    ("zone-not-label-value", {"zone": "us central"}, "zone"),
+    ("namespace-not-dns", {"namespace": "ML_Team"}, "namespace"),
+    ("label-reserved-prefix", {"labels": {"airflow-gang.io/gang": "x"}}, "labels['airflow-gang.io/gang']"),
+    ("reservation-timeout-number", {"reservation_timeout": 600}, "reservation_timeout"),
+    ("reservation-timeout-zero", {"reservation_timeout": timedelta(0)}, "reservation_timeout"),
+    ("startup-timeout-negative", {"startup_timeout": timedelta(seconds=-5)}, "startup_timeout"),
+    ("run-timeout-string", {"run_timeout": "6h"}, "run_timeout"),
+    ("start-by-negative", {"start_by": timedelta(hours=-1)}, "start_by"),
+    ("on-finish-unknown", {"on_finish": "archive"}, "on_finish"),
+    ("log-ranks-out-of-range", {"log_ranks": [0, 4]}, "log_ranks"),
+    ("log-ranks-string", {"log_ranks": "0"}, "log_ranks"),
+    ("deferrable-string", {"deferrable": "yes"}, "deferrable"),
+    ("conn-id-empty", {"kubernetes_conn_id": ""}, "kubernetes_conn_id"),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "argument"), [pytest.param(o, a, id=i) for i, o, a in PARSE_TIME_CASES]
+)
+def test_rejected_at_parse_time_naming_the_argument(overrides: dict[str, Any], argument: str) -> None:
+    with pytest.raises(GangArgumentError) as caught:
+        GangTrainingOperator(**{**GOOD, **overrides})
+    assert caught.value.argument == argument
+    assert f"argument {argument!r}" in str(caught.value)
+
+
+def test_the_table_has_at_least_25_cases() -> None:
+    assert len(PARSE_TIME_CASES) + len(RENDER_TIME_CASES) >= 25
+
+
+def test_good_arguments_are_accepted() -> None:
+    operator = GangTrainingOperator(**GOOD)
+    assert operator.size == 4
+    assert operator.build_spec("train-t1-abc").size == 4
+
+
+def test_pod_template_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text("kind: Pod\nspec:\n  containers:\n  - name: trainer\n    image: trainer:2\n")
+    operator = GangTrainingOperator(task_id="t", size=2, pod_template_file=str(path), args=["--x"])
+    container = operator.build_spec("train-t1-abc").pod_template["spec"]["containers"][0]
+    assert container["image"] == "trainer:2"
+    assert container["args"] == ["--x"]
+
+
+# Values that hold Jinja are judged after rendering: (id, arguments, rendered values, argument named)
+RENDER_TIME_CASES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+    ("namespace-renders-invalid", {"namespace": "{{ params.ns }}"}, {"namespace": "Bad_NS"}, "namespace"),
+    ("queue-renders-invalid", {"reservation": "kueue", "kueue_queue": "{{ params.queue }}"},
+     {"kueue_queue": "no spaces!"}, "kueue_queue"),
+    ("zone-renders-invalid", {"zone": "{{ params.zone }}"}, {"zone": "a b"}, "zone"),
+    ("env-renders-rank", {"distributed": "torch", "env": "{{ params.env }}"}, {"env": {"WORLD_SIZE": "9"}}, "env"),
+    ("command-renders-string", {"command": "{{ params.cmd }}"}, {"command": "python train.py"}, "command"),
+    ("image-renders-empty", {"image": "{{ params.image }}"}, {"image": ""}, "image"),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "rendered", "argument"), [pytest.param(o, r, a, id=i) for i, o, r, a in RENDER_TIME_CASES]
+)
+def test_templated_values_are_checked_after_rendering(
+    overrides: dict[str, Any], rendered: dict[str, Any], argument: str
+) -> None:
+    operator = GangTrainingOperator(**{**GOOD, **overrides})  # parse time: Jinja is not judged
+    for name, value in rendered.items():
+        setattr(operator, name, value)  # what render_template_fields leaves behind
+    with pytest.raises(GangArgumentError) as caught:
+        operator.check_arguments(rendered=True)
+    assert caught.value.argument == argument
+
+
+@pytest.mark.parametrize("configured", ["True", "False"])
+def test_deferrable_default_follows_airflow_configuration(configured: str) -> None:
+    """The default is read from ``[operators] default_deferrable`` when the DAG file is parsed."""
+    program = (
+        "from airflow_provider_gang.operators import GangTrainingOperator as Op; "
+        "print(Op(task_id='t', image='i', size=1).deferrable)"
+    )
+    environment = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": configured}
+    result = subprocess.run([sys.executable, "-c", program], env=environment, capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert result.stdout.strip().splitlines()[-1] == configured
