@@ -2,7 +2,10 @@
 
 Kueue's webhook suspends a Job with the ``kueue.x-k8s.io/queue-name`` label; we create it suspended
 anyway so nothing starts if the webhook is missing. ``kueue.x-k8s.io/job-min-parallelism`` enables
-partial admission down to ``min_size`` (Kueue requires ``0 < min < parallelism``). Kueue creates
+partial admission down to ``min_size`` (Kueue requires ``0 < min < parallelism``), and
+``kueue.x-k8s.io/job-completions-equal-parallelism`` makes Kueue lower ``completions`` with
+``parallelism``: otherwise a partially admitted Job would run its remaining completions after the
+first wave, which is not a gang. Kueue creates
 the Workload (``job-<name>-<hash>``, label ``kueue.x-k8s.io/job-uid``) and, when admitted, unsuspends
 the Job; the Job controller then creates pods ``<job>-<index>-<suffix>`` whose hostnames are
 ``<job>-<index>``.
@@ -21,6 +24,7 @@ from airflow_provider_gang.reservation.manifests import common, pods, rank_env
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
 
 
 def job(spec: GangSpec, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
@@ -36,7 +40,10 @@ def job(spec: GangSpec, *, owner_uid: str, master_address: str | None = None) ->
     metadata = common.metadata(spec, names.job, common.ROLE_RESERVATION, owner_uid,
                                **{pods.KUEUE_QUEUE_LABEL: spec.queue})
     if spec.floor < spec.size:
-        metadata["annotations"] = {MIN_PARALLELISM_ANNOTATION: str(spec.floor)}
+        metadata["annotations"] = {
+            MIN_PARALLELISM_ANNOTATION: str(spec.floor),
+            COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION: "true",
+        }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

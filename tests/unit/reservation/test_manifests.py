@@ -243,7 +243,10 @@ def test_kueue_job():
     spec = gang_spec(mode="kueue", size=8, min_size=4, distributed="torch")
     job = kueue.job(spec, owner_uid=UID)
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
-    assert job["metadata"]["annotations"] == {"kueue.x-k8s.io/job-min-parallelism": "4"}
+    assert job["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/job-min-parallelism": "4",
+        "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+    }
     assert {k: job["spec"][k] for k in ("suspend", "parallelism", "completions", "completionMode", "backoffLimit")} == {
         "suspend": True,
         "parallelism": 8,
