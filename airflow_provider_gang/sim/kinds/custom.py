@@ -39,6 +39,10 @@ def to_json_schema(node: Any) -> Any:
     if node.get("x-kubernetes-int-or-string"):
         converted.pop("type", None)
         converted.setdefault("anyOf", [{"type": "integer"}, {"type": "string"}])
+    pattern = node.get("pattern")
+    if isinstance(pattern, str) and pattern.startswith("^(?i)"):
+        # Go RE2 accepts inline flags after "^" (Kueue's AdmissionCheck kind pattern); Python only at the start.
+        converted["pattern"] = "(?i)^" + pattern[len("^(?i)") :]
     if node.get("nullable") and "type" in converted:
         converted["type"] = [converted["type"], "null"]
     elif node.get("nullable"):
