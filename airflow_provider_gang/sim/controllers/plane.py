@@ -17,6 +17,7 @@ from typing import Any
 
 from airflow_provider_gang.sim.clock import Clock
 from airflow_provider_gang.sim.cluster import Cloud, NodeRecord, node_manifest
+from airflow_provider_gang.sim.controllers import webhooks
 from airflow_provider_gang.sim.controllers.base import Controller, ControlPlane, Obj, Store
 from airflow_provider_gang.sim.scenario import NodePool, Scenario
 
@@ -36,10 +37,10 @@ def default_controllers() -> list[type[Controller]]:
     from airflow_provider_gang.sim.controllers.autoscaler import ClusterAutoscaler
     from airflow_provider_gang.sim.controllers.jobs import JobController
     from airflow_provider_gang.sim.controllers.kubelet import Kubelet
+    from airflow_provider_gang.sim.controllers.kueue.manager import KueueManager
     from airflow_provider_gang.sim.controllers.scheduler import Scheduler
 
-    controllers: list[type[Controller]] = [Scheduler, Kubelet, JobController, ClusterAutoscaler]
-    return controllers
+    return [Scheduler, Kubelet, JobController, ClusterAutoscaler, KueueManager]
 
 
 @dataclass
@@ -48,6 +49,7 @@ class RunningControlPlane:
     controllers: list[Controller]
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     unsubscribe: Callable[[], Any] | None = None
+    uninstall_webhooks: Callable[[], None] | None = None
 
     def controller(self, kind: type[Controller]) -> Controller:
         for controller in self.controllers:
@@ -58,6 +60,8 @@ class RunningControlPlane:
     async def stop(self) -> None:
         if self.unsubscribe is not None:
             self.unsubscribe()
+        if self.uninstall_webhooks is not None:
+            self.uninstall_webhooks()
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
@@ -84,6 +88,7 @@ def start(
 ) -> RunningControlPlane:
     """Build the control plane and run every controller loop on the current event loop."""
     running = build(store, scenario, clock, controllers)
+    running.uninstall_webhooks = webhooks.install(store)
 
     def notify(event_type: str, resource: str, obj: Obj) -> None:
         for controller in running.controllers:

@@ -1,0 +1,163 @@
+"""Kueue's Job and plain-Pod integrations, as pure functions (reference 2.5, 2.7, 2.8).
+
+- :func:`mutate_on_create` is what Kueue's mutating webhooks do to a new Job (``spec.suspend=true``)
+  or pod-group Pod (label ``kueue.x-k8s.io/managed``, finalizer, gate ``kueue.x-k8s.io/admission``,
+  annotation ``kueue.x-k8s.io/role-hash``) that carries the ``kueue.x-k8s.io/queue-name`` label.
+- :func:`workload_name` is ``jobframework.GetWorkloadNameForOwnerWithGVK``: ``<kind>-<name>-<sha1[:5]>``
+  over ``kind \\n group \\n name \\n uid``.
+- :func:`job_workload` / :func:`group_workload` build the Workload objects.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+JOB_UID = "kueue.x-k8s.io/job-uid"
+MANAGED = "kueue.x-k8s.io/managed"
+GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+ROLE_HASH = "kueue.x-k8s.io/role-hash"
+IS_GROUP = "kueue.x-k8s.io/is-group-workload"
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
+WORKLOADS = "kueue.x-k8s.io/v1beta2/workloads"
+MAX_PREFIX = 247
+
+
+def workload_name(kind: str, group: str, name: str, uid: str) -> str:
+    digest = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()[:5]
+    prefix = f"{kind.lower()}-{name}"[:MAX_PREFIX]
+    return f"{prefix}-{digest}"
+
+
+def role_hash(spec: Mapping[str, Any]) -> str:
+    """A stable short hash of the scheduling-relevant pod spec (pods sharing it form one podSet)."""
+    relevant = {
+        key: spec.get(key) for key in ("containers", "initContainers", "nodeSelector", "tolerations", "affinity")
+    }
+    relevant["containers"] = [
+        {key: container.get(key) for key in ("name", "image", "resources")}
+        for container in spec.get("containers") or []
+    ]
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def mutate_on_create(resource: str, body: dict[str, Any]) -> None:
+    """Kueue's mutating webhooks for Jobs and pod-group Pods with a queue-name label (in place)."""
+    metadata = body.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    if not labels.get(QUEUE_NAME):
+        return
+    if resource == "batch/v1/jobs":
+        body.setdefault("spec", {})["suspend"] = True
+    elif resource == "v1/pods" and labels.get(GROUP_NAME):
+        labels[MANAGED] = "true"
+        metadata["labels"] = labels
+        finalizers = metadata.setdefault("finalizers", [])
+        if MANAGED not in finalizers:
+            finalizers.append(MANAGED)
+        spec = body.setdefault("spec", {})
+        gates = spec.setdefault("schedulingGates", [])
+        if not any(gate.get("name") == ADMISSION_GATE for gate in gates):
+            gates.append({"name": ADMISSION_GATE})
+        metadata.setdefault("annotations", {})[ROLE_HASH] = role_hash(spec)
+        body["metadata"] = metadata
+
+
+def _pod_set(name: str, count: int, template: Mapping[str, Any], min_count: int | None = None) -> dict[str, Any]:
+    template_metadata = template.get("metadata") or {}
+    pod_set: dict[str, Any] = {
+        "name": name,
+        "count": count,
+        "template": {
+            "metadata": {
+                key: value for key, value in template_metadata.items() if key in ("labels", "annotations") and value
+            },
+            "spec": copy.deepcopy(template.get("spec") or {}),
+        },
+    }
+    if min_count is not None:
+        pod_set["minCount"] = min_count
+    return pod_set
+
+
+def job_pod_count(job: Mapping[str, Any]) -> int:
+    spec = job.get("spec") or {}
+    parallelism = int(spec.get("parallelism", 1))
+    completions = spec.get("completions")
+    return parallelism if completions is None else min(parallelism, int(completions))
+
+
+def job_workload(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The Workload Kueue creates for a Job (one podSet ``main``)."""
+    metadata = job["metadata"]
+    annotations = metadata.get("annotations") or {}
+    min_count = None
+    if MIN_PARALLELISM in annotations:
+        min_count = int(annotations[MIN_PARALLELISM])
+        if not 0 < min_count < job_pod_count(job):
+            raise ValueError(f"annotation {MIN_PARALLELISM} must be between 0 and the pod count (exclusive)")
+    provreq = {key: value for key, value in annotations.items() if key.startswith(PROVREQ_PREFIX)}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": workload_name("Job", "batch", metadata["name"], metadata["uid"]),
+            "namespace": metadata["namespace"],
+            "labels": {JOB_UID: metadata["uid"]},
+            "annotations": {
+                "kueue.x-k8s.io/job-owner-gvk": "batch/v1, Kind=Job",
+                "kueue.x-k8s.io/job-owner-name": metadata["name"],
+                **provreq,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": metadata["name"],
+                    "uid": metadata["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "active": True,
+            "queueName": (metadata.get("labels") or {})[QUEUE_NAME],
+            "podSets": [_pod_set("main", job_pod_count(job), (job.get("spec") or {}).get("template") or {}, min_count)],
+        },
+    }
+
+
+def group_workload(group: str, namespace: str, pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The Workload of a plain pod group: named after the group, one podSet per role hash."""
+    roles: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        roles.setdefault(
+            ((pod["metadata"].get("annotations") or {}).get(ROLE_HASH) or role_hash(pod["spec"])), []
+        ).append(pod)
+    first = pods[0]["metadata"]
+    pod_sets = [
+        _pod_set(role, len(members), {"metadata": {}, "spec": members[0]["spec"]})
+        for role, members in sorted(roles.items())
+    ]
+    for pod_set in pod_sets:
+        pod_set["template"]["spec"].pop("schedulingGates", None)
+        pod_set["template"]["spec"].pop("nodeName", None)
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": group,
+            "namespace": namespace,
+            "annotations": {IS_GROUP: "true"},
+            "labels": {},
+        },
+        "spec": {"active": True, "queueName": (first.get("labels") or {})[QUEUE_NAME], "podSets": pod_sets},
+    }
