@@ -55,6 +55,9 @@ def validate_spec(spec: GangSpec) -> None:
         _check_queue(spec.queue)
     elif spec.queue is not None:
         raise GangSpecError("queue", "only used by reservation='kueue'; remove it or switch the mode")
+    for flag in ("strict_zone", "spot"):
+        if not isinstance(getattr(spec, flag), bool):
+            raise GangSpecError(flag, f"must be True or False, got {getattr(spec, flag)!r}")
     _check_zone(spec.zone, spec.strict_zone)
     _check_labels(spec.labels)
     if not _is_int(spec.master_port) or not 1 <= spec.master_port <= 65535:

@@ -123,6 +123,8 @@ INVALID = [
     ("kueue-without-queue", {"mode": "kueue", "queue": None}, "queue", "LocalQueue"),
     ("kueue-queue-invalid", {"mode": "kueue", "queue": "Team Queue"}, "queue", "not a valid LocalQueue"),
     ("queue-outside-kueue", {"queue": "lq"}, "queue", "only used by reservation='kueue'"),
+    ("strict-zone-not-bool", {"zone": "us-a", "strict_zone": "yes"}, "strict_zone", "True or False"),
+    ("spot-not-bool", {"spot": 1}, "spot", "True or False"),
     ("strict-zone-without-zone", {"strict_zone": True}, "strict_zone", "needs a zone"),
     ("zone-empty", {"zone": ""}, "zone", "zone label value"),
     ("zone-invalid", {"zone": "us central"}, "zone", "zone label value"),
