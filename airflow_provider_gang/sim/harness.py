@@ -97,6 +97,17 @@ class EmulatorHarness:
         token: str = self.run(lambda: emulator.add_user(user, rules))
         return token, emulator.write_kubeconfig(token=token)
 
+    @staticmethod
+    async def _stop_emulator(emulator: Emulator) -> None:
+        await emulator.stop()
+        # Let the closed connections' transports run their connection_lost callbacks.
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for _ in range(3):
+            await asyncio.sleep(0)
+
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the emulator and its loop thread (idempotent)."""
         loop, emulator = self._loop, self.emulator
@@ -104,7 +115,7 @@ class EmulatorHarness:
             return
         try:
             if emulator is not None:
-                asyncio.run_coroutine_threadsafe(emulator.stop(), loop).result(timeout)
+                asyncio.run_coroutine_threadsafe(self._stop_emulator(emulator), loop).result(timeout)
         finally:
             loop.call_soon_threadsafe(loop.stop)
             if self._thread is not None:

@@ -75,6 +75,8 @@ class Emulator:
         self.store = store or Store(seed=seed, history_limit=history_limit)
         if preload_crds:
             install_bundled_crds(self.store)
+        # A real apiserver's watch cache starts at its own start: older resourceVersions get 410.
+        self.store.compact_history()
         self.authorizer = Authorizer()
         self.admin_token = self.authorizer.add_user(ADMIN_USER, ALLOW_ALL, token=admin_token)
         self.context = ApiContext(
@@ -137,6 +139,11 @@ class Emulator:
             await hook(self)
         self.store.close_all_watches()
         runner, self._runner = self._runner, None
+        # Abort client connections: a TLS close would wait for the peer's close_notify, which idle
+        # keep-alive clients never send, and leave sockets open after the loop is gone.
+        for connection in list(runner.server.connections if runner.server else []):
+            if connection.transport is not None:
+                connection.transport.abort()
         await runner.cleanup()
 
     def kubeconfig(self, token: str | None = None, namespace: str = "default") -> dict[str, Any]:

@@ -88,6 +88,10 @@ class Store:
         """The newest committed resourceVersion (what a list reports)."""
         return str(self._resource_version)
 
+    def compact_history(self) -> None:
+        """Forget the event history so far, like a watch cache that starts now (older versions: 410)."""
+        self._history.compact(self._resource_version)
+
     def resolve(self, resource: str) -> ResourceType:
         return self.registry.resolve(resource)
 
@@ -416,7 +420,9 @@ class Store:
         current = self._present(resource_type, self._stored(resource_type, name, target_namespace))
         if patch_type in ("merge", "apply"):
             if not isinstance(patch, dict):
-                raise errors.bad_request("json: cannot unmarshal array into Go value of type map[string]interface {}")
+                raise errors.ApiError(
+                    422, "Invalid", "json: cannot unmarshal array into Go value of type map[string]interface {}"
+                )
             patched = patches.merge_patch(current, patch)
         elif patch_type == "json":
             patched = patches.json_patch(current, patch)

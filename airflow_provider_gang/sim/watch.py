@@ -115,6 +115,12 @@ class History:
         while len(self._events) > self.limit:
             self.compacted_through = self._events.popleft().resource_version
 
+    def compact(self, through: int) -> None:
+        """Forget every event up to ``through`` (watches from older versions get 410)."""
+        while self._events and self._events[0].resource_version <= through:
+            self._events.popleft()
+        self.compacted_through = max(self.compacted_through, through)
+
     def since(self, resource_version: int, storage_key: str) -> list[Event]:
         """Events after ``resource_version`` for one storage key; 410 Expired if already compacted."""
         if resource_version < self.compacted_through:

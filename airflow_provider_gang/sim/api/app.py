@@ -50,7 +50,6 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
             injected = faults.draw_error(info.verb)
             if injected is not None:
                 raise injected
-            request["gang_sim_user"] = user
         response = await handler(request)
     except errors.ApiError as error:
         response = status_response(error)
@@ -78,7 +77,8 @@ async def _api(request: web.Request) -> web.StreamResponse:
         if document is None:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
         return json_response(document)
-    return await objects.handle(request, context, info, request.get("gang_sim_user", ""))
+    user = context.authorizer.user_for(request.headers.get("Authorization")) or ""
+    return await objects.handle(request, context, info, user)
 
 
 async def _version(request: web.Request) -> web.StreamResponse:

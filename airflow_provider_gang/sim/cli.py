@@ -1,0 +1,85 @@
+"""``gang-sim``: command-line entry point of the Kubernetes API emulator.
+
+``gang-sim serve [--host 127.0.0.1] [--port 0] --kubeconfig-out PATH [--faults SPEC] [--seed N]``
+starts the emulator, writes a kubeconfig (admin token, self-signed CA), prints ``ready: <url>`` once
+serving, and exits 0 on SIGTERM/SIGINT after closing open watches.
+
+Extending: every subcommand is declared in :func:`build_parser` (one ``add_parser`` call each, with
+``handler=``); options of ``serve`` live in :func:`add_serve_arguments` and the emulator is built in
+:func:`make_emulator`, the one place to attach extra machinery (e.g. simulated controllers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Sequence
+
+from airflow_provider_gang.sim.api.faults import Faults
+from airflow_provider_gang.sim.server import Emulator
+
+
+def _faults(spec: str) -> Faults:
+    try:
+        return Faults.parse(spec)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``gang-sim serve``."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free one (default)")
+    parser.add_argument("--kubeconfig-out", required=True, help="where to write the kubeconfig for clients")
+    parser.add_argument(
+        "--faults", type=_faults, default=Faults(), help="fault spec, e.g. 'create:0.1:503,latency:0.01'"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")
+
+
+def make_emulator(args: argparse.Namespace) -> Emulator:
+    """The emulator ``serve`` runs, configured from the parsed options."""
+    return Emulator(host=args.host, port=args.port, faults=args.faults, seed=args.seed)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Run until SIGTERM/SIGINT; print ``ready: <url>`` once the kubeconfig is written."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signal_number, stop.set)
+    emulator = make_emulator(args)
+    url = await emulator.start()
+    try:
+        emulator.write_kubeconfig(args.kubeconfig_out)
+        print(f"ready: {url}", flush=True)
+        await stop.wait()
+    finally:
+        await emulator.stop()
+    return 0
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    return asyncio.run(serve(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``gang-sim`` parser with one subparser per command."""
+    parser = argparse.ArgumentParser(prog="gang-sim", description="In-memory Kubernetes API emulator")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_parser = commands.add_parser("serve", help="serve the Kubernetes API on 127.0.0.1")
+    add_serve_arguments(serve_parser)
+    serve_parser.set_defaults(handler=_run_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.handler(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())
