@@ -9,6 +9,7 @@ agree (the ProvisioningRequest proposal requires consuming pods to match the tem
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from airflow_provider_gang.reservation import naming
@@ -23,6 +24,7 @@ CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+KUEUE_ROLE_HASH = "kueue.x-k8s.io/role-hash"
 
 
 def _resources(container: dict[str, Any], spec: GangSpec) -> dict[str, Any]:
@@ -134,11 +136,18 @@ def release_gate_patch(pod: dict[str, Any], gate: str) -> list[dict[str, Any]]:
 def pod_group_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
     """Member ``rank`` of a Kueue plain-pod group: queue-name and pod-group-name labels and the
     total-count annotation on every member (Kueue ``pkg/controller/jobs/pod``); Kueue's webhook
-    adds its own admission gate and removes it when the group is admitted."""
+    adds its own admission gate and removes it when the group is admitted.
+
+    Every member also carries the same ``kueue.x-k8s.io/role-hash``: Kueue groups pods into podSets
+    by that hash, computing it when absent from the pod spec *and labels* (``getRoleHash``), so our
+    per-rank label and env would otherwise make each member its own role (and more than 8 roles is
+    an unretryable error)."""
     if spec.queue is None:
         raise ValueError("pod_group_pod needs spec.queue (reservation='kueue')")
     pod = _pod(spec, rank, owner_uid, master_address=master_address)
     pod["metadata"]["labels"][KUEUE_QUEUE_LABEL] = spec.queue
     pod["metadata"]["labels"][KUEUE_POD_GROUP_LABEL] = naming.GangNames(spec.name).pod_group
-    pod["metadata"].setdefault("annotations", {})[KUEUE_POD_GROUP_COUNT] = str(spec.size)
+    annotations = pod["metadata"].setdefault("annotations", {})
+    annotations[KUEUE_POD_GROUP_COUNT] = str(spec.size)
+    annotations[KUEUE_ROLE_HASH] = naming.short_hash(json.dumps(member_template(spec), sort_keys=True))
     return pod

@@ -230,8 +230,22 @@ def test_pod_group_pod_carries_kueue_group_metadata():
     pod = pods.pod_group_pod(spec, 1, owner_uid=UID)
     labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
     assert (labels["kueue.x-k8s.io/queue-name"], labels["kueue.x-k8s.io/pod-group-name"]) == ("lq", spec.name)
-    assert annotations == {"kueue.x-k8s.io/pod-group-total-count": "3"}
+    assert annotations["kueue.x-k8s.io/pod-group-total-count"] == "3"
     assert not any(key.startswith("autoscaling.x-k8s.io/") for key in annotations)
+
+
+def test_pod_group_members_share_one_kueue_role():
+    spec = gang_spec(mode="kueue", size=12)
+    hashes = {
+        pods.pod_group_pod(spec, rank, owner_uid=UID)["metadata"]["annotations"][pods.KUEUE_ROLE_HASH]
+        for rank in range(spec.size)
+    }
+    assert len(hashes) == 1 and naming.is_dns_label(hashes.pop())
+    other = gang_spec(mode="kueue", size=12, resources=MemberResources(gpus=2))
+    assert (
+        pods.pod_group_pod(other, 0, owner_uid=UID)["metadata"]["annotations"][pods.KUEUE_ROLE_HASH]
+        != (pods.pod_group_pod(spec, 0, owner_uid=UID)["metadata"]["annotations"][pods.KUEUE_ROLE_HASH])
+    )
 
 
 def test_pod_group_pod_needs_a_queue():
