@@ -9,8 +9,8 @@ Member state, by pod (first match wins)::
 
     phase Succeeded                                   -> SUCCEEDED
     being deleted, DisruptionTarget=True, phase
-      Unknown, or Failed with reason Evicted/NodeLost/
-      Shutdown/Terminated/NodeAffinity                -> LOST      (killed from outside the program)
+      Unknown, or Failed with a reason in
+      LOST_POD_REASONS (Evicted, NodeLost, ...)       -> LOST      (killed from outside the program)
     phase Failed, or a container terminated non-zero,
       or waiting with an unrecoverable reason          -> FAILED    (exit code and reason recorded)
     phase Running                                     -> RUNNING

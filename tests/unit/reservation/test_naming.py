@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import string
+
 import pytest
 
 from airflow_provider_gang.reservation import naming
@@ -109,3 +112,14 @@ def test_gang_names():
     }
     assert names.member(3) == "g-t1-abc-3"
     assert names.scheduling_gate == "airflow-gang.io/g-t1-abc" and naming.is_qualified_name(names.scheduling_gate)
+
+
+def test_gang_name_is_valid_for_arbitrary_inputs():
+    rng = random.Random(20261129)
+    alphabet = string.printable + "äß漢字-_.:+"
+    for _ in range(500):
+        parts = ["".join(rng.choices(alphabet, k=rng.randint(0, 120))) for _ in range(3)]
+        name = naming.gang_name(*parts, map_index=rng.randint(-1, 5000), attempt=rng.randint(1, 99))
+        assert naming.is_dns_1035_label(name) and len(name) <= naming.GANG_NAME_MAX, (parts, name)
+        value = naming.label_value(parts[2])
+        assert naming.is_label_value(value), (parts[2], value)
