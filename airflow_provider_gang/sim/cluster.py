@@ -175,10 +175,26 @@ def node_manifest(pool: NodePool, record: NodeRecord) -> dict[str, Any]:
                     "message": "kubelet is posting ready status",
                 }
             ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.33.0-sim",
-                "containerRuntimeVersion": "sim://1",
-                "architecture": "amd64",
-            },
+            "nodeInfo": _node_info(record.name),
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": record.name},
+            ],
         },
+    }
+
+
+def _node_info(name: str) -> dict[str, str]:
+    """``status.nodeInfo``: every field is required by the official clients' models."""
+    return {
+        "architecture": "amd64",
+        "bootID": f"sim-boot-{name}",
+        "containerRuntimeVersion": "sim://1.0.0",
+        "kernelVersion": "6.1.0-sim",
+        "kubeProxyVersion": "v1.33.0-sim",
+        "kubeletVersion": "v1.33.0-sim",
+        "machineID": f"sim-machine-{name}",
+        "operatingSystem": "linux",
+        "osImage": "Container-Optimized OS (simulated)",
+        "systemUUID": f"sim-uuid-{name}",
     }

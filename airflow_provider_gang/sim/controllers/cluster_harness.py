@@ -1,0 +1,64 @@
+"""A thread harness for an emulator *with* the simulated control plane (tests, benches, demos).
+
+::
+
+    with SimulatedClusterHarness(scenario=load_scenario("small")) as cluster:   # ManualClock
+        ...create objects with kubernetes / kubernetes_asyncio / kubectl via cluster.kubeconfig_path...
+        cluster.advance(600)          # ten simulated minutes, deadline by deadline
+        cluster.now()                 # simulated seconds
+
+Pass ``time_scale=N`` instead to run on a :class:`ScaledClock` (simulated time N times real time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from airflow_provider_gang.sim.clock import Clock, ManualClock, ScaledClock
+from airflow_provider_gang.sim.controllers.attach import AttachedControlPlane, attach
+from airflow_provider_gang.sim.harness import EmulatorHarness
+from airflow_provider_gang.sim.scenario import Scenario
+from airflow_provider_gang.sim.server import Emulator
+
+
+class SimulatedClusterHarness(EmulatorHarness):
+    def __init__(self, *, scenario: Scenario, time_scale: float | None = None, **options: Any) -> None:
+        super().__init__(**options)
+        self.scenario = scenario
+        self.clock: Clock = ManualClock() if time_scale is None else ScaledClock(time_scale)
+        self.control: AttachedControlPlane | None = None
+
+    def start(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="gang-sim", daemon=True)
+        self._thread.start()
+
+        async def build_and_start() -> Emulator:
+            emulator = Emulator(**self._options)
+            self.control = attach(emulator, self.scenario, self.clock)
+            await emulator.start()
+            return emulator
+
+        self.emulator = asyncio.run_coroutine_threadsafe(build_and_start(), loop).result(self._start_timeout)
+        self.url = self.emulator.url
+        self.kubeconfig_path = self.emulator.write_kubeconfig(self._requested_kubeconfig)
+
+    def now(self) -> float:
+        return float(self.run(self.clock.now))
+
+    def advance(self, seconds: float, timeout: float = 60.0) -> float:
+        """Advance the ManualClock on the server loop, letting controllers act at every deadline."""
+        clock = self.clock
+        if not isinstance(clock, ManualClock):
+            raise TypeError("advance() needs the ManualClock (construct without time_scale)")
+        return float(self.run(lambda: clock.run_for(seconds), timeout=timeout))
+
+    def gpu_seconds(self) -> float:
+        control = self.control
+        if control is None or control.running is None:
+            raise RuntimeError("the control plane is not running")
+        cloud = control.running.plane.cloud
+        return float(self.run(lambda: cloud.gpu_seconds(self.clock.now())))

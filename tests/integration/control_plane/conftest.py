@@ -1,0 +1,171 @@
+"""Emulator + simulated control plane on a ManualClock, observed with the real ``kubernetes`` client.
+
+``sim_cluster(scenario)`` starts one; tests create objects through the API, move simulated time with
+``cluster.advance(seconds)`` (no real sleeps) and read state back through the API.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.scenario import Scenario, load_scenario, parse_scenario
+
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+PROVISIONING = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+def gpu_scenario(**overrides: Any) -> Scenario:
+    """One pool of 1-GPU nodes (0 at start, up to 8, 60 s to provision), scaling 1 node per minute."""
+    pool = {
+        "name": "gpu",
+        "zone": "us-central1-a",
+        "gpuType": "nvidia-l4",
+        "gpusPerNode": 1,
+        "cpu": "8",
+        "memory": "32Gi",
+        "maxNodes": 8,
+        "provisioningDelaySeconds": 60,
+        "taints": [GPU_TAINT],
+    }
+    pool.update(overrides.pop("pool", {}))
+    document: dict[str, Any] = {"name": "gpu-test", "nodePools": [pool, *overrides.pop("extra_pools", [])]}
+    document.update(overrides)
+    return parse_scenario(document)
+
+
+def gpu_pod_spec(**extra: Any) -> dict[str, Any]:
+    return {
+        "restartPolicy": "Never",
+        "tolerations": [GPU_TOLERATION],
+        "containers": [
+            {
+                "name": "worker",
+                "image": "registry.example/trainer:1.0",
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                    "limits": {"nvidia.com/gpu": "1"},
+                },
+            }
+        ],
+        **extra,
+    }
+
+
+@dataclass
+class SimCluster:
+    harness: SimulatedClusterHarness
+    api: client.ApiClient
+    core: client.CoreV1Api = field(init=False)
+    batch: client.BatchV1Api = field(init=False)
+    custom: client.CustomObjectsApi = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    def advance(self, seconds: float) -> float:
+        return self.harness.advance(seconds)
+
+    def pods(self, namespace: str = "default", selector: str = "") -> list[Any]:
+        return list(self.core.list_namespaced_pod(namespace, label_selector=selector).items)
+
+    def events(self, reason: str, namespace: str = "default") -> list[Any]:
+        return [event for event in self.core.list_namespaced_event(namespace).items if event.reason == reason]
+
+    def create_pod_template(self, name: str, spec: dict[str, Any], namespace: str = "default") -> None:
+        self.core.create_namespaced_pod_template(
+            namespace,
+            {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": name}, "template": {"spec": spec}},
+        )
+
+    def create_request(
+        self,
+        name: str,
+        template: str,
+        count: int,
+        class_name: str,
+        *,
+        parameters: dict[str, str] | None = None,
+        version: str = "v1",
+        namespace: str = "default",
+    ) -> None:
+        spec: dict[str, Any] = {
+            "provisioningClassName": class_name,
+            "podSets": [{"podTemplateRef": {"name": template}, "count": count}],
+        }
+        if parameters:
+            spec["parameters"] = parameters
+        self.custom.create_namespaced_custom_object(
+            "autoscaling.x-k8s.io",
+            version,
+            namespace,
+            "provisioningrequests",
+            {
+                "apiVersion": f"autoscaling.x-k8s.io/{version}",
+                "kind": "ProvisioningRequest",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+        )
+
+    def request(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        found: dict[str, Any] = self.custom.get_namespaced_custom_object(
+            *PROVISIONING[:2], namespace, PROVISIONING[2], name
+        )
+        return found
+
+    def conditions(self, obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
+        return {
+            item["type"]: (item["status"], item["reason"]) for item in (obj.get("status") or {}).get("conditions") or []
+        }
+
+    def kueue(self, plural: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if namespace is None:
+            found: dict[str, Any] = self.custom.get_cluster_custom_object(*KUEUE, plural, name)
+        else:
+            found = self.custom.get_namespaced_custom_object(*KUEUE, namespace, plural, name)
+        return found
+
+    def create_kueue(
+        self, plural: str, kind: str, name: str, spec: dict[str, Any], namespace: str | None = None
+    ) -> None:
+        body = {"apiVersion": "/".join(KUEUE), "kind": kind, "metadata": {"name": name}, "spec": spec}
+        if namespace is None:
+            self.custom.create_cluster_custom_object(*KUEUE, plural, body)
+        else:
+            self.custom.create_namespaced_custom_object(*KUEUE, namespace, plural, body)
+
+    def workloads(self, namespace: str = "default") -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
+        return items
+
+
+@pytest.fixture
+def sim_cluster() -> Iterator[Callable[[Scenario | str], SimCluster]]:
+    started: list[tuple[SimulatedClusterHarness, client.ApiClient]] = []
+
+    def start(scenario: Scenario | str) -> SimCluster:
+        harness = SimulatedClusterHarness(
+            scenario=load_scenario(scenario) if isinstance(scenario, str) else scenario, seed=0
+        )
+        harness.start()
+        api = config.new_client_from_config(str(harness.kubeconfig_path))
+        started.append((harness, api))
+        return SimCluster(harness, api)
+
+    yield start
+    for harness, api in started:
+        api.close()
+        harness.stop()
