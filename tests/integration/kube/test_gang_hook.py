@@ -24,8 +24,10 @@ def kubeconfig(ca_file: str | None = None, ca_data: str | None = None) -> dict[s
         "kind": "Config",
         "clusters": [{"name": "c", "cluster": cluster}],
         "users": [{"name": "u", "user": {"token": "secret"}}],
-        "contexts": [{"name": "main", "context": {"cluster": "c", "user": "u"}},
-                     {"name": "other", "context": {"cluster": "c", "user": "u", "namespace": "x"}}],
+        "contexts": [
+            {"name": "main", "context": {"cluster": "c", "user": "u"}},
+            {"name": "other", "context": {"cluster": "c", "user": "u", "namespace": "x"}},
+        ],
         "current-context": "main",
     }
 
@@ -37,8 +39,9 @@ def connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **extra: object) -
 
 def test_inline_kubeconfig_yaml_becomes_settings_with_context_and_namespace(monkeypatch):
     config = kubeconfig(ca_data=base64.b64encode(b"pem").decode())
-    conn_id = connection(monkeypatch, "gang_inline", kube_config=yaml.safe_dump(config),
-                         cluster_context="other", namespace="ml")
+    conn_id = connection(
+        monkeypatch, "gang_inline", kube_config=yaml.safe_dump(config), cluster_context="other", namespace="ml"
+    )
     settings = GangHook(conn_id=conn_id).connection_settings()
     assert settings == ConnectionSettings(kubeconfig=config, context="other", namespace="ml")
     assert ConnectionSettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings

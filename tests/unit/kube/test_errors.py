@@ -8,8 +8,15 @@ from airflow_provider_gang.kube import errors
 
 
 def status(code: int, reason: str, message: str = "m", **extra: object) -> dict[str, object]:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason,
-            "message": message, **extra}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+        **extra,
+    }
 
 
 @pytest.mark.parametrize(
@@ -44,10 +51,16 @@ def test_already_exists_is_a_conflict():
 
 
 def test_invalid_carries_field_causes():
-    body = status(422, "Invalid", details={"causes": [
-        {"field": "spec.podSets[0].count", "reason": "FieldValueInvalid", "message": "must be >= 1"},
-        {"field": "metadata.name", "reason": "FieldValueInvalid", "message": "not DNS"},
-    ]})
+    body = status(
+        422,
+        "Invalid",
+        details={
+            "causes": [
+                {"field": "spec.podSets[0].count", "reason": "FieldValueInvalid", "message": "must be >= 1"},
+                {"field": "metadata.name", "reason": "FieldValueInvalid", "message": "not DNS"},
+            ]
+        },
+    )
     error = errors.from_status(422, body)
     assert isinstance(error, errors.Invalid)
     assert [cause.field for cause in error.causes] == ["spec.podSets[0].count", "metadata.name"]

@@ -1,0 +1,68 @@
+"""Fixtures for trigger tests: the emulator (``sim``), connection settings for it, a setup client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.sim.api.faults import Faults
+from airflow_provider_gang.sim.harness import EmulatorHarness
+
+
+class Sim:
+    """The started emulator plus its fault and request-count controls (set on its own loop)."""
+
+    def __init__(self, harness: EmulatorHarness) -> None:
+        self.harness = harness
+
+    @property
+    def context(self) -> Any:
+        assert self.harness.emulator is not None
+        return self.harness.emulator.context
+
+    def set_faults(self, spec: str) -> None:
+        """Replace the injected faults (``sim.api.faults`` spec syntax); ``""`` clears them."""
+        faults = Faults.parse(spec)
+        self.harness.run(lambda: setattr(self.context, "faults", faults))
+
+    def metrics(self) -> dict[str, Any]:
+        """``{"total", "requests": {verb: {resource: n}}, "codes"}`` counted by the emulator."""
+        snapshot: dict[str, Any] = self.harness.run(self.context.metrics.snapshot)
+        return snapshot
+
+    def reset_metrics(self) -> None:
+        self.harness.run(self.context.metrics.reset)
+
+    def connection(self) -> dict[str, Any]:
+        kubeconfig = yaml.safe_load(self.harness.kubeconfig_path.read_text())
+        return ConnectionSettings(kubeconfig=kubeconfig).to_dict()
+
+
+@pytest.fixture
+def sim(request: pytest.FixtureRequest) -> Iterator[Sim]:
+    """A fresh emulator per test; ``@pytest.mark.emulator(history_limit=...)`` passes options."""
+    marker = request.node.get_closest_marker("emulator")
+    options = dict(marker.kwargs) if marker else {}
+    with EmulatorHarness(seed=0, **options) as harness:
+        yield Sim(harness)
+
+
+@pytest.fixture
+def connection(sim: Sim) -> dict[str, Any]:
+    return sim.connection()
+
+
+@pytest.fixture
+async def client(connection: dict[str, Any]) -> AsyncIterator[KubeClient]:
+    """A client for the test's own setup writes (the code under test builds its own)."""
+    async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as setup_client:
+        yield setup_client
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "emulator(**options): options for the test's EmulatorHarness")
