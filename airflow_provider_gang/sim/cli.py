@@ -1,7 +1,9 @@
 """``gang-sim``: command-line entry point of the Kubernetes API emulator.
 
-``gang-sim serve [--host 127.0.0.1] [--port 0] --kubeconfig-out PATH [--faults SPEC] [--seed N]``
-starts the emulator, writes a kubeconfig (admin token, self-signed CA), prints ``ready: <url>`` once
+``gang-sim serve [--host 127.0.0.1] [--port 0] --kubeconfig-out PATH [--faults SPEC] [--seed N]
+[--scenario NAME|FILE] [--time-scale N]`` starts the emulator (with ``--scenario``, also the simulated
+control plane of :mod:`.controllers`, its delays ``--time-scale`` times faster); ``gang-sim scenarios``
+lists the named scenarios. ``serve``, writes a kubeconfig (admin token, self-signed CA), prints ``ready: <url>`` once
 serving, and exits 0 on SIGTERM/SIGINT after closing open watches.
 
 Extending: every subcommand is declared in :func:`build_parser` (one ``add_parser`` call each, with
@@ -18,6 +20,9 @@ import sys
 from collections.abc import Sequence
 
 from airflow_provider_gang.sim.api.faults import Faults
+from airflow_provider_gang.sim.clock import ScaledClock
+from airflow_provider_gang.sim.controllers.attach import attach
+from airflow_provider_gang.sim.scenario import Scenario, ScenarioError, load_scenario, named_scenarios
 from airflow_provider_gang.sim.server import Emulator
 
 
@@ -37,11 +42,42 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--faults", type=_faults, default=Faults(), help="fault spec, e.g. 'create:0.1:503,latency:0.01'"
     )
     parser.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")
+    parser.add_argument(
+        "--scenario", type=_scenario, default=None,
+        help="run the simulated control plane on this named scenario or scenario file (see `gang-sim scenarios`)",
+    )
+    parser.add_argument("--time-scale", type=_time_scale, default=1.0, help="simulated seconds per real second")
+
+
+def _scenario(name_or_path: str) -> Scenario:
+    try:
+        return load_scenario(name_or_path)
+    except ScenarioError as error:
+        raise argparse.ArgumentTypeError(f"invalid scenario {name_or_path!r}: {error}") from None
+
+
+def _time_scale(value: str) -> float:
+    try:
+        scale = float(value)
+    except ValueError:
+        scale = 0.0
+    if scale <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value!r}")
+    return scale
 
 
 def make_emulator(args: argparse.Namespace) -> Emulator:
     """The emulator ``serve`` runs, configured from the parsed options."""
-    return Emulator(host=args.host, port=args.port, faults=args.faults, seed=args.seed)
+    emulator = Emulator(host=args.host, port=args.port, faults=args.faults, seed=args.seed)
+    if getattr(args, "scenario", None) is not None:
+        attach(emulator, args.scenario, ScaledClock(args.time_scale))
+    return emulator
+
+
+def _run_scenarios(args: argparse.Namespace) -> int:
+    for name in named_scenarios():
+        print(f"{name}\t{load_scenario(name).description}")
+    return 0
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -72,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser = commands.add_parser("serve", help="serve the Kubernetes API on 127.0.0.1")
     add_serve_arguments(serve_parser)
     serve_parser.set_defaults(handler=_run_serve)
+    scenarios_parser = commands.add_parser("scenarios", help="list the named cluster scenarios")
+    scenarios_parser.set_defaults(handler=_run_scenarios)
     return parser
 
 
