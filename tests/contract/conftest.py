@@ -77,7 +77,8 @@ class Cluster:
         """A request with an exact body (e.g. malformed JSON), returning (status, decoded body)."""
         configuration = self.api.configuration
         headers = {"Content-Type": content_type, "Accept": "application/json"}
-        authorization = configuration.api_key.get("authorization") if token is None else f"Bearer {token}"
+        settings = configuration.auth_settings().get("BearerToken") or {}
+        authorization = settings.get("value") if token is None else f"Bearer {token}"
         if authorization:
             headers["Authorization"] = authorization
         response = self.api.rest_client.pool_manager.request(

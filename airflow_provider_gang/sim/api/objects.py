@@ -16,7 +16,7 @@ import yaml
 from aiohttp import web
 
 from airflow_provider_gang.sim import errors
-from airflow_provider_gang.sim.api import podlogs, watching
+from airflow_provider_gang.sim.api import podlogs, protobuf, watching
 from airflow_provider_gang.sim.api.context import ApiContext, json_response, success_status
 from airflow_provider_gang.sim.api.paths import RequestInfo
 from airflow_provider_gang.sim.registry import ResourceType
@@ -31,6 +31,8 @@ PATCH_TYPES = {
 
 async def read_body(request: web.Request, *, yaml_allowed: bool = True) -> Any:
     """The request body as JSON (or YAML); 400 BadRequest like the Go decoder on malformed input."""
+    if request.content_type == protobuf.CONTENT_TYPE:
+        raise errors.unsupported_media_type(request.content_type)
     raw = await request.read()
     if not raw.strip():
         raise errors.bad_request("the body of the request was empty")
@@ -144,7 +146,10 @@ async def _delete(
 
 
 async def _subject_access_review(request: web.Request, context: ApiContext, user: str) -> web.Response:
-    body = await _object_body(request)
+    if request.content_type == protobuf.CONTENT_TYPE:
+        body = protobuf.decode_subject_access_review(await request.read())
+    else:
+        body = await _object_body(request)
     spec = body.get("spec") or {}
     attributes = spec.get("resourceAttributes")
     if attributes is None:

@@ -1,0 +1,109 @@
+"""Discovery, OpenAPI, authentication (401), per-user rules (403) and SelfSubjectAccessReview."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client, config
+
+from airflow_provider_gang.sim.api.auth import Rule
+
+from .conftest import Cluster, require_emulator, status_of
+
+
+def test_core_discovery_reports_group_version_v1_and_subresources(cluster: Cluster):
+    status, body = cluster.raw("GET", "/api/v1")
+    assert status == 200 and body["groupVersion"] == "v1"
+    names = {r["name"] for r in body["resources"]}
+    assert {
+        "pods",
+        "pods/status",
+        "pods/log",
+        "namespaces",
+        "configmaps",
+        "services",
+        "events",
+        "nodes",
+        "podtemplates",
+    } <= names
+    pods = next(r for r in body["resources"] if r["name"] == "pods")
+    assert pods["kind"] == "Pod" and pods["namespaced"] and "watch" in pods["verbs"]
+
+
+def test_group_discovery_lists_crd_versions(cluster: Cluster):
+    status, body = cluster.raw("GET", "/apis")
+    assert status == 200
+    groups = {g["name"]: [v["version"] for v in g["versions"]] for g in body["groups"]}
+    assert {"v1", "v1beta1"} <= set(groups["autoscaling.x-k8s.io"])
+    assert groups["autoscaling.x-k8s.io"][0] == "v1" and groups["batch"][0] == "v1"
+    status, body = cluster.raw("GET", "/apis/autoscaling.x-k8s.io/v1")
+    assert status == 200 and {"provisioningrequests", "provisioningrequests/status"} <= {
+        r["name"] for r in body["resources"]
+    }
+
+
+def test_kubectl_api_resources(cluster: Cluster):
+    result = cluster.kubectl("api-resources", "-o", "name")
+    assert result.returncode == 0, result.stderr
+    assert {"pods", "jobs.batch", "provisioningrequests.autoscaling.x-k8s.io"} <= set(result.stdout.split())
+
+
+def test_openapi_v3_declares_field_validation(cluster: Cluster):
+    status, index = cluster.raw("GET", "/openapi/v3")
+    assert status == 200 and "apis/autoscaling.x-k8s.io/v1" in index["paths"]
+    status, document = cluster.raw("GET", index["paths"]["api/v1"]["serverRelativeURL"])
+    assert status == 200
+    post = document["paths"]["/api/v1/namespaces/{namespace}/pods"]["post"]
+    assert "fieldValidation" in {p["name"] for p in post["parameters"]}
+    assert post["x-kubernetes-group-version-kind"]["kind"] == "Pod"
+
+
+def test_no_token_is_401(cluster: Cluster):
+    require_emulator(cluster, "the target cluster's anonymous-auth settings are unknown")
+    status, body = cluster.raw("GET", "/api/v1/namespaces", token="not-a-token")
+    assert status == 401 and body["reason"] == "Unauthorized"
+
+
+def test_a_missing_permission_is_403_and_self_subject_access_review_agrees(cluster: Cluster, namespace):
+    require_emulator(cluster, "per-user rules are configured on the emulator")
+    assert cluster.harness is not None
+    token, kubeconfig = cluster.harness.add_user(
+        "reader",
+        [Rule(("get", "list", "watch", "create"), ("", "authorization.k8s.io"), ("pods", "selfsubjectaccessreviews"))],
+    )
+    api = config.new_client_from_config(str(kubeconfig))
+    try:
+        core = client.CoreV1Api(api)
+        assert core.list_namespaced_pod(namespace).items == []
+        with pytest.raises(client.ApiException) as raised:
+            core.create_namespaced_config_map(namespace, {"metadata": {"name": "c"}})
+        status = status_of(raised.value)
+        assert raised.value.status == 403 and status["reason"] == "Forbidden"
+        assert status["message"] == (
+            f'configmaps is forbidden: User "reader" cannot create resource "configmaps" in API group "" '
+            f'in the namespace "{namespace}"'
+        )
+        reviews = client.AuthorizationV1Api(api)
+
+        def allowed(verb: str, resource: str, subresource: str = "") -> bool:
+            review = reviews.create_self_subject_access_review(
+                {
+                    "spec": {
+                        "resourceAttributes": {
+                            "namespace": namespace,
+                            "verb": verb,
+                            "group": "",
+                            "resource": resource,
+                            "subresource": subresource,
+                        }
+                    }
+                }
+            )
+            return bool(review.status.allowed)
+
+        assert allowed("list", "pods") and not allowed("create", "configmaps") and not allowed("get", "pods", "log")
+    finally:
+        api.close()
+    can_i = cluster.kubectl("--token", token, "auth", "can-i", "delete", "pods", "-n", namespace)
+    assert can_i.stdout.strip() == "no"
+    can_list = cluster.kubectl("--token", token, "auth", "can-i", "list", "pods", "-n", namespace)
+    assert can_list.stdout.strip() == "yes", can_list.stderr

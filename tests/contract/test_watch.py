@@ -1,0 +1,155 @@
+"""Watch semantics through the sync and asyncio clients: order, resume, selectors, 410, timeout."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client, watch
+from kubernetes_asyncio import client as async_client
+from kubernetes_asyncio import config as async_config
+from kubernetes_asyncio import watch as async_watch
+
+from .conftest import Cluster, provisioning_request, require_emulator
+
+GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
+
+
+def collect(stream, count: int) -> list[tuple[str, str]]:
+    seen = []
+    for event in stream:
+        seen.append((event["type"], event["object"]["metadata"]["name"]))
+        if len(seen) == count:
+            break
+    return seen
+
+
+def test_watch_from_a_list_resource_version_sees_every_change_in_order(cluster: Cluster, namespace):
+    objects = client.CustomObjectsApi(cluster.api)
+    start = objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"]["resourceVersion"]
+    objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, provisioning_request("w1"))
+    objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, provisioning_request("w2"))
+    objects.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "w1", {"metadata": {"labels": {"a": "b"}}}
+    )
+    objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "w1")
+    watcher = watch.Watch()
+    stream = watcher.stream(
+        objects.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        resource_version=start,
+        timeout_seconds=5,
+    )
+    assert collect(stream, 4) == [("ADDED", "w1"), ("ADDED", "w2"), ("MODIFIED", "w1"), ("DELETED", "w1")]
+    watcher.stop()
+
+
+def test_watch_without_resource_version_starts_with_the_current_objects(cluster: Cluster, namespace):
+    objects = client.CustomObjectsApi(cluster.api)
+    objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, provisioning_request("w1"))
+    watcher = watch.Watch()
+    stream = watcher.stream(objects.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, timeout_seconds=5)
+    assert collect(stream, 1) == [("ADDED", "w1")]
+    watcher.stop()
+
+
+def test_label_selector_watch_sees_objects_enter_and_leave(cluster: Cluster, namespace):
+    core = client.CoreV1Api(cluster.api)
+    start = core.list_namespaced_config_map(namespace).metadata.resource_version
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "c1", "labels": {"app": "a"}}})
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "c2", "labels": {"app": "b"}}})
+    core.patch_namespaced_config_map("c1", namespace, {"metadata": {"labels": {"app": "b"}}})
+    core.patch_namespaced_config_map("c2", namespace, {"metadata": {"labels": {"app": "a"}}})
+    watcher = watch.Watch()
+    stream = watcher.stream(
+        core.list_namespaced_config_map, namespace, label_selector="app=a", resource_version=start, timeout_seconds=5
+    )
+    seen = [(event["type"], event["object"].metadata.name) for _, event in zip(range(3), stream, strict=False)]
+    watcher.stop()
+    assert seen == [("ADDED", "c1"), ("DELETED", "c1"), ("ADDED", "c2")]
+
+
+def test_watch_from_a_compacted_resource_version_is_410_expired(cluster: Cluster, namespace):
+    objects = client.CustomObjectsApi(cluster.api)
+    watcher = watch.Watch()
+    with pytest.raises(client.ApiException) as raised:
+        for _ in watcher.stream(
+            objects.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            resource_version="1",
+            timeout_seconds=5,
+        ):
+            pass
+    assert raised.value.status == 410
+
+
+def test_raw_watch_ends_at_timeout_seconds_with_an_error_event_for_410(cluster: Cluster, namespace):
+    status, body = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=true&timeoutSeconds=1")
+    assert status == 200 and body == ""
+    status, body = cluster.raw(
+        "GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=1&resourceVersion=1&timeoutSeconds=1"
+    )
+    assert status == 200
+    assert body["type"] == "ERROR" and body["object"]["code"] == 410 and body["object"]["reason"] == "Expired"
+
+
+def test_bookmarks_carry_the_newest_resource_version(cluster: Cluster, namespace):
+    require_emulator(cluster, "a real apiserver sends bookmarks about once a minute")
+    assert cluster.harness is not None
+    cluster.harness.emulator.context.bookmark_interval_seconds = 0.2
+    core = client.CoreV1Api(cluster.api)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "c1"}})
+    status, body = cluster.raw(
+        "GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=1"
+    )
+    assert status == 200
+    lines = [line for line in body.splitlines() if '"BOOKMARK"' in line] if isinstance(body, str) else []
+    assert lines, body
+    cluster.harness.emulator.context.bookmark_interval_seconds = 5.0
+
+
+async def test_asyncio_client_watch_and_its_json_patch_default(cluster: Cluster, namespace):
+    api = await async_config.new_client_from_config(config_file=str(cluster.kubeconfig_path))
+    try:
+        objects = async_client.CustomObjectsApi(api)
+        listed = await objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        created = await objects.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, provisioning_request("a1")
+        )
+        assert created["metadata"]["uid"]
+        with pytest.raises(async_client.ApiException) as raised:  # a dict sent as json-patch+json
+            await objects.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, "a1", {"metadata": {"labels": {"x": "y"}}}
+            )
+        assert raised.value.status == 400
+        await objects.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            "a1",
+            {"metadata": {"labels": {"x": "y"}}},
+            _content_type="application/merge-patch+json",
+        )
+        await objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "a1")
+        seen = []
+        async with async_watch.Watch() as watcher:  # closing it releases the streaming response
+            async for event in watcher.stream(
+                objects.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                resource_version=listed["metadata"]["resourceVersion"],
+                timeout_seconds=5,
+            ):
+                seen.append((event["type"], event["object"]["metadata"]["name"]))
+                if len(seen) == 3:
+                    break
+        assert seen == [("ADDED", "a1"), ("MODIFIED", "a1"), ("DELETED", "a1")]
+    finally:
+        await api.close()
