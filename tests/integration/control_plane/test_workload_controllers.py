@@ -210,15 +210,13 @@ async def test_asyncio_client_watches_a_pod_become_running(sim_cluster: Callable
     api = await async_config.new_client_from_config(str(cluster.harness.kubeconfig_path))
     async with api:
         core = async_client.CoreV1Api(api)
-        await core.create_namespaced_pod(
-            "default",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "watched"},
-                "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-            },
-        )
+        body: Any = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "watched"},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }
+        await core.create_namespaced_pod("default", body)
         cluster.advance(5)
         pod = await core.read_namespaced_pod("watched", "default")
         assert pod.status.phase == "Running"
