@@ -1,0 +1,44 @@
+"""``gang-sim serve``: ready line, kubeconfig, clean exit on SIGTERM; bad options exit 2."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import yaml
+
+COMMAND = [sys.executable, "-c", "from airflow_provider_gang.sim.cli import main; raise SystemExit(main())"]
+
+
+def test_serve_prints_ready_writes_a_kubeconfig_and_exits_cleanly_on_sigterm(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    process = subprocess.Popen(
+        [*COMMAND, "serve", "--kubeconfig-out", str(kubeconfig), "--faults", "seed:1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("ready: https://127.0.0.1:")
+        document = yaml.safe_load(kubeconfig.read_text())
+        assert document["clusters"][0]["cluster"]["server"] == line.split(" ", 1)[1].strip()
+        assert document["users"][0]["user"]["token"]
+        assert kubeconfig.stat().st_mode & 0o777 == 0o600
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, errors = process.communicate(timeout=30)
+    assert process.returncode == 0, errors
+
+
+def test_bad_faults_spec_is_a_usage_error(tmp_path):
+    result = subprocess.run(
+        [*COMMAND, "serve", "--kubeconfig-out", str(tmp_path / "k"), "--faults", "oops"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and "bad fault item" in result.stderr

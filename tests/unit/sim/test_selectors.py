@@ -1,0 +1,77 @@
+"""Label and field selectors (table-driven, upstream syntax)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim.selectors import field_matcher, label_matcher, matches_label_selector_object
+
+LABELS = {"app": "web", "tier": "front", "empty": ""}
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("", True),
+        ("app=web", True),
+        ("app==web", True),
+        ("app!=web", False),
+        ("app=db", False),
+        ("missing!=x", True),
+        ("app", True),
+        ("!app", False),
+        ("!missing", True),
+        ("app in (db, web)", True),
+        ("app notin (db,web)", False),
+        ("missing notin (a)", True),
+        ("app=web,tier=front", True),
+        ("app=web,tier=back", False),
+        ("empty=", True),
+        ("app in (web),!missing,tier", True),
+    ],
+    ids=lambda value: str(value),
+)
+def test_label_selectors(selector, expected):
+    assert label_matcher(selector)(LABELS) is expected
+
+
+@pytest.mark.parametrize("selector", ["app in (a", "app in a", "=x", "app=a b"])
+def test_malformed_label_selectors_are_400(selector):
+    with pytest.raises(errors.ApiError) as raised:
+        label_matcher(selector)
+    assert raised.value.code == 400
+
+
+POD = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("metadata.name=p", True),
+        ("metadata.name!=p", False),
+        ("metadata.namespace==ns,status.phase=Running", True),
+        ("spec.nodeName=n2", False),
+        ("spec.nodeName!=", True),
+    ],
+)
+def test_pod_field_selectors(selector, expected):
+    assert field_matcher(selector, "/pods")(POD) is expected
+
+
+def test_unsupported_field_is_400():
+    with pytest.raises(errors.ApiError) as raised:
+        field_matcher("status.phase=Running", "/configmaps")
+    assert raised.value.code == 400 and "field label not supported" in raised.value.message
+
+
+def test_structured_label_selector():
+    selector = {
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}],
+    }
+    assert matches_label_selector_object(selector, LABELS)
+    assert not matches_label_selector_object({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, LABELS)
+    assert matches_label_selector_object({}, LABELS)
+    assert not matches_label_selector_object(None, LABELS)

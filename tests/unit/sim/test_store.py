@@ -1,0 +1,267 @@
+"""The store's apiserver semantics without HTTP: metadata, admission, deletion, GC, watch history."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim.crds import install_bundled_crds
+from airflow_provider_gang.sim.store import Store
+
+CM = "v1/configmaps"
+PODS = "v1/pods"
+PRS = "autoscaling.x-k8s.io/v1/provisioningrequests"
+
+
+def configmap(name: str, **metadata) -> dict:
+    return {"metadata": {"name": name, **metadata}, "data": {"k": "v"}}
+
+
+def pod(name: str, **metadata) -> dict:
+    return {"metadata": {"name": name, **metadata}, "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}
+
+
+@pytest.fixture
+def store() -> Store:
+    return Store(seed=1, wall_clock=lambda: 1_800_000_000.0)
+
+
+def reference(owner: dict, **extra) -> dict:
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        **extra,
+    }
+
+
+def test_server_fields_and_one_global_resource_version(store):
+    first = store.create(CM, configmap("a"))
+    second = store.create(PODS, pod("p"))
+    assert first["metadata"]["creationTimestamp"] == "2027-01-15T08:00:00Z"
+    assert int(second["metadata"]["resourceVersion"]) == int(first["metadata"]["resourceVersion"]) + 1
+    assert store.resource_version == second["metadata"]["resourceVersion"]
+
+
+def test_seeded_stores_generate_the_same_names_and_uids():
+    names = [Store(seed=7).create(CM, {"metadata": {"generateName": "x-"}})["metadata"] for _ in range(2)]
+    assert names[0]["name"] == names[1]["name"] and names[0]["uid"] == names[1]["uid"]
+
+
+def test_generation_bumps_only_on_spec_changes_and_no_op_writes_emit_nothing(store):
+    events = []
+    store.subscribe(lambda kind, resource, obj: events.append((kind, obj["metadata"]["resourceVersion"])))
+    created = store.create(CM, configmap("a"))
+    labelled = store.patch(CM, "a", {"metadata": {"labels": {"x": "y"}}})
+    assert labelled["metadata"]["generation"] == 1
+    changed = store.patch(CM, "a", {"data": {"k": "w"}})
+    assert changed["metadata"]["generation"] == 2
+    same = store.patch(CM, "a", {"data": {"k": "w"}})
+    assert same["metadata"]["resourceVersion"] == changed["metadata"]["resourceVersion"]
+    assert [kind for kind, _ in events] == ["ADDED", "MODIFIED", "MODIFIED"]
+    assert created["metadata"]["uid"] == same["metadata"]["uid"]
+
+
+def test_subscribers_get_copies_in_order_and_can_unsubscribe(store):
+    seen = []
+    unsubscribe = store.subscribe(lambda kind, resource, obj: seen.append((kind, resource, obj["metadata"]["name"])))
+    store.create(CM, configmap("a"))["metadata"]["name"] = "mutated"
+    store.delete(CM, "a")
+    unsubscribe()
+    store.create(CM, configmap("b"))
+    assert seen == [("ADDED", CM, "a"), ("DELETED", CM, "a")]
+
+
+def test_finalizers_delay_removal_and_none_may_be_added_while_deleting(store):
+    store.create(CM, configmap("a", finalizers=["example.com/x"]))
+    terminating = store.delete(CM, "a")
+    assert terminating["metadata"]["deletionTimestamp"]
+    with pytest.raises(errors.ApiError) as raised:
+        store.patch(CM, "a", {"metadata": {"finalizers": ["example.com/x", "example.com/y"]}})
+    assert raised.value.code == 422
+    assert store.delete(CM, "a")["metadata"]["deletionTimestamp"] == terminating["metadata"]["deletionTimestamp"]
+    store.patch(CM, "a", {"metadata": {"finalizers": None}})
+    with pytest.raises(errors.ApiError):
+        store.get(CM, "a")
+
+
+def test_background_collection_is_recursive_and_spares_dependents_with_another_live_owner(store):
+    root = store.create(CM, configmap("root"))
+    other = store.create(CM, configmap("other"))
+    child = store.create(CM, configmap("child", ownerReferences=[reference(root)]))
+    store.create(PODS, pod("grandchild", ownerReferences=[reference(child)]))
+    shared = store.create(PODS, pod("shared", ownerReferences=[reference(root), reference(other)]))
+    store.delete(CM, "root")
+    assert [o["metadata"]["name"] for o in store.list(CM)[0] if o["metadata"]["namespace"] == "default"] == ["other"]
+    remaining = store.list(PODS)[0]
+    assert [p["metadata"]["name"] for p in remaining] == ["shared"]
+    assert remaining[0]["metadata"]["ownerReferences"] == [reference(other)]
+    assert shared["metadata"]["uid"] == remaining[0]["metadata"]["uid"]
+
+
+def test_jobs_orphan_their_pods_by_default_as_upstream(store):
+    job = store.create(
+        "batch/v1/jobs",
+        {
+            "metadata": {"name": "j"},
+            "spec": {
+                "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}
+                }
+            },
+        },
+    )
+    store.create(PODS, pod("worker", ownerReferences=[reference(job)]))
+    store.delete("batch/v1/jobs", "j")
+    assert "ownerReferences" not in store.get(PODS, "worker")["metadata"]
+
+
+def test_deleting_a_namespace_deletes_its_objects(store):
+    store.create("v1/namespaces", {"metadata": {"name": "team"}})
+    store.create(CM, configmap("a"), "team")
+    store.create(CM, configmap("b"), "default")
+    store.delete("v1/namespaces", "team")
+    assert [c["metadata"]["namespace"] for c in store.list(CM)[0]] == ["default"]
+    with pytest.raises(errors.ApiError) as raised:
+        store.create(CM, configmap("c"), "team")
+    assert raised.value.code == 404
+
+
+def test_crds_serve_their_versions_until_deleted(store):
+    install_bundled_crds(store)
+    store.create(
+        PRS,
+        {
+            "apiVersion": "autoscaling.x-k8s.io/v1",
+            "kind": "ProvisioningRequest",
+            "metadata": {"name": "pr"},
+            "spec": {"provisioningClassName": "c", "podSets": [{"count": 1, "podTemplateRef": {"name": "t"}}]},
+        },
+    )
+    store.delete("apiextensions.k8s.io/v1/customresourcedefinitions", "provisioningrequests.autoscaling.x-k8s.io")
+    with pytest.raises(errors.ApiError) as raised:
+        store.list(PRS)
+    assert raised.value.code == 404
+
+
+def test_strict_field_validation_rejects_unknown_custom_resource_fields(store):
+    install_bundled_crds(store)
+    body = {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": "pr"},
+        "spec": {"provisioningClassName": "c", "podSets": [{"count": 1, "podTemplateRef": {"name": "t"}}], "extra": 1},
+    }
+    with pytest.raises(errors.ApiError) as raised:
+        store.create(PRS, body, field_validation="Strict")
+    assert raised.value.code == 400 and 'unknown field "spec.extra"' in raised.value.message
+    assert "extra" not in store.create(PRS, body)["spec"]
+
+
+def test_binding_sets_the_node_once_and_never_while_gated(store):
+    store.create(PODS, pod("p"))
+    bound = store.bind_pod("default", "p", "node-1")
+    assert bound["spec"]["nodeName"] == "node-1"
+    assert any(c["type"] == "PodScheduled" and c["status"] == "True" for c in bound["status"]["conditions"])
+    with pytest.raises(errors.ApiError) as raised:
+        store.bind_pod("default", "p", "node-2")
+    assert raised.value.code == 409
+    gated = pod("g")
+    gated["spec"]["schedulingGates"] = [{"name": "x"}]
+    store.create(PODS, gated)
+    with pytest.raises(errors.ApiError) as raised:
+        store.bind_pod("default", "g", "node-1")
+    assert raised.value.code == 422
+
+
+def test_gated_pods_may_only_tighten_required_node_affinity(store):
+    gated = pod("g")
+    gated["spec"]["schedulingGates"] = [{"name": "x"}]
+    term = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}
+    gated["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    store.create(PODS, gated)
+    tighter = {"matchExpressions": [*term["matchExpressions"], {"key": "zone", "operator": "In", "values": ["z"]}]}
+    patch = {
+        "spec": {
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [tighter]}}
+            }
+        }
+    }
+    store.patch(PODS, "g", patch)
+    looser = {
+        "spec": {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]}
+                        ]
+                    }
+                }
+            }
+        }
+    }
+    with pytest.raises(errors.ApiError) as raised:
+        store.patch(PODS, "g", looser)
+    assert raised.value.code == 422
+
+
+def test_terminal_pod_phase_cannot_change(store):
+    store.create(PODS, pod("p"))
+    store.patch(PODS, "p", {"status": {"phase": "Succeeded"}}, subresource="status")
+    with pytest.raises(errors.ApiError) as raised:
+        store.patch(PODS, "p", {"status": {"phase": "Running"}}, subresource="status")
+    assert raised.value.code == 422
+
+
+@pytest.mark.parametrize(
+    ("resources", "qos"),
+    [
+        ({}, "BestEffort"),
+        ({"requests": {"cpu": "1"}}, "Burstable"),
+        ({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}, "Guaranteed"),
+        ({"limits": {"cpu": "1", "memory": "1Gi"}}, "Guaranteed"),
+    ],
+)
+def test_qos_class(store, resources, qos):
+    body = pod("p")
+    body["spec"]["containers"][0]["resources"] = resources
+    assert store.create(PODS, body)["status"]["qosClass"] == qos
+
+
+async def test_watch_history_is_bounded_and_older_versions_are_410():
+    store = Store(history_limit=3)
+    first = store.create(CM, configmap("a"))
+    for value in ("1", "2", "3", "4"):  # 3 kept events: the one right after ``first`` is forgotten
+        store.patch(CM, "a", {"data": {"k": value}})
+    with pytest.raises(errors.ApiError) as raised:
+        store.open_watch(CM, resource_version=first["metadata"]["resourceVersion"])
+    assert raised.value.code == 410
+    stream = store.open_watch(CM, resource_version=str(int(store.resource_version) - 1))
+    delivery = await asyncio.wait_for(stream.queue.get(), 1)
+    assert delivery is not None and delivery.obj["data"] == {"k": "4"}
+    store.close_watch(stream)
+
+
+async def test_watch_iterator_yields_copies_until_closed(store):
+    received = []
+
+    async def consume():
+        async for kind, obj in store.watch(CM, "default"):
+            received.append((kind, obj["metadata"]["name"]))
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0)
+    store.create(CM, configmap("a"))
+    store.create(CM, configmap("elsewhere"), "kube-system")
+    store.delete(CM, "a")
+    await asyncio.sleep(0)
+    store.close_all_watches()
+    await asyncio.wait_for(task, 1)
+    assert received == [("ADDED", "a"), ("DELETED", "a")]
