@@ -14,7 +14,9 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_gang.sim.store import CRD_KEY, Store
+from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim.kinds import strategy_for
+from airflow_provider_gang.sim.store import CRD_KEY, Store, rfc3339
 
 try:
     _Loader: Any = yaml.CSafeLoader
@@ -42,6 +44,28 @@ def install_bundled_crds(store: Store) -> list[str]:
         name = crd["metadata"]["name"]
         existing, _ = store.list(CRD_KEY, field_selector=f"metadata.name={name}")
         if not existing:
-            store.create_shared(CRD_KEY, crd)
+            _create_shared(store, crd)
         names.append(name)
     return names
+
+
+def _create_shared(store: Store, body: dict[str, Any]) -> dict[str, Any]:
+    """Create a bundled CRD without deep-copying its (large, shared, never mutated) nested parts.
+
+    Only the top level and ``metadata`` are copied; CRD validation is skipped (the files are the
+    upstream ones). Metadata, status and events are as for :meth:`Store.create`.
+    """
+    resource_type = store.resolve(CRD_KEY)
+    new = dict(body)
+    new["metadata"] = {k: v for k, v in (body.get("metadata") or {}).items() if k in ("name", "labels", "annotations")}
+    new.pop("status", None)
+    new["apiVersion"], new["kind"] = resource_type.api_version, resource_type.kind
+    if store.stored((resource_type.storage_key, "", new["metadata"]["name"])) is not None:
+        raise errors.already_exists(resource_type.plural, new["metadata"]["name"], resource_type.group)
+    initial = strategy_for(resource_type).initial_status(new)
+    if initial is not None:
+        new["status"] = initial
+    new["metadata"].update(uid=store._new_uid(), creationTimestamp=rfc3339(store._wall_clock()), generation=1)
+    committed = store._commit(resource_type, "ADDED", new, None)
+    store.serve_crd(committed)
+    return committed

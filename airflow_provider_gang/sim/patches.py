@@ -208,3 +208,25 @@ def _merge_list(current: list[Any], patch: list[Any], merge_key: str | None) -> 
         else:
             result[index] = strategic_merge_patch(result[index], item)
     return result
+
+
+def apply(current: dict[str, Any], patch: Any, patch_type: str) -> dict[str, Any]:
+    """The object after a ``merge``/``apply``/``json``/``strategic`` patch, with the API's errors:
+    a non-object merge patch is 422 (as the Go unmarshaller reports it), a non-list JSON patch 400."""
+    if patch_type in ("merge", "apply"):
+        if not isinstance(patch, dict):
+            raise errors.ApiError(
+                422, "Invalid", "json: cannot unmarshal array into Go value of type map[string]interface {}"
+            )
+        patched = merge_patch(current, patch)
+    elif patch_type == "json":
+        patched = json_patch(current, patch)
+    elif patch_type == "strategic":
+        if not isinstance(patch, dict):
+            raise errors.bad_request("json: cannot unmarshal array into Go value of type map[string]interface {}")
+        patched = strategic_merge_patch(current, patch)
+    else:
+        raise errors.unsupported_media_type(patch_type)
+    if not isinstance(patched, dict):
+        raise errors.bad_request("the patch did not produce an object")
+    return patched

@@ -30,12 +30,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_gang.sim import errors, garbage, patches
+from airflow_provider_gang.sim import errors, garbage, patches, validation
 from airflow_provider_gang.sim.kinds import pods, strategy_for
 from airflow_provider_gang.sim.logs import PodLogs
 from airflow_provider_gang.sim.registry import Registry, ResourceType, types_from_crd
 from airflow_provider_gang.sim.selectors import object_matcher
-from airflow_provider_gang.sim.watch import Event, History, WatchStream
+from airflow_provider_gang.sim.watch import Event, WatchHub, WatchStream
 
 Object = dict[str, Any]
 Subscriber = Callable[[str, str, Object], Any]
@@ -72,8 +72,7 @@ class Store:
         self._seeded = seed is not None
         self._objects: dict[str, dict[tuple[str, str], Object]] = {}
         self._resource_version = 0
-        self._history = History(history_limit)
-        self._watchers: dict[str, set[WatchStream]] = {}
+        self._hub = WatchHub(history_limit)
         self._subscribers: list[Subscriber] = []
         self.dependents: dict[str, set[ObjectId]] = {}  # owner uid -> objects naming it in ownerReferences
         self.uids: dict[str, ObjectId] = {}  # uid -> object, for every stored object
@@ -90,7 +89,7 @@ class Store:
 
     def compact_history(self) -> None:
         """Forget the event history so far, like a watch cache that starts now (older versions: 410)."""
-        self._history.compact(self._resource_version)
+        self._hub.history.compact(self._resource_version)
 
     def resolve(self, resource: str) -> ResourceType:
         return self.registry.resolve(resource)
@@ -158,10 +157,7 @@ class Store:
         else:
             bucket[identity] = new
         garbage.index_owners(self, (resource_type.storage_key, *identity), old, new, event_type)
-        event = Event(self._resource_version, resource_type.storage_key, event_type, new, old)
-        self._history.append(event)
-        for watcher in list(self._watchers.get(resource_type.storage_key, ())):
-            watcher.offer(event)
+        self._hub.publish(Event(self._resource_version, resource_type.storage_key, event_type, new, old))
         for callback in list(self._subscribers):
             result = callback(event_type, resource_type.storage_resource_key, copy.deepcopy(new))
             if inspect.isawaitable(result):
@@ -177,20 +173,6 @@ class Store:
 
     def _new_uid(self) -> str:
         return str(uuid.UUID(int=self._random.getrandbits(128), version=4)) if self._seeded else str(uuid.uuid4())
-
-    def _check_body_type(self, resource_type: ResourceType, body: Object) -> None:
-        api_version, kind = body.get("apiVersion"), body.get("kind")
-        if resource_type.custom and not kind:
-            raise errors.bad_request("Object 'Kind' is missing in request body")
-        if kind and kind != resource_type.kind:
-            raise errors.bad_request(
-                f"the kind in the request body ({kind}) does not match the expected kind ({resource_type.kind})"
-            )
-        if api_version and api_version != resource_type.api_version:
-            raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version "
-                f"({resource_type.api_version})"
-            )
 
     def _check_namespace(self, resource_type: ResourceType, metadata: Object, namespace: str | None) -> str:
         if not resource_type.namespaced:
@@ -218,7 +200,7 @@ class Store:
         resource_type = self.resolve(resource)
         if "create" not in resource_type.verbs:
             raise errors.method_not_allowed(f"create is not supported on resources of kind {resource_type.plural}")
-        self._check_body_type(resource_type, body)
+        validation.check_body_type(resource_type, body)
         new = copy.deepcopy(body)
         new["apiVersion"], new["kind"] = resource_type.api_version, resource_type.kind
         metadata = new.setdefault("metadata", {})
@@ -250,34 +232,11 @@ class Store:
         metadata["generation"] = 1
         committed = self._commit(resource_type, "ADDED", new, None)
         if resource_type.key == CRD_KEY:
-            self._serve_crd(committed)
+            self.serve_crd(committed)
         return self._present(resource_type, committed)
 
-    def create_shared(self, resource: str, body: Object) -> Object:
-        """Create from a large body without deep-copying its nested parts (bundled CRDs).
-
-        Only the top level and ``metadata`` are copied; the caller must never mutate ``body``.
-        Admission runs as for :meth:`create` except that CRD validation is skipped for speed.
-        """
-        resource_type = self.resolve(resource)
-        new = dict(body)
-        new["metadata"] = {
-            k: v for k, v in (body.get("metadata") or {}).items() if k in ("name", "labels", "annotations")
-        }
-        new.pop("status", None)
-        new["apiVersion"], new["kind"] = resource_type.api_version, resource_type.kind
-        if ("", new["metadata"]["name"]) in self._objects.get(resource_type.storage_key, {}):
-            raise errors.already_exists(resource_type.plural, new["metadata"]["name"], resource_type.group)
-        initial = strategy_for(resource_type).initial_status(new)
-        if initial is not None:
-            new["status"] = initial
-        new["metadata"].update(uid=self._new_uid(), creationTimestamp=rfc3339(self._wall_clock()), generation=1)
-        committed = self._commit(resource_type, "ADDED", new, None)
-        if resource_type.key == CRD_KEY:
-            self._serve_crd(committed)
-        return committed
-
-    def _serve_crd(self, crd: Object) -> None:
+    def serve_crd(self, crd: Object) -> None:
+        """Serve the versions of an established CRD (called after it is committed)."""
         for served in types_from_crd(crd):
             self.registry.add(served)
 
@@ -328,7 +287,7 @@ class Store:
         elif subresource:
             raise errors.not_found(f"{resource_type.plural}/{subresource}", name, resource_type.group)
         else:
-            self._check_body_type(resource_type, body)
+            validation.check_body_type(resource_type, body)
             new = copy.deepcopy(body)
             metadata = new.setdefault("metadata", {})
             for kept in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
@@ -353,7 +312,7 @@ class Store:
             return self._present(resource_type, self._remove(resource_type, new, old))
         committed = self._commit(resource_type, "MODIFIED", new, old)
         if resource_type.key == CRD_KEY:
-            self._serve_crd(committed)
+            self.serve_crd(committed)
         return self._present(resource_type, committed)
 
     def bind_pod(self, namespace: str, name: str, node_name: str) -> Object:
@@ -418,22 +377,7 @@ class Store:
                 body.setdefault("metadata", {})["name"] = name
                 return self.create(resource, body, namespace, field_validation=field_validation)
         current = self._present(resource_type, self._stored(resource_type, name, target_namespace))
-        if patch_type in ("merge", "apply"):
-            if not isinstance(patch, dict):
-                raise errors.ApiError(
-                    422, "Invalid", "json: cannot unmarshal array into Go value of type map[string]interface {}"
-                )
-            patched = patches.merge_patch(current, patch)
-        elif patch_type == "json":
-            patched = patches.json_patch(current, patch)
-        elif patch_type == "strategic":
-            if not isinstance(patch, dict):
-                raise errors.bad_request("json: cannot unmarshal array into Go value of type map[string]interface {}")
-            patched = patches.strategic_merge_patch(current, patch)
-        else:
-            raise errors.unsupported_media_type(patch_type)
-        if not isinstance(patched, dict):
-            raise errors.bad_request("the patch did not produce an object")
+        patched = patches.apply(current, patch, patch_type)
         patched_metadata = patched.setdefault("metadata", {})
         if patched_metadata.get("name") != name:
             raise errors.bad_request("the name of the object cannot be changed by a patch")
@@ -526,36 +470,16 @@ class Store:
         """
         resource_type = self.resolve(resource)
         matches = object_matcher(label_selector, field_selector, resource_type.storage_key)
-        stream = WatchStream(resource_type.storage_key, namespace if resource_type.namespaced else None, matches)
-        if not resource_version or resource_version == "0":
-            for obj in sorted(
-                self._objects.get(resource_type.storage_key, {}).values(),
-                key=lambda o: int(o["metadata"]["resourceVersion"]),
-            ):
-                synthetic = Event(
-                    int(obj["metadata"]["resourceVersion"]), resource_type.storage_key, "ADDED", obj, None
-                )
-                stream.offer(synthetic)
-        else:
-            try:
-                since = int(resource_version)
-            except ValueError:
-                raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
-            for event in self._history.since(since, resource_type.storage_key):
-                stream.offer(event)
-        self._watchers.setdefault(resource_type.storage_key, set()).add(stream)
-        return stream
+        namespace = namespace if resource_type.namespaced else None
+        current = self._objects.get(resource_type.storage_key, {}).values()
+        return self._hub.open(resource_type.storage_key, namespace, matches, resource_version, current)
 
     def close_watch(self, stream: WatchStream) -> None:
-        stream.close()
-        self._watchers.get(stream.storage_key, set()).discard(stream)
+        self._hub.close(stream)
 
     def close_all_watches(self) -> None:
         """End every open watch (server shutdown)."""
-        for streams in self._watchers.values():
-            for stream in list(streams):
-                stream.close()
-        self._watchers.clear()
+        self._hub.close_all()
 
     async def watch(
         self,

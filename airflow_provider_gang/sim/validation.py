@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow_provider_gang.sim import errors
 from airflow_provider_gang.sim.errors import Cause
+from airflow_provider_gang.sim.registry import ResourceType
 
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -110,3 +111,20 @@ def validate_metadata(metadata: dict[str, Any], storage_key: str, namespaced: bo
             if not reference.get(required_field):
                 causes.append(required(f"metadata.ownerReferences[{index}].{required_field}"))
     return causes
+
+
+def check_body_type(resource_type: ResourceType, body: dict[str, Any]) -> None:
+    """400 when the body's apiVersion/kind disagree with the URL; custom resources must name their kind
+    (upstream: "Object 'Kind' is missing"), built-in kinds default both from the URL."""
+    api_version, kind = body.get("apiVersion"), body.get("kind")
+    if resource_type.custom and not kind:
+        raise errors.bad_request("Object 'Kind' is missing in request body")
+    if kind and kind != resource_type.kind:
+        raise errors.bad_request(
+            f"the kind in the request body ({kind}) does not match the expected kind ({resource_type.kind})"
+        )
+    if api_version and api_version != resource_type.api_version:
+        raise errors.bad_request(
+            f"the API version in the data ({api_version}) does not match the expected API version "
+            f"({resource_type.api_version})"
+        )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,3 +126,51 @@ class History:
         if resource_version < self.compacted_through:
             raise errors.expired(f"too old resource version: {resource_version} ({self.compacted_through + 1})")
         return [e for e in self._events if e.resource_version > resource_version and e.storage_key == storage_key]
+
+
+class WatchHub:
+    """The open watches per storage key and the event history they resume from."""
+
+    def __init__(self, history_limit: int) -> None:
+        self.history = History(history_limit)
+        self._streams: dict[str, set[WatchStream]] = {}
+
+    def publish(self, event: Event) -> None:
+        """Record a committed event and offer it to every watch of its storage key."""
+        self.history.append(event)
+        for stream in list(self._streams.get(event.storage_key, ())):
+            stream.offer(event)
+
+    def open(
+        self,
+        storage_key: str,
+        namespace: str | None,
+        matches: ObjectPredicate,
+        resource_version: str | None,
+        current: Iterable[dict[str, Any]],
+    ) -> WatchStream:
+        """A registered stream, primed with synthetic ADDED events for ``current`` objects (no
+        ``resource_version``, ``""`` or ``"0"``) or with the history after ``resource_version``."""
+        stream = WatchStream(storage_key, namespace, matches)
+        if not resource_version or resource_version == "0":
+            for obj in sorted(current, key=lambda o: int(o["metadata"]["resourceVersion"])):
+                stream.offer(Event(int(obj["metadata"]["resourceVersion"]), storage_key, "ADDED", obj, None))
+        else:
+            try:
+                since = int(resource_version)
+            except ValueError:
+                raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
+            for event in self.history.since(since, storage_key):
+                stream.offer(event)
+        self._streams.setdefault(storage_key, set()).add(stream)
+        return stream
+
+    def close(self, stream: WatchStream) -> None:
+        stream.close()
+        self._streams.get(stream.storage_key, set()).discard(stream)
+
+    def close_all(self) -> None:
+        for streams in self._streams.values():
+            for stream in list(streams):
+                stream.close()
+        self._streams.clear()
