@@ -23,7 +23,8 @@ class ResourceType:
 
     ``subresources`` names the served subresources (``status``, ``log``, ``binding``);
     ``schema`` is the CRD's ``openAPIV3Schema`` for custom resources (``None`` for built-ins);
-    ``storage_version`` is the version objects are reported under to ``Store.subscribe`` callbacks.
+    ``storage_version`` is the version objects are reported under to ``Store.subscribe`` callbacks;
+    ``printer_columns`` are a CRD version's ``additionalPrinterColumns`` (for ``kubectl get`` tables).
     """
 
     group: str
@@ -39,6 +40,7 @@ class ResourceType:
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
     storage_version: str = ""
     categories: tuple[str, ...] = ()
+    printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False, repr=False)
 
     @property
     def api_version(self) -> str:
@@ -83,6 +85,7 @@ def _core(plural: str, kind: str, namespaced: bool = True, short: tuple[str, ...
         namespaced=namespaced,
         short_names=short,
         subresources=frozenset(s for s in sub.split(",") if s),
+        categories=("all",) if plural in ("pods", "services") else (),
     )
 
 
@@ -145,6 +148,7 @@ def types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 schema=schema,
                 storage_version=storage,
                 categories=tuple(names.get("categories") or ()),
+                printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
             )
         )
     return served

@@ -93,6 +93,14 @@ def test_get_with_selectors_and_jsonpath(cluster: Cluster, namespace):
     assert missing.returncode != 0 and 'pods "absent" not found' in missing.stderr
 
 
+def test_get_prints_server_side_table_columns(cluster: Cluster, namespace):
+    client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, pod("p1"))
+    result = cluster.kubectl("get", "pods", "-n", namespace)
+    header, row = result.stdout.splitlines()
+    assert header.split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert row.split()[:4] == ["p1", "0/1", "Pending", "0"]
+
+
 def test_get_watch_sees_a_label_change(cluster: Cluster, namespace):
     core = client.CoreV1Api(cluster.api)
     core.create_namespaced_pod(namespace, pod("p1"))

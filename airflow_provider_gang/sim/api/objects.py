@@ -16,7 +16,7 @@ import yaml
 from aiohttp import web
 
 from airflow_provider_gang.sim import errors
-from airflow_provider_gang.sim.api import podlogs, protobuf, watching
+from airflow_provider_gang.sim.api import podlogs, protobuf, tables, watching
 from airflow_provider_gang.sim.api.context import ApiContext, json_response, success_status
 from airflow_provider_gang.sim.api.paths import RequestInfo
 from airflow_provider_gang.sim.registry import ResourceType
@@ -92,6 +92,10 @@ def _list(request: web.Request, context: ApiContext, info: RequestInfo, resource
         last = items[-1]["metadata"]
         metadata["continue"] = _continue_token((last.get("namespace", ""), last["name"]), resource_version)
         metadata["remainingItemCount"] = remaining
+    if tables.wants_table(request.headers.get("Accept", "")):
+        rendered = tables.table(resource_type, items, resource_version)
+        rendered["metadata"] = metadata
+        return json_response(rendered)
     body = {
         "kind": resource_type.list_kind,
         "apiVersion": resource_type.api_version,
@@ -186,7 +190,10 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
     if info.verb == "list":
         return _list(request, context, info, resource_type)
     if info.verb == "get":
-        return json_response(store.get(info.resource_key, info.name or "", namespace))
+        found = store.get(info.resource_key, info.name or "", namespace)
+        if tables.wants_table(request.headers.get("Accept", "")) and not info.subresource:
+            return json_response(tables.table(resource_type, [found], found["metadata"]["resourceVersion"]))
+        return json_response(found)
     if info.verb == "create":
         if resource_type.key == "authorization.k8s.io/v1/selfsubjectaccessreviews":
             return await _subject_access_review(request, context, user)

@@ -19,6 +19,7 @@ import json
 from aiohttp import web
 
 from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim.api import tables
 from airflow_provider_gang.sim.api.context import ApiContext
 from airflow_provider_gang.sim.api.paths import RequestInfo, parse_bool
 from airflow_provider_gang.sim.registry import ResourceType
@@ -29,10 +30,23 @@ def _line(event_type: str, obj: object) -> bytes:
     return (json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n").encode()
 
 
-def _encode(delivery: Delivery, resource_type: ResourceType) -> bytes:
-    if delivery.type == "BOOKMARK":
-        return _line("BOOKMARK", delivery.event.obj)
-    return delivery.event.encoded(delivery.type, resource_type.api_version, delivery.use_old)
+class _Encoder:
+    """Watch lines as JSON objects, or as one-row Tables (headers in the first only) for kubectl."""
+
+    def __init__(self, resource_type: ResourceType, as_table: bool) -> None:
+        self.resource_type, self.as_table, self.headers_sent = resource_type, as_table, False
+
+    def __call__(self, delivery: Delivery) -> bytes:
+        if delivery.type == "BOOKMARK":
+            return _line("BOOKMARK", delivery.event.obj)
+        if not self.as_table:
+            return delivery.event.encoded(delivery.type, self.resource_type.api_version, delivery.use_old)
+        obj = delivery.obj
+        rendered = tables.table(
+            self.resource_type, [obj], obj["metadata"]["resourceVersion"], headers=not self.headers_sent
+        )
+        self.headers_sent = True
+        return _line(delivery.type, rendered)
 
 
 async def serve(
@@ -75,6 +89,7 @@ async def serve(
         await response.write(_line("ERROR", error.to_status()))
         await response.write_eof()
         return response
+    encode = _Encoder(resource_type, tables.wants_table(request.headers.get("Accept", "")))
     loop = asyncio.get_running_loop()
     timers = [loop.call_later(timeout, stream.close)]
 
@@ -96,14 +111,14 @@ async def serve(
             delivery = await stream.queue.get()
             if delivery is None:
                 break
-            chunks = [_encode(delivery, resource_type)]
+            chunks = [encode(delivery)]
             ended = False
             while not stream.queue.empty():
                 more = stream.queue.get_nowait()
                 if more is None:
                     ended = True
                     break
-                chunks.append(_encode(more, resource_type))
+                chunks.append(encode(more))
             await response.write(b"".join(chunks))
             if ended:
                 break

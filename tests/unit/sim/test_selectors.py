@@ -75,3 +75,50 @@ def test_structured_label_selector():
     assert not matches_label_selector_object({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, LABELS)
     assert matches_label_selector_object({}, LABELS)
     assert not matches_label_selector_object(None, LABELS)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (-5, "<invalid>"),
+        (0, "0s"),
+        (119, "119s"),
+        (150, "2m30s"),
+        (600, "10m"),
+        (3 * 3600 + 60, "3h1m"),
+        (30 * 3600, "30h"),
+        (3 * 86400, "3d"),
+        (3 * 86400 + 3600, "3d1h"),
+        (400 * 86400, "400d"),
+        (3 * 365 * 86400, "3y"),
+    ],
+)
+def test_ages_render_like_kubectl(seconds, shown):
+    from airflow_provider_gang.sim.api.tables import human_duration
+
+    assert human_duration(seconds) == shown
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (".spec.queueName", "q"),
+        (".status.conditions[?(@.type=='Admitted')].status", "True"),
+        (".status.conditions[*].type", "QuotaReserved,Admitted"),
+        (".status.conditions[1].reason", "Ok"),
+        (".status.missing", ""),
+    ],
+)
+def test_printer_column_json_paths(path, value):
+    from airflow_provider_gang.sim.api.tables import evaluate
+
+    workload = {
+        "spec": {"queueName": "q"},
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True"},
+                {"type": "Admitted", "status": "True", "reason": "Ok"},
+            ]
+        },
+    }
+    assert evaluate(workload, path) == value
