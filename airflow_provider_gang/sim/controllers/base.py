@@ -170,6 +170,10 @@ class Controller(ABC):
         if resource in self.watches:
             self._dirty.set()
 
+    async def close(self) -> None:
+        """Release what the controller holds outside the Store (processes, files); called on stop."""
+        return None
+
     @abstractmethod
     def reconcile(self, now: float) -> float | None:
         """One level-triggered pass; return the simulated time of the next needed pass, if any."""

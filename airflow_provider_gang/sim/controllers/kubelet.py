@@ -14,7 +14,8 @@ annotation                        default  meaning (simulated seconds)
 
 ``restartPolicy`` is honoured as the kubelet does: ``Never`` ends in a terminal phase, ``OnFailure``
 restarts containers that exit non-zero and ``Always`` restarts every exit (``restartCount`` grows).
-Each pod gets its own loopback IP (``127.0.0.2`` upwards) as ``status.podIP``.
+Each pod gets its own loopback IP as ``status.podIP``: ``127.B.0.2`` upwards, where ``B`` is picked at
+random per emulator so that emulators running side by side do not hand out the same addresses.
 
 Deletion: a pod with ``deletionTimestamp`` has its containers stopped (exit code 143, the SIGTERM
 status) and is then removed with grace period 0, as the kubelet confirms a graceful delete. Pods bound
@@ -26,10 +27,14 @@ ephemeral containers, resource enforcement.
 
 from __future__ import annotations
 
+import asyncio
+import random
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, earliest, set_condition, wall_time
+from airflow_provider_gang.sim.controllers.processes import ProcessRuntime
 
 ANNOTATION_PREFIX = "sim.gang.dev/"
 START_SECONDS = ANNOTATION_PREFIX + "start-seconds"
@@ -128,6 +133,24 @@ class Kubelet(Controller):
         super().__init__(*args, **kwargs)
         self.runs: dict[str, PodRun] = {}
         self._next_ip = 2
+        # A random /16 of 127.0.0.0/8 per emulator keeps pods of emulators running side by side (parallel
+        # tests, several developers on one machine) from sharing addresses. Not seeded on purpose.
+        self._ip_block = random.SystemRandom().randrange(1, 255)
+        images = self.plane.scenario.local_process_images
+        self.processes = ProcessRuntime(self.store, self.plane.clock, images, self._dirty.set) if images else None
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self.processes is not None:
+            await self.processes.close()
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def reconcile(self, now: float) -> float | None:
         pods, _ = self.store.list("v1/pods")
@@ -148,15 +171,17 @@ class Kubelet(Controller):
         for uid in set(self.runs) - live:
             del self.runs[uid]
             self.plane.pod_ips.pop(uid, None)
+            if self.processes is not None:
+                self._spawn(self.processes.kill(uid))
+        if self.processes is not None:
+            self.processes.update_hosts(pods, self.store.list("v1/services")[0], self.plane.pod_ips)
         return wake
 
     def _pod_ip(self, uid: str) -> str:
         if uid not in self.plane.pod_ips:
             number = self._next_ip
             self._next_ip += 1
-            self.plane.pod_ips[uid] = (
-                f"127.0.{number // 254}.{number % 254 + 1}" if number >= 254 else f"127.0.0.{number}"
-            )
+            self.plane.pod_ips[uid] = f"127.{self._ip_block}.{number // 256}.{number % 256}"
         return self.plane.pod_ips[uid]
 
     def _write(self, pod: Obj, status: Obj) -> None:
@@ -168,6 +193,9 @@ class Kubelet(Controller):
     def _step(self, pod: Obj, now: float) -> float | None:
         phase = (pod.get("status") or {}).get("phase", "Pending")
         if phase in ("Succeeded", "Failed"):
+            return None
+        if self.processes is not None and self.processes.handles(pod):
+            self._step_process(pod, now)
             return None
         spec = runtime_spec(pod)
         uid = pod["metadata"]["uid"]
@@ -239,8 +267,92 @@ class Kubelet(Controller):
         )
         return None
 
+    def _step_process(self, pod: Obj, now: float) -> None:
+        """Local-process runtime (see :mod:`.processes`): start once, then report the exit codes."""
+        assert self.processes is not None
+        uid = pod["metadata"]["uid"]
+        if uid not in self.runs:
+            self.runs[uid] = PodRun(admitted_at=now, started_at=now)
+            ip = self._pod_ip(uid)
+            self._write(
+                pod,
+                {
+                    "phase": "Pending",
+                    "hostIP": "127.0.0.1",
+                    "podIP": ip,
+                    "podIPs": [{"ip": ip}],
+                    "startTime": wall_time(),
+                    "conditions": pod_conditions(pod, ready=False),
+                    "containerStatuses": container_statuses(
+                        pod, {"waiting": {"reason": "ContainerCreating"}}, ready=False, restarts=0
+                    ),
+                },
+            )
+            self.processes.update_hosts(
+                self.store.list("v1/pods")[0], self.store.list("v1/services")[0], self.plane.pod_ips
+            )
+            self._spawn(self._launch(pod, ip))
+            return
+        codes = self.processes.exit_codes(uid)
+        if codes is None:
+            return
+        statuses = []
+        for status in container_statuses(pod, {}, ready=False, restarts=0):
+            code = codes.get(status["name"], 0)
+            status["state"] = {
+                "terminated": {
+                    "exitCode": code,
+                    "reason": "Completed" if code == 0 else "Error",
+                    "finishedAt": wall_time(),
+                }
+            }
+            status["started"] = False
+            statuses.append(status)
+        self._write(
+            pod,
+            {
+                "phase": "Succeeded" if all(code == 0 for code in codes.values()) else "Failed",
+                "conditions": pod_conditions(pod, ready=False, reason="PodCompleted"),
+                "containerStatuses": statuses,
+            },
+        )
+
+    async def _launch(self, pod: Obj, ip: str) -> None:
+        assert self.processes is not None
+        try:
+            await self.processes.start(pod, ip)
+        except (OSError, ValueError) as error:
+            message = f"Error: failed to start container: {error}"
+            self.plane.record_event(pod, "Failed", message, warning=True, component=self.component)
+            terminated = {"exitCode": 128, "reason": "StartError", "message": message, "finishedAt": wall_time()}
+            self._write(
+                pod,
+                {
+                    "phase": "Failed",
+                    "conditions": pod_conditions(pod, ready=False, reason="PodCompleted"),
+                    "containerStatuses": container_statuses(pod, {"terminated": terminated}, ready=False, restarts=0),
+                },
+            )
+            if self.processes is not None:
+                await self.processes.kill(pod["metadata"]["uid"])
+            return
+        if self.processes is not None and self.processes.exit_codes(pod["metadata"]["uid"]) is not None:
+            return  # already exited: the next pass reports the terminal phase
+        self._write(
+            pod,
+            {
+                "phase": "Running",
+                "conditions": pod_conditions(pod, ready=True),
+                "containerStatuses": container_statuses(
+                    pod, {"running": {"startedAt": wall_time()}}, ready=True, restarts=0
+                ),
+            },
+        )
+
     def _stop_and_remove(self, pod: Obj) -> None:
         metadata = pod["metadata"]
+        if self.processes is not None and metadata.get("uid") in self.processes.pods:
+            self._spawn(self.processes.kill(metadata["uid"]))
         phase = (pod.get("status") or {}).get("phase", "Pending")
         if phase not in ("Succeeded", "Failed") and metadata.get("deletionTimestamp"):
             terminated = {"exitCode": TERMINATED_BY_SIGTERM, "reason": "Error", "finishedAt": wall_time()}

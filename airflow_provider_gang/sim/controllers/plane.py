@@ -68,6 +68,8 @@ class RunningControlPlane:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self.tasks.clear()
+        for controller in self.controllers:
+            await controller.close()
 
 
 def build(

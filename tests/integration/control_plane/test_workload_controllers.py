@@ -3,6 +3,7 @@ and kubernetes_asyncio; plus the robustness rule: a malformed object yields an E
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 from collections.abc import Callable
@@ -68,7 +69,7 @@ def test_pod_lifecycle_with_container_statuses_and_exit_codes(sim_cluster: Calla
     pod = cluster.core.read_namespaced_pod("ok", "default")
     assert pod.spec.node_name and pod.status.phase == "Pending"
     assert pod.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
-    assert pod.status.pod_ip.startswith("127.0.0.")
+    assert ipaddress.ip_address(pod.status.pod_ip).is_loopback
     assert cluster.core.read_namespaced_pod("bad", "default").status.pod_ip != pod.status.pod_ip
     cluster.advance(1)
     pod = cluster.core.read_namespaced_pod("ok", "default")

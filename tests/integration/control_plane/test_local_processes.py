@@ -1,0 +1,163 @@
+"""The kubelet's local-process runtime: real subprocesses with the pod's env, logs through the API,
+loopback pod IPs, headless-Service hostnames resolvable between pods, SIGTERM on delete."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
+
+IMAGE = "python:3.11"
+CPU_POOL = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}
+
+
+def _scenario() -> Any:
+    return gpu_scenario(pool={"maxNodes": 0}, extra_pools=[CPU_POOL], localProcessImages=[IMAGE])
+
+
+def _python_pod(name: str, code: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "trainer"}, "annotations": {"rank": name[-1]}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": IMAGE,
+                    "command": [sys.executable, "-c", textwrap.dedent(code)],
+                    "env": [
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                        {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['rank']"}}},
+                        {"name": "MASTER_ADDR", "value": "trainer-0.trainer"},
+                    ],
+                    "resources": {"requests": {"cpu": "100m"}},
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def _log(cluster: SimCluster, name: str) -> str:
+    # kubernetes 36 returns str(bytes) for text bodies; read the raw response instead.
+    response = cluster.core.read_namespaced_pod_log(name, "default", _preload_content=False)
+    return str(response.data.decode())
+
+
+def _wait_for_phase(cluster: SimCluster, name: str, phases: set[str], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        pod = cluster.core.read_namespaced_pod(name, "default")
+        if pod.status.phase in phases:
+            return pod
+        assert time.monotonic() < deadline, f"{name} stayed {pod.status.phase}"
+        time.sleep(0.05)
+
+
+def test_process_gets_the_pod_env_and_its_output_is_the_pod_log(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(_scenario())
+    cluster.core.create_namespaced_pod(
+        "default",
+        _python_pod(
+            "worker-3",
+            """
+        import os, sys
+        print("name", os.environ["POD_NAME"], "rank", os.environ["RANK"], "ip", os.environ["POD_IP"])
+        sys.exit(3)
+    """,
+        ),
+    )
+    pod = _wait_for_phase(cluster, "worker-3", {"Failed", "Succeeded"})
+    assert pod.status.phase == "Failed"
+    assert pod.status.container_statuses[0].state.terminated.exit_code == 3
+    log = _log(cluster, "worker-3")
+    assert log.strip() == f"name worker-3 rank 3 ip {pod.status.pod_ip}"
+
+
+def test_pods_behind_a_headless_service_reach_each_other_by_hostname(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(_scenario())
+    cluster.core.create_namespaced_service(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "trainer"},
+            "spec": {"clusterIP": "None", "selector": {"app": "trainer"}, "ports": [{"port": 29500}]},
+        },
+    )
+    server = """
+        import os, socket
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore does
+        listener.bind((os.environ["POD_IP"], 29500))
+        listener.listen(1)
+        connection, _ = listener.accept()
+        connection.sendall(b"hello from rank 0 on " + socket.gethostname().encode())
+        connection.close()
+    """
+    client = """
+        import os, socket, time
+        for _ in range(200):
+            try:
+                connection = socket.create_connection((os.environ["MASTER_ADDR"], 29500), timeout=5)
+                break
+            except OSError:
+                time.sleep(0.05)
+        print(socket.gethostbyname(os.environ["MASTER_ADDR"]), connection.recv(100).decode())
+    """
+    cluster.core.create_namespaced_pod(
+        "default", _python_pod("trainer-0", server, hostname="trainer-0", subdomain="trainer")
+    )
+    cluster.core.create_namespaced_pod(
+        "default", _python_pod("trainer-1", client, hostname="trainer-1", subdomain="trainer")
+    )
+    first = _wait_for_phase(cluster, "trainer-0", {"Succeeded", "Failed"})
+    second = _wait_for_phase(cluster, "trainer-1", {"Succeeded", "Failed"})
+    assert (first.status.phase, second.status.phase) == ("Succeeded", "Succeeded")
+    assert first.status.pod_ip != second.status.pod_ip
+    log = _log(cluster, "trainer-1").strip()
+    assert log == f"{first.status.pod_ip} hello from rank 0 on trainer-0"
+
+
+def test_deleting_the_pod_terminates_the_process(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(_scenario())
+    code = """
+        import signal, sys, time
+        def stop(*_):
+            print("got SIGTERM", flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, stop)
+        print("ready", flush=True)
+        time.sleep(600)
+    """
+    cluster.core.create_namespaced_pod("default", _python_pod("sleeper-0", code))
+    _wait_for_phase(cluster, "sleeper-0", {"Running"})
+    deadline = time.monotonic() + 20
+    while "ready" not in _log(cluster, "sleeper-0"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    runtime = cluster.harness.control.running.controllers[1].processes  # type: ignore[union-attr, attr-defined]
+    (process,) = next(iter(runtime.pods.values())).processes.values()
+    cluster.core.delete_namespaced_pod("sleeper-0", "default")
+    deadline = time.monotonic() + 20
+    while process.returncode is None:
+        assert time.monotonic() < deadline, "the process outlived its pod"
+        time.sleep(0.05)
+    assert process.returncode == 0  # it handled SIGTERM within the grace period
+
+
+def test_container_without_command_fails_to_start(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(_scenario())
+    body = _python_pod("no-command", "")
+    del body["spec"]["containers"][0]["command"]
+    cluster.core.create_namespaced_pod("default", body)
+    pod = _wait_for_phase(cluster, "no-command", {"Failed"})
+    terminated = pod.status.container_statuses[0].state.terminated
+    assert (terminated.exit_code, terminated.reason) == (128, "StartError")
