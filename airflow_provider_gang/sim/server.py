@@ -21,7 +21,9 @@ Not modelled (differences from a real apiserver a test could notice):
   ``dryRun`` is refused with 400; list ``resourceVersion``/``resourceVersionMatch`` are ignored
   (lists are always current); continue tokens never expire;
 - ``sendInitialEvents`` watches get 422 (kubectl falls back to list+watch);
-- protobuf and Table encodings (JSON only); aggregated discovery; ``exec``/``attach``/``port-forward``;
+- protobuf request bodies other than ``SelfSubjectAccessReview`` get 415 (so kubectl's imperative
+  ``create configmap|secret|job ...`` generators fail; ``apply``/``create -f`` send JSON and work);
+  aggregated discovery; ``exec``/``attach``/``port-forward``;
   previous-container logs; RBAC objects (rules are configured on the server, not via the API);
   priority-and-fairness, admission quotas, LimitRanges, ServiceAccount tokens.
 """

@@ -236,7 +236,9 @@ class Store:
         return self._present(resource_type, committed)
 
     def serve_crd(self, crd: Object) -> None:
-        """Serve the versions of an established CRD (called after it is committed)."""
+        """Serve exactly the served versions of a committed CRD (versions no longer served disappear)."""
+        spec = crd.get("spec") or {}
+        self.registry.remove_storage(f"{spec.get('group', '')}/{(spec.get('names') or {}).get('plural', '')}")
         for served in types_from_crd(crd):
             self.registry.add(served)
 

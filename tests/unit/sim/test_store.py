@@ -265,3 +265,59 @@ async def test_watch_iterator_yields_copies_until_closed(store):
     store.close_all_watches()
     await asyncio.wait_for(task, 1)
     assert received == [("ADDED", "a"), ("DELETED", "a")]
+
+
+def test_updating_a_crd_changes_the_served_versions(store):
+    crd = {
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                },
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "storage": False,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                },
+            ],
+        },
+    }
+    key = "apiextensions.k8s.io/v1/customresourcedefinitions"
+    created = store.create(key, crd)
+    assert created["status"]["conditions"][1]["type"] == "Established"
+    store.create("example.com/v1alpha1/widgets", {"kind": "Widget", "metadata": {"name": "w"}})
+    store.patch(
+        key,
+        "widgets.example.com",
+        [{"op": "replace", "path": "/spec/versions/1/served", "value": False}],
+        patch_type="json",
+    )
+    with pytest.raises(errors.ApiError) as raised:
+        store.list("example.com/v1alpha1/widgets")
+    assert raised.value.code == 404
+    assert [w["metadata"]["name"] for w in store.list("example.com/v1/widgets")[0]] == ["w"]
+
+
+def test_crd_name_must_match_its_group_and_plural(store):
+    with pytest.raises(errors.ApiError) as raised:
+        store.create(
+            "apiextensions.k8s.io/v1/customresourcedefinitions",
+            {
+                "metadata": {"name": "wrong"},
+                "spec": {
+                    "group": "example.com",
+                    "scope": "Namespaced",
+                    "names": {"plural": "widgets", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True}],
+                },
+            },
+        )
+    assert raised.value.code == 422 and raised.value.causes[0]["field"] == "metadata.name"
