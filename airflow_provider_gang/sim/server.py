@@ -15,8 +15,8 @@ Not modelled (differences from a real apiserver a test could notice):
   CRD conversion webhooks (versions share storage, only ``apiVersion`` differs); CRD schema
   ``format`` checks;
 - built-in kinds get only the validation this project relies on (names, labels, pod/job essentials,
-  pod-update immutability), no full OpenAPI schema; ``fieldValidation`` Strict only for custom
-  resources; no ``Warning`` headers;
+  pod-update immutability), no full OpenAPI schema; ``fieldValidation`` (Strict: 400, Warn: a
+  ``Warning`` header) only for custom resources;
 - server-side apply is a merge patch (no ``managedFields``, no field ownership or conflicts);
   ``dryRun`` is refused with 400; list ``resourceVersion``/``resourceVersionMatch`` are ignored
   (lists are always current); continue tokens never expire;

@@ -36,6 +36,16 @@ def test_apply_with_an_unknown_field_is_rejected_by_server_side_validation(clust
     assert 'unknown field "spec.bogus"' in result.stderr
 
 
+def test_unknown_fields_without_strict_validation_are_dropped_with_a_warning(cluster: Cluster, namespace):
+    body = provisioning_request("lenient")
+    body["spec"]["bogus"] = 1
+    result = cluster.kubectl("apply", "--validate=warn", "-n", namespace, "-f", "-", input_text=manifest(body))
+    assert result.returncode == 0, result.stderr
+    assert 'unknown field "spec.bogus"' in result.stderr
+    stored = cluster.kubectl("get", "provreq", "lenient", "-n", namespace, "-o", "jsonpath={.spec}")
+    assert "bogus" not in stored.stdout
+
+
 def test_apply_of_an_invalid_object_reports_the_field(cluster: Cluster, namespace):
     body = provisioning_request("bad")
     body["spec"]["podSets"][0]["count"] = "many"

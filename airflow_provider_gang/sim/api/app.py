@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim import errors, warning_headers
 from airflow_provider_gang.sim.api import discovery, objects, openapi, paths
 from airflow_provider_gang.sim.api.context import CONTEXT, ApiContext, json_response, status_response
 from airflow_provider_gang.sim.api.faults import Faults
@@ -50,7 +50,11 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
             injected = faults.draw_error(info.verb)
             if injected is not None:
                 raise injected
+        collected = warning_headers.collect()
         response = await handler(request)
+        if collected and not response.prepared:
+            for message in collected:
+                response.headers.add("Warning", warning_headers.header_value(message))
     except errors.ApiError as error:
         response = status_response(error)
     context.metrics.count_code(response.status)

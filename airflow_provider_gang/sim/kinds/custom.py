@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 
-from airflow_provider_gang.sim import errors, validation
+from airflow_provider_gang.sim import errors, validation, warning_headers
 from airflow_provider_gang.sim.errors import Cause
 from airflow_provider_gang.sim.kinds.base import Object, Strategy
 from airflow_provider_gang.sim.registry import ResourceType
@@ -204,6 +204,9 @@ class CustomResourceStrategy(Strategy):
         prune(new, schema, [], unknown, root=True)
         if unknown and field_validation == "Strict":
             raise errors.bad_request("strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown))
+        if field_validation == "Warn":
+            for field in unknown:
+                warning_headers.warn(f'unknown field "{field}"')
         return schema_causes(new, schema)
 
     def validate_create(self, new: Object, resource_type: ResourceType, field_validation: str) -> list[Cause]:
