@@ -33,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, condition, earliest, is_true, set_condition
-from airflow_provider_gang.sim.controllers.kueue import checks, quota
+from airflow_provider_gang.sim.controllers.kueue import checks, queues, quota
 from airflow_provider_gang.sim.controllers.kueue import workloads as wl
 from airflow_provider_gang.sim.controllers.kueue.starter import OwnerControl
 from airflow_provider_gang.sim.controllers.resources import format_quantity
@@ -89,7 +89,32 @@ class KueueManager(Controller):
         for workload in ordered:
             with self.guard(workload):
                 wake = earliest(wake, self._sync(workload, now))
+        self._update_queue_status()
         return wake
+
+    def _update_queue_status(self) -> None:
+        workloads, _ = self.store.list(wl.WORKLOADS)
+        queue_of = {key: (item.get("spec") or {}).get("clusterQueue", "") for key, item in self.lqs.items()}
+        by_cluster_queue, by_local_queue = queues.workload_counts(workloads, queue_of)
+        for name, cluster_queue in self.cqs.items():
+            with self.guard(cluster_queue):
+                active = queues.cluster_queue_activity(cluster_queue, self.flavors, self.acs)
+                patch = queues.status_patch(cluster_queue, by_cluster_queue.get(name, {}), active)
+                if patch is not None:
+                    self.store.patch(RESOURCES["cqs"], name, {"status": patch}, subresource="status")
+        for (namespace, name), local_queue in self.lqs.items():
+            with self.guard(local_queue):
+                target = queue_of[(namespace, name)]
+                active = (
+                    ("True", "Ready", "Can submit new workloads to localQueue")
+                    if target in self.cqs
+                    else ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+                )
+                patch = queues.status_patch(local_queue, by_local_queue.get((namespace, name), {}), active)
+                if patch is not None:
+                    self.store.patch(
+                        RESOURCES["lqs"], name, {"status": patch}, namespace=namespace, subresource="status"
+                    )
 
     def _mark_checks_active(self) -> None:
         for name, check in self.acs.items():
