@@ -18,7 +18,7 @@ Not modelled (differences from a real apiserver a test could notice):
   pod-update immutability), no full OpenAPI schema; ``fieldValidation`` (Strict: 400, Warn: a
   ``Warning`` header) only for custom resources;
 - server-side apply is a merge patch (no ``managedFields``, no field ownership or conflicts);
-  ``dryRun`` is refused with 400; list ``resourceVersion``/``resourceVersionMatch`` are ignored
+  list ``resourceVersion``/``resourceVersionMatch`` are ignored
   (lists are always current); continue tokens never expire;
 - ``sendInitialEvents`` watches get 422 (kubectl falls back to list+watch);
 - protobuf request bodies other than ``SelfSubjectAccessReview`` get 415 (so kubectl's imperative

@@ -190,7 +190,13 @@ class Store:
         return chosen
 
     def create(
-        self, resource: str, body: Object, namespace: str | None = None, *, field_validation: str = "Ignore"
+        self,
+        resource: str,
+        body: Object,
+        namespace: str | None = None,
+        *,
+        field_validation: str = "Ignore",
+        dry_run: bool = False,
     ) -> Object:
         """Create an object (201 semantics): server fields set, admission run; 409 if it exists.
 
@@ -230,6 +236,8 @@ class Store:
             raise errors.already_exists(resource_type.plural, metadata["name"], resource_type.group)
         metadata["creationTimestamp"] = rfc3339(self._wall_clock())
         metadata["generation"] = 1
+        if dry_run:
+            return self._present(resource_type, new)
         committed = self._commit(resource_type, "ADDED", new, None)
         if resource_type.key == CRD_KEY:
             self.serve_crd(committed)
@@ -251,6 +259,7 @@ class Store:
         subresource: str | None,
         require_resource_version: bool,
         field_validation: str,
+        dry_run: bool = False,
     ) -> Object:
         metadata_in = body.get("metadata") or {}
         name = metadata_in.get("name") or ""
@@ -310,6 +319,8 @@ class Store:
             return self._present(resource_type, old)
         if strategy.spec_changed(new, old):
             new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
+        if dry_run:
+            return self._present(resource_type, new)
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             return self._present(resource_type, self._remove(resource_type, new, old))
         committed = self._commit(resource_type, "MODIFIED", new, old)
@@ -335,6 +346,7 @@ class Store:
         subresource: str | None = None,
         namespace: str | None = None,
         field_validation: str = "Ignore",
+        dry_run: bool = False,
     ) -> Object:
         """PUT: replace the object named in ``body``; 409 Conflict on a stale resourceVersion.
 
@@ -349,6 +361,7 @@ class Store:
             subresource=subresource,
             require_resource_version=True,
             field_validation=field_validation,
+            dry_run=dry_run,
         )
 
     def patch(
@@ -361,6 +374,7 @@ class Store:
         patch_type: str = "merge",
         subresource: str | None = None,
         field_validation: str = "Ignore",
+        dry_run: bool = False,
     ) -> Object:
         """Apply a ``merge``/``json``/``strategic``/``apply`` patch (see :mod:`.patches`).
 
@@ -377,7 +391,7 @@ class Store:
             if existing is None:
                 body = dict(patch) if isinstance(patch, dict) else {}
                 body.setdefault("metadata", {})["name"] = name
-                return self.create(resource, body, namespace, field_validation=field_validation)
+                return self.create(resource, body, namespace, field_validation=field_validation, dry_run=dry_run)
         current = self._present(resource_type, self._stored(resource_type, name, target_namespace))
         patched = patches.apply(current, patch, patch_type)
         patched_metadata = patched.setdefault("metadata", {})
@@ -394,6 +408,7 @@ class Store:
             subresource=subresource,
             require_resource_version=False,
             field_validation=field_validation,
+            dry_run=dry_run,
         )
 
     # ----------------------------------------------------------------- deleting
@@ -406,6 +421,7 @@ class Store:
         *,
         propagation_policy: str | None = None,
         grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> Object:
         """Delete an object. Returns its last state (with ``deletionTimestamp`` when finalizers keep it).
 
@@ -413,6 +429,8 @@ class Store:
         ownerReferences point at it; the default is Background, except batch/v1 Jobs which default to
         Orphan as upstream's ``jobStrategy.DefaultGarbageCollectionPolicy``. ``grace_period_seconds``
         is accepted and ignored: deletion is immediate (no kubelet grace period is modelled).
+        ``dry_run`` (also on create/replace/patch) runs admission and returns the result without
+        storing anything (``dryRun=All``).
         """
         resource_type = self.resolve(resource)
         obj = self._stored(resource_type, name, self._namespace_for(resource_type, namespace))
@@ -423,6 +441,8 @@ class Store:
                 "",
                 [errors.field_cause("FieldValueNotSupported", "propagationPolicy", f'Unsupported value: "{policy}"')],
             )
+        if dry_run:
+            return self._present(resource_type, obj)
         return self._present(resource_type, garbage.delete(self, resource_type, obj, policy))
 
     def _remove(self, resource_type: ResourceType, last: Object, old: Object | None = None) -> Object:

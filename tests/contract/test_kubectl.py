@@ -28,6 +28,18 @@ def test_apply_creates_then_is_unchanged_then_configures(cluster: Cluster, names
     assert "configured" in changed.stdout, changed.stderr
 
 
+def test_server_dry_run_validates_without_storing(cluster: Cluster, namespace):
+    result = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-", input_text=manifest(provisioning_request("dry"))
+    )
+    assert result.returncode == 0 and "(server dry run)" in result.stdout, result.stderr
+    assert cluster.kubectl("get", "provreq", "-n", namespace, "-o", "name").stdout == ""
+    bad = provisioning_request("dry")
+    bad["spec"]["podSets"] = []
+    rejected = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", input_text=manifest(bad))
+    assert rejected.returncode != 0 and "spec.podSets" in rejected.stderr
+
+
 def test_apply_with_an_unknown_field_is_rejected_by_server_side_validation(cluster: Cluster, namespace):
     body = provisioning_request("bad")
     body["spec"]["bogus"] = 1

@@ -63,6 +63,14 @@ def _field_validation(request: web.Request) -> str:
     return value
 
 
+def _dry_run(request: web.Request) -> bool:
+    """``dryRun=All`` (the only value upstream accepts); anything else is 400."""
+    values = request.query.getall("dryRun", [])
+    if any(value != "All" for value in values):
+        raise errors.bad_request(f"Invalid dry run value: {values}")
+    return bool(values)
+
+
 def _continue_token(start_after: tuple[str, str], resource_version: str) -> str:
     raw = json.dumps({"rv": resource_version, "after": list(start_after)}).encode()
     return base64.urlsafe_b64encode(raw).decode()
@@ -139,6 +147,7 @@ async def _delete(
         info.namespace,
         propagation_policy=policy,
         grace_period_seconds=None if grace is None else int(grace),
+        dry_run=_dry_run(request),
     )
     if resource_type.custom and not deleted["metadata"].get("deletionTimestamp"):
         return json_response(
@@ -182,8 +191,6 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
         return await podlogs.serve(request, context, info)
     if info.verb != "create" and info.verb not in resource_type.verbs:
         raise errors.method_not_allowed(f"{info.verb} is not supported on resources of kind {resource_type.plural}")
-    if request.query.get("dryRun"):
-        raise errors.bad_request("dryRun is not supported by gang-sim")
     namespace = info.namespace
     if info.verb == "watch":
         return await watching.serve(request, context, info, resource_type)
@@ -208,7 +215,13 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
         if not resource_type.namespaced or namespace is not None:
             body = await _object_body(request)
             return json_response(
-                store.create(info.resource_key, body, namespace, field_validation=_field_validation(request)),
+                store.create(
+                    info.resource_key,
+                    body,
+                    namespace,
+                    field_validation=_field_validation(request),
+                    dry_run=_dry_run(request),
+                ),
                 status=201,
             )
         raise errors.method_not_allowed("the server does not allow this method on the requested resource")
@@ -224,6 +237,7 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
                 subresource=info.subresource,
                 namespace=namespace,
                 field_validation=_field_validation(request),
+                dry_run=_dry_run(request),
             )
         )
     if info.verb == "patch":
@@ -240,6 +254,7 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
                 patch_type=patch_type,
                 subresource=info.subresource,
                 field_validation=_field_validation(request),
+                dry_run=_dry_run(request),
             )
         )
     if info.verb == "delete":
