@@ -24,6 +24,7 @@ from airflow_provider_gang.sim import errors
 from airflow_provider_gang.sim.registry import ResourceType
 
 if TYPE_CHECKING:
+    from airflow_provider_gang.sim.object_table import ObjectTable
     from airflow_provider_gang.sim.store import ObjectId, Store
 
 Object = dict[str, Any]
@@ -41,7 +42,7 @@ def _owner_uids(obj: Object | None) -> set[str]:
     return {ref["uid"] for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("uid")}
 
 
-def index_owners(store: Store, object_id: ObjectId, old: Object | None, new: Object, event_type: str) -> None:
+def index_owners(store: ObjectTable, object_id: ObjectId, old: Object | None, new: Object, event_type: str) -> None:
     """Keep ``store.dependents`` (owner uid -> dependents) and ``store.uids`` in step with a commit."""
     uid = new["metadata"].get("uid", "")
     before = _owner_uids(old)

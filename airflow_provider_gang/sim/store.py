@@ -20,28 +20,20 @@ share them. Everything handed to callers is a deep copy.
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import inspect
-import random
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_gang.sim import errors, garbage, patches, validation
 from airflow_provider_gang.sim.kinds import pods, strategy_for
-from airflow_provider_gang.sim.logs import PodLogs
+from airflow_provider_gang.sim.object_table import ObjectId, ObjectTable, Subscriber
 from airflow_provider_gang.sim.registry import Registry, ResourceType, types_from_crd
-from airflow_provider_gang.sim.selectors import object_matcher
-from airflow_provider_gang.sim.watch import Event, WatchHub, WatchStream
+
+__all__ = ["CRD_KEY", "DEFAULT_NAMESPACES", "ObjectId", "Store", "Subscriber", "rfc3339"]
 
 Object = dict[str, Any]
-Subscriber = Callable[[str, str, Object], Any]
-ObjectId = tuple[str, str, str]  # (storage key, namespace, name)
-
-_NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream utilrand.String
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 CRD_KEY = "apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -50,11 +42,10 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(int(seconds), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Store:
-    """In-memory API objects with watch, admission and garbage collection (see module docstring).
+class Store(ObjectTable):
+    """In-memory API objects with admission, deletion and garbage collection (see module docstring).
 
-    ``history_limit`` bounds the kept events (older resourceVersions get 410); ``seed`` makes
-    generated names and uids reproducible; ``wall_clock`` stamps creation/deletion timestamps.
+    Options as :class:`.object_table.ObjectTable`; the default namespaces exist from the start.
     """
 
     def __init__(
@@ -65,114 +56,11 @@ class Store:
         seed: int | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self.registry = registry or Registry()
-        self.logs = PodLogs(wall_clock)
-        self._wall_clock = wall_clock
-        self._random = random.Random(seed)
-        self._seeded = seed is not None
-        self._objects: dict[str, dict[tuple[str, str], Object]] = {}
-        self._resource_version = 0
-        self._hub = WatchHub(history_limit)
-        self._subscribers: list[Subscriber] = []
-        self.dependents: dict[str, set[ObjectId]] = {}  # owner uid -> objects naming it in ownerReferences
-        self.uids: dict[str, ObjectId] = {}  # uid -> object, for every stored object
-        self._background: set[asyncio.Task[Any]] = set()
+        super().__init__(registry=registry, history_limit=history_limit, seed=seed, wall_clock=wall_clock)
         for namespace in DEFAULT_NAMESPACES:
             self.create("v1/namespaces", {"metadata": {"name": namespace}})
 
-    # ----------------------------------------------------------------- reading
-
-    @property
-    def resource_version(self) -> str:
-        """The newest committed resourceVersion (what a list reports)."""
-        return str(self._resource_version)
-
-    def compact_history(self) -> None:
-        """Forget the event history so far, like a watch cache that starts now (older versions: 410)."""
-        self._hub.history.compact(self._resource_version)
-
-    def resolve(self, resource: str) -> ResourceType:
-        return self.registry.resolve(resource)
-
-    def _namespace_for(self, resource_type: ResourceType, namespace: str | None) -> str:
-        return (namespace or "default") if resource_type.namespaced else ""
-
-    def _stored(self, resource_type: ResourceType, name: str, namespace: str) -> Object:
-        found = self._objects.get(resource_type.storage_key, {}).get((namespace, name))
-        if found is None:
-            raise errors.not_found(resource_type.plural, name, resource_type.group)
-        return found
-
-    def _present(self, resource_type: ResourceType, obj: Object) -> Object:
-        presented = copy.deepcopy(obj)
-        presented["apiVersion"] = resource_type.api_version
-        return presented
-
-    def get(self, resource: str, name: str, namespace: str | None = None) -> Object:
-        """One object (a copy); 404 NotFound if absent."""
-        resource_type = self.resolve(resource)
-        return self._present(
-            resource_type, self._stored(resource_type, name, self._namespace_for(resource_type, namespace))
-        )
-
-    def list(
-        self, resource: str, namespace: str | None = None, *, label_selector: str = "", field_selector: str = ""
-    ) -> tuple[list[Object], str]:
-        """Matching objects (copies, ordered by namespace then name) and the list's resourceVersion.
-
-        ``namespace=None`` lists across all namespaces.
-        """
-        resource_type = self.resolve(resource)
-        matches = object_matcher(label_selector, field_selector, resource_type.storage_key)
-        items = [
-            self._present(resource_type, obj)
-            for (obj_namespace, _), obj in sorted(self._objects.get(resource_type.storage_key, {}).items())
-            if (not namespace or not resource_type.namespaced or obj_namespace == namespace) and matches(obj)
-        ]
-        return items, self.resource_version
-
-    def iter_objects(self, storage_key: str) -> Iterator[Object]:
-        """The stored objects of one storage key, shared (read-only: do not mutate)."""
-        return iter(list(self._objects.get(storage_key, {}).values()))
-
-    # ----------------------------------------------------------------- committing
-
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call ``callback(event_type, resource_key, obj_copy)`` after every committed change, in order.
-
-        ``resource_key`` uses the storage version. A callback returning an awaitable is scheduled as
-        a task. Returns a function that unsubscribes.
-        """
-        self._subscribers.append(callback)
-        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
-
-    def _commit(self, resource_type: ResourceType, event_type: str, new: Object, old: Object | None) -> Object:
-        self._resource_version += 1
-        new["metadata"]["resourceVersion"] = str(self._resource_version)
-        metadata = new["metadata"]
-        identity = (metadata.get("namespace") or "", metadata["name"])
-        bucket = self._objects.setdefault(resource_type.storage_key, {})
-        if event_type == "DELETED":
-            bucket.pop(identity, None)
-        else:
-            bucket[identity] = new
-        garbage.index_owners(self, (resource_type.storage_key, *identity), old, new, event_type)
-        self._hub.publish(Event(self._resource_version, resource_type.storage_key, event_type, new, old))
-        for callback in list(self._subscribers):
-            result = callback(event_type, resource_type.storage_resource_key, copy.deepcopy(new))
-            if inspect.isawaitable(result):
-                task = asyncio.ensure_future(result)
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
-        return new
-
     # ----------------------------------------------------------------- writing
-
-    def _generate_name(self, prefix: str) -> str:
-        return prefix + "".join(self._random.choice(_NAME_SUFFIX_ALPHABET) for _ in range(5))
-
-    def _new_uid(self) -> str:
-        return str(uuid.UUID(int=self._random.getrandbits(128), version=4)) if self._seeded else str(uuid.uuid4())
 
     def _check_namespace(self, resource_type: ResourceType, metadata: Object, namespace: str | None) -> str:
         if not resource_type.namespaced:
@@ -462,70 +350,3 @@ class Store:
             self._objects.pop(storage_key, None)
             self.registry.remove_storage(storage_key)
         return removed
-
-    def type_of(self, storage_key: str) -> ResourceType:
-        served = self.registry.versions_of(storage_key)
-        if not served:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
-        return served[0]
-
-    def stored(self, object_id: ObjectId) -> Object | None:
-        """The stored object (shared, read-only) for (storage key, namespace, name), if any."""
-        storage_key, namespace, name = object_id
-        return self._objects.get(storage_key, {}).get((namespace, name))
-
-    # ----------------------------------------------------------------- watching
-
-    def open_watch(
-        self,
-        resource: str,
-        namespace: str | None = None,
-        *,
-        resource_version: str | None = None,
-        label_selector: str = "",
-        field_selector: str = "",
-    ) -> WatchStream:
-        """Register a watch; the caller must ``close_watch`` it. 410 Expired for a compacted version.
-
-        No ``resource_version`` (or ``""``/``"0"``): synthetic ADDED events for the current matching
-        objects first; otherwise every change after that version, replayed from history.
-        """
-        resource_type = self.resolve(resource)
-        matches = object_matcher(label_selector, field_selector, resource_type.storage_key)
-        namespace = namespace if resource_type.namespaced else None
-        current = self._objects.get(resource_type.storage_key, {}).values()
-        return self._hub.open(resource_type.storage_key, namespace, matches, resource_version, current)
-
-    def close_watch(self, stream: WatchStream) -> None:
-        self._hub.close(stream)
-
-    def close_all_watches(self) -> None:
-        """End every open watch (server shutdown)."""
-        self._hub.close_all()
-
-    async def watch(
-        self,
-        resource: str,
-        namespace: str | None = None,
-        *,
-        resource_version: str | None = None,
-        label_selector: str = "",
-        field_selector: str = "",
-    ) -> AsyncIterator[tuple[str, Object]]:
-        """Yield ``(event_type, object_copy)`` for changes, as :meth:`open_watch` describes."""
-        resource_type = self.resolve(resource)
-        stream = self.open_watch(
-            resource,
-            namespace,
-            resource_version=resource_version,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
-        try:
-            while True:
-                delivery = await stream.queue.get()
-                if delivery is None:
-                    return
-                yield delivery.type, self._present(resource_type, delivery.obj)
-        finally:
-            self.close_watch(stream)
