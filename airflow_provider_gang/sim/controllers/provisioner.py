@@ -20,6 +20,8 @@ Per CA loop, requests are handled oldest first:
   Ready, with ``status.provisioningClassDetails.ResizeRequestName``. A request larger than the pools can
   ever hold fails with ``OutOfResources``. At ``maxRunDurationSeconds`` after node creation the nodes
   are deleted and ``CapacityRevoked=True`` is set.
+- Garbage collection: a request whose ``Provisioned`` or ``Failed`` condition was last written 7 days
+  ago is deleted (``DeleteOldProvReqs``, any class).
 - Booking: after ``Provisioned=True`` the capacity is held against *other requests* and protected from
   scale-down until ``BookingExpired=True``: ``CapacityBookingConsumed`` once every requested pod that
   consumes the request is bound, or ``CapacityReservationTimeExpired`` after ``bookingSeconds``.
@@ -58,6 +60,7 @@ class RequestMemory:
     provisioned_at: float | None = None
     nodes: list[str] = field(default_factory=list)
     revoke_at: float | None = None
+    provisioned_or_failed_at: float | None = None  # last write of either condition (for garbage collection)
 
 
 class RequestProcessor:
@@ -66,6 +69,8 @@ class RequestProcessor:
         self.store = autoscaler.store
         self.memory: dict[str, RequestMemory] = {}
         self.active_bookings: dict[str, tuple[Obj, list[pr.PodSet]]] = {}
+        self._now = 0.0
+        self._provisioned_this_loop = False
 
     # -- queries used by the autoscaler -------------------------------------------------------
 
@@ -105,6 +110,8 @@ class RequestProcessor:
             del self.memory[uid]
         self.active_bookings = {uid: value for uid, value in self.active_bookings.items() if uid in live}
         self._provisioned_this_loop = False
+        self._now = now
+        requests = self._collect_garbage(requests, now)
         ordered = sorted(
             requests, key=lambda item: (item["metadata"].get("creationTimestamp", ""), item["metadata"]["name"])
         )
@@ -115,6 +122,24 @@ class RequestProcessor:
                 namespace = request["metadata"]["namespace"]
                 own = {name: obj for (ns, name), obj in templates.items() if ns == namespace}
                 self._handle(request, own, now, pods, nodes)
+
+    def _collect_garbage(self, requests: list[Obj], now: float) -> list[Obj]:
+        """``DeleteOldProvReqs``: delete requests whose Provisioned or Failed condition is 7 days old.
+
+        Like upstream it looks only at when that condition was last written, whatever its status, and
+        for every class.
+        """
+        kept = []
+        for request in requests:
+            memory = self.memory.get(request["metadata"]["uid"])
+            written = None if memory is None else memory.provisioned_or_failed_at
+            if written is not None and now - written >= pr.TERMINAL_TTL_SECONDS:
+                metadata = request["metadata"]
+                with self.autoscaler.guard(request):
+                    self.store.delete(pr.PROVISIONING_REQUESTS, metadata["name"], metadata["namespace"])
+                continue
+            kept.append(request)
+        return kept
 
     def _handle(self, request: Obj, templates: dict[str, Obj], now: float, pods: list[Obj], nodes: list[Obj]) -> None:
         uid = request["metadata"]["uid"]
@@ -269,6 +294,10 @@ class RequestProcessor:
         metadata = request["metadata"]
         conditions = list((request.get("status") or {}).get("conditions") or [])
         generation = {"observedGeneration": int(metadata.get("generation", 1))}
+        if any(update[0] in ("Provisioned", "Failed") for update in updates):
+            memory = self.memory.get(metadata["uid"])
+            if memory is not None:
+                memory.provisioned_or_failed_at = self._now
         for condition_type, value, reason, message in updates:
             conditions = set_condition(
                 conditions, condition_type, value, reason, message, always_touch=True, extra=generation

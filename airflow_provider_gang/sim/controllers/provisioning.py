@@ -30,6 +30,7 @@ RESERVATION_EXPIRED_MESSAGE = "Capacity reservation time is expired"
 BOOKING_CONSUMED_MESSAGE = "Capacity booking consumed: all pods scheduled"
 EXPIRED_MESSAGE = "ProvisioningRequest is expired"
 EXPIRY_SECONDS = 7 * 24 * 3600  # defaultExpirationTime
+TERMINAL_TTL_SECONDS = 7 * 24 * 3600  # defaultTerminalProvReqTTL
 DEFAULT_MAX_RUN_DURATION_SECONDS = 604800  # GKE: 7 days
 
 

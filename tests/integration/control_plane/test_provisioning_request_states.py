@@ -175,3 +175,44 @@ def test_consuming_pods_never_trigger_scale_up(sim_cluster: Callable[..., SimClu
     assert cluster.core.list_node().items == []
     (event,) = cluster.events("NotTriggerScaleUp")
     assert event.message.endswith("consuming ProvisioningRequest default/missing-request")
+
+
+def test_requests_are_garbage_collected_seven_days_after_failing(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario())
+    cluster.create_request("gang", "not-created", 1, ATOMIC)
+    cluster.advance(10)
+    assert cluster.conditions(cluster.request("gang"))["Failed"] == ("True", "FailedToCreatePods")
+    cluster.advance(7 * 24 * 3600 - 60)
+    assert cluster.request("gang")
+    cluster.advance(120)
+    listed = cluster.custom.list_namespaced_custom_object(
+        "autoscaling.x-k8s.io", "v1", "default", "provisioningrequests"
+    )
+    assert listed["items"] == []
+
+
+def test_unprovisioned_request_expires_after_seven_days(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario(pool={"maxNodes": 1}))
+    cluster.create_pod_template("worker", gpu_pod_spec())
+    cluster.create_request("gang", "worker", 2, ATOMIC)
+    cluster.advance(7 * 24 * 3600 + 20)
+    assert cluster.conditions(cluster.request("gang"))["Failed"] == ("True", "Expired")
+
+
+def test_zone_stockout_delays_scale_up_until_it_ends(sim_cluster: Callable[..., SimCluster]) -> None:
+    scenario = gpu_scenario(events=[{"at": 0, "until": 300, "type": "zoneSaturated", "zone": "us-central1-a"}])
+    cluster = sim_cluster(scenario)
+    cluster.create_pod_template("worker", gpu_pod_spec())
+    cluster.create_request("gang", "worker", 2, ATOMIC)
+    cluster.advance(290)
+    assert cluster.conditions(cluster.request("gang"))["Provisioned"] == ("False", "CapacityIsNotFound")
+    cluster.advance(10 * 60)  # the stockout ended at 5 min; the next retry gets both nodes
+    assert cluster.conditions(cluster.request("gang"))["Provisioned"] == ("True", "CapacityIsProvisioned")
+
+
+def test_node_pool_deletion_removes_its_nodes(sim_cluster: Callable[..., SimCluster]) -> None:
+    scenario = gpu_scenario(pool={"initialNodes": 2}, events=[{"at": 60, "type": "nodePoolDeleted", "pool": "gpu"}])
+    cluster = sim_cluster(scenario)
+    assert len(cluster.core.list_node().items) == 2
+    cluster.advance(70)
+    assert cluster.core.list_node().items == []

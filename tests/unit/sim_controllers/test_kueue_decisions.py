@@ -217,10 +217,10 @@ def test_names_follow_upstream_formats() -> None:
 
 
 def test_webhook_suspends_queued_jobs_and_gates_group_pods() -> None:
-    job = {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "lq"}}, "spec": {}}
+    job: dict[str, Any] = {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "lq"}}, "spec": {}}
     workloads.mutate_on_create("batch/v1/jobs", job)
     assert job["spec"]["suspend"] is True
-    unmanaged = {"metadata": {}, "spec": {}}
+    unmanaged: dict[str, Any] = {"metadata": {}, "spec": {}}
     workloads.mutate_on_create("batch/v1/jobs", unmanaged)
     assert "suspend" not in unmanaged["spec"]
     pod = {
