@@ -276,3 +276,52 @@ def test_plain_pod_group_is_gated_then_admitted_together(sim_cluster: Callable[.
     assert all(pod.spec.node_selector == {"cloud.google.com/gke-nodepool": "gpu"} for pod in pods)
     cluster.advance(60)
     assert _conditions(cluster.kueue("workloads", "gang-abc", "default"))["Finished"] == ("True", "Succeeded")
+
+
+def test_capacity_revoked_after_admission_deactivates_the_workload(sim_cluster: Callable[..., SimCluster]) -> None:
+    scenario = gpu_scenario(pool={"queuedProvisioning": True, "provisioningDelaySeconds": 60})
+    cluster = sim_cluster(scenario)
+    _setup_queues(cluster, class_name="queued-provisioning.gke.io", parameters={"maxRunDurationSeconds": "1800"})
+    _create_job(cluster, run_seconds=100_000)
+    cluster.advance(90)
+    (workload,) = cluster.workloads()
+    name = workload["metadata"]["name"]
+    assert _conditions(workload)["Admitted"] == ("True", "Admitted")
+    cluster.advance(11 * 60)  # BookingExpired after admission is ignored
+    assert _conditions(cluster.kueue("workloads", name, "default"))["Admitted"] == ("True", "Admitted")
+    cluster.advance(20 * 60)  # maxRunDurationSeconds: CapacityRevoked -> Rejected -> deactivated
+    workload = cluster.kueue("workloads", name, "default")
+    assert workload["spec"]["active"] is False
+    assert workload["status"]["admissionChecks"][0]["state"] == "Rejected"
+    assert _conditions(workload)["Evicted"] == ("True", "Deactivated")
+
+
+def test_requeuing_limit_deactivates_after_repeated_pods_ready_timeouts(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(
+        gpu_scenario(pool={"maxNodes": 2}, kueue={"requeueLimit": 1, "waitForPodsReadyTimeoutSeconds": 600})
+    )
+    _setup_queues(cluster, class_name=None)
+    _create_job(cluster, run_seconds=100_000)
+    cluster.advance(1)
+    (workload,) = cluster.workloads()
+    name = workload["metadata"]["name"]
+    cluster.advance(600)  # first timeout: evicted, requeued after 60 s
+    assert _conditions(cluster.kueue("workloads", name, "default"))["Evicted"] == ("True", "PodsReadyTimeout")
+    cluster.advance(61 + 600)  # readmitted, second timeout: beyond requeueLimit=1
+    workload = cluster.kueue("workloads", name, "default")
+    assert workload["spec"]["active"] is False
+    assert _conditions(workload)["DeactivationTarget"] == ("True", "RequeuingLimitExceeded")
+
+
+def test_queue_status_counts_workloads(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario())
+    _setup_queues(cluster, class_name=None, gpus=4)
+    _create_job(cluster, "first", count=4)
+    cluster.advance(1)
+    _create_job(cluster, "second", count=2)
+    cluster.advance(1)
+    status = cluster.kueue("clusterqueues", "cq")["status"]
+    assert (status["pendingWorkloads"], status["admittedWorkloads"]) == (1, 1)
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Active": "True"}
+    local = cluster.kueue("localqueues", "lq", "default")["status"]
+    assert (local["pendingWorkloads"], local["admittedWorkloads"]) == (1, 1)
