@@ -24,6 +24,10 @@ private temporary directory), with this environment:
 stdout and stderr (merged) are appended line by line to the pod log store (``kubectl logs``). On pod
 deletion the processes get SIGTERM, then SIGKILL after ``terminationGracePeriodSeconds`` (default
 30, simulated seconds on the control plane's clock).
+
+Not supported here: ``restartPolicy`` restarts (an exited process ends the pod), ``envFrom``,
+``configMapKeyRef``/``secretKeyRef``/``resourceFieldRef`` env sources, volumes, probes, and resource
+limits (processes run unconfined as the emulator's user).
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ requests* (reference 1.4), which the autoscaler handles.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from airflow_provider_gang.sim.controllers import fit
@@ -102,19 +101,6 @@ def _queue_order(pod: Obj) -> tuple[int, str, str]:
     metadata = pod.get("metadata") or {}
     priority = int((pod.get("spec") or {}).get("priority") or 0)
     return (-priority, str(metadata.get("creationTimestamp", "")), str(metadata.get("name", "")))
-
-
-def free_capacity(nodes: list[Obj], usage: dict[str, Resources]) -> dict[str, dict[str, Fraction]]:
-    """Allocatable minus used, per ready node (used by the autoscaler's capacity checks)."""
-    free: dict[str, dict[str, Fraction]] = {}
-    for node in nodes:
-        if not is_node_ready(node):
-            continue
-        name = node["metadata"]["name"]
-        capacity = fit.allocatable(node)
-        used = usage.get(name, {})
-        free[name] = {key: value - used.get(key, Fraction(0)) for key, value in capacity.items()}
-    return free
 
 
 class Scheduler(Controller):
