@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import logging
 import random
 import time
 import uuid
@@ -27,6 +28,7 @@ Object = dict[str, Any]
 Subscriber = Callable[[str, str, Object], Any]
 ObjectId = tuple[str, str, str]  # (storage key, namespace, name)
 
+_log = logging.getLogger(__name__)
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream utilrand.String
 
 
@@ -137,7 +139,11 @@ class ObjectTable:
         garbage.index_owners(self, (resource_type.storage_key, *identity), old, new, event_type)
         self._hub.publish(Event(self._resource_version, resource_type.storage_key, event_type, new, old))
         for callback in list(self._subscribers):
-            result = callback(event_type, resource_type.storage_resource_key, copy.deepcopy(new))
+            try:
+                result = callback(event_type, resource_type.storage_resource_key, copy.deepcopy(new))
+            except Exception:  # a broken subscriber must not undo or fail a committed write
+                _log.exception("store subscriber %r failed on %s %s", callback, event_type, resource_type.key)
+                continue
             if inspect.isawaitable(result):
                 task = asyncio.ensure_future(result)
                 self._background.add(task)

@@ -12,6 +12,7 @@ Control endpoints (no token, loopback only): ``GET/PUT/DELETE /_sim/faults`` (JS
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -21,6 +22,7 @@ from airflow_provider_gang.sim.api import discovery, objects, openapi, paths
 from airflow_provider_gang.sim.api.context import CONTEXT, ApiContext, json_response, status_response
 from airflow_provider_gang.sim.api.faults import Faults
 
+_log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _OPEN_PATHS = frozenset({"/version", "/healthz", "/readyz", "/livez"})
 
@@ -57,6 +59,11 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
                 response.headers.add("Warning", warning_headers.header_value(message))
     except errors.ApiError as error:
         response = status_response(error)
+    except web.HTTPException:
+        raise
+    except Exception as error:  # an emulator bug: answer like apiserver's panic handler, keep serving
+        _log.exception("unhandled error serving %s %s", request.method, request.path)
+        response = status_response(errors.ApiError(500, "InternalError", f"Internal error occurred: {error!r}"))
     context.metrics.count_code(response.status)
     return response
 

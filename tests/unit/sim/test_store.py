@@ -321,3 +321,13 @@ def test_crd_name_must_match_its_group_and_plural(store):
             },
         )
     assert raised.value.code == 422 and raised.value.causes[0]["field"] == "metadata.name"
+
+
+def test_a_failing_subscriber_does_not_fail_the_write(store, caplog):
+    def broken(kind, resource, obj):
+        raise RuntimeError("subscriber bug")
+
+    store.subscribe(broken)
+    store.create(CM, configmap("a"))
+    assert store.get(CM, "a")["metadata"]["name"] == "a"
+    assert "subscriber bug" in caplog.text
