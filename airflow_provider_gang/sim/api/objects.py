@@ -93,7 +93,10 @@ def _list(request: web.Request, context: ApiContext, info: RequestInfo, resource
         except (ValueError, KeyError, IndexError, TypeError):
             raise errors.bad_request("continue key is not valid: malformed token") from None
         items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > after]
-    limit = int(query.get("limit") or 0)
+    try:
+        limit = int(query.get("limit") or 0)
+    except ValueError:
+        raise errors.bad_request(f"limit: invalid value {query.get('limit')!r}") from None
     if 0 < limit < len(items):
         remaining = len(items) - limit
         items = items[:limit]

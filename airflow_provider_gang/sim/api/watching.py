@@ -69,7 +69,11 @@ async def serve(
     field_selector = query.get("fieldSelector", "")
     if info.name:
         field_selector = ",".join(filter(None, [field_selector, f"metadata.name={info.name}"]))
-    timeout = float(query.get("timeoutSeconds") or context.default_watch_timeout_seconds)
+    try:
+        requested = float(query.get("timeoutSeconds") or 0)
+    except ValueError:
+        raise errors.bad_request(f"timeoutSeconds: invalid value {query.get('timeoutSeconds')!r}") from None
+    timeout = requested if requested > 0 else context.default_watch_timeout_seconds
     if context.faults.watch_cut_seconds is not None:
         timeout = min(timeout, context.faults.watch_cut_seconds)
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
