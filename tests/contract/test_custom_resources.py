@@ -192,6 +192,8 @@ def test_put_needs_a_resource_version_and_a_stale_one_is_409(objects, namespace)
         objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "pr1", created)
     assert raised.value.status == 409
     assert status_of(raised.value)["reason"] == "Conflict"
+    stored = objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "pr1")
+    assert stored["metadata"]["labels"] == {"a": "b"}
 
 
 def test_patch_with_a_stale_resource_version_is_409(objects, namespace):
