@@ -144,20 +144,24 @@ async def _delete(
                     f"{current['metadata'].get(key)}",
                 )
     grace = request.query.get("gracePeriodSeconds") or options.get("gracePeriodSeconds")
+    try:
+        grace_seconds = None if grace is None else int(grace)
+    except ValueError:
+        raise errors.bad_request(f"gracePeriodSeconds: invalid value {grace!r}") from None
     deleted = context.store.delete(
         info.resource_key,
         name,
         info.namespace,
         propagation_policy=policy,
-        grace_period_seconds=None if grace is None else int(grace),
+        grace_period_seconds=grace_seconds,
         dry_run=_dry_run(request),
     )
+    # Custom resources answer a Status once gone; built-in kinds (and anything still terminating)
+    # answer the object, which the typed clients expect (reference doc, section 5.3).
     if resource_type.custom and not deleted["metadata"].get("deletionTimestamp"):
         return json_response(
             success_status(name, resource_type.group, resource_type.plural, deleted["metadata"].get("uid", ""))
         )
-    if resource_type.custom or deleted["metadata"].get("finalizers"):
-        return json_response(deleted, status=200)
     return json_response(deleted)
 
 
