@@ -30,6 +30,10 @@ class SimulatedClusterHarness(EmulatorHarness):
         self.clock: Clock = ManualClock() if time_scale is None else ScaledClock(time_scale)
         self.control: AttachedControlPlane | None = None
 
+    def __enter__(self) -> SimulatedClusterHarness:
+        self.start()
+        return self
+
     def start(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
