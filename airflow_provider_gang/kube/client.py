@@ -263,7 +263,13 @@ class KubeClient:
                     if response.status == 401:
                         await self._reload_credentials()
                     raise errors.from_status(response.status, decoded, response.headers.get("Retry-After"))
-                yield response.content
+                try:
+                    yield response.content
+                except BaseException:
+                    # An abandoned stream is never reused: abort the socket at once. A graceful TLS
+                    # close would still be in flight when the caller closes the client and its loop.
+                    _abort(response)
+                    raise
         except (aiohttp.ClientError, TimeoutError) as error:
             raise errors.TransportError(f"watch {path}: {type(error).__name__}: {error}") from error
 
@@ -289,6 +295,12 @@ class KubeClient:
 
     def _ns(self, resource: Resource, namespace: str | None) -> str | None:
         return (namespace or self.namespace) if resource.namespaced else None
+
+
+def _abort(response: aiohttp.ClientResponse) -> None:
+    connection = response.connection
+    if connection is not None and connection.protocol is not None:
+        connection.protocol.abort()
 
 
 def _decode(raw: bytes) -> Any:
