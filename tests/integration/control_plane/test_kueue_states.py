@@ -325,3 +325,45 @@ def test_queue_status_counts_workloads(sim_cluster: Callable[..., SimCluster]) -
     assert {c["type"]: c["status"] for c in status["conditions"]} == {"Active": "True"}
     local = cluster.kueue("localqueues", "lq", "default")["status"]
     assert (local["pendingWorkloads"], local["admittedWorkloads"]) == (1, 1)
+
+
+def test_cluster_queues_borrow_within_their_cohort(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario())
+    cluster.create_kueue(
+        "resourceflavors", "ResourceFlavor", "l4", {"nodeLabels": {"cloud.google.com/gke-nodepool": "gpu"}}
+    )
+    for name in ("cq", "lender"):
+        cluster.create_kueue(
+            "clusterqueues",
+            "ClusterQueue",
+            name,
+            {
+                "cohortName": "team",
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": "l4",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "100"},
+                                    {"name": "memory", "nominalQuota": "400Gi"},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": "4"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+    cluster.create_kueue("localqueues", "LocalQueue", "lq", {"clusterQueue": "cq"}, namespace="default")
+    _create_job(cluster, count=6)
+    cluster.advance(1)
+    (workload,) = cluster.workloads()
+    assert _conditions(workload)["Admitted"] == ("True", "Admitted")  # 4 own + 2 borrowed GPUs
+    assert workload["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["nvidia.com/gpu"] == "6"
+    _create_job(cluster, "second", count=3)
+    cluster.advance(1)
+    second = next(w for w in cluster.workloads() if w["metadata"]["name"].startswith("job-second-"))
+    assert _conditions(second)["QuotaReserved"][0] == "False"  # the cohort has only 2 GPUs left

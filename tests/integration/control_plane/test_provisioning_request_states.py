@@ -216,3 +216,17 @@ def test_node_pool_deletion_removes_its_nodes(sim_cluster: Callable[..., SimClus
     assert len(cluster.core.list_node().items) == 2
     cluster.advance(70)
     assert cluster.core.list_node().items == []
+
+
+def test_queued_request_stays_queued_when_its_pool_is_deleted(sim_cluster: Callable[..., SimCluster]) -> None:
+    # autoscaler#9490: GKE leaves such requests Accepted forever; the provider needs its own timeout.
+    scenario = gpu_scenario(
+        pool={"name": "dws", "queuedProvisioning": True},
+        zones={"us-central1-a": {"gpuQuota": 0}},
+        events=[{"at": 30, "type": "nodePoolDeleted", "pool": "dws"}],
+    )
+    cluster = sim_cluster(scenario)
+    cluster.create_pod_template("worker", gpu_pod_spec())
+    cluster.create_request("dws-gang", "worker", 2, QUEUED)
+    cluster.advance(6 * 3600)
+    assert cluster.conditions(cluster.request("dws-gang")) == {"Accepted": ("True", "SuccessfullyQueued")}

@@ -216,23 +216,15 @@ class KueueManager(Controller):
         if cluster_queue is None:
             self._pending(workload, "Inadmissible", f"ClusterQueue {cq_name} doesn't exist")
             return
-        check_names = [
-            item["name"]
-            for item in ((cluster_queue.get("spec") or {}).get("admissionChecksStrategy") or {}).get("admissionChecks")
-            or []
-        ]
+        check_names = queues.admission_check_names(cluster_queue)
         missing = [name for name in check_names if name not in self.acs]
         if missing:
             self._pending(
                 workload, "Inadmissible", f"ClusterQueue {cq_name} is inactive: admission check {missing[0]} not found"
             )
             return
-        cohort_name = (cluster_queue.get("spec") or {}).get("cohortName")
-        cohort = [
-            item
-            for item in self.cqs.values()
-            if cohort_name and (item.get("spec") or {}).get("cohortName") == cohort_name
-        ]
+        cohort_name = queues.cohort_of(cluster_queue)
+        cohort = [item for item in self.cqs.values() if cohort_name and queues.cohort_of(item) == cohort_name]
         requests = [
             quota.PodSetRequest(
                 item["name"],

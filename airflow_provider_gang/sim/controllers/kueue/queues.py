@@ -17,6 +17,22 @@ from airflow_provider_gang.sim.controllers.base import Obj, is_true, same_condit
 Counts = dict[str, int]
 
 
+def admission_check_names(queue: Obj) -> list[str]:
+    """Admission checks of a ClusterQueue: v1beta2 ``admissionChecksStrategy`` or the v1beta1 list.
+
+    The emulator keeps one stored object for both served versions (no conversion webhook), so a
+    ClusterQueue written as v1beta1 still carries ``spec.admissionChecks`` and ``spec.cohort``.
+    """
+    spec = queue.get("spec") or {}
+    names = [item["name"] for item in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []]
+    return names + [name for name in spec.get("admissionChecks") or [] if name not in names]
+
+
+def cohort_of(queue: Obj) -> str | None:
+    spec = queue.get("spec") or {}
+    return spec.get("cohortName") or spec.get("cohort") or None
+
+
 def cluster_queue_activity(queue: Obj, flavors: Mapping[str, Obj], checks: Mapping[str, Obj]) -> tuple[str, str, str]:
     """``(status, reason, message)`` of the ClusterQueue's ``Active`` condition."""
     spec = queue.get("spec") or {}
@@ -28,12 +44,12 @@ def cluster_queue_activity(queue: Obj, flavors: Mapping[str, Obj], checks: Mappi
                     "FlavorNotFound",
                     f"Can't admit new workloads: references missing ResourceFlavor(s): {flavor.get('name')}",
                 )
-    for check in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []:
-        if check.get("name") not in checks:
+    for name in admission_check_names(queue):
+        if name not in checks:
             return (
                 "False",
                 "AdmissionCheckNotFound",
-                f"Can't admit new workloads: references missing AdmissionCheck(s): {check.get('name')}",
+                f"Can't admit new workloads: references missing AdmissionCheck(s): {name}",
             )
     return ("True", "Ready", "Can admit new workloads")
 
