@@ -276,6 +276,9 @@ def test_plain_pod_group_is_gated_then_admitted_together(sim_cluster: Callable[.
     assert all(pod.spec.node_selector == {"cloud.google.com/gke-nodepool": "gpu"} for pod in pods)
     cluster.advance(60)
     assert _conditions(cluster.kueue("workloads", "gang-abc", "default"))["Finished"] == ("True", "Succeeded")
+    assert all(not pod.metadata.finalizers for pod in cluster.pods())  # Kueue lets go of finished pods
+    cluster.core.delete_namespaced_pod("gang-abc-0", "default")
+    assert [pod.metadata.name for pod in cluster.pods()] == ["gang-abc-1", "gang-abc-2"]
 
 
 def test_capacity_revoked_after_admission_deactivates_the_workload(sim_cluster: Callable[..., SimCluster]) -> None:
@@ -367,3 +370,29 @@ def test_cluster_queues_borrow_within_their_cohort(sim_cluster: Callable[..., Si
     cluster.advance(1)
     second = next(w for w in cluster.workloads() if w["metadata"]["name"].startswith("job-second-"))
     assert _conditions(second)["QuotaReserved"][0] == "False"  # the cohort has only 2 GPUs left
+
+
+def test_evicted_pod_group_loses_its_pods(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(
+        gpu_scenario(pool={"initialNodes": 2, "maxNodes": 2}, kueue={"waitForPodsReadyTimeoutSeconds": 300})
+    )
+    _setup_queues(cluster, class_name=None)
+    for index in range(3):
+        cluster.core.create_namespaced_pod(
+            "default",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"gang-{index}",
+                    "labels": {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/pod-group-name": "gang"},
+                    "annotations": {"kueue.x-k8s.io/pod-group-total-count": "3"},
+                },
+                "spec": gpu_pod_spec(),
+            },
+        )
+    cluster.advance(10)
+    assert sorted(pod.status.phase for pod in cluster.pods()) == ["Pending", "Running", "Running"]
+    cluster.advance(300)
+    assert _conditions(cluster.kueue("workloads", "gang", "default"))["Evicted"] == ("True", "PodsReadyTimeout")
+    assert cluster.pods() == []  # deleted by Kueue (finalizers released); the creator must recreate them

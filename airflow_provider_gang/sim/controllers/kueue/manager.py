@@ -90,6 +90,12 @@ class KueueManager(Controller):
             with self.guard(workload):
                 wake = earliest(wake, self._sync(workload, now))
         self._update_queue_status()
+        finished_groups = {
+            (item["metadata"]["namespace"], item["metadata"]["name"])
+            for item in self.store.list(wl.WORKLOADS)[0]
+            if is_true(item, "Finished") and (item["metadata"].get("annotations") or {}).get(wl.IS_GROUP) == "true"
+        }
+        self.owners.release_finalizers(finished_groups)
         return wake
 
     def _update_queue_status(self) -> None:

@@ -46,6 +46,25 @@ class OwnerControl:
         self.plane = manager.plane
         self.reported_groups: set[tuple[str, str, int]] = set()
 
+    # -- pod finalizers ----------------------------------------------------------------------------
+
+    def release_finalizers(self, finished_groups: set[tuple[str, str]]) -> None:
+        """Drop ``kueue.x-k8s.io/managed`` from pods being deleted, or terminal once their group finished."""
+        for pod in self.store.list("v1/pods")[0]:
+            metadata = pod["metadata"]
+            finalizers = metadata.get("finalizers") or []
+            if wl.MANAGED not in finalizers:
+                continue
+            group = (metadata["namespace"], (metadata.get("labels") or {}).get(wl.GROUP_NAME, ""))
+            terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if metadata.get("deletionTimestamp") or (terminal and group in finished_groups):
+                with self.manager.guard(pod):
+                    remaining = [name for name in finalizers if name != wl.MANAGED]
+                    patch = {
+                        "metadata": {"finalizers": remaining or None, "resourceVersion": metadata["resourceVersion"]}
+                    }
+                    self.store.patch("v1/pods", metadata["name"], patch, namespace=metadata["namespace"])
+
     # -- workloads for new owners -------------------------------------------------------------------
 
     def create_workloads(self) -> None:
