@@ -223,3 +223,37 @@ async def test_asyncio_client_watches_a_pod_become_running(sim_cluster: Callable
         assert pod.status.phase == "Running"
         events = await core.list_namespaced_event("default", field_selector="involvedObject.name=watched")
         assert "Scheduled" in {event.reason for event in events.items}
+
+
+def test_malformed_custom_objects_are_reported_not_fatal(sim_cluster: Callable[..., SimCluster]) -> None:
+    cpu_pool = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}
+    cluster = sim_cluster(gpu_scenario(pool={"queuedProvisioning": True}, extra_pools=[cpu_pool]))
+    cluster.create_pod_template("worker", gpu_pod_spec())
+    cluster.create_request(
+        "bad-duration", "worker", 1, "queued-provisioning.gke.io", parameters={"maxRunDurationSeconds": "forever"}
+    )
+    cluster.create_kueue("localqueues", "LocalQueue", "lq", {"clusterQueue": "cq"}, namespace="default")
+    cluster.batch.create_namespaced_job(
+        "default",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "bad-min",
+                "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+                "annotations": {"kueue.x-k8s.io/job-min-parallelism": "many"},
+            },
+            "spec": {"parallelism": 2, "template": {"spec": gpu_pod_spec()}},
+        },
+    )
+    cluster.advance(20)
+    reported = {event.involved_object.name: event.message for event in cluster.events("ReconcileError")}
+    assert "maxRunDurationSeconds" in reported["bad-duration"]
+    assert "bad-min" in reported
+    # The control plane keeps working: an ordinary pod still runs.
+    plain = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}
+    cluster.core.create_namespaced_pod(
+        "default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ok"}, "spec": plain}
+    )
+    cluster.advance(120)
+    assert cluster.core.read_namespaced_pod("ok", "default").status.phase == "Running"
