@@ -35,7 +35,7 @@ _FILE_REFERENCES = (
 )
 
 
-class GangHook(KubernetesHook):  # type: ignore[misc]
+class GangHook(KubernetesHook):
     """Kubernetes hook that also produces serializable :class:`ConnectionSettings` for gang triggers."""
 
     hook_name = "Kubernetes Cluster Connection"

@@ -51,7 +51,7 @@ UNKNOWN_STATE = "unknown"
 NO_STATE = "none"
 
 
-class GangTrigger(BaseTrigger):  # type: ignore[misc]
+class GangTrigger(BaseTrigger):
     """Base of the gang triggers; subclasses implement ``run`` and ``serialize``."""
 
     def __init__(
