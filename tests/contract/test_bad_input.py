@@ -25,8 +25,10 @@ def test_malformed_json_is_400(cluster: Cluster, namespace):
 
 
 def test_unknown_resource_is_404(cluster: Cluster, namespace):
-    status, _ = cluster.raw("GET", f"/apis/autoscaling.x-k8s.io/v1/namespaces/{namespace}/gadgets")
-    assert status == 404
+    status, body = cluster.raw("GET", f"/apis/autoscaling.x-k8s.io/v1/namespaces/{namespace}/gadgets")
+    assert status == 404 and body["reason"] == "NotFound"
+    status, body = cluster.raw("GET", f"/apis/nothing.example.com/v1/namespaces/{namespace}/gadgets")
+    assert status == 404 and body == "404 page not found\n"  # no API group: the mux answers, not a Status
     status, _ = cluster.raw(
         "POST", f"/api/v1/namespaces/{namespace}/gadgets", json.dumps({"metadata": {"name": "g"}}).encode()
     )

@@ -68,6 +68,11 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     return response
 
 
+def _page_not_found() -> web.Response:
+    """What the apiserver's mux answers for a group-version nobody serves (not a Status)."""
+    return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
+
+
 async def _api(request: web.Request) -> web.StreamResponse:
     context = _context(request)
     registry = context.store.registry
@@ -86,8 +91,10 @@ async def _api(request: web.Request) -> web.StreamResponse:
             group, version, _ = located
             document = discovery.api_resource_list(registry, f"{group}/{version}" if group else version)
         if document is None:
-            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            return _page_not_found()
         return json_response(document)
+    if not registry.in_group_version(info.api_version):
+        return _page_not_found()
     user = context.authorizer.user_for(request.headers.get("Authorization")) or ""
     return await objects.handle(request, context, info, user)
 
