@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger
+from asgiref.sync import sync_to_async
 
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
@@ -260,10 +261,10 @@ class GangTrigger(BaseTrigger):
         try:
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-            lookup: Callable[..., Any] = RuntimeTaskInstance.get_task_states
-            states = await asyncio.to_thread(
-                lookup, dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=ti.map_index
-            )
+            # The same call, through the triggerer's supervisor channel, as cncf-kubernetes'
+            # KubernetesPodTrigger.get_task_state (10.25).
+            lookup: Callable[..., Any] = sync_to_async(RuntimeTaskInstance.get_task_states)
+            states = await lookup(dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=ti.map_index)
             key = f"{ti.task_id}_{ti.map_index}" if ti.map_index >= 0 else ti.task_id
             state = states[ti.run_id][key]
         except Exception:

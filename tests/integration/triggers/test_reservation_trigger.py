@@ -210,3 +210,19 @@ async def test_on_kill_after_a_user_action_deletes_the_gang_and_cleanup_deletes_
     await killed.on_kill()
     await killed.cleanup()
     assert await client.delete(CONFIG_MAPS, gang.names.owner) is False  # already gone
+
+
+class TaskInstanceOutsideATriggerer:
+    """A task instance whose state cannot be read: no supervisor channel outside a triggerer."""
+
+    dag_id, task_id, run_id, map_index = "dag", "train", "manual__1", -1
+
+
+async def test_on_kill_keeps_the_gang_when_the_task_state_cannot_be_read(sim, client, connection):
+    gang = await Gang(client, gang_spec(PR)).create()
+    trigger = ReservationTrigger(**gang.reservation_kwargs(connection))
+    trigger.task_instance = TaskInstanceOutsideATriggerer()
+    assert await trigger.task_state() == "unknown"
+    await trigger.on_kill()
+    await trigger.cleanup()
+    assert (await client.get(CONFIG_MAPS, gang.names.owner))["metadata"]["uid"] == gang.owner_uid
