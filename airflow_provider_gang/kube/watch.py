@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ from airflow_provider_gang.kube.client import KubeClient, Sleep
 from airflow_provider_gang.kube.resources import Resource
 
 Objects = Mapping[str, dict[str, Any]]
+#: A watch the server ends sooner than this without any event counts as a failure (backoff).
+MIN_QUIET_WATCH_SECONDS = 1.0
 
 
 @dataclass
@@ -50,6 +53,7 @@ class Reflector:
         read_timeout: longest silence tolerated on an open watch; defaults to
             ``watch_timeout_seconds + 30`` (bookmarks arrive about every minute on a real server).
         sleep: awaited between reconnect attempts after errors (inject a fake in tests).
+        monotonic: clock that measures how long each watch lasted.
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class Reflector:
         watch_timeout_seconds: int = 300,
         read_timeout: float | None = None,
         sleep: Sleep | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -75,6 +80,7 @@ class Reflector:
         self.resource_version = ""
         self.stats = ReflectorStats()
         self._sleep = sleep or asyncio.sleep
+        self._monotonic = monotonic
 
     async def snapshots(self) -> AsyncIterator[Objects]:
         """Yield the cached objects (name -> object) after the first LIST and after every change.
@@ -86,18 +92,30 @@ class Reflector:
         await self._relist_until_done()
         yield dict(self.objects)
         failures = 0
+        unauthorized_retried = False
         while True:
+            opened_at = self._monotonic()
+            delivered = False
             try:
                 async with contextlib.aclosing(self._watch_once()) as events:
                     async for changed in events:
-                        failures = 0
+                        failures, delivered, unauthorized_retried = 0, True, False
                         if changed:
                             yield dict(self.objects)
+                if not delivered and self._monotonic() - opened_at < MIN_QUIET_WATCH_SECONDS:
+                    # Ended at once with nothing: a proxy or a sick server. Back off, do not spin.
+                    failures += 1
+                    await self._sleep(self.client.retry.delay(failures))
             except errors.Gone:
                 self.stats.relists += 1
                 await self._relist_until_done()
                 yield dict(self.objects)
                 continue
+            except errors.Unauthorized:
+                # The client reloaded credentials (a new exec-plugin token); one more try with them.
+                if unauthorized_retried:
+                    raise
+                unauthorized_retried = True
             except errors.KubeError as error:
                 if not error.retryable:
                     raise
