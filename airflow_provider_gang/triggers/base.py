@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -163,6 +164,7 @@ class GangTrigger(BaseTrigger):
         started_at: float,
         policy: Policy,
         scheduling_gate: str | None = None,
+        pods_from_job: bool = False,
     ) -> dict[str, Any]:
         """Watch ``objects``, feed every change to ``decide`` and return the event payload of the first
         terminal decision. The policy's deadlines wake the loop even when nothing changes.
@@ -170,9 +172,16 @@ class GangTrigger(BaseTrigger):
         A non-retryable API error (Forbidden, Unauthorized, a kind that is not served) ends the wait
         with reason ``invalid``: the same spec on the same cluster cannot do better on a new try.
         """
-        observed = objects.observe(
-            {}, mode=mode, stage=stage, size=size, started_at=started_at, scheduling_gate=scheduling_gate
+        observe = functools.partial(
+            objects.observe,
+            mode=mode,
+            stage=stage,
+            size=size,
+            started_at=started_at,
+            scheduling_gate=scheduling_gate,
+            pods_from_job=pods_from_job,
         )
+        observed = observe({})
         clock = PhaseClock(started_at)
         seen_any = False
         try:
@@ -182,14 +191,7 @@ class GangTrigger(BaseTrigger):
                 async for view in views:
                     if view is not None:
                         seen_any = True
-                        observed = objects.observe(
-                            view,
-                            mode=mode,
-                            stage=stage,
-                            size=size,
-                            started_at=started_at,
-                            scheduling_gate=scheduling_gate,
-                        )
+                        observed = observe(view)
                     now = time.time()
                     decision = decide(observed, now=now, policy=policy)
                     clock.saw(decision.phase, now)

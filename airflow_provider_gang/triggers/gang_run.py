@@ -32,6 +32,9 @@ class GangRunTrigger(GangTrigger):
     - ``pod_selector``: label selector matching exactly the gang's member pods.
     - ``provisioning_request`` / ``workload_selector``: the reservation object, to notice its loss.
     - ``startup_deadline``: UNIX time by which every member must be running (``None``: no limit).
+    - ``pods_from_job``: members are created by a Job controller, so a rank without a pod is still to
+      come, not lost. ``None`` (default) means "``kueue`` mode": its members come from the Indexed Job
+      Kueue unsuspends.
     """
 
     def __init__(
@@ -48,6 +51,7 @@ class GangRunTrigger(GangTrigger):
         provisioning_request: str | None = None,
         workload_selector: str | None = None,
         startup_deadline: float | None = None,
+        pods_from_job: bool | None = None,
         delete_on_kill: Sequence[Mapping[str, Any]] = (),
         client_options: Mapping[str, Any] | None = None,
         watch_timeout_seconds: int = 300,
@@ -68,6 +72,7 @@ class GangRunTrigger(GangTrigger):
             provisioning_request=provisioning_request, workload_selector=workload_selector, pod_selector=pod_selector
         )
         self.startup_deadline = None if startup_deadline is None else float(startup_deadline)
+        self.pods_from_job = self.mode is ReservationMode.KUEUE if pods_from_job is None else bool(pods_from_job)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -81,6 +86,7 @@ class GangRunTrigger(GangTrigger):
                 "provisioning_request": self.objects.provisioning_request,
                 "workload_selector": self.objects.workload_selector,
                 "startup_deadline": self.startup_deadline,
+                "pods_from_job": self.pods_from_job,
             },
         )
 
@@ -93,6 +99,7 @@ class GangRunTrigger(GangTrigger):
             size=self.size,
             started_at=self.started_at,
             policy=Policy(deadline=self.deadline, startup_deadline=self.startup_deadline),
+            pods_from_job=self.pods_from_job,
         )
         self.fired = True
         self.log.info("Gang %s: %s (%s) %s", self.gang_name, payload["phase"], payload["reason"], payload["message"])

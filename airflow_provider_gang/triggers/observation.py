@@ -52,6 +52,7 @@ class GangObjects:
         size: int,
         started_at: float,
         scheduling_gate: str | None = None,
+        pods_from_job: bool = False,
     ) -> Observed:
         """The :class:`Observed` snapshot of ``view`` (as yielded by ``GangTrigger.views``)."""
         requests = view.get(PROVISIONING_REQUESTS.key, {})
@@ -66,6 +67,7 @@ class GangObjects:
             workload=max(workloads, key=_created, default=None),
             pods=tuple(sorted(pods, key=_name)),
             scheduling_gate=scheduling_gate,
+            pods_from_job=pods_from_job,
         )
 
 

@@ -115,3 +115,19 @@ async def test_on_kill_deletes_owner_and_members(sim, client, connection):
     assert await client.delete(CONFIG_MAPS, gang.names.owner) is False
     remaining, _ = await client.list(PODS, label_selector=gang.run_kwargs(connection)["pod_selector"])
     assert all(pod["metadata"].get("deletionTimestamp") for pod in remaining)
+
+
+async def test_kueue_members_still_to_be_created_by_the_job_are_not_lost(sim, client, connection):
+    from airflow_provider_gang.reservation.manifests import pods
+
+    gang = await Gang(client, gang_spec(ReservationMode.KUEUE, size=4)).create()
+    for rank in (0, 1):  # the Job controller has created two of four pods so far
+        await client.create(PODS, pods.pod_group_pod(gang.spec, rank, owner_uid=gang.owner_uid))
+        await gang.set_member_phase(rank, "Running")
+    waiting = await first_event(GangRunTrigger(**gang.run_kwargs(connection, deadline_in=0.5)))
+    assert waiting["reason"] == "deadline"
+    assert [member["state"] for member in waiting["members"]] == ["running", "running", "missing", "missing"]
+    explicit = gang.run_kwargs(connection)
+    explicit["pods_from_job"] = False  # members we create ourselves: a missing one was lost
+    lost = await first_event(GangRunTrigger(**explicit))
+    assert lost["reason"] == "member_lost"
