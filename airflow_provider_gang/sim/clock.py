@@ -24,6 +24,7 @@ import heapq
 import itertools
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 
 
 class Clock(ABC):
@@ -34,8 +35,13 @@ class Clock(ABC):
         """Simulated seconds since the clock started."""
 
     @abstractmethod
-    async def sleep(self, seconds: float) -> None:
-        """Wait ``seconds`` of simulated time (non-positive values just yield to the loop)."""
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        """Wait ``seconds`` of simulated time (non-positive values just yield to the loop).
+
+        Use as ``await clock.sleep(s)``. A :class:`ManualClock` registers the sleeper when ``sleep`` is
+        *called*, not when the awaitable first runs, so ``asyncio.ensure_future(clock.sleep(s))`` is
+        visible to :meth:`ManualClock.next_deadline` at once.
+        """
 
     def describe(self) -> dict[str, object]:
         """A JSON-ready description served by ``GET /_sim/clock``."""
@@ -54,8 +60,8 @@ class ScaledClock(Clock):
     def now(self) -> float:
         return (time.monotonic() - self._started) * self.time_scale
 
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(seconds, 0.0) / self.time_scale)
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        return asyncio.sleep(max(seconds, 0.0) / self.time_scale)
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "timeScale": self.time_scale}
@@ -72,17 +78,19 @@ class ManualClock(Clock):
         self._now = start
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
+        #: Set by whoever runs work on this clock (the control plane): True when nothing is pending, so
+        #: :meth:`run_for` can stop yielding early. Without it a fixed number of loop turns is given.
+        self.is_settled: Callable[[], bool] | None = None
 
     def now(self) -> float:
         return self._now
 
-    async def sleep(self, seconds: float) -> None:
+    def sleep(self, seconds: float) -> Awaitable[None]:
         if seconds <= 0:
-            await asyncio.sleep(0)
-            return
+            return asyncio.sleep(0)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._order), future))
-        await future
+        return future
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of a live sleeper, or None when nobody sleeps."""
@@ -104,6 +112,9 @@ class ManualClock(Clock):
                 future.set_result(None)
         return self._now
 
+    def _settled(self) -> bool:
+        return self.is_settled is None or self.is_settled()
+
     async def run_for(self, seconds: float, *, settle: float = 0.0) -> float:
         """Advance ``seconds`` deadline by deadline, letting woken controllers run at each step.
 
@@ -112,19 +123,25 @@ class ManualClock(Clock):
         real time given to the loop after each step (0 yields a few loop iterations).
         """
         target = self._now + seconds
-        await _let_loop_run(settle)
+        await _let_loop_run(settle, self._settled)
         while True:
             deadline = self.next_deadline()
             step_to = target if deadline is None or deadline > target else deadline
             self.advance(step_to - self._now)
-            await _let_loop_run(settle)
+            await _let_loop_run(settle, self._settled)
             if step_to >= target:
                 return self._now
 
 
-async def _let_loop_run(settle: float) -> None:
+MIN_TURNS, MAX_TURNS = 3, 500
+
+
+async def _let_loop_run(settle: float, is_settled: Callable[[], bool]) -> None:
+    """Give woken tasks the loop: ``settle`` real seconds, else turns until settled (3 to 500 turns)."""
     if settle > 0:
         await asyncio.sleep(settle)
         return
-    for _ in range(20):
+    for turn in range(MAX_TURNS):
         await asyncio.sleep(0)
+        if turn >= MIN_TURNS and is_settled():
+            return

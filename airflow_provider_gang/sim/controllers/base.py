@@ -80,6 +80,8 @@ class Store(Protocol):
 
     def bind_pod(self, namespace: str, name: str, node_name: str) -> Obj: ...
 
+    def resolve(self, resource: str) -> Any: ...
+
 
 def wall_time() -> str:
     """An RFC 3339 wall-clock timestamp, as object timestamps are (see ``sim.clock``)."""
@@ -163,7 +165,13 @@ class Controller(ABC):
         self.store = plane.store
         self._dirty = asyncio.Event()
         self._dirty.set()
+        self._parked: tuple[asyncio.Future[Any], ...] | None = None
         self.passes = 0
+
+    def is_idle(self) -> bool:
+        """Parked in :meth:`_wait` with nothing that would wake it (used to settle a ManualClock)."""
+        parked = self._parked
+        return not self._dirty.is_set() and parked is not None and not any(future.done() for future in parked)
 
     def notify(self, event_type: str, resource: str, obj: Obj) -> None:
         """Store subscription callback: mark dirty when a watched resource changed."""
@@ -206,9 +214,11 @@ class Controller(ABC):
             return
         dirty = asyncio.ensure_future(self._dirty.wait())
         timer = asyncio.ensure_future(self.plane.clock.sleep(delay))
+        self._parked = (dirty, timer)
         try:
             await asyncio.wait({dirty, timer}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._parked = None
             for task in (dirty, timer):
                 task.cancel()
             await asyncio.gather(dirty, timer, return_exceptions=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_gang.sim.clock import Clock
+from airflow_provider_gang.sim.clock import Clock, ManualClock
 from airflow_provider_gang.sim.cluster import Cloud, NodeRecord, node_manifest
 from airflow_provider_gang.sim.controllers import webhooks
 from airflow_provider_gang.sim.controllers.base import Controller, ControlPlane, Obj, Store
@@ -62,6 +62,8 @@ class RunningControlPlane:
             self.unsubscribe()
         if self.uninstall_webhooks is not None:
             self.uninstall_webhooks()
+        if isinstance(self.plane.clock, ManualClock):
+            self.plane.clock.is_settled = None
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
@@ -97,6 +99,8 @@ def start(
             controller.notify(event_type, resource, obj)
 
     running.unsubscribe = store.subscribe(notify)
+    if isinstance(clock, ManualClock):
+        clock.is_settled = lambda: all(controller.is_idle() for controller in running.controllers)
     for controller in running.controllers:
         running.tasks.append(asyncio.create_task(controller.run(), name=f"sim-{controller.component}"))
     return running

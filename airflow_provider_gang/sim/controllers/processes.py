@@ -18,8 +18,11 @@ private temporary directory), with this environment:
   (same suffixes) to the first such pod. Short names are looked up in the process's own namespace
   (``GANG_SIM_NAMESPACE``), as the pod's DNS search path would. So a PyTorch DDP rendezvous on
   ``MASTER_ADDR=trainer-0.trainer`` works between pods. Non-Python programs get no resolution shim.
-- every pod binds its own loopback address (``127.0.0.x``, ``status.podIP``); Linux routes all of
-  127.0.0.0/8 to ``lo`` without configuration.
+- every pod has its own loopback address (``status.podIP``, see the kubelet); Linux routes all of
+  127.0.0.0/8 to ``lo`` without configuration. The processes share the host's network namespace, so
+  the shim also narrows Python binds to ``0.0.0.0``/``""`` to the pod IP (``GANG_SIM_POD_IP``). Servers
+  binding the wildcard address from native code (for example torch's C++ ``TCPStore``) still occupy
+  the port machine-wide: give each concurrently running job its own ``MASTER_PORT``.
 
 stdout and stderr (merged) are appended line by line to the pod log store (``kubectl logs``). On pod
 deletion the processes get SIGTERM, then SIGKILL after ``terminationGracePeriodSeconds`` (default
@@ -89,6 +92,21 @@ def gethostbyname_ex(host):
 
 def gethostname():
     return _os.environ.get("HOSTNAME") or "localhost"
+
+
+_bind = _socket.socket.bind
+
+
+def _bind_pod_ip(self, address):
+    # A pod owns its network namespace; here all pods share the host's, so a wildcard bind is narrowed
+    # to the pod IP to keep pods (and emulators) from taking each other's ports.
+    pod_ip = _os.environ.get("GANG_SIM_POD_IP")
+    if pod_ip and self.family == _socket.AF_INET and isinstance(address, tuple) and address[0] in ("", "0.0.0.0"):
+        address = (pod_ip, *address[1:])
+    return _bind(self, address)
+
+
+_socket.socket.bind = _bind_pod_ip
 
 
 _socket.getaddrinfo = getaddrinfo
@@ -226,6 +244,7 @@ class ProcessRuntime:
             env.update(
                 {
                     "HOSTNAME": pod_hostname(pod),
+                    "GANG_SIM_POD_IP": pod_ip,
                     "GANG_SIM_HOSTS": str(self.hosts_path),
                     "GANG_SIM_NAMESPACE": metadata["namespace"],
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(self.directory), env.get("PYTHONPATH", "")])),

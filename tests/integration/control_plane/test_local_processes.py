@@ -3,6 +3,7 @@ loopback pod IPs, headless-Service hostnames resolvable between pods, SIGTERM on
 
 from __future__ import annotations
 
+import socket
 import sys
 import textwrap
 import time
@@ -19,7 +20,14 @@ def _scenario() -> Any:
     return gpu_scenario(pool={"maxNodes": 0}, extra_pools=[CPU_POOL], localProcessImages=[IMAGE])
 
 
-def _python_pod(name: str, code: str, **spec: Any) -> dict[str, Any]:
+def _free_port() -> int:
+    # Processes share the host network: pick a port no other job on this machine is using.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _python_pod(name: str, code: str, port: int = 0, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -36,6 +44,7 @@ def _python_pod(name: str, code: str, **spec: Any) -> dict[str, Any]:
                         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                         {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['rank']"}}},
                         {"name": "MASTER_ADDR", "value": "trainer-0.trainer"},
+                        {"name": "MASTER_PORT", "value": str(port)},
                     ],
                     "resources": {"requests": {"cpu": "100m"}},
                 }
@@ -96,7 +105,7 @@ def test_pods_behind_a_headless_service_reach_each_other_by_hostname(sim_cluster
         import os, socket
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore does
-        listener.bind((os.environ["POD_IP"], 29500))
+        listener.bind(("0.0.0.0", int(os.environ["MASTER_PORT"])))  # narrowed to the pod IP
         listener.listen(1)
         connection, _ = listener.accept()
         connection.sendall(b"hello from rank 0 on " + socket.gethostname().encode())
@@ -104,19 +113,21 @@ def test_pods_behind_a_headless_service_reach_each_other_by_hostname(sim_cluster
     """
     client = """
         import os, socket, time
+        master = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
         for _ in range(200):
             try:
-                connection = socket.create_connection((os.environ["MASTER_ADDR"], 29500), timeout=5)
+                connection = socket.create_connection(master, timeout=5)
                 break
             except OSError:
                 time.sleep(0.05)
         print(socket.gethostbyname(os.environ["MASTER_ADDR"]), connection.recv(100).decode())
     """
+    port = _free_port()
     cluster.core.create_namespaced_pod(
-        "default", _python_pod("trainer-0", server, hostname="trainer-0", subdomain="trainer")
+        "default", _python_pod("trainer-0", server, port, hostname="trainer-0", subdomain="trainer")
     )
     cluster.core.create_namespaced_pod(
-        "default", _python_pod("trainer-1", client, hostname="trainer-1", subdomain="trainer")
+        "default", _python_pod("trainer-1", client, port, hostname="trainer-1", subdomain="trainer")
     )
     first = _wait_for_phase(cluster, "trainer-0", {"Succeeded", "Failed"})
     second = _wait_for_phase(cluster, "trainer-1", {"Succeeded", "Failed"})

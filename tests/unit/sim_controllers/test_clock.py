@@ -49,7 +49,7 @@ async def test_run_for_steps_through_chained_timers() -> None:
 
 async def test_cancelled_sleeper_is_skipped() -> None:
     clock = ManualClock()
-    task = asyncio.create_task(clock.sleep(5))
+    task = asyncio.ensure_future(clock.sleep(5))
     await asyncio.sleep(0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -37,6 +37,7 @@ from airflow_provider_gang.sim.controllers.kueue import checks, queues, quota
 from airflow_provider_gang.sim.controllers.kueue import workloads as wl
 from airflow_provider_gang.sim.controllers.kueue.starter import OwnerControl
 from airflow_provider_gang.sim.controllers.resources import format_quantity
+from airflow_provider_gang.sim.errors import ApiError
 
 RESOURCES = {
     "flavors": "kueue.x-k8s.io/v1beta2/resourceflavors",
@@ -69,6 +70,12 @@ class KueueManager(Controller):
         return {item["metadata"]["name"]: item for item in items}
 
     def reconcile(self, now: float) -> float | None:
+        try:
+            self.store.resolve(wl.WORKLOADS)
+        except ApiError as error:
+            if error.code == 404:  # the Kueue CRDs are not installed: nothing to manage
+                return None
+            raise
         self.flavors, self.cqs, self.acs, self.prcs = (self._list(k) for k in ("flavors", "cqs", "acs", "prcs"))
         self.lqs = {
             (item["metadata"]["namespace"], item["metadata"]["name"]): item
