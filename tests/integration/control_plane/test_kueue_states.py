@@ -396,3 +396,22 @@ def test_evicted_pod_group_loses_its_pods(sim_cluster: Callable[..., SimCluster]
     cluster.advance(300)
     assert _conditions(cluster.kueue("workloads", "gang", "default"))["Evicted"] == ("True", "PodsReadyTimeout")
     assert cluster.pods() == []  # deleted by Kueue (finalizers released); the creator must recreate them
+
+
+def test_reactivated_workload_is_queued_again(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(
+        gpu_scenario(pool={"maxNodes": 2}, kueue={"requeueLimit": 0, "waitForPodsReadyTimeoutSeconds": 600})
+    )
+    _setup_queues(cluster, class_name=None)
+    _create_job(cluster, run_seconds=100_000)
+    cluster.advance(601)  # PodsReady timeout with requeueLimit 0: deactivated at once
+    (workload,) = cluster.workloads()
+    name = workload["metadata"]["name"]
+    assert workload["spec"]["active"] is False
+    cluster.custom.patch_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "default", "workloads", name, {"spec": {"active": True}}
+    )
+    cluster.advance(1)
+    conditions = _conditions(cluster.kueue("workloads", name, "default"))
+    assert conditions["Requeued"] == ("True", "Reactivated")
+    assert conditions["Admitted"] == ("True", "Admitted")

@@ -166,7 +166,18 @@ class KueueManager(Controller):
         if not is_true(workload, "QuotaReserved"):
             if self.requeue_at.get(uid, 0.0) > now:
                 return self.requeue_at[uid]
-            if is_true(workload, "Evicted") and (condition(workload, "Requeued") or {}).get("status") == "False":
+            evicted = condition(workload, "Evicted") or {}
+            if evicted.get("status") == "True" and evicted.get("reason") == "Deactivated":
+                if (condition(workload, "Requeued") or {}).get("reason") != "Reactivated":
+                    self._write(
+                        workload,
+                        conditions=[
+                            ("Requeued", "True", "Reactivated", "The workload was reactivated"),
+                            ("DeactivationTarget", "False", "Reactivated", "The workload was reactivated"),
+                        ],
+                    )
+                    return None
+            elif is_true(workload, "Evicted") and (condition(workload, "Requeued") or {}).get("status") == "False":
                 self._write(
                     workload, conditions=[("Requeued", "True", "BackoffFinished", "The workload backoff was finished")]
                 )
