@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
 
 IMAGE = "python:3.11"
@@ -172,3 +174,40 @@ def test_container_without_command_fails_to_start(sim_cluster: Callable[..., Sim
     pod = _wait_for_phase(cluster, "no-command", {"Failed"})
     terminated = pod.status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.reason) == (128, "StartError")
+
+
+def test_torch_ddp_rendezvous_between_pods(sim_cluster: Callable[..., SimCluster]) -> None:
+    pytest.importorskip("torch")
+    cluster = sim_cluster(_scenario())
+    cluster.core.create_namespaced_service(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "trainer"},
+            "spec": {"clusterIP": "None", "selector": {"app": "trainer"}, "ports": [{"port": 29500}]},
+        },
+    )
+    # torch resolves MASTER_ADDR in C++ (getaddrinfo), so this needs the LD_PRELOAD resolver shim.
+    train = """
+        import os
+        from datetime import timedelta
+        import torch
+        import torch.distributed as dist
+        rank = int(os.environ["RANK"])
+        dist.init_process_group("gloo", rank=rank, world_size=2, timeout=timedelta(seconds=60),
+                                init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}")
+        value = torch.tensor([rank + 1.0])
+        dist.all_reduce(value)
+        print("rank", rank, "sum", value.item(), flush=True)
+        dist.destroy_process_group()
+    """
+    port = _free_port()
+    for rank in (0, 1):
+        cluster.core.create_namespaced_pod(
+            "default", _python_pod(f"trainer-{rank}", train, port, hostname=f"trainer-{rank}", subdomain="trainer")
+        )
+    for rank in (0, 1):
+        pod = _wait_for_phase(cluster, f"trainer-{rank}", {"Succeeded", "Failed"}, timeout=90)
+        assert pod.status.phase == "Succeeded", _log(cluster, f"trainer-{rank}")
+        assert _log(cluster, f"trainer-{rank}").strip().endswith(f"rank {rank} sum 3.0")
