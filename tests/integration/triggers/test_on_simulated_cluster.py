@@ -11,7 +11,9 @@ import pytest
 import yaml
 
 from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.kube.resources import CLUSTER_QUEUES, CONFIG_MAPS, JOBS, LOCAL_QUEUES, Resource
 from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.reservation.manifests import kueue, owner
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
 from airflow_provider_gang.sim.scenario import load_scenario
@@ -68,3 +70,83 @@ async def test_a_gang_is_provisioned_then_runs_to_success(cluster):
         finished = await running
     assert (finished["phase"], finished["reason"]) == ("succeeded", "all_succeeded"), finished["message"]
     assert len({member["node"] for member in finished["members"]}) == 4  # one 1-GPU node per member
+
+
+KUEUE_API = "kueue.x-k8s.io", "v1beta2"
+RESOURCE_FLAVORS = Resource(*KUEUE_API, "resourceflavors", "ResourceFlavor", namespaced=False)
+
+
+async def kueue_with_gpu_quota(client: KubeClient, gpus: int) -> None:
+    """One flavor for the GPU pool, a ClusterQueue with ``gpus`` of quota and LocalQueue ``gpu``."""
+    kueue = "/".join(KUEUE_API)
+    await client.create(
+        RESOURCE_FLAVORS,
+        {
+            "apiVersion": kueue,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "l4"},
+            "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "gpu"}},
+        },
+    )
+    quota = [
+        {"name": "cpu", "nominalQuota": "100"},
+        {"name": "memory", "nominalQuota": "400Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)},
+    ]
+    await client.create(
+        CLUSTER_QUEUES,
+        {
+            "apiVersion": kueue,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cq"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "flavors": [{"name": "l4", "resources": quota}],
+                    }
+                ],
+            },
+        },
+    )
+    await client.create(
+        LOCAL_QUEUES,
+        {"apiVersion": kueue, "kind": "LocalQueue", "metadata": {"name": "gpu"}, "spec": {"clusterQueue": "cq"}},
+    )
+
+
+async def test_kueue_admits_part_of_a_gang_and_the_admitted_members_run(cluster):
+    connection = ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text())).to_dict()
+    spec = GangSpec(
+        name="e2e-kueue-t1-00000000",
+        namespace=NAMESPACE,
+        size=4,
+        min_size=2,
+        pod_template=MEMBER,
+        mode=ReservationMode.KUEUE,
+        resources=MemberResources(gpus=1),
+        queue="gpu",
+    )
+    async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as client:
+        await kueue_with_gpu_quota(client, gpus=3)
+        owner_uid = (await client.create(CONFIG_MAPS, owner.owner_config_map(spec)))["metadata"]["uid"]
+        job = await client.create(JOBS, kueue.job(spec, owner_uid=owner_uid))
+        kwargs = Gang(client, spec, owner_uid=owner_uid).reservation_kwargs(connection, deadline_in=60)
+        kwargs["workload_selector"] = f"kueue.x-k8s.io/job-uid={job['metadata']['uid']}"
+        reservation = ReservationTrigger(**kwargs)
+        waiting = asyncio.create_task(first_event(reservation))
+        await until_watching(reservation)
+        await advance(cluster, 5)  # Kueue creates the Workload and admits 3 of 4 (quota), >= min 2
+        reserved = await waiting
+        assert (reserved["phase"], reserved["reason"], reserved["admitted_count"]) == ("reserved", "reserved", 3)
+
+        run_kwargs = Gang(client, spec, owner_uid=owner_uid).run_kwargs(connection, deadline_in=60)
+        run_kwargs.update(size=3, workload_selector=kwargs["workload_selector"], provisioning_request=None)
+        run = GangRunTrigger(**run_kwargs)
+        running = asyncio.create_task(first_event(run))
+        await until_watching(run)
+        await advance(cluster, 900)  # the Job creates 3 pods, the autoscaler adds nodes, 300 s of work
+        finished = await running
+    assert (finished["phase"], finished["reason"]) == ("succeeded", "all_succeeded"), finished["message"]
+    assert len(finished["members"]) == 3
