@@ -208,10 +208,13 @@ async def first_event(trigger: GangTrigger, timeout: float = 30.0) -> dict[str, 
 
 
 async def until_watching(trigger: GangTrigger, timeout: float = 10.0) -> None:
-    """Wait until every reflector of a running ``trigger`` has listed and opened its watch."""
+    """Wait until every reflector of a running ``trigger`` has listed and started watching.
+
+    A write after this point reaches the trigger through its WATCH: the watch starts from the LIST's
+    resourceVersion, so even a write made before the WATCH request arrives is replayed to it.
+    """
     deadline = time.monotonic() + timeout
     while not trigger.reflectors or not all(r.stats.watches >= 1 for r in trigger.reflectors):
         if time.monotonic() > deadline:
             raise TimeoutError("trigger did not start watching")
         await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)  # let the WATCH request reach the server before the test writes
