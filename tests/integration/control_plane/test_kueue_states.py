@@ -193,6 +193,28 @@ def test_partial_admission_lowers_parallelism(sim_cluster: Callable[..., SimClus
     assert cluster.batch.read_namespaced_job("train", "default").spec.parallelism == 3
 
 
+def test_partial_admission_can_lower_completions_with_parallelism(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario())
+    _setup_queues(cluster, class_name=None, gpus=3)
+    _create_job(
+        cluster,
+        count=4,
+        run_seconds=60,
+        annotations={
+            "kueue.x-k8s.io/job-min-parallelism": "2",
+            "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+        },
+    )
+    cluster.advance(1)
+    job = cluster.batch.read_namespaced_job("train", "default")
+    assert (job.spec.parallelism, job.spec.completions) == (3, 3)
+    cluster.advance(5 * 60)
+    job = cluster.batch.read_namespaced_job("train", "default")
+    assert (job.status.succeeded, job.status.completed_indexes) == (3, "0-2")
+    (workload,) = cluster.workloads()
+    assert _conditions(workload)["Finished"] == ("True", "Succeeded")
+
+
 def test_quota_is_held_in_queue_order(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(gpu_scenario())
     _setup_queues(cluster, class_name=None, gpus=4)

@@ -1,10 +1,14 @@
 """What Kueue does to the objects a Workload stands for: Jobs and plain pod groups (reference 2.7, 2.8).
 
-:class:`OwnerControl` creates Workloads for new Jobs and complete pod groups, starts admitted owners
-(Job: template patched with flavor node labels, tolerations and ``podSetUpdates``, ``parallelism`` for
-partial admission, then ``suspend=false``; pods: the same merged in and the ``kueue.x-k8s.io/admission``
-gate removed), stops evicted ones (Job: ``suspend=true``, template and parallelism restored,
-``status.startTime`` cleared; pods: deleted), and reports readiness and completion.
+:class:`OwnerControl` creates Workloads for new Jobs and complete pod groups, starts admitted owners and
+stops evicted ones, and reports readiness and completion:
+
+- start a Job: its template gets the flavor's node labels and tolerations and the checks'
+  ``podSetUpdates``; partial admission sets ``parallelism`` (and ``completions`` too when the Job is
+  annotated ``kueue.x-k8s.io/job-completions-equal-parallelism: "true"``); then ``suspend=false``;
+- start a pod group: the same merged into each pod, then the ``kueue.x-k8s.io/admission`` gate removed;
+- stop a Job: ``suspend=true``, template, parallelism (and completions) restored, ``status.startTime``
+  cleared; stop a pod group: its pods are deleted.
 """
 
 from __future__ import annotations
@@ -237,6 +241,8 @@ class OwnerControl:
         count = int(assignment.get("count", pod_set.get("count", 1)))
         if count != int(pod_set.get("count", 1)):
             spec_patch["parallelism"] = count
+            if _completions_follow_parallelism(job):
+                spec_patch["completions"] = count
         self.store.patch(
             "batch/v1/jobs", job["metadata"]["name"], {"spec": spec_patch}, namespace=job["metadata"]["namespace"]
         )
@@ -257,12 +263,10 @@ class OwnerControl:
         template.setdefault("metadata", {}).setdefault("labels", {}).update(
             ((job["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
         )
-        self.store.patch(
-            "batch/v1/jobs",
-            name,
-            {"spec": {"template": template, "parallelism": int(pod_set.get("count", 1))}},
-            namespace=namespace,
-        )
+        restored: dict[str, Any] = {"template": template, "parallelism": int(pod_set.get("count", 1))}
+        if _completions_follow_parallelism(job):
+            restored["completions"] = restored["parallelism"]
+        self.store.patch("batch/v1/jobs", name, {"spec": restored}, namespace=namespace)
         self.store.patch(
             "batch/v1/jobs", name, {"status": {"startTime": None}}, namespace=namespace, subresource="status"
         )
@@ -318,6 +322,12 @@ class OwnerControl:
         for template in self.store.list("v1/podtemplates", namespace)[0]:
             if controlled_by(template, workload):
                 self.store.delete("v1/podtemplates", template["metadata"]["name"], namespace)
+
+
+def _completions_follow_parallelism(job: Obj) -> bool:
+    """``kueue.x-k8s.io/job-completions-equal-parallelism: "true"``: partial admission lowers completions too."""
+    annotations = job["metadata"].get("annotations") or {}
+    return annotations.get(wl.COMPLETIONS_EQUAL_PARALLELISM) == "true"
 
 
 def _requested_resources(pod_set: Obj) -> list[str]:

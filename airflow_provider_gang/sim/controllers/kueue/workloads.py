@@ -25,6 +25,7 @@ ROLE_HASH = "kueue.x-k8s.io/role-hash"
 IS_GROUP = "kueue.x-k8s.io/is-group-workload"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelism"
 PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
 WORKLOADS = "kueue.x-k8s.io/v1beta2/workloads"
 MAX_PREFIX = 247
