@@ -77,6 +77,8 @@ class JobStrategy(Strategy):
         causes = super().validate_update(new, old, resource_type, field_validation)
         new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
         for field in ("selector", "completions", "completionMode"):
+            if field == "completions" and _elastic_indexed_resize(new_spec, old_spec):
+                continue
             if new_spec.get(field) != old_spec.get(field):
                 causes.append(
                     validation.invalid_value(
@@ -86,3 +88,13 @@ class JobStrategy(Strategy):
         if new_spec.get("template") != old_spec.get("template") and not old_spec.get("suspend"):
             causes.append(validation.invalid_value("spec.template", "object", "field is immutable"))
         return causes
+
+
+def _elastic_indexed_resize(new_spec: dict[str, Any], old_spec: dict[str, Any]) -> bool:
+    """Elastic Indexed Jobs (KEP-3715, GA in 1.31): ``completions`` may change together with
+    ``parallelism`` when both stay equal on an Indexed Job (what Kueue does for partial admission)."""
+    return (
+        new_spec.get("completionMode") == "Indexed"
+        and old_spec.get("completions") == old_spec.get("parallelism")
+        and new_spec.get("completions") == new_spec.get("parallelism")
+    )
