@@ -164,7 +164,11 @@ def parse_field_selector(selector: str, storage_key: str) -> list[FieldRequireme
             raise errors.bad_request(f"invalid selector: '{selector}'; can't understand '{part}'")
         path, operator, value = match.group(1).strip(), match.group(2), match.group(3).strip()
         if path not in supported:
-            raise errors.bad_request(f"field label not supported: {path}")
+            if storage_key in _EXTRA_FIELDS:  # kinds with their own field-label conversion function
+                raise errors.bad_request(f"field label not supported: {path}")
+            raise errors.bad_request(
+                f'"{path}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+            )
         requirements.append(FieldRequirement(path, value, operator != "!="))
     return requirements
 

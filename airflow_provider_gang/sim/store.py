@@ -28,6 +28,7 @@ from typing import Any
 
 from airflow_provider_gang.sim import errors, garbage, patches, validation
 from airflow_provider_gang.sim.kinds import pods, strategy_for
+from airflow_provider_gang.sim.kinds.base import omit_empty
 from airflow_provider_gang.sim.object_table import ObjectId, ObjectTable, Subscriber
 from airflow_provider_gang.sim.registry import Registry, ResourceType, types_from_crd
 
@@ -117,6 +118,7 @@ class Store(ObjectTable):
         metadata["uid"] = self._new_uid()
         strategy = strategy_for(resource_type)
         strategy.prepare_create(new, resource_type)
+        omit_empty(new, resource_type.custom)
         causes = strategy.validate_create(new, resource_type, field_validation)
         if causes:
             raise errors.invalid(resource_type.kind, metadata.get("name", ""), causes, resource_type.group)
@@ -197,6 +199,7 @@ class Store(ObjectTable):
             if resource_type.namespaced:
                 metadata["namespace"] = namespace
             strategy.prepare_update(new, old, resource_type)
+            omit_empty(new, resource_type.custom)
             causes = strategy.validate_update(new, old, resource_type, field_validation)
             causes += garbage.finalizer_causes(new, old)
         if causes:

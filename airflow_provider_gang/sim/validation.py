@@ -114,17 +114,32 @@ def validate_metadata(metadata: dict[str, Any], storage_key: str, namespaced: bo
 
 
 def check_body_type(resource_type: ResourceType, body: dict[str, Any]) -> None:
-    """400 when the body's apiVersion/kind disagree with the URL; custom resources must name their kind
-    (upstream: "Object 'Kind' is missing"), built-in kinds default both from the URL."""
+    """Reject a body whose apiVersion/kind disagree with the URL, with the apiserver's answers.
+
+    Custom resources: 400 "Object 'Kind' is missing" without a kind, 422 Invalid with a ``kind`` or
+    ``apiVersion`` cause on a mismatch. Built-in kinds default both from the URL and answer a
+    mismatch with the decoder's 400 ("... cannot be handled as a Pod ...").
+    """
     api_version, kind = body.get("apiVersion"), body.get("kind")
-    if resource_type.custom and not kind:
-        raise errors.bad_request("Object 'Kind' is missing in request body")
-    if kind and kind != resource_type.kind:
+    if resource_type.custom:
+        if not kind:
+            raise errors.bad_request("Object 'Kind' is missing in request body")
+        name = str((body.get("metadata") or {}).get("name") or "")
+        if kind != resource_type.kind:
+            cause = invalid_value("kind", kind, f"must be {resource_type.kind}")
+            raise errors.invalid(str(kind), name, [cause], resource_type.group)
+        if api_version and api_version != resource_type.api_version:
+            cause = invalid_value("apiVersion", api_version, f"must be {resource_type.api_version}")
+            raise errors.invalid(str(kind), name, [cause], resource_type.group)
+        return
+    shown_kind, shown_version = kind or resource_type.kind, api_version or resource_type.api_version
+    if shown_version != resource_type.api_version:
         raise errors.bad_request(
-            f"the kind in the request body ({kind}) does not match the expected kind ({resource_type.kind})"
+            f'{shown_kind} in version "{shown_version}" cannot be handled as a {resource_type.kind}: '
+            f'no kind "{shown_kind}" is registered for version "{shown_version}"'
         )
-    if api_version and api_version != resource_type.api_version:
+    if shown_kind != resource_type.kind:
         raise errors.bad_request(
-            f"the API version in the data ({api_version}) does not match the expected API version "
-            f"({resource_type.api_version})"
+            f'{shown_kind} in version "{shown_version}" cannot be handled as a {resource_type.kind}: '
+            f"converting ({shown_version}.{shown_kind}) to ({resource_type.kind}): unknown conversion"
         )

@@ -25,21 +25,30 @@ def test_malformed_json_is_400(cluster: Cluster, namespace):
 
 
 def test_unknown_resource_is_404(cluster: Cluster, namespace):
-    status, body = cluster.raw("GET", f"/apis/autoscaling.x-k8s.io/v1/namespaces/{namespace}/gadgets")
+    status, body = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/gadgets")
     assert status == 404 and body["reason"] == "NotFound"
-    status, body = cluster.raw("GET", f"/apis/nothing.example.com/v1/namespaces/{namespace}/gadgets")
-    assert status == 404 and body == "404 page not found\n"  # no API group: the mux answers, not a Status
     status, _ = cluster.raw(
         "POST", f"/api/v1/namespaces/{namespace}/gadgets", json.dumps({"metadata": {"name": "g"}}).encode()
     )
     assert status == 404
+    # Custom API groups and groups nobody serves: the mux answers, not a Status.
+    for path in (
+        f"/apis/autoscaling.x-k8s.io/v1/namespaces/{namespace}/gadgets",
+        "/apis/nothing.example.com/v1/things",
+    ):
+        status, body = cluster.raw("GET", path)
+        assert (status, body) == (404, "404 page not found\n")
 
 
-def test_kind_mismatch_is_400(cluster: Cluster, namespace):
+def test_kind_mismatch_is_422_for_custom_resources_and_400_for_built_ins(cluster: Cluster, namespace):
     body = dict(provisioning_request("pr"), kind="Workload")
     status, answer = cluster.raw("POST", PRS.format(ns=namespace), json.dumps(body).encode())
-    assert status == 400 and answer["reason"] == "BadRequest"
+    assert status == 422 and answer["reason"] == "Invalid"
+    assert answer["details"]["causes"][0]["field"] == "kind"
     assert stored_names(cluster, namespace) == []
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+    status, answer = cluster.raw("POST", f"/api/v1/namespaces/{namespace}/pods", json.dumps(configmap).encode())
+    assert status == 400 and "cannot be handled as a Pod" in answer["message"]
 
 
 def test_missing_name_is_422(cluster: Cluster, namespace):
@@ -75,4 +84,7 @@ def test_invalid_label_selector_is_400(cluster: Cluster, namespace):
 
 def test_unsupported_field_selector_is_400(cluster: Cluster, namespace):
     status, answer = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/configmaps?fieldSelector=data.x%3Dy")
-    assert status == 400 and "field label not supported" in answer["message"]
+    assert (status, answer["reason"]) == (400, "BadRequest")
+    assert answer["message"] == '"data.x" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    status, answer = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/pods?fieldSelector=data.x%3Dy")
+    assert (status, answer["message"]) == (400, "field label not supported: data.x")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from .conftest import Cluster, pod, status_of
+from .conftest import Cluster, pod, require_version, status_of
 
 
 @pytest.fixture
@@ -60,7 +60,8 @@ def test_pod_spec_is_immutable_except_images(core, namespace):
     assert status_of(raised.value)["details"]["causes"][0]["field"] == "spec"
 
 
-def test_scheduling_gates_only_at_create_and_then_remove_only(core, namespace):
+def test_scheduling_gates_only_at_create_and_then_remove_only(cluster, core, namespace):
+    require_version(cluster, 27, "pod scheduling gates")
     body = pod("gated")
     body["spec"]["schedulingGates"] = [{"name": "example.com/gate"}]
     body["spec"]["nodeSelector"] = {"pool": "a"}
@@ -115,8 +116,9 @@ def test_job_gets_empty_status_and_a_generated_selector(cluster, namespace):
         },
     )
     labels = job.spec.selector.match_labels
-    assert labels["batch.kubernetes.io/controller-uid"] == job.metadata.uid
-    assert job.spec.template.metadata.labels["batch.kubernetes.io/job-name"] == "j1"
+    # batch.kubernetes.io/-prefixed labels since 1.27; the unprefixed ones on every version
+    assert labels.get("batch.kubernetes.io/controller-uid", labels.get("controller-uid")) == job.metadata.uid
+    assert job.spec.template.metadata.labels["job-name"] == "j1"
     assert job.spec.backoff_limit == 6 and job.spec.completions == 1 and job.spec.parallelism == 1
     with pytest.raises(client.ApiException) as raised:
         batch.patch_namespaced_job(

@@ -7,7 +7,7 @@ from kubernetes import client, config
 
 from airflow_provider_gang.sim.api.auth import Rule
 
-from .conftest import Cluster, require_emulator, status_of
+from .conftest import Cluster, require_emulator, require_version, status_of
 
 
 def test_core_discovery_reports_group_version_v1_and_subresources(cluster: Cluster):
@@ -48,6 +48,7 @@ def test_kubectl_api_resources(cluster: Cluster):
 
 
 def test_openapi_v3_declares_field_validation(cluster: Cluster):
+    require_version(cluster, 27, "OpenAPI v3 with server-side field validation")
     status, index = cluster.raw("GET", "/openapi/v3")
     assert status == 200 and "apis/autoscaling.x-k8s.io/v1" in index["paths"]
     status, document = cluster.raw("GET", index["paths"]["api/v1"]["serverRelativeURL"])

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from .conftest import KUBECTL, Cluster, pod, provisioning_request, require_emulator
+from .conftest import KUBECTL, Cluster, pod, provisioning_request, require_emulator, require_version
 
 
 def manifest(*documents: dict) -> str:
@@ -41,6 +41,7 @@ def test_server_dry_run_validates_without_storing(cluster: Cluster, namespace):
 
 
 def test_apply_with_an_unknown_field_is_rejected_by_server_side_validation(cluster: Cluster, namespace):
+    require_version(cluster, 27, "server-side field validation")
     body = provisioning_request("bad")
     body["spec"]["bogus"] = 1
     result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=manifest(body))
@@ -49,6 +50,7 @@ def test_apply_with_an_unknown_field_is_rejected_by_server_side_validation(clust
 
 
 def test_unknown_fields_without_strict_validation_are_dropped_with_a_warning(cluster: Cluster, namespace):
+    require_version(cluster, 27, "server-side field validation")
     body = provisioning_request("lenient")
     body["spec"]["bogus"] = 1
     result = cluster.kubectl("apply", "--validate=warn", "-n", namespace, "-f", "-", input_text=manifest(body))

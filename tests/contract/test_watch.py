@@ -90,8 +90,11 @@ def test_watch_from_a_compacted_resource_version_is_410_expired(cluster: Cluster
 def test_raw_watch_ends_at_timeout_seconds_with_an_error_event_for_410(cluster: Cluster, namespace):
     status, body = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=true&timeoutSeconds=1")
     assert status == 200 and body == ""
+    # A custom resource's watch cache starts with its CRD, so version 1 is older than it on any server.
     status, body = cluster.raw(
-        "GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=1&resourceVersion=1&timeoutSeconds=1"
+        "GET",
+        f"/apis/autoscaling.x-k8s.io/v1/namespaces/{namespace}/provisioningrequests"
+        "?watch=1&resourceVersion=1&timeoutSeconds=1",
     )
     assert status == 200
     assert body["type"] == "ERROR" and body["object"]["code"] == 410 and body["object"]["reason"] == "Expired"

@@ -24,7 +24,7 @@ from airflow_provider_gang.sim.api.faults import Faults
 
 _log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_OPEN_PATHS = frozenset({"/version", "/healthz", "/readyz", "/livez"})
+_OPEN_PATHS = frozenset({"/version", "/version/", "/healthz", "/readyz", "/livez"})
 
 
 def _context(request: web.Request) -> ApiContext:
@@ -93,8 +93,9 @@ async def _api(request: web.Request) -> web.StreamResponse:
         if document is None:
             return _page_not_found()
         return json_response(document)
-    if not registry.in_group_version(info.api_version):
-        return _page_not_found()
+    served = registry.in_group_version(info.api_version)
+    if not served or (all(t.custom for t in served) and registry.lookup(info.api_version, info.plural) is None):
+        return _page_not_found()  # the CRD handler delegates unknown resources to the mux
     user = context.authorizer.user_for(request.headers.get("Authorization")) or ""
     return await objects.handle(request, context, info, user)
 
@@ -151,6 +152,7 @@ def build_app(context: ApiContext) -> web.Application:
     for pattern in ("/api", "/api/{tail:.*}", "/apis", "/apis/{tail:.*}"):
         app.router.add_route("*", pattern, _api)
     app.router.add_get("/version", _version)
+    app.router.add_get("/version/", _version)  # what the generated clients' VersionApi requests
     for health in ("/healthz", "/readyz", "/livez"):
         app.router.add_get(health, _health)
     app.router.add_get("/openapi/v2", _openapi_v2)

@@ -59,3 +59,57 @@ class Strategy:
         """Whether ``metadata.generation`` is bumped: any change outside metadata and status."""
         ignored = ("metadata", "status", "apiVersion", "kind")
         return {k: v for k, v in new.items() if k not in ignored} != {k: v for k, v in old.items() if k not in ignored}
+
+
+_METADATA_OMIT_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences", "managedFields")
+_TOP_OMIT_EMPTY = ("data", "binaryData", "stringData")
+_POD_SPEC_OMIT_EMPTY = (
+    "nodeSelector",
+    "tolerations",
+    "schedulingGates",
+    "volumes",
+    "initContainers",
+    "imagePullSecrets",
+    "readinessGates",
+    "hostAliases",
+    "resourceClaims",
+    "topologySpreadConstraints",
+)
+_CONTAINER_OMIT_EMPTY = ("env", "envFrom", "ports", "volumeMounts", "args", "command")
+
+
+def _drop_empty(mapping: Any, keys: tuple[str, ...]) -> None:
+    if isinstance(mapping, dict):
+        for key in keys:
+            if key in mapping and mapping[key] in ({}, [], None):
+                del mapping[key]
+
+
+def _omit_empty_pod_spec(spec: Any) -> None:
+    if not isinstance(spec, dict):
+        return
+    _drop_empty(spec, _POD_SPEC_OMIT_EMPTY)
+    for kind in ("containers", "initContainers"):
+        for container in spec.get(kind) or []:
+            _drop_empty(container, _CONTAINER_OMIT_EMPTY)
+
+
+def omit_empty(new: Object, custom: bool) -> None:
+    """Drop empty maps and lists the way Go's ``omitempty`` does when the apiserver serialises.
+
+    Metadata for every kind (``labels: {}`` is stored as absent, so ``kubectl apply`` of such a
+    manifest is "unchanged" the second time, as on a real server); for built-in kinds also the
+    optional map/list fields of ConfigMaps, Secrets, pod specs (pods, templates, jobs) and containers.
+    Custom resources keep empty values in their own fields, like a real (unstructured) server.
+    """
+    _drop_empty(new.get("metadata"), _METADATA_OMIT_EMPTY)
+    if custom:
+        return
+    _drop_empty(new, _TOP_OMIT_EMPTY)
+    spec = new.get("spec")
+    _omit_empty_pod_spec(spec)
+    template = spec.get("template") if isinstance(spec, dict) else None
+    if isinstance(template, dict):
+        _drop_empty(template.get("metadata"), _METADATA_OMIT_EMPTY)
+        _omit_empty_pod_spec(template.get("spec"))
+    _omit_empty_pod_spec(new.get("template", {}).get("spec") if isinstance(new.get("template"), dict) else None)

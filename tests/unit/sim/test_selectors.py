@@ -60,10 +60,13 @@ def test_pod_field_selectors(selector, expected):
     assert field_matcher(selector, "/pods")(POD) is expected
 
 
-def test_unsupported_field_is_400():
+def test_unsupported_fields_are_400_with_the_upstream_messages():
     with pytest.raises(errors.ApiError) as raised:
         field_matcher("status.phase=Running", "/configmaps")
-    assert raised.value.code == 400 and "field label not supported" in raised.value.message
+    assert raised.value.code == 400 and raised.value.message.startswith('"status.phase" is not a known field selector')
+    with pytest.raises(errors.ApiError) as raised:
+        field_matcher("spec.hostname=x", "/pods")
+    assert raised.value.message == "field label not supported: spec.hostname"
 
 
 def test_structured_label_selector():
