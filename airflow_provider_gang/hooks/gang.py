@@ -38,8 +38,6 @@ _FILE_REFERENCES = (
 class GangHook(KubernetesHook):
     """Kubernetes hook that also produces serializable :class:`ConnectionSettings` for gang triggers."""
 
-    hook_name = "Kubernetes Cluster Connection"
-
     def connection_settings(self) -> ConnectionSettings:
         """Resolve the connection exactly as ``KubernetesHook.get_conn()`` does and describe the result.
 
