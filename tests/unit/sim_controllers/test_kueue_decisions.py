@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.controllers.kueue import checks, quota, workloads
+from airflow_provider_gang.sim.controllers.kueue import checks, queues, quota, workloads
 from tests.unit.sim_controllers.builders import GPU_TAINT, GPU_TOLERATION, pod_spec
 
 
@@ -246,3 +246,29 @@ def test_min_parallelism_must_be_below_the_pod_count() -> None:
     }
     with pytest.raises(ValueError, match="job-min-parallelism"):
         workloads.job_workload(job)
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "selected"),
+    [
+        pytest.param(None, {}, False, id="null-selects-nothing"),
+        pytest.param({}, {"team": "a"}, True, id="empty-selects-all"),
+        pytest.param({"matchLabels": {"team": "ml"}}, {"team": "ml"}, True, id="match-labels"),
+        pytest.param({"matchLabels": {"team": "ml"}}, {"team": "web"}, False, id="match-labels-miss"),
+        pytest.param(
+            {"matchExpressions": [{"key": "team", "operator": "In", "values": ["ml", "ai"]}]},
+            {"team": "ai"},
+            True,
+            id="expression-in",
+        ),
+        pytest.param(
+            {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]},
+            {"tier": "x"},
+            False,
+            id="expression-does-not-exist",
+        ),
+    ],
+)
+def test_namespace_selector(selector: dict[str, Any] | None, labels: dict[str, str], selected: bool) -> None:
+    queue: dict[str, Any] = {"spec": {} if selector is None else {"namespaceSelector": selector}}
+    assert queues.namespace_selected(queue, labels) is selected

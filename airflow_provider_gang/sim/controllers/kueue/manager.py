@@ -240,6 +240,10 @@ class KueueManager(Controller):
         if cluster_queue is None:
             self._pending(workload, "Inadmissible", f"ClusterQueue {cq_name} doesn't exist")
             return
+        namespace_labels = (self.store.get("v1/namespaces", namespace).get("metadata") or {}).get("labels") or {}
+        if not queues.namespace_selected(cluster_queue, namespace_labels):
+            self._pending(workload, "Inadmissible", f"Workload namespace doesn't match ClusterQueue selector {cq_name}")
+            return
         check_names = queues.admission_check_names(cluster_queue)
         missing = [name for name in check_names if name not in self.acs]
         if missing:

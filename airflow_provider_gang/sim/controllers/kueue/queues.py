@@ -28,6 +28,28 @@ def admission_check_names(queue: Obj) -> list[str]:
     return names + [name for name in spec.get("admissionChecks") or [] if name not in names]
 
 
+def namespace_selected(queue: Obj, namespace_labels: Mapping[str, str]) -> bool:
+    """``spec.namespaceSelector`` as a LabelSelector: null selects no namespace, ``{}`` every one."""
+    selector = (queue.get("spec") or {}).get("namespaceSelector")
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if namespace_labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression.get("key", ""), expression.get("operator"), expression.get("values") or []
+        present = key in namespace_labels
+        matched = {
+            "In": present and namespace_labels.get(key) in values,
+            "NotIn": not present or namespace_labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }.get(str(operator), False)
+        if not matched:
+            return False
+    return True
+
+
 def cohort_of(queue: Obj) -> str | None:
     spec = queue.get("spec") or {}
     return spec.get("cohortName") or spec.get("cohort") or None
