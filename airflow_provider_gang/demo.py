@@ -1,0 +1,178 @@
+"""A simulated cluster for the demo and the end-to-end tests: the emulator plus its controllers.
+
+:func:`simulated_cluster` starts the Kubernetes API emulator on a free port of 127.0.0.1 in a
+background thread with the simulated control plane of a scenario attached
+(``sim.controllers.cluster_harness``, what ``gang-sim serve --scenario`` runs) and points an
+Airflow connection of type ``kubernetes`` at the kubeconfig the emulator writes, through an
+``AIRFLOW_CONN_<ID>`` environment variable (Airflow reads connections from the environment first).
+
+Simulated controller time runs ``time_scale`` times faster than wall-clock time; the operator's own
+timeouts stay wall-clock, so a 60x cluster turns "10 minutes of node provisioning" into 10 seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.scenario import Scenario, load_scenario, parse_scenario
+
+
+@dataclass
+class SimulatedCluster:
+    """A running emulator with its control plane, and the Airflow connection id pointing at it."""
+
+    harness: SimulatedClusterHarness
+    conn_id: str
+    scenario: Scenario
+
+    def objects(self, resource: str, namespace: str = "default", label_selector: str = "") -> list[dict[str, Any]]:
+        """Objects of ``resource`` (a store key such as ``"v1/pods"``), read on the emulator's loop."""
+        items, _ = self.harness.run(lambda: self.harness.store.list(resource, namespace,
+                                                                    label_selector=label_selector))
+        return list(items)
+
+    def create(self, resource: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Create an object directly in the store (scenario set-up such as Kueue queues)."""
+        created: dict[str, Any] = self.harness.run(lambda: self.harness.store.create(resource, body, namespace))
+        return created
+
+
+def _scenario(scenario: str | Scenario | dict[str, Any]) -> Scenario:
+    if isinstance(scenario, Scenario):
+        return scenario
+    if isinstance(scenario, dict):
+        return parse_scenario(scenario)
+    return load_scenario(scenario)
+
+
+@contextmanager
+def simulated_cluster(
+    scenario: str | Scenario | dict[str, Any] = "demo",
+    *,
+    time_scale: float = 60.0,
+    conn_id: str = "kubernetes_default",
+) -> Iterator[SimulatedCluster]:
+    """Start the emulator and the scenario's controllers; stop both (and unset the connection) on exit."""
+    loaded = _scenario(scenario)
+    variable = f"AIRFLOW_CONN_{conn_id.upper()}"
+    previous = os.environ.get(variable)
+    with SimulatedClusterHarness(scenario=loaded, time_scale=time_scale) as harness:
+        os.environ[variable] = json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(harness.kubeconfig_path)}}
+        )
+        try:
+            yield SimulatedCluster(harness=harness, conn_id=conn_id, scenario=loaded)
+        finally:
+            if previous is None:
+                os.environ.pop(variable, None)
+            else:
+                os.environ[variable] = previous
+
+
+# -- ``make demo`` ---------------------------------------------------------------------------------
+
+DEMO_DAG_ID = "gang_nightly_training"
+DEMO_TIME_SCALE = 60.0
+REPOSITORY = Path(__file__).resolve().parents[1]
+TRAINER_IMAGE_FOR_DEMO = "ghcr.io/example/ddp-trainer:2026.11"
+"""The example DAG's image; the demo cluster runs it as local processes (needs torch installed)."""
+
+
+def _prepare_environment(home: Path) -> None:
+    """Airflow reads its configuration at import: set it (and ``PATH``, for the local processes) first."""
+    os.environ.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPOSITORY / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("GANG_DEMO_LOG_LEVEL", "WARNING"),
+        # The members run as local processes of the emulator; "python" must be this interpreter.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    })
+
+
+def _scaled(task: Any, time_scale: float) -> None:
+    """Shrink the task's wall-clock limits by the cluster's time scale, so "5 minutes" stays 5 simulated minutes."""
+    for name in ("reservation_timeout", "startup_timeout", "run_timeout", "start_by"):
+        value = getattr(task, name)
+        if value is not None:
+            setattr(task, name, value / time_scale)
+    task.retry_delay = timedelta(0)
+
+
+def _describe(state: str, summary: dict[str, Any] | None, elapsed: float) -> str:
+    lines = [f"Task state: {state} (in {elapsed:.0f} s of wall-clock time)"]
+    if summary is None:
+        return "\n".join(lines)
+    for item in summary["tries"]:
+        lines.append(f"  try {item['attempt']}: {item['step']:<28} {item['mode']}, {item['size']} members -> "
+                     f"{item['outcome']} ({item['message']})")
+    lines += [
+        f"Reserved: {summary['size_run']} of {summary['size_requested']} members, gang {summary['gang']}, "
+        f"zone {summary['zone']}, class {summary['provisioning_class']}",
+        f"Fallback step that ran: {summary['fallback_step']}",
+        f"Exit codes by rank: {summary['exit_codes']}",
+        f"GPU-hours of the successful try: reserved {summary['gpu_hours_reserved']:.3f}, "
+        f"used {summary['gpu_hours_used']:.3f}, idle {summary['gpu_hours_idle']:.3f}",
+        "GPU-hours over all tries: reserved {gpu_hours_reserved:.3f}, used {gpu_hours_used:.3f}, "
+        "idle {gpu_hours_idle:.3f}".format(**summary["all_tries"]),
+        "(simulated cluster time runs 60x faster than wall-clock time; GPU-hours are simulated hours)",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    """Run the example DAG once on the ``demo`` scenario and print what happened."""
+    with tempfile.TemporaryDirectory(prefix="gang-demo-") as home:
+        _prepare_environment(Path(home))
+        scenario = dataclasses.replace(load_scenario("demo"), local_process_images=(TRAINER_IMAGE_FOR_DEMO,))
+        print(f"Starting the Kubernetes emulator with the 'demo' scenario: {scenario.description}")
+        with simulated_cluster(scenario, time_scale=DEMO_TIME_SCALE) as cluster:
+            print(f"Emulator at {cluster.harness.url}; Airflow home {home}")
+            from airflow.dag_processing.dagbag import DagBag
+            from airflow.utils import db
+
+            db.initdb()
+            dag = DagBag(str(REPOSITORY / "dags")).get_dag(DEMO_DAG_ID)
+            if dag is None:
+                print(f"DAG {DEMO_DAG_ID} not found in {REPOSITORY / 'dags'}")
+                return 1
+            _scaled(dag.get_task("train"), DEMO_TIME_SCALE)
+            print(f"Running {DEMO_DAG_ID} with dag.test() ...")
+            started = time.monotonic()
+            dag_run = dag.test()
+            state, summary = _outcome(dag_run)
+            print(_describe(state, summary, time.monotonic() - started))
+            left = cluster.objects("v1/pods")
+            print(f"Pods left in the cluster: {len(left)}")
+            return 0 if state == "success" else 1
+
+
+def _outcome(dag_run: Any) -> tuple[str, dict[str, Any] | None]:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        ti = session.scalars(select(TaskInstance).where(
+            TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id)).one()
+        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids="train",
+                                                 dag_ids=dag_run.dag_id)).first()
+        summary = XComModel.deserialize_value(row) if row is not None else None
+        return str(ti.state), summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())

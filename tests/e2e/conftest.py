@@ -1,0 +1,85 @@
+"""Airflow-only fixtures for end-to-end tests: the metadata database, a simulated cluster, and a
+runner for DAGs defined inside tests (``dag.test()`` needs them serialized first; see
+airflow-3.3-notes section 6)."""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from airflow_provider_gang.demo import SimulatedCluster, simulated_cluster
+
+
+@pytest.fixture(scope="session", autouse=True)
+def airflow_db() -> None:
+    from airflow.utils import db
+
+    db.initdb()
+
+
+@pytest.fixture
+def cluster_factory() -> Iterator[Callable[..., SimulatedCluster]]:
+    """Start a simulated cluster (``scenario``, ``time_scale``); every one started is stopped after the test."""
+    started: list[Any] = []
+
+    def start(scenario: Any = "small", *, time_scale: float = 60.0) -> SimulatedCluster:
+        context = simulated_cluster(scenario, time_scale=time_scale)
+        cluster = context.__enter__()
+        started.append(context)
+        return cluster
+
+    yield start
+    for context in reversed(started):
+        context.__exit__(None, None, None)
+
+
+@pytest.fixture
+def run_dag() -> Callable[..., Any]:
+    """``dag.test()`` for a DAG object built in a test: serialize it into the database first."""
+
+    def run(dag: Any, **kwargs: Any) -> Any:
+        from airflow.dag_processing.bundles.manager import DagBundlesManager
+        from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+        DagBundlesManager().sync_bundles_to_db()
+        bag = DagBag(collect_dags=False)
+        bag.bag_dag(dag)
+        sync_bag_to_db(bag, "dags-folder", None)
+        return dag.test(**kwargs)
+
+    return run
+
+
+
+@pytest.fixture(autouse=True)
+def collect_inline_trigger_sessions() -> Iterator[None]:
+    """``dag.test()`` runs a trigger with ``anext(trigger.run())`` and never calls its ``cleanup()``
+    (``InProcessTestSupervisor.run_trigger_in_process``, Airflow 3.3.2), so the trigger's HTTP session
+    (connector, transport, socket) is only closed by garbage collection, which reports a
+    ``ResourceWarning`` at a random later moment. A real triggerer calls ``cleanup()``. After each test
+    the garbage is collected here, dropping only those resource warnings."""
+    yield
+    previous = sys.unraisablehook
+
+    def drop_resource_warnings(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, ResourceWarning):
+            previous(unraisable)
+
+    sys.unraisablehook = drop_resource_warnings
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The same leaked sessions may also be collected while a test runs (see
+    ``collect_inline_trigger_sessions``); their warnings are not errors in these tests."""
+    ignore = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+    for item in items:
+        if "tests/e2e/" in str(item.fspath):
+            item.add_marker(ignore)

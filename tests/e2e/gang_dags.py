@@ -1,0 +1,45 @@
+"""Small DAG builders shared by the end-to-end tests."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+
+from airflow_provider_gang.operators import GangTrainingOperator
+
+SIM_RUN = "sim.gang.dev/run-seconds"
+SIM_START = "sim.gang.dev/start-seconds"
+SIM_EXIT = "sim.gang.dev/exit-code"
+
+
+def simulated_pod(run_seconds: float = 30, exit_code: int = 0) -> dict[str, Any]:
+    """A member template for the simulated kubelet: runs ``run_seconds`` simulated seconds, then exits."""
+    return {
+        "metadata": {"annotations": {SIM_RUN: str(run_seconds), SIM_EXIT: str(exit_code)}},
+        "spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]},
+    }
+
+
+def gang_dag(dag_id: str, *, retries: int = 0, **operator_arguments: Any) -> Any:
+    """A one-task DAG running ``GangTrainingOperator(task_id="train", **operator_arguments)``."""
+    from airflow.sdk import DAG
+
+    with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False) as dag:
+        GangTrainingOperator(task_id="train", retries=retries, retry_delay=timedelta(seconds=0),
+                             **operator_arguments)
+    return dag
+
+
+def task_instance(dag_run: Any) -> Any:
+    """The ``train`` task instance of a finished ``dag.test()`` run."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id,
+                                       TaskInstance.task_id == "train")
+        ).one()
