@@ -437,3 +437,62 @@ def test_reactivated_workload_is_queued_again(sim_cluster: Callable[..., SimClus
     conditions = _conditions(cluster.kueue("workloads", name, "default"))
     assert conditions["Requeued"] == ("True", "Reactivated")
     assert conditions["Admitted"] == ("True", "Admitted")
+
+
+def test_single_plain_pod_gets_its_own_workload(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario(pool={"initialNodes": 1}))
+    _setup_queues(cluster, class_name=None, gpus=0)  # no GPU quota: the pod stays gated
+    pod = cluster.core.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "solo",
+                "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+                "annotations": {"sim.gang.dev/run-seconds": "30"},
+            },
+            "spec": gpu_pod_spec(),
+        },
+    )
+    cluster.advance(1)
+    (workload,) = cluster.workloads()
+    assert workload["metadata"]["name"].startswith("pod-solo-")
+    assert workload["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == pod.metadata.uid
+    assert _conditions(workload)["QuotaReserved"][0] == "False"
+    assert [gate.name for gate in cluster.core.read_namespaced_pod("solo", "default").spec.scheduling_gates] == [
+        "kueue.x-k8s.io/admission"
+    ]
+    cluster.custom.patch_cluster_custom_object(
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "clusterqueues",
+        "cq",
+        {
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": "l4",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "100"},
+                                    {"name": "memory", "nominalQuota": "400Gi"},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": "1"},
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            }
+        },
+    )
+    cluster.advance(5)
+    assert cluster.core.read_namespaced_pod("solo", "default").status.phase == "Running"
+    cluster.advance(30)
+    assert _conditions(cluster.kueue("workloads", workload["metadata"]["name"], "default"))["Finished"] == (
+        "True",
+        "Succeeded",
+    )
+    assert not cluster.core.read_namespaced_pod("solo", "default").metadata.finalizers

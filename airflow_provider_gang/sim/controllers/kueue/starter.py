@@ -59,9 +59,10 @@ class OwnerControl:
             finalizers = metadata.get("finalizers") or []
             if wl.MANAGED not in finalizers:
                 continue
-            group = (metadata["namespace"], (metadata.get("labels") or {}).get(wl.GROUP_NAME, ""))
+            group_name = (metadata.get("labels") or {}).get(wl.GROUP_NAME)
             terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-            if metadata.get("deletionTimestamp") or (terminal and group in finished_groups):
+            finished = group_name is None or (metadata["namespace"], group_name) in finished_groups
+            if metadata.get("deletionTimestamp") or (terminal and finished):
                 with self.manager.guard(pod):
                     remaining = [name for name in finalizers if name != wl.MANAGED]
                     patch = {
@@ -99,6 +100,15 @@ class OwnerControl:
                 continue
             with self.manager.guard(pods[0]):
                 self._create_group_workload(namespace, group, pods)
+        for pod in self.store.list("v1/pods")[0]:
+            metadata = pod["metadata"]
+            labels = metadata.get("labels") or {}
+            if not labels.get(wl.QUEUE_NAME) or labels.get(wl.GROUP_NAME) or metadata["uid"] in by_job_uid:
+                continue
+            if metadata.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            with self.manager.guard(pod):
+                self.store.create(wl.WORKLOADS, wl.pod_workload(pod), metadata["namespace"])
 
     def _create_group_workload(self, namespace: str, group: str, pods: list[Obj]) -> None:
         total = int((pods[0]["metadata"].get("annotations") or {}).get(wl.GROUP_TOTAL, "1"))
@@ -137,22 +147,36 @@ class OwnerControl:
         return None
 
     def _group_pods(self, workload: Obj) -> list[Obj]:
-        pods, _ = self.store.list(
-            "v1/pods",
-            workload["metadata"]["namespace"],
-            label_selector=f"{wl.GROUP_NAME}={workload['metadata']['name']}",
-        )
-        return pods
+        """The pods a pod-group or single-pod Workload stands for."""
+        namespace = workload["metadata"]["namespace"]
+        if (workload["metadata"].get("annotations") or {}).get(wl.IS_GROUP) == "true":
+            pods, _ = self.store.list(
+                "v1/pods", namespace, label_selector=f"{wl.GROUP_NAME}={workload['metadata']['name']}"
+            )
+            return pods
+        for reference in workload["metadata"].get("ownerReferences") or []:
+            if reference.get("kind") == "Pod":
+                try:
+                    return [self.store.get("v1/pods", reference["name"], namespace)]
+                except ApiError:
+                    return []
+        return []
 
     def _is_group(self, workload: Obj) -> bool:
-        return (workload["metadata"].get("annotations") or {}).get(wl.IS_GROUP) == "true"
+        """A Workload of plain pods (a group, or a single pod) rather than of a Job."""
+        annotations = workload["metadata"].get("annotations") or {}
+        owners = workload["metadata"].get("ownerReferences") or []
+        return annotations.get(wl.IS_GROUP) == "true" or any(ref.get("kind") == "Pod" for ref in owners)
 
     def finished(self, workload: Obj) -> tuple[str, str] | None:
         if self._is_group(workload):
             pods = self._group_pods(workload)
             total = sum(int(item.get("count", 1)) for item in workload["spec"]["podSets"])
-            succeeded = sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Succeeded")
-            return ("Succeeded", "Pods succeeded") if succeeded >= total else None
+            phases = [(pod.get("status") or {}).get("phase") for pod in pods]
+            if phases.count("Succeeded") >= total:
+                return ("Succeeded", "Pods succeeded")
+            single = (workload["metadata"].get("annotations") or {}).get(wl.IS_GROUP) != "true"
+            return ("Failed", "Pod failed") if single and "Failed" in phases else None
         job = self._job(workload)
         if job is None:
             return None

@@ -1,11 +1,13 @@
 """Kueue's Job and plain-Pod integrations, as pure functions (reference 2.5, 2.7, 2.8).
 
 - :func:`mutate_on_create` is what Kueue's mutating webhooks do to a new Job (``spec.suspend=true``)
-  or pod-group Pod (label ``kueue.x-k8s.io/managed``, finalizer, gate ``kueue.x-k8s.io/admission``,
-  annotation ``kueue.x-k8s.io/role-hash``) that carries the ``kueue.x-k8s.io/queue-name`` label.
+  or Pod (group member or single pod: label ``kueue.x-k8s.io/managed``, finalizer, gate
+  ``kueue.x-k8s.io/admission``, annotation ``kueue.x-k8s.io/role-hash``) that carries the
+  ``kueue.x-k8s.io/queue-name`` label.
 - :func:`workload_name` is ``jobframework.GetWorkloadNameForOwnerWithGVK``: ``<kind>-<name>-<sha1[:5]>``
   over ``kind \\n group \\n name \\n uid``.
-- :func:`job_workload` / :func:`group_workload` build the Workload objects.
+- :func:`job_workload` / :func:`group_workload` / :func:`pod_workload` (a single plain pod) build the
+  Workload objects.
 """
 
 from __future__ import annotations
@@ -50,14 +52,14 @@ def role_hash(spec: Mapping[str, Any]) -> str:
 
 
 def mutate_on_create(resource: str, body: dict[str, Any]) -> None:
-    """Kueue's mutating webhooks for Jobs and pod-group Pods with a queue-name label (in place)."""
+    """Kueue's mutating webhooks for Jobs and Pods with a queue-name label (in place)."""
     metadata = body.get("metadata") or {}
     labels = metadata.get("labels") or {}
     if not labels.get(QUEUE_NAME):
         return
     if resource == "batch/v1/jobs":
         body.setdefault("spec", {})["suspend"] = True
-    elif resource == "v1/pods" and labels.get(GROUP_NAME):
+    elif resource == "v1/pods":
         labels[MANAGED] = "true"
         metadata["labels"] = labels
         finalizers = metadata.setdefault("finalizers", [])
@@ -132,6 +134,38 @@ def job_workload(job: Mapping[str, Any]) -> dict[str, Any]:
             "active": True,
             "queueName": (metadata.get("labels") or {})[QUEUE_NAME],
             "podSets": [_pod_set("main", job_pod_count(job), (job.get("spec") or {}).get("template") or {}, min_count)],
+        },
+    }
+
+
+def pod_workload(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The Workload of a single plain pod (no group label): ``pod-<name>-<hash>``, owned by the pod."""
+    metadata = pod["metadata"]
+    spec = copy.deepcopy(pod.get("spec") or {})
+    spec.pop("schedulingGates", None)
+    spec.pop("nodeName", None)
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": workload_name("Pod", "", metadata["name"], metadata["uid"]),
+            "namespace": metadata["namespace"],
+            "labels": {JOB_UID: metadata["uid"]},
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": metadata["name"],
+                    "uid": metadata["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "active": True,
+            "queueName": (metadata.get("labels") or {})[QUEUE_NAME],
+            "podSets": [_pod_set("main", 1, {"metadata": {}, "spec": spec})],
         },
     }
 
