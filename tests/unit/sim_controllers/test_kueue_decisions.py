@@ -272,3 +272,15 @@ def test_min_parallelism_must_be_below_the_pod_count() -> None:
 def test_namespace_selector(selector: dict[str, Any] | None, labels: dict[str, str], selected: bool) -> None:
     queue: dict[str, Any] = {"spec": {} if selector is None else {"namespaceSelector": selector}}
     assert queues.namespace_selected(queue, labels) is selected
+
+
+def test_webhook_leaves_pods_of_a_controller_alone() -> None:
+    pod: dict[str, Any] = {
+        "metadata": {
+            "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+            "ownerReferences": [{"kind": "Job", "name": "j", "uid": "u", "controller": True}],
+        },
+        "spec": pod_spec(),
+    }
+    workloads.mutate_on_create("v1/pods", pod)
+    assert "schedulingGates" not in pod["spec"]

@@ -59,7 +59,8 @@ def mutate_on_create(resource: str, body: dict[str, Any]) -> None:
         return
     if resource == "batch/v1/jobs":
         body.setdefault("spec", {})["suspend"] = True
-    elif resource == "v1/pods":
+    elif resource == "v1/pods" and not any(ref.get("controller") for ref in metadata.get("ownerReferences") or []):
+        # Pods with a controller (a Job's pods) are managed through their owner, not the pod integration.
         labels[MANAGED] = "true"
         metadata["labels"] = labels
         finalizers = metadata.setdefault("finalizers", [])
