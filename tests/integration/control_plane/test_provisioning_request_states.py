@@ -6,11 +6,12 @@ on a ManualClock. Expected conditions are (status, reason) per condition type.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 
 import pytest
 
-from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
+from tests.integration.control_plane.conftest import KUBECTL, SimCluster, gpu_pod_spec, gpu_scenario
 
 CHECK = "check-capacity.autoscaling.x-k8s.io"
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -230,3 +231,35 @@ def test_queued_request_stays_queued_when_its_pool_is_deleted(sim_cluster: Calla
     cluster.create_request("dws-gang", "worker", 2, QUEUED)
     cluster.advance(6 * 3600)
     assert cluster.conditions(cluster.request("dws-gang")) == {"Accepted": ("True", "SuccessfullyQueued")}
+
+
+def test_kubectl_waits_for_the_provisioned_condition(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario())
+    cluster.create_pod_template("worker", gpu_pod_spec())
+    cluster.create_request("gang", "worker", 2, ATOMIC)
+    cluster.advance(10)
+    kubectl = [KUBECTL, "--kubeconfig", str(cluster.harness.kubeconfig_path)]
+    waited = subprocess.run(
+        [*kubectl, "wait", "--for=condition=Provisioned", "provreq/gang", "--timeout=20s"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert waited.returncode == 0, waited.stderr
+    assert "condition met" in waited.stdout
+    reason = subprocess.run(
+        [
+            *kubectl,
+            "get",
+            "provisioningrequests.autoscaling.x-k8s.io",
+            "gang",
+            "-o",
+            'jsonpath={.status.conditions[?(@.type=="Provisioned")].reason}',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert reason == "CapacityIsProvisioned"
