@@ -26,8 +26,8 @@ def cluster_factory() -> Iterator[Callable[..., SimulatedCluster]]:
     """Start a simulated cluster (``scenario``, ``time_scale``); every one started is stopped after the test."""
     started: list[Any] = []
 
-    def start(scenario: Any = "small", *, time_scale: float = 60.0) -> SimulatedCluster:
-        context = simulated_cluster(scenario, time_scale=time_scale)
+    def start(scenario: Any = "small", *, time_scale: float | None = 60.0, **options: Any) -> SimulatedCluster:
+        context = simulated_cluster(scenario, time_scale=time_scale, **options)
         cluster = context.__enter__()
         started.append(context)
         return cluster

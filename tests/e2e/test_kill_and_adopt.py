@@ -1,0 +1,121 @@
+"""Killing a gang while it waits or runs leaves nothing behind; a retry after a worker crash adopts
+the objects the crashed try created instead of duplicating them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from airflow_provider_gang.demo import SimulatedCluster
+from airflow_provider_gang.operators import GangTrainingOperator
+from airflow_provider_gang.operators.failures import GangTryFailed
+from airflow_provider_gang.reservation import manifests, naming
+from airflow_provider_gang.reservation.spec import GangSpec
+from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
+from tests.e2e.gang_dags import simulated_pod
+
+GANG_KINDS = ("v1/pods", "v1/configmaps", "v1/podtemplates", "v1/services",
+              "autoscaling.x-k8s.io/v1/provisioningrequests")
+
+
+def gang_objects(cluster: SimulatedCluster, gang: str) -> dict[str, list[str]]:
+    selector = f"{naming.GANG_LABEL}={gang}"
+    found = {kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)]
+             for kind in GANG_KINDS}
+    return {kind: names for kind, names in found.items() if names}
+
+
+def wait_until(condition: Any, timeout: float = 30.0) -> None:
+    """Poll ``condition`` (deletion and pod start are asynchronous in the cluster) up to ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(0.05)
+
+
+def running_pods(cluster: SimulatedCluster, gang: str) -> int:
+    pods = cluster.objects("v1/pods", label_selector=f"{naming.GANG_LABEL}={gang}")
+    return sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Running")
+
+
+def operator(cluster: SimulatedCluster, *, deferrable: bool = True, run_seconds: float | None = None) -> Any:
+    template = simulated_pod(run_seconds if run_seconds is not None else 3600)
+    if run_seconds is None:
+        del template["metadata"]["annotations"]["sim.gang.dev/run-seconds"]  # runs until deleted
+    return GangTrainingOperator(task_id="train", size=4, gpus=1, pod_template=template, deferrable=deferrable,
+                                distributed="torch", kubernetes_conn_id=cluster.conn_id)
+
+
+def test_kill_while_reserving_leaves_no_object(cluster_factory: Any) -> None:
+    cluster = cluster_factory("small", time_scale=None)  # manual clock: the request stays pending
+    op = operator(cluster)
+    trigger = deferred(op.execute, context_for(FakeTaskInstance("kill_reserving", "run-1")))
+    assert "autoscaling.x-k8s.io/v1/provisioningrequests" in gang_objects(cluster, trigger.gang_name)
+    assert delete_like_on_kill(trigger) > 0
+    wait_until(lambda: gang_objects(cluster, trigger.gang_name) == {})
+
+
+def test_kill_while_running_leaves_no_object(cluster_factory: Any) -> None:
+    cluster = cluster_factory("small", time_scale=60)
+    op = operator(cluster)
+    context = context_for(FakeTaskInstance("kill_running", "run-1"))
+    reservation = deferred(op.execute, context)
+    run_trigger = deferred(op.execute_reserved, context, first_event(reservation))
+    wait_until(lambda: running_pods(cluster, run_trigger.gang_name) == 4)
+    assert delete_like_on_kill(run_trigger) > 0
+    wait_until(lambda: gang_objects(cluster, run_trigger.gang_name) == {})
+
+
+def test_blocking_on_kill_during_run_leaves_no_object(cluster_factory: Any) -> None:
+    cluster = cluster_factory("small", time_scale=60)
+    op = operator(cluster, deferrable=False)
+    ti = FakeTaskInstance("kill_blocking", "run-1")
+    outcome: dict[str, BaseException] = {}
+
+    def execute() -> None:
+        try:
+            op.execute(context_for(ti))
+        except BaseException as error:  # the try ends with the gang gone
+            outcome["error"] = error
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    gang = naming.gang_name("kill_blocking", "train", "run-1", attempt=1)
+    wait_until(lambda: running_pods(cluster, gang) == 4)
+    op.on_kill()
+    worker.join(timeout=60)
+    assert not worker.is_alive()
+    assert isinstance(outcome.get("error"), GangTryFailed)  # the watch saw its members disappear
+    wait_until(lambda: gang_objects(cluster, gang) == {})
+
+
+def test_retry_after_worker_crash_adopts_the_pods_already_created(cluster_factory: Any) -> None:
+    cluster = cluster_factory("small", time_scale=60)
+    op = operator(cluster, run_seconds=30)
+    first = context_for(FakeTaskInstance("crash_adopt", "run-1", try_number=1))
+    reservation = deferred(op.execute, first)
+    assert first_event(reservation)["status"] == "success"
+    gang = reservation.gang_name
+    # The worker of try 1 dies while launching: only ranks 0 and 1 were created.
+    spec = GangSpec.from_dict(op.build_spec(gang).to_dict())
+    (owner,) = cluster.objects("v1/configmaps", label_selector=f"{naming.GANG_LABEL}={gang}")
+    for rank in (0, 1):
+        cluster.create("v1/pods", manifests.pods.launch_pod(spec, rank, owner_uid=owner["metadata"]["uid"]))
+    crashed_pods = {pod["metadata"]["uid"] for pod in cluster.objects("v1/pods")}
+
+    second = context_for(FakeTaskInstance("crash_adopt", "run-1", try_number=2))
+    adopted = deferred(op.execute, second)
+    assert adopted.gang_name == gang  # same objects, not a new try's
+    run_trigger = deferred(op.execute_reserved, second, first_event(adopted))
+    pods = cluster.objects("v1/pods", label_selector=f"{naming.GANG_LABEL}={gang}")
+    assert sorted(pod["metadata"]["name"] for pod in pods) == [naming.GangNames(gang).member(r) for r in range(4)]
+    assert crashed_pods <= {pod["metadata"]["uid"] for pod in pods}  # the two survivors were kept
+    summary = op.execute_finished(second, first_event(run_trigger))
+    assert summary["gang"] == gang
+    assert summary["size_run"] == 4
+    assert [item["attempt"] for item in summary["tries"]] == [2]
+    wait_until(lambda: gang_objects(cluster, gang) == {})
+
+
