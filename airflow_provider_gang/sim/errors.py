@@ -55,6 +55,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:  # e.g. the bare 500s upstream answers without a reason
+            del status["reason"]
         details = dict(self.details)
         if self.causes:
             details["causes"] = list(self.causes)

@@ -73,7 +73,7 @@ def finalizer_causes(new: Object, old: Object) -> list[errors.Cause]:
             "FieldValueForbidden",
             "metadata.finalizers",
             "Forbidden: no new finalizers can be added if the object is being deleted, found new "
-            f"finalizers {sorted(added)}",
+            "finalizers []string{" + ", ".join(f'"{name}"' for name in sorted(added)) + "}",  # Go's %#v
         )
     ]
 
@@ -104,14 +104,39 @@ def _drop_owner(store: Store, object_id: ObjectId, owner_uid: str) -> None:
     _rewrite_metadata(store, object_id, ownerReferences=references or None)
 
 
-def delete(store: Store, resource_type: ResourceType, obj: Object, policy: str) -> Object:
-    """Delete ``obj`` with a propagation policy; returns its last or terminating state."""
+def _pod_grace_seconds(store: Store, pod: Object, requested: int | None) -> int:
+    """Seconds of graceful deletion for a pod (0: remove now), as upstream's pod strategy decides:
+    unscheduled or finished pods go at once; others wait for their kubelet (opt-in, see Store)."""
+    if not store.graceful_pod_deletion or requested == 0:
+        return 0
+    if not (pod.get("spec") or {}).get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return 0
+    return int(requested if requested is not None else (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+
+
+def delete(
+    store: Store, resource_type: ResourceType, obj: Object, policy: str, grace_period_seconds: int | None = None
+) -> Object:
+    """Delete ``obj`` with a propagation policy; returns its last or terminating state.
+
+    Pods are removed at once with ``deletionTimestamp`` and ``deletionGracePeriodSeconds: 0`` on
+    their last state, like an unscheduled pod upstream. With ``store.graceful_pod_deletion`` a pod
+    bound to a node is only marked (``deletionTimestamp`` = now + grace period) until a delete
+    with ``grace_period_seconds=0`` (the kubelet's, once its containers stopped) removes it.
+    """
     from airflow_provider_gang.sim.store import rfc3339
 
     metadata = obj["metadata"]
     object_id: ObjectId = (resource_type.storage_key, metadata.get("namespace") or "", metadata["name"])
+    is_pod = resource_type.storage_key == "/pods"
+    grace = _pod_grace_seconds(store, obj, grace_period_seconds) if is_pod else 0
     if metadata.get("deletionTimestamp"):
+        if is_pod and grace == 0 and grace_period_seconds == 0 and not metadata.get("finalizers"):
+            return store._remove(resource_type, _stamped(obj, rfc3339(store._wall_clock()), 0), obj)
         return obj
+    if grace > 0:  # marked only: a direct commit, since no finalizer holds it
+        marked = _stamped(obj, rfc3339(store._wall_clock() + grace), grace)
+        return store._commit(resource_type, "MODIFIED", copy.deepcopy(marked), obj)
     uid = metadata["uid"]
     if policy == "Orphan":
         for dependent in sorted(store.dependents.get(uid, set())):
@@ -122,8 +147,9 @@ def delete(store: Store, resource_type: ResourceType, obj: Object, policy: str) 
     if policy == "Foreground" and store.dependents.get(uid):
         finalizers.append(FOREGROUND)
     if not finalizers:
-        return store._remove(resource_type, obj)
-    marked = _rewrite_metadata(
+        last = _stamped(obj, rfc3339(store._wall_clock()), 0) if is_pod else obj
+        return store._remove(resource_type, last, obj)
+    held = _rewrite_metadata(
         store,
         object_id,
         deletionTimestamp=rfc3339(store._wall_clock()),
@@ -136,7 +162,15 @@ def delete(store: Store, resource_type: ResourceType, obj: Object, policy: str) 
             if current is not None:
                 delete(store, store.type_of(dependent[0]), current, "Foreground")
         _finish_foreground(store, uid)
-    return store.stored(object_id) or marked or obj
+    return store.stored(object_id) or held or obj
+
+
+def _stamped(obj: Object, deletion_timestamp: str, grace_seconds: int) -> Object:
+    stamped = dict(obj)
+    stamped["metadata"] = dict(
+        obj["metadata"], deletionTimestamp=deletion_timestamp, deletionGracePeriodSeconds=grace_seconds
+    )
+    return stamped
 
 
 def _empty_namespace(store: Store, namespace: str) -> None:

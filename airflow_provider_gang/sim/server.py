@@ -10,7 +10,8 @@ pod logs, token auth with per-user rules, fault injection and request metrics.
 Not modelled (differences from a real apiserver a test could notice):
 
 - no scheduler, kubelet or controllers here (see ``sim.controllers`` for the simulated ones); pods
-  stay Pending and are deleted at once (no graceful termination); no ``qosClass`` edge cases;
+  stay Pending and are removed at once on delete unless ``graceful_pod_deletion`` is on (then a
+  bound pod stays Terminating until deleted with grace 0, the kubelet's part);
 - CEL ``x-kubernetes-validations`` other than ``self == oldSelf``; validating/mutating webhooks,
   CRD conversion webhooks (versions share storage, only ``apiVersion`` differs); CRD schema
   ``format`` checks;
@@ -72,9 +73,10 @@ class Emulator:
         preload_crds: bool = True,
         admin_token: str | None = None,
         store: Store | None = None,
+        graceful_pod_deletion: bool = False,
     ) -> None:
         self.host, self.port, self.use_tls = host, port, use_tls
-        self.store = store or Store(seed=seed, history_limit=history_limit)
+        self.store = store or Store(seed=seed, history_limit=history_limit, graceful_pod_deletion=graceful_pod_deletion)
         if preload_crds:
             install_bundled_crds(self.store)
         # A real apiserver's watch cache starts at its own start: older resourceVersions get 410.

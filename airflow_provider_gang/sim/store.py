@@ -46,7 +46,9 @@ def rfc3339(seconds: float) -> str:
 class Store(ObjectTable):
     """In-memory API objects with admission, deletion and garbage collection (see module docstring).
 
-    Options as :class:`.object_table.ObjectTable`; the default namespaces exist from the start.
+    Options as :class:`.object_table.ObjectTable`, plus ``graceful_pod_deletion`` (off: pods are
+    removed at once; on: a pod bound to a node is only marked until deleted with grace 0, as a
+    real kubelet does). The default namespaces exist from the start.
     """
 
     def __init__(
@@ -56,8 +58,11 @@ class Store(ObjectTable):
         history_limit: int = 10_000,
         seed: int | None = None,
         wall_clock: Callable[[], float] = time.time,
+        graceful_pod_deletion: bool = False,
     ) -> None:
         super().__init__(registry=registry, history_limit=history_limit, seed=seed, wall_clock=wall_clock)
+        # True: pods bound to a node stay Terminating until deleted with grace 0 (a kubelet's job).
+        self.graceful_pod_deletion = graceful_pod_deletion
         for namespace in DEFAULT_NAMESPACES:
             self.create("v1/namespaces", {"metadata": {"name": namespace}})
 
@@ -101,6 +106,9 @@ class Store(ObjectTable):
         metadata = new.setdefault("metadata", {})
         if not isinstance(metadata, dict):
             raise errors.bad_request("metadata must be an object")
+        if metadata.get("resourceVersion"):
+            # Upstream answers this with a bare 500 (rest.BeforeCreate), not a 4xx.
+            raise errors.ApiError(500, "", "resourceVersion should not be set on objects to be created")
         for server_field in (
             "uid",
             "resourceVersion",
@@ -319,7 +327,7 @@ class Store(ObjectTable):
         ``propagation_policy`` (Orphan / Background / Foreground) decides what happens to objects whose
         ownerReferences point at it; the default is Background, except batch/v1 Jobs which default to
         Orphan as upstream's ``jobStrategy.DefaultGarbageCollectionPolicy``. ``grace_period_seconds``
-        is accepted and ignored: deletion is immediate (no kubelet grace period is modelled).
+        matters for pods only: see :func:`.garbage.delete` and ``graceful_pod_deletion``.
         ``dry_run`` (also on create/replace/patch) runs admission and returns the result without
         storing anything (``dryRun=All``).
         """
@@ -334,7 +342,7 @@ class Store(ObjectTable):
             )
         if dry_run:
             return self._present(resource_type, obj)
-        return self._present(resource_type, garbage.delete(self, resource_type, obj, policy))
+        return self._present(resource_type, garbage.delete(self, resource_type, obj, policy, grace_period_seconds))
 
     def _remove(self, resource_type: ResourceType, last: Object, old: Object | None = None) -> Object:
         """Commit the removal of a stored object and run what follows a real deletion."""

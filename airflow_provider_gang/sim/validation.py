@@ -28,6 +28,16 @@ LABEL_MESSAGE = (
     "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
+QUALIFIED_NAME_MESSAGE = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+LABEL_VALUE_MESSAGE = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
+    "validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
 DNS1035_MESSAGE = (
     "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
     "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
@@ -71,15 +81,12 @@ def _validate_qualified_key(key: str, field: str) -> list[Cause]:
     causes: list[Cause] = []
     if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
         causes.append(invalid_value(field, key, "prefix part " + SUBDOMAIN_MESSAGE))
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
-        causes.append(
-            invalid_value(
-                field,
-                key,
-                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-                "with an alphanumeric character, and be no more than 63 characters",
-            )
-        )
+    if not name:
+        causes.append(invalid_value(field, key, "name part must be non-empty"))
+    elif len(name) > 63:
+        causes.append(invalid_value(field, key, "name part must be no more than 63 characters"))
+    elif not _QUALIFIED_NAME.fullmatch(name):
+        causes.append(invalid_value(field, key, QUALIFIED_NAME_MESSAGE))
     return causes
 
 
@@ -95,15 +102,12 @@ def validate_metadata(metadata: dict[str, Any], storage_key: str, namespaced: bo
         causes.extend(validate_name(metadata["namespace"], "label", "metadata.namespace"))
     for key, value in (metadata.get("labels") or {}).items():
         causes.extend(_validate_qualified_key(key, "metadata.labels"))
-        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
-            causes.append(
-                invalid_value(
-                    "metadata.labels",
-                    value,
-                    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                    "and must start and end with an alphanumeric character, and be no more than 63 characters",
-                )
-            )
+        if not isinstance(value, str):
+            causes.append(invalid_value("metadata.labels", value, "must be a string"))
+        elif len(value) > 63:
+            causes.append(invalid_value("metadata.labels", value, "must be no more than 63 characters"))
+        elif not _LABEL_VALUE.fullmatch(value):
+            causes.append(invalid_value("metadata.labels", value, LABEL_VALUE_MESSAGE))
     for key in metadata.get("annotations") or {}:
         causes.extend(_validate_qualified_key(key, "metadata.annotations"))
     for index, reference in enumerate(metadata.get("ownerReferences") or []):

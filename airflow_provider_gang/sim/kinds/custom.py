@@ -113,7 +113,15 @@ def prune(value: Any, schema: dict[str, Any], path: list[Any], unknown: list[str
 
 
 def schema_causes(obj: Object, schema: dict[str, Any]) -> list[Cause]:
-    """Validation errors of ``obj`` against a CRD schema, as ``Status`` causes."""
+    """Validation errors of ``obj`` against a CRD schema, as ``Status`` causes (each reported once)."""
+    unique: list[Cause] = []
+    for cause in _schema_causes(obj, schema):
+        if cause not in unique:
+            unique.append(cause)
+    return unique
+
+
+def _schema_causes(obj: Object, schema: dict[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
     body = {k: v for k, v in obj.items() if k != "metadata"}
     for error in sorted(validator_for(schema).iter_errors(body), key=lambda e: list(e.absolute_path)):

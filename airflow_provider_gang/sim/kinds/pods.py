@@ -62,6 +62,19 @@ def _container_defaults(container: dict[str, Any]) -> None:
     container.setdefault("resources", {})
 
 
+def _default_tolerations(spec: dict[str, Any]) -> None:
+    """The DefaultTolerationSeconds admission plugin: tolerate not-ready/unreachable nodes for 300 s."""
+    tolerations = spec.setdefault("tolerations", [])
+    for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if not any(
+            t.get("key") in (taint, None, "")
+            and t.get("effect") in ("NoExecute", None, "")
+            and (t.get("key") or t.get("operator") == "Exists")
+            for t in tolerations
+        ):
+            tolerations.append({"key": taint, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+
+
 class PodStrategy(Strategy):
     """See module docstring."""
 
@@ -74,6 +87,8 @@ class PodStrategy(Strategy):
         spec.setdefault("securityContext", {})
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("priority", 0)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        _default_tolerations(spec)
         for container in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
             if isinstance(container, dict):
                 _container_defaults(container)
@@ -142,9 +157,11 @@ class PodStrategy(Strategy):
             "securityContext",
             "enableServiceLinks",
             "priority",
+            "preemptionPolicy",
         ):
             if defaulted in old.get("spec", {}) and defaulted not in spec:
                 spec[defaulted] = copy.deepcopy(old["spec"][defaulted])
+        _default_tolerations(spec)  # the admission plugin runs on updates too
 
     def validate_update(
         self, new: Object, old: Object, resource_type: ResourceType, field_validation: str
@@ -241,7 +258,9 @@ def bound(pod: Object, node_name: str) -> Object:
             "Pod", name, [validation.forbidden("spec.schedulingGates", "pod has non-empty scheduling gates")]
         )
     if (pod.get("spec") or {}).get("nodeName"):
-        raise errors.conflict("pods", name, why=f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"')
+        raise errors.conflict(
+            "pods/binding", name, why=f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
+        )
     new = copy.deepcopy(pod)
     new["spec"]["nodeName"] = node_name
     conditions = [c for c in new.setdefault("status", {}).get("conditions") or [] if c.get("type") != "PodScheduled"]

@@ -331,3 +331,53 @@ def test_a_failing_subscriber_does_not_fail_the_write(store, caplog):
     store.create(CM, configmap("a"))
     assert store.get(CM, "a")["metadata"]["name"] == "a"
     assert "subscriber bug" in caplog.text
+
+
+def test_pods_are_removed_at_once_with_a_deletion_stamp_on_their_last_state(store):
+    store.create(PODS, pod("p"))
+    deleted = store.delete(PODS, "p")
+    assert deleted["metadata"]["deletionTimestamp"] and deleted["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert store.list(PODS)[0] == []
+
+
+def test_graceful_pod_deletion_waits_for_the_kubelet():
+    store = Store(graceful_pod_deletion=True, wall_clock=lambda: 1_800_000_000.0)
+    store.create(PODS, pod("unbound"))
+    store.delete(PODS, "unbound")
+    bound = pod("bound")
+    bound["spec"]["nodeName"] = "node-1"
+    store.create(PODS, bound)
+    terminating = store.delete(PODS, "bound")
+    assert terminating["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert terminating["metadata"]["deletionTimestamp"] == "2027-01-15T08:00:30Z"
+    assert store.get(PODS, "bound")["metadata"]["deletionTimestamp"]
+    store.delete(PODS, "bound", grace_period_seconds=0)
+    assert store.list(PODS)[0] == []
+
+
+def test_creating_with_a_resource_version_is_the_upstream_500(store):
+    with pytest.raises(errors.ApiError) as raised:
+        store.create(CM, configmap("a", resourceVersion="5"))
+    assert raised.value.code == 500
+
+
+def test_default_tolerations_and_duplicate_schema_causes(store):
+    created = store.create(PODS, pod("p"))
+    assert {t["key"] for t in created["spec"]["tolerations"]} == {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    }
+    install_bundled_crds(store)
+    store.create(
+        PRS,
+        {
+            "apiVersion": "autoscaling.x-k8s.io/v1",
+            "kind": "ProvisioningRequest",
+            "metadata": {"name": "pr"},
+            "spec": {"provisioningClassName": "c", "podSets": [{"count": 1, "podTemplateRef": {"name": "t"}}]},
+        },
+    )
+    with pytest.raises(errors.ApiError) as raised:
+        store.patch(PRS, "pr", {"status": {"conditions": [{"type": "A"}]}}, subresource="status")
+    fields = [cause["field"] for cause in raised.value.causes]
+    assert len(fields) == len(set(fields)) == 4
