@@ -1,0 +1,106 @@
+"""Kueue set-up shared by the Kueue golden tests: queues, a Job in a LocalQueue, condition summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec
+
+ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+CHECK = "check-capacity.autoscaling.x-k8s.io"
+
+
+def setup_queues(
+    cluster: SimCluster,
+    *,
+    class_name: str | None = ATOMIC,
+    gpus: int = 8,
+    parameters: dict[str, str] | None = None,
+    backoff_limit: int = 3,
+) -> None:
+    cluster.create_kueue(
+        "resourceflavors", "ResourceFlavor", "l4", {"nodeLabels": {"cloud.google.com/gke-nodepool": "gpu"}}
+    )
+    strategy: dict[str, Any] = {}
+    if class_name is not None:
+        cluster.create_kueue(
+            "provisioningrequestconfigs",
+            "ProvisioningRequestConfig",
+            "prc",
+            {
+                "provisioningClassName": class_name,
+                "managedResources": ["nvidia.com/gpu"],
+                "parameters": parameters or {},
+                "retryStrategy": {
+                    "backoffLimitCount": backoff_limit,
+                    "backoffBaseSeconds": 60,
+                    "backoffMaxSeconds": 1800,
+                },
+            },
+        )
+        cluster.create_kueue(
+            "admissionchecks",
+            "AdmissionCheck",
+            "prov",
+            {
+                "controllerName": "kueue.x-k8s.io/provisioning-request",
+                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "prc"},
+            },
+        )
+        strategy = {"admissionChecksStrategy": {"admissionChecks": [{"name": "prov"}]}}
+    cluster.create_kueue(
+        "clusterqueues",
+        "ClusterQueue",
+        "cq",
+        {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "l4",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "100"},
+                                {"name": "memory", "nominalQuota": "400Gi"},
+                                {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)},
+                            ],
+                        }
+                    ],
+                }
+            ],
+            **strategy,
+        },
+    )
+    cluster.create_kueue("localqueues", "LocalQueue", "lq", {"clusterQueue": "cq"}, namespace="default")
+
+
+def create_job(
+    cluster: SimCluster,
+    name: str = "train",
+    count: int = 4,
+    run_seconds: int = 300,
+    annotations: dict[str, str] | None = None,
+) -> Any:
+    return cluster.batch.create_namespaced_job(
+        "default",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq"}, "annotations": annotations or {}},
+            "spec": {
+                "parallelism": count,
+                "completions": count,
+                "completionMode": "Indexed",
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"annotations": {"sim.gang.dev/run-seconds": str(run_seconds)}},
+                    "spec": gpu_pod_spec(),
+                },
+            },
+        },
+    )
+
+
+def condition_map(workload: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in (workload.get("status") or {}).get("conditions") or []}

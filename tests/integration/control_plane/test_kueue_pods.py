@@ -1,0 +1,138 @@
+"""Golden tests of Kueue's plain-Pod integration (reference 7.E): pod groups and single pods."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
+from tests.integration.control_plane.kueue_setup import condition_map, setup_queues
+
+
+def test_plain_pod_group_is_gated_then_admitted_together(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario(pool={"initialNodes": 3}))
+    setup_queues(cluster, class_name=None)
+    for index in range(3):
+        cluster.core.create_namespaced_pod(
+            "default",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"gang-abc-{index}",
+                    "labels": {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/pod-group-name": "gang-abc"},
+                    "annotations": {"kueue.x-k8s.io/pod-group-total-count": "3", "sim.gang.dev/run-seconds": "60"},
+                },
+                "spec": gpu_pod_spec(),
+            },
+        )
+        pod = cluster.core.read_namespaced_pod(f"gang-abc-{index}", "default")
+        assert pod.metadata.labels["kueue.x-k8s.io/managed"] == "true"
+        assert "kueue.x-k8s.io/managed" in pod.metadata.finalizers
+        if index < 2:  # the third pod completes the group: Kueue admits and ungates at once
+            assert [gate.name for gate in pod.spec.scheduling_gates] == ["kueue.x-k8s.io/admission"]
+            cluster.advance(1)
+            assert cluster.workloads() == []  # fewer runnable pods than the total count
+            scheduled = next(
+                c
+                for c in cluster.core.read_namespaced_pod(f"gang-abc-{index}", "default").status.conditions
+                if c.type == "PodScheduled"
+            )
+            assert (scheduled.status, scheduled.reason) == ("False", "SchedulingGated")
+    cluster.advance(1)
+    workload = cluster.kueue("workloads", "gang-abc", "default")
+    assert workload["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
+    assert condition_map(workload)["Admitted"] == ("True", "Admitted")
+    cluster.advance(5)
+    pods = cluster.pods()
+    assert all(not pod.spec.scheduling_gates and pod.status.phase == "Running" for pod in pods)
+    assert all(pod.spec.node_selector == {"cloud.google.com/gke-nodepool": "gpu"} for pod in pods)
+    cluster.advance(60)
+    assert condition_map(cluster.kueue("workloads", "gang-abc", "default"))["Finished"] == ("True", "Succeeded")
+    assert all(not pod.metadata.finalizers for pod in cluster.pods())  # Kueue lets go of finished pods
+    cluster.core.delete_namespaced_pod("gang-abc-0", "default")
+    assert [pod.metadata.name for pod in cluster.pods()] == ["gang-abc-1", "gang-abc-2"]
+
+
+def test_evicted_pod_group_loses_its_pods(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(
+        gpu_scenario(pool={"initialNodes": 2, "maxNodes": 2}, kueue={"waitForPodsReadyTimeoutSeconds": 300})
+    )
+    setup_queues(cluster, class_name=None)
+    for index in range(3):
+        cluster.core.create_namespaced_pod(
+            "default",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"gang-{index}",
+                    "labels": {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/pod-group-name": "gang"},
+                    "annotations": {"kueue.x-k8s.io/pod-group-total-count": "3"},
+                },
+                "spec": gpu_pod_spec(),
+            },
+        )
+    cluster.advance(10)
+    assert sorted(pod.status.phase for pod in cluster.pods()) == ["Pending", "Running", "Running"]
+    cluster.advance(300)
+    assert condition_map(cluster.kueue("workloads", "gang", "default"))["Evicted"] == ("True", "PodsReadyTimeout")
+    assert cluster.pods() == []  # deleted by Kueue (finalizers released); the creator must recreate them
+
+
+def test_single_plain_pod_gets_its_own_workload(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario(pool={"initialNodes": 1}))
+    setup_queues(cluster, class_name=None, gpus=0)  # no GPU quota: the pod stays gated
+    pod = cluster.core.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "solo",
+                "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+                "annotations": {"sim.gang.dev/run-seconds": "30"},
+            },
+            "spec": gpu_pod_spec(),
+        },
+    )
+    cluster.advance(1)
+    (workload,) = cluster.workloads()
+    assert workload["metadata"]["name"].startswith("pod-solo-")
+    assert workload["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == pod.metadata.uid
+    assert condition_map(workload)["QuotaReserved"][0] == "False"
+    assert [gate.name for gate in cluster.core.read_namespaced_pod("solo", "default").spec.scheduling_gates] == [
+        "kueue.x-k8s.io/admission"
+    ]
+    cluster.custom.patch_cluster_custom_object(
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "clusterqueues",
+        "cq",
+        {
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": "l4",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "100"},
+                                    {"name": "memory", "nominalQuota": "400Gi"},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": "1"},
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            }
+        },
+    )
+    cluster.advance(5)
+    assert cluster.core.read_namespaced_pod("solo", "default").status.phase == "Running"
+    cluster.advance(30)
+    assert condition_map(cluster.kueue("workloads", workload["metadata"]["name"], "default"))["Finished"] == (
+        "True",
+        "Succeeded",
+    )
+    assert not cluster.core.read_namespaced_pod("solo", "default").metadata.finalizers
