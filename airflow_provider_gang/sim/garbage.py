@@ -92,7 +92,7 @@ def _rewrite_metadata(store: Store, object_id: ObjectId, **changes: Any) -> Obje
             new["metadata"][key] = value
     resource_type = store.type_of(object_id[0])
     if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-        return store._remove(resource_type, new, current)
+        return store._remove(resource_type, current, current)  # the stored state, as upstream's delete
     return store._commit(resource_type, "MODIFIED", new, current)
 
 

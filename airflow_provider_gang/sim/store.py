@@ -221,7 +221,8 @@ class Store(ObjectTable):
         if dry_run:
             return self._present(resource_type, new)
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            return self._present(resource_type, self._remove(resource_type, new, old))
+            # Upstream deletes the stored object as it was: DELETED (and the answer) still list the finalizers.
+            return self._present(resource_type, self._remove(resource_type, old, old))
         committed = self._commit(resource_type, "MODIFIED", new, old)
         if resource_type.key == CRD_KEY:
             self.serve_crd(committed)

@@ -381,3 +381,13 @@ def test_default_tolerations_and_duplicate_schema_causes(store):
         store.patch(PRS, "pr", {"status": {"conditions": [{"type": "A"}]}}, subresource="status")
     fields = [cause["field"] for cause in raised.value.causes]
     assert len(fields) == len(set(fields)) == 4
+
+
+def test_clearing_the_last_finalizer_deletes_the_stored_state_as_upstream(store):
+    events = []
+    store.subscribe(lambda kind, resource, obj: events.append((kind, obj["metadata"].get("finalizers"))))
+    store.create(CM, configmap("a", finalizers=["example.com/x"]))
+    store.delete(CM, "a")
+    answer = store.patch(CM, "a", {"metadata": {"finalizers": None}})
+    assert answer["metadata"]["finalizers"] == ["example.com/x"]
+    assert events == [("ADDED", ["example.com/x"]), ("MODIFIED", ["example.com/x"]), ("DELETED", ["example.com/x"])]
