@@ -39,14 +39,6 @@ from airflow_provider_gang.sim.controllers.kueue.starter import OwnerControl
 from airflow_provider_gang.sim.controllers.resources import format_quantity
 from airflow_provider_gang.sim.errors import ApiError
 
-RESOURCES = {
-    "flavors": "kueue.x-k8s.io/v1beta2/resourceflavors",
-    "cqs": "kueue.x-k8s.io/v1beta2/clusterqueues",
-    "lqs": "kueue.x-k8s.io/v1beta2/localqueues",
-    "acs": "kueue.x-k8s.io/v1beta2/admissionchecks",
-    "prcs": "kueue.x-k8s.io/v1beta2/provisioningrequestconfigs",
-}
-
 
 def _wall_in(seconds: float) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -55,7 +47,13 @@ def _wall_in(seconds: float) -> str:
 class KueueManager(Controller):
     component = "kueue-controller-manager"
     watches = frozenset(
-        {"batch/v1/jobs", "v1/pods", wl.WORKLOADS, "autoscaling.x-k8s.io/v1/provisioningrequests", *RESOURCES.values()}
+        {
+            "batch/v1/jobs",
+            "v1/pods",
+            wl.WORKLOADS,
+            "autoscaling.x-k8s.io/v1/provisioningrequests",
+            *wl.RESOURCES.values(),
+        }
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -66,7 +64,7 @@ class KueueManager(Controller):
         self.owners = OwnerControl(self)
 
     def _list(self, key: str) -> dict[str, Obj]:
-        items, _ = self.store.list(RESOURCES[key])
+        items, _ = self.store.list(wl.RESOURCES[key])
         return {item["metadata"]["name"]: item for item in items}
 
     def reconcile(self, now: float) -> float | None:
@@ -79,9 +77,9 @@ class KueueManager(Controller):
         self.flavors, self.cqs, self.acs, self.prcs = (self._list(k) for k in ("flavors", "cqs", "acs", "prcs"))
         self.lqs = {
             (item["metadata"]["namespace"], item["metadata"]["name"]): item
-            for item in self.store.list(RESOURCES["lqs"])[0]
+            for item in self.store.list(wl.RESOURCES["lqs"])[0]
         }
-        self._mark_checks_active()
+        queues.mark_checks_active(self)
         self.owners.create_workloads()
         workloads, _ = self.store.list(wl.WORKLOADS)
         self.usage: quota.Usage = {}
@@ -96,7 +94,7 @@ class KueueManager(Controller):
         for workload in ordered:
             with self.guard(workload):
                 wake = earliest(wake, self._sync(workload, now))
-        self._update_queue_status()
+        queues.report(self)
         finished_groups = {
             (item["metadata"]["namespace"], item["metadata"]["name"])
             for item in self.store.list(wl.WORKLOADS)[0]
@@ -104,49 +102,6 @@ class KueueManager(Controller):
         }
         self.owners.release_finalizers(finished_groups)
         return wake
-
-    def _update_queue_status(self) -> None:
-        workloads, _ = self.store.list(wl.WORKLOADS)
-        queue_of = {key: (item.get("spec") or {}).get("clusterQueue", "") for key, item in self.lqs.items()}
-        by_cluster_queue, by_local_queue = queues.workload_counts(workloads, queue_of)
-        for name, cluster_queue in self.cqs.items():
-            with self.guard(cluster_queue):
-                active = queues.cluster_queue_activity(cluster_queue, self.flavors, self.acs)
-                patch = queues.status_patch(cluster_queue, by_cluster_queue.get(name, {}), active)
-                if patch is not None:
-                    self.store.patch(RESOURCES["cqs"], name, {"status": patch}, subresource="status")
-        for (namespace, name), local_queue in self.lqs.items():
-            with self.guard(local_queue):
-                target = queue_of[(namespace, name)]
-                active = (
-                    ("True", "Ready", "Can submit new workloads to localQueue")
-                    if target in self.cqs
-                    else ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
-                )
-                patch = queues.status_patch(local_queue, by_local_queue.get((namespace, name), {}), active)
-                if patch is not None:
-                    self.store.patch(
-                        RESOURCES["lqs"], name, {"status": patch}, namespace=namespace, subresource="status"
-                    )
-
-    def _mark_checks_active(self) -> None:
-        for name, check in self.acs.items():
-            spec = check.get("spec") or {}
-            parameters = spec.get("parameters") or {}
-            if spec.get("controllerName") != checks.PROVISIONING_CONTROLLER:
-                continue
-            if parameters.get("name") in self.prcs:
-                wanted = ("True", "Active", "The admission check is active")
-            else:
-                wanted = (
-                    "False",
-                    "BadParametersRef",
-                    f"Cannot get ProvisioningRequestConfig {parameters.get('name')!r}",
-                )
-            current = condition(check, "Active")
-            if current is None or (current.get("status"), current.get("reason")) != wanted[:2]:
-                conditions = set_condition(list((check.get("status") or {}).get("conditions") or []), "Active", *wanted)
-                self.store.patch(RESOURCES["acs"], name, {"status": {"conditions": conditions}}, subresource="status")
 
     # -- per workload --------------------------------------------------------------------------------
 

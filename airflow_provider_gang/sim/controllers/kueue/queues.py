@@ -10,9 +10,14 @@ referenced ResourceFlavor or AdmissionCheck is missing (reasons ``FlavorNotFound
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_provider_gang.sim.controllers.base import Obj, is_true, same_conditions, set_condition
+from airflow_provider_gang.sim.controllers.base import Obj, condition, is_true, same_conditions, set_condition
+from airflow_provider_gang.sim.controllers.kueue import checks
+from airflow_provider_gang.sim.controllers.kueue import workloads as wl
+
+if TYPE_CHECKING:
+    from airflow_provider_gang.sim.controllers.kueue.manager import KueueManager
 
 Counts = dict[str, int]
 
@@ -110,3 +115,50 @@ def status_patch(obj: Obj, counts: Counts, active: tuple[str, str, str]) -> dict
     if same_conditions(conditions, updated) and all(status.get(key) == value for key, value in wanted.items()):
         return None
     return {**wanted, "conditions": updated}
+
+
+def report(manager: KueueManager) -> None:
+    """Write every ClusterQueue's and LocalQueue's status (counts and ``Active``) when it changed."""
+    workloads, _ = manager.store.list(wl.WORKLOADS)
+    queue_of = {key: (item.get("spec") or {}).get("clusterQueue", "") for key, item in manager.lqs.items()}
+    by_cluster_queue, by_local_queue = workload_counts(workloads, queue_of)
+    for name, cluster_queue in manager.cqs.items():
+        with manager.guard(cluster_queue):
+            active = cluster_queue_activity(cluster_queue, manager.flavors, manager.acs)
+            patch = status_patch(cluster_queue, by_cluster_queue.get(name, {}), active)
+            if patch is not None:
+                manager.store.patch(wl.RESOURCES["cqs"], name, {"status": patch}, subresource="status")
+    for (namespace, name), local_queue in manager.lqs.items():
+        with manager.guard(local_queue):
+            target = queue_of[(namespace, name)]
+            active = (
+                ("True", "Ready", "Can submit new workloads to localQueue")
+                if target in manager.cqs
+                else ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+            )
+            patch = status_patch(local_queue, by_local_queue.get((namespace, name), {}), active)
+            if patch is not None:
+                manager.store.patch(
+                    wl.RESOURCES["lqs"], name, {"status": patch}, namespace=namespace, subresource="status"
+                )
+
+
+def mark_checks_active(manager: KueueManager) -> None:
+    """``Active`` on ProvisioningRequest AdmissionChecks: False/BadParametersRef when the config is missing."""
+    for name, check in manager.acs.items():
+        spec = check.get("spec") or {}
+        parameters = spec.get("parameters") or {}
+        if spec.get("controllerName") != checks.PROVISIONING_CONTROLLER:
+            continue
+        if parameters.get("name") in manager.prcs:
+            wanted = ("True", "Active", "The admission check is active")
+        else:
+            wanted = (
+                "False",
+                "BadParametersRef",
+                f"Cannot get ProvisioningRequestConfig {parameters.get('name')!r}",
+            )
+        current = condition(check, "Active")
+        if current is None or (current.get("status"), current.get("reason")) != wanted[:2]:
+            conditions = set_condition(list((check.get("status") or {}).get("conditions") or []), "Active", *wanted)
+            manager.store.patch(wl.RESOURCES["acs"], name, {"status": {"conditions": conditions}}, subresource="status")

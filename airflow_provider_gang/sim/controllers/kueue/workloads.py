@@ -30,6 +30,13 @@ MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelism"
 PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
 WORKLOADS = "kueue.x-k8s.io/v1beta2/workloads"
+RESOURCES = {
+    "flavors": "kueue.x-k8s.io/v1beta2/resourceflavors",
+    "cqs": "kueue.x-k8s.io/v1beta2/clusterqueues",
+    "lqs": "kueue.x-k8s.io/v1beta2/localqueues",
+    "acs": "kueue.x-k8s.io/v1beta2/admissionchecks",
+    "prcs": "kueue.x-k8s.io/v1beta2/provisioningrequestconfigs",
+}
 MAX_PREFIX = 247
 
 
