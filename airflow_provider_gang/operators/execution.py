@@ -36,7 +36,8 @@ from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.operators.plan import NoTry, TryPlan, effective_ladder, plan_try
 from airflow_provider_gang.reservation import cost, validation
-from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.decision import Decision
+from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
@@ -131,11 +132,19 @@ def on_reservation_event(operator: GangTrainingOperator, context: Mapping[str, A
 
     current = history.current() or {}
 
-    async def launch(client: KubeClient) -> None:
+    async def launch(client: KubeClient) -> Decision | None:
+        recheck = await gang_objects.recheck_reservation(client, spec, started_at=plan.requested_at, now=now)
+        if recheck is not None and recheck.phase is not Phase.RESERVED:
+            return recheck
         launched = await gang_objects.launch(client, spec, size=size, owner_uid=str(current.get("owner_uid")))
         operator.log.info("Gang %s: launched %d members together (%s)", plan.gang, size, launched)
+        return None
 
-    _guarded(lambda: _run(settings, launch), history.finished(), history, plan)
+    lost = _guarded(lambda: _run(settings, launch), history.finished(), history, plan)
+    if lost is not None:
+        operator.log.warning("Gang %s: the reservation ended before launch: %s", plan.gang, lost.message)
+        ended = {**event, **lost.as_event(), "status": "failure"}
+        return _end_try(operator, context, history, plan, settings, event, run_event=None, outcome=ended)
     run_limit = operator.run_timeout or UNLIMITED_RUN
     deadline = now + (operator.startup_timeout + run_limit).total_seconds()
     history.set_current(launched_at=now, size_run=size)
@@ -167,11 +176,12 @@ def _end_try(
     reservation_event: Mapping[str, Any],
     *,
     run_event: Mapping[str, Any] | None,
+    outcome: Mapping[str, Any] | None = None,
 ) -> Any:
     """Close the try: logs, teardown (always on failure; on success unless ``on_finish="keep"``), record."""
     spec = plan.gang_spec()
-    final = run_event if run_event is not None else reservation_event
-    succeeded = run_event is not None and run_event.get("status") == "success"
+    final = outcome or (run_event if run_event is not None else reservation_event)
+    succeeded = outcome is None and run_event is not None and run_event.get("status") == "success"
     current = history.current() or {}
     ranks = results.ranks_to_log(operator.log_ranks, int(current.get("size_run") or spec.size))
 
@@ -193,7 +203,7 @@ def _end_try(
             operator.log.info("[rank %d] %s", rank, line)
     if deleted:
         operator.log.info("Gang %s: deleted %d objects", plan.gang, deleted)
-    record = results.try_record(plan, spec, current, reservation_event, run_event,
+    record = results.try_record(plan, spec, current, reservation_event, run_event, final,
                                 gpus=cost.gpus_per_member(spec), now=time.time())
     history.record(record)
     records = history.finished()
@@ -201,10 +211,7 @@ def _end_try(
         return results.summary(plan, spec, record, records)
     reason = Reason(final.get("reason") or Reason.INVALID.value)
     message = str(final.get("message") or "")
-    if run_event is not None and run_event.get("status") == "success":
-        message = f"{message} (run ended unexpectedly)"
-    exception = failure(reason, f"gang {plan.gang}: {message}", records)
-    raise exception
+    raise failure(reason, f"gang {plan.gang}: {message}", records)
 
 
 def _resume(context: Mapping[str, Any]) -> tuple[TryHistory, TryPlan]:

@@ -26,7 +26,8 @@ from airflow_provider_gang.kube.resources import (
     WORKLOADS,
     Resource,
 )
-from airflow_provider_gang.reservation import manifests, members, naming
+from airflow_provider_gang.reservation import decision, manifests, members, naming
+from airflow_provider_gang.reservation.decision import Decision, Observed, Policy, Stage
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 LOG_TAIL_LINES = 2000
@@ -150,6 +151,30 @@ def watch_targets(spec: GangSpec, job_uid: str | None = None) -> Watch:
         scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None,
         member_selector=manifests.common.member_selector(spec),
     )
+
+
+async def recheck_reservation(client: KubeClient, spec: GangSpec, *, started_at: float, now: float) -> Decision | None:
+    """The reservation decision just before launching, for the modes with a ProvisioningRequest.
+
+    A deferred task resumes on a worker some time after its trigger fired; if that took longer than
+    the 10-minute booking (or the capacity was revoked meanwhile), members created now would not
+    consume anything. ``None`` for ``kueue`` (Kueue itself starts the admitted Job).
+    """
+    if spec.mode is ReservationMode.KUEUE:
+        return None
+    names = naming.GangNames(spec.name)
+    try:
+        request: dict[str, Any] | None = await client.get(PROVISIONING_REQUESTS, names.provisioning_request,
+                                                          spec.namespace)
+    except errors.NotFound:
+        request = None
+    pods: list[dict[str, Any]] = []
+    if spec.mode is ReservationMode.GATES:
+        pods, _ = await client.list(PODS, spec.namespace, label_selector=manifests.common.member_selector(spec))
+    observed = Observed(mode=spec.mode, stage=Stage.RESERVATION, size=spec.size, started_at=started_at,
+                        provisioning_request=request, pods=tuple(pods),
+                        scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None)
+    return decision.decide(observed, now=now, policy=Policy())
 
 
 async def launch(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str) -> str:

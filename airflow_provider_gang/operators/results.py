@@ -59,12 +59,12 @@ def try_record(
     current: Mapping[str, Any],
     reservation_event: Mapping[str, Any],
     run_event: Mapping[str, Any] | None,
+    final: Mapping[str, Any],
     *,
     gpus: int,
     now: float,
 ) -> TryRecord:
-    """What this try did, for the history and the summary."""
-    final = run_event if run_event is not None else reservation_event
+    """What this try did, for the history and the summary; ``final`` is the event that ended it."""
     reserved_at = _event_time(reservation_event) if reservation_event.get("status") == "success" else None
     launched_at = current.get("launched_at")
     running_at = _phase_time(run_event, Phase.RUNNING)

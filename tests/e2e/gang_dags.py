@@ -43,3 +43,15 @@ def task_instance(dag_run: Any) -> Any:
             select(TaskInstance).where(TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id,
                                        TaskInstance.task_id == "train")
         ).one()
+
+
+def summary_of(dag_run: Any) -> dict[str, Any]:
+    """The XCom summary (``return_value``) of the ``train`` task."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids="train",
+                                                 dag_ids=dag_run.dag_id)).first()
+        assert row is not None, "no summary XCom"
+        return dict(XComModel.deserialize_value(row))

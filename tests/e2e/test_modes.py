@@ -7,18 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
-
-
-def summary_of(dag_run: Any) -> dict[str, Any]:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids="train",
-                                                 dag_ids=dag_run.dag_id)).first()
-        assert row is not None, "no summary XCom"
-        return dict(XComModel.deserialize_value(row))
+from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 
 
 @pytest.mark.parametrize("deferrable", [True, False], ids=["deferrable", "blocking"])
