@@ -112,7 +112,7 @@ def invalid(kind: str, name: str, causes: list[Cause], group: str = "") -> ApiEr
     rendered = [f"{cause['field']}: {cause['message']}" if cause.get("field") else cause["message"] for cause in causes]
     summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
     qualified = f"{kind}.{group}" if group else kind
-    details: dict[str, Any] = {"name": name, "kind": kind}
+    details: dict[str, Any] = {"name": name, "kind": kind} if name else {"kind": kind}
     if group:
         details["group"] = group
     return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {summary}', causes, details=details)
@@ -134,8 +134,7 @@ def unsupported_media_type(content_type: str) -> ApiError:
         415,
         "UnsupportedMediaType",
         "the body of the request was in an unknown format - accepted media types include: "
-        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml "
-        f'(got "{content_type}")',
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
     )
 
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from airflow_provider_gang.sim import errors
@@ -51,7 +52,8 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _invalid_patch(message: str) -> errors.ApiError:
-    return errors.ApiError(422, "Invalid", message)
+    """A JSON patch that does not apply: upstream hides the reason behind one generic message."""
+    return errors.ApiError(422, "Invalid", "the server rejected our request due to an error in our request")
 
 
 def _pointer(path: str) -> list[str]:
@@ -210,14 +212,24 @@ def _merge_list(current: list[Any], patch: list[Any], merge_key: str | None) -> 
     return result
 
 
+def _not_an_object(patch: Any) -> errors.ApiError:
+    """Upstream's answer to a merge patch that is not a JSON object (it fails to read its kind)."""
+    raw = json.dumps(patch, separators=(",", ":"))
+    detail = (
+        "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type "
+        'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+    )
+    shown = json.dumps(raw)
+    cause = errors.field_cause("FieldValueInvalid", "patch", f"Invalid value: {shown}: {detail}")
+    return errors.ApiError(422, "Invalid", f' "" is invalid: patch: Invalid value: {shown}: {detail}', [cause])
+
+
 def apply(current: dict[str, Any], patch: Any, patch_type: str) -> dict[str, Any]:
     """The object after a ``merge``/``apply``/``json``/``strategic`` patch, with the API's errors:
     a non-object merge patch is 422 (as the Go unmarshaller reports it), a non-list JSON patch 400."""
     if patch_type in ("merge", "apply"):
         if not isinstance(patch, dict):
-            raise errors.ApiError(
-                422, "Invalid", "json: cannot unmarshal array into Go value of type map[string]interface {}"
-            )
+            raise _not_an_object(patch)
         patched = merge_patch(current, patch)
     elif patch_type == "json":
         patched = json_patch(current, patch)

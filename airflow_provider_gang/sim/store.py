@@ -172,8 +172,9 @@ class Store(ObjectTable):
         old = self._stored(resource_type, name, namespace)
         given_version = str(metadata_in.get("resourceVersion") or "")
         if not given_version and require_resource_version and resource_type.custom:
+            # Upstream builds this one from the resource, not the kind: 'provisioningrequests.<group> "x"'.
             raise errors.invalid(
-                resource_type.kind,
+                resource_type.plural,
                 name,
                 [
                     errors.field_cause(

@@ -29,14 +29,22 @@ PATCH_TYPES = {
 }
 
 
-async def read_body(request: web.Request, *, yaml_allowed: bool = True) -> Any:
-    """The request body as JSON (or YAML); 400 BadRequest like the Go decoder on malformed input."""
-    if request.content_type == protobuf.CONTENT_TYPE:
-        raise errors.unsupported_media_type(request.content_type)
+_KIND_STRUCT = 'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+
+
+def _unrecognized(kind: str, detail: str, raw: bytes) -> errors.ApiError:
+    """The decoder's 400 for an object body it cannot read (upstream appends the body, or its hex)."""
+    shown = "<empty>" if not raw.strip() else (raw.decode(errors="replace") if raw[:1] == b"{" else raw.hex())
+    return errors.bad_request(
+        f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; "
+        f"json parse error: {detail} ({shown[:64]})"
+    )
+
+
+async def read_patch(request: web.Request, patch_type: str) -> Any:
+    """A PATCH body. Malformed JSON: 400 for JSON/strategic patches, upstream's bare 500 for merge patches."""
     raw = await request.read()
-    if not raw.strip():
-        raise errors.bad_request("the body of the request was empty")
-    if "yaml" in request.content_type and yaml_allowed:
+    if patch_type == "apply":
         try:
             return yaml.safe_load(raw)
         except yaml.YAMLError as error:
@@ -44,13 +52,24 @@ async def read_body(request: web.Request, *, yaml_allowed: bool = True) -> Any:
     try:
         return json.loads(raw)
     except ValueError as error:
-        raise errors.bad_request(f"couldn't get version/kind; json parse error: {error}") from None
+        if patch_type == "merge":
+            raise errors.ApiError(500, "", "Invalid JSON Patch") from None
+        raise errors.bad_request(str(error)) from None
 
 
-async def _object_body(request: web.Request) -> dict[str, Any]:
-    body = await read_body(request)
+async def _object_body(request: web.Request, kind: str) -> dict[str, Any]:
+    """A create/update body (JSON or YAML) that must be an object of ``kind``."""
+    if request.content_type == protobuf.CONTENT_TYPE:
+        raise errors.unsupported_media_type(request.content_type)
+    raw = await request.read()
+    if not raw.strip():
+        raise _unrecognized(kind, "unexpected end of JSON input", raw)
+    try:
+        body = yaml.safe_load(raw) if "yaml" in request.content_type else json.loads(raw)
+    except (ValueError, yaml.YAMLError) as error:
+        raise _unrecognized(kind, str(error), raw) from None
     if not isinstance(body, dict):
-        raise errors.bad_request("couldn't get version/kind; json parse error: expected an object")
+        raise _unrecognized(kind, f"json: cannot unmarshal array into Go value of type {_KIND_STRUCT}", raw)
     return body
 
 
@@ -169,7 +188,7 @@ async def _subject_access_review(request: web.Request, context: ApiContext, user
     if request.content_type == protobuf.CONTENT_TYPE:
         body = protobuf.decode_subject_access_review(await request.read())
     else:
-        body = await _object_body(request)
+        body = await _object_body(request, "SelfSubjectAccessReview")
     spec = body.get("spec") or {}
     attributes = spec.get("resourceAttributes")
     if attributes is None:
@@ -212,7 +231,7 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
         if resource_type.key == "authorization.k8s.io/v1/selfsubjectaccessreviews":
             return await _subject_access_review(request, context, user)
         if info.subresource == "binding" and info.name:
-            body = await _object_body(request)
+            body = await _object_body(request, resource_type.kind)
             store.bind_pod(namespace or "default", info.name, str((body.get("target") or {}).get("name") or ""))
             return json_response(
                 {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, status=201
@@ -220,7 +239,7 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
         if info.name:
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
         if not resource_type.namespaced or namespace is not None:
-            body = await _object_body(request)
+            body = await _object_body(request, resource_type.kind)
             return json_response(
                 store.create(
                     info.resource_key,
@@ -233,7 +252,7 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
             )
         raise errors.method_not_allowed("the server does not allow this method on the requested resource")
     if info.verb == "update":
-        body = await _object_body(request)
+        body = await _object_body(request, resource_type.kind)
         if (body.get("metadata") or {}).get("name") not in (None, info.name):
             raise errors.bad_request("the name of the object does not match the name on the URL")
         body.setdefault("metadata", {})["name"] = info.name
@@ -251,7 +270,7 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
         patch_type = PATCH_TYPES.get(request.content_type)
         if patch_type is None:
             raise errors.unsupported_media_type(request.content_type)
-        patch = await read_body(request, yaml_allowed=patch_type == "apply")
+        patch = await read_patch(request, patch_type)
         return json_response(
             store.patch(
                 info.resource_key,
