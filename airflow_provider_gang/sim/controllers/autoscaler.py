@@ -11,7 +11,8 @@ Every ``scanIntervalSeconds`` (CA ``--scan-interval``, 10 s) one loop
    ``NotTriggerScaleUp`` event "Unschedulable pod didn't trigger scale-up, because it's consuming
    ProvisioningRequest ns/name";
 4. scales down nodes that have had no running pod for ``scaleDownUnneededSeconds`` (default 10 min)
-   unless the pool is at ``minNodes`` or the node is held by an active booking.
+   unless the pool is at ``minNodes`` or the node is held by an active booking (nodes provisioned for
+   the request, and nodes the booked pods that are not bound yet would be packed onto).
 
 Node objects are registered when their pool's provisioning delay has passed (the VM boots and the
 kubelet registers), between loops, at the exact simulated instant.
@@ -126,7 +127,7 @@ class ClusterAutoscaler(Controller):
         nodes, _ = self.store.list("v1/nodes")
         self.requests.process(now, pods, nodes)
         self._scale_up(now, pods, nodes)
-        self._scale_down(now, pods)
+        self._scale_down(now, pods, nodes)
 
     def node_bins(self, pods: list[Obj], nodes: list[Obj]) -> list[Bin]:
         """Registered nodes with their free capacity, then nodes still being provisioned (empty)."""
@@ -176,13 +177,22 @@ class ClusterAutoscaler(Controller):
             for pod in candidates:
                 self.plane.record_event(pod, "TriggeredScaleUp", message, component=self.component)
 
-    def _scale_down(self, now: float, pods: list[Obj]) -> None:
+    def _booked_nodes(self, pods: list[Obj], nodes: list[Obj]) -> set[str]:
+        """Nodes that booked-but-unbound request pods would land on (CA injects them as fake pods)."""
+        bins = [target for target in self.node_bins(pods, nodes) if target.node["metadata"]["name"] in self.registered]
+        before = [dict(target.free) for target in bins]
+        self.requests.reserve_bookings(bins, pods)
+        return {
+            target.node["metadata"]["name"] for target, free in zip(bins, before, strict=True) if target.free != free
+        }
+
+    def _scale_down(self, now: float, pods: list[Obj], nodes: list[Obj]) -> None:
         busy = {
             (pod.get("spec") or {}).get("nodeName")
             for pod in pods
             if (pod.get("spec") or {}).get("nodeName") and not is_terminal(pod)
         }
-        protected = self.requests.protected_nodes()
+        protected = self.requests.protected_nodes() | self._booked_nodes(pods, nodes)
         for record in list(self.cloud.live_nodes()):
             name = record.name
             if name not in self.registered or name in busy or name in protected:

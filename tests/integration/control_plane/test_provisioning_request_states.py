@@ -263,3 +263,16 @@ def test_kubectl_waits_for_the_provisioned_condition(sim_cluster: Callable[..., 
         check=True,
     ).stdout
     assert reason == "CapacityIsProvisioned"
+
+
+def test_check_capacity_booking_keeps_existing_nodes_from_scale_down(sim_cluster: Callable[..., SimCluster]) -> None:
+    cluster = sim_cluster(gpu_scenario(pool={"initialNodes": 2}, autoscaler={"scaleDownUnneededSeconds": 120}))
+    cluster.create_pod_template("worker", gpu_pod_spec())
+    cluster.create_request("gang", "worker", 2, CHECK)
+    cluster.advance(10)
+    assert cluster.conditions(cluster.request("gang"))["Provisioned"] == ("True", "CapacityIsFound")
+    cluster.advance(290)  # idle for 5 min, but booked: the autoscaler keeps them
+    assert len(cluster.core.list_node().items) == 2
+    cluster.advance(500)  # booking expired at 10 min, then 2 min unneeded
+    assert cluster.conditions(cluster.request("gang"))["BookingExpired"] == ("True", "CapacityReservationTimeExpired")
+    assert cluster.core.list_node().items == []
