@@ -4,7 +4,8 @@
 and ``kubectl get lq`` print) and the ``Active`` condition: a ClusterQueue is inactive when a
 referenced ResourceFlavor or AdmissionCheck is missing (reasons ``FlavorNotFound``,
 ``AdmissionCheckNotFound``); a LocalQueue is inactive when its ClusterQueue is missing
-(``ClusterQueueDoesNotExist``).
+(``ClusterQueueDoesNotExist``). ProvisioningRequest AdmissionChecks get ``Active=True/Active``, or
+``Active=False/BadParametersRef`` when their ProvisioningRequestConfig is missing.
 """
 
 from __future__ import annotations
