@@ -115,7 +115,7 @@ def _list(request: web.Request, context: ApiContext, info: RequestInfo, resource
     try:
         limit = int(query.get("limit") or 0)
     except ValueError:
-        raise errors.bad_request(f"limit: invalid value {query.get('limit')!r}") from None
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{query.get("limit")}": invalid syntax') from None
     if 0 < limit < len(items):
         remaining = len(items) - limit
         items = items[:limit]
@@ -254,7 +254,9 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
     if info.verb == "update":
         body = await _object_body(request, resource_type.kind)
         if (body.get("metadata") or {}).get("name") not in (None, info.name):
-            raise errors.bad_request("the name of the object does not match the name on the URL")
+            raise errors.bad_request(
+                f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({info.name})"
+            )
         body.setdefault("metadata", {})["name"] = info.name
         return json_response(
             store.replace(

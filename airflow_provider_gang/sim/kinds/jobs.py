@@ -3,12 +3,14 @@
 On create: ``status: {}``, spec defaults (parallelism/completions 1 when both unset, backoffLimit 6,
 completionMode NonIndexed, suspend false) and, unless ``manualSelector``, the generated selector
 ``batch.kubernetes.io/controller-uid=<uid>`` plus the ``controller-uid``/``job-name`` labels on the
-pod template. On update: selector and completions immutable; the pod template immutable unless the
-Job is suspended.
+pod template. On update: selector and completions immutable (except Elastic Indexed resizes); the
+pod template immutable, except scheduling directives and template labels/annotations while the Job
+is suspended and has never started.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from airflow_provider_gang.sim import errors, validation
@@ -85,9 +87,28 @@ class JobStrategy(Strategy):
                         f"spec.{field}", "object" if field == "selector" else new_spec.get(field), "field is immutable"
                     )
                 )
-        if new_spec.get("template") != old_spec.get("template") and not old_spec.get("suspend"):
+        if _immutable_template_part(new_spec, old) != _immutable_template_part(old_spec, old):
             causes.append(validation.invalid_value("spec.template", "object", "field is immutable"))
         return causes
+
+
+_SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
+
+
+def _immutable_template_part(spec: dict[str, Any], old_job: Object) -> Any:
+    """The pod template minus what may change: on a Job that is suspended and never started, its
+    scheduling directives and template labels/annotations (KEP-2926, GA 1.27; what Kueue uses to
+    inject node affinity before admitting). Otherwise the whole template is immutable."""
+    template = copy.deepcopy(spec.get("template") or {})
+    suspended_unstarted = bool((old_job.get("spec") or {}).get("suspend")) and not (old_job.get("status") or {}).get(
+        "startTime"
+    )
+    if suspended_unstarted:
+        for key in ("labels", "annotations"):
+            (template.get("metadata") or {}).pop(key, None)
+        for key in _SCHEDULING_DIRECTIVES:
+            (template.get("spec") or {}).pop(key, None)
+    return template
 
 
 def _elastic_indexed_resize(new_spec: dict[str, Any], old_spec: dict[str, Any]) -> bool:

@@ -391,3 +391,49 @@ def test_clearing_the_last_finalizer_deletes_the_stored_state_as_upstream(store)
     answer = store.patch(CM, "a", {"metadata": {"finalizers": None}})
     assert answer["metadata"]["finalizers"] == ["example.com/x"]
     assert events == [("ADDED", ["example.com/x"]), ("MODIFIED", ["example.com/x"]), ("DELETED", ["example.com/x"])]
+
+
+def test_a_suspended_unstarted_job_accepts_only_scheduling_directive_changes(store):
+    store.create(
+        "batch/v1/jobs",
+        {
+            "metadata": {"name": "j"},
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}
+                },
+            },
+        },
+    )
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}]
+            }
+        }
+    }
+    patched = store.patch(
+        "batch/v1/jobs",
+        "j",
+        {
+            "spec": {
+                "template": {
+                    "metadata": {"labels": {"kueue": "admitted"}},
+                    "spec": {"affinity": affinity, "nodeSelector": {"pool": "a"}},
+                }
+            }
+        },
+    )
+    assert patched["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "a"}
+    with pytest.raises(errors.ApiError) as raised:
+        store.patch(
+            "batch/v1/jobs",
+            "j",
+            {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "x:2"}]}}}},
+            patch_type="strategic",
+        )
+    assert raised.value.causes[0]["field"] == "spec.template"
+    store.patch("batch/v1/jobs", "j", {"status": {"startTime": "2027-01-15T08:00:00Z"}}, subresource="status")
+    with pytest.raises(errors.ApiError):
+        store.patch("batch/v1/jobs", "j", {"spec": {"template": {"spec": {"nodeSelector": {"pool": "b"}}}}})
