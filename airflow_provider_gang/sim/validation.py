@@ -28,6 +28,7 @@ LABEL_MESSAGE = (
     "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
+ANNOTATIONS_SIZE_LIMIT = 256 * 1024  # upstream TotalAnnotationSizeLimitB
 QUALIFIED_NAME_MESSAGE = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
     "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
@@ -108,8 +109,18 @@ def validate_metadata(metadata: dict[str, Any], storage_key: str, namespaced: bo
             causes.append(invalid_value("metadata.labels", value, "must be no more than 63 characters"))
         elif not _LABEL_VALUE.fullmatch(value):
             causes.append(invalid_value("metadata.labels", value, LABEL_VALUE_MESSAGE))
-    for key in metadata.get("annotations") or {}:
+    annotations = metadata.get("annotations") or {}
+    for key in annotations:
         causes.extend(_validate_qualified_key(key, "metadata.annotations"))
+    total = sum(len(str(key)) + len(str(value)) for key, value in annotations.items())
+    if total > ANNOTATIONS_SIZE_LIMIT:  # why client-side `kubectl apply` of a huge CRD fails upstream
+        causes.append(
+            errors.field_cause(
+                "FieldValueTooLong",
+                "metadata.annotations",
+                f"Too long: must have at most {ANNOTATIONS_SIZE_LIMIT} bytes",
+            )
+        )
     for index, reference in enumerate(metadata.get("ownerReferences") or []):
         for required_field in ("apiVersion", "kind", "name", "uid"):
             if not reference.get(required_field):

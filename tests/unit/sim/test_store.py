@@ -437,3 +437,9 @@ def test_a_suspended_unstarted_job_accepts_only_scheduling_directive_changes(sto
     store.patch("batch/v1/jobs", "j", {"status": {"startTime": "2027-01-15T08:00:00Z"}}, subresource="status")
     with pytest.raises(errors.ApiError):
         store.patch("batch/v1/jobs", "j", {"spec": {"template": {"spec": {"nodeSelector": {"pool": "b"}}}}})
+
+
+def test_annotations_are_limited_to_256_kib_in_total(store):
+    with pytest.raises(errors.ApiError) as raised:
+        store.create(CM, configmap("big", annotations={"a": "x" * (256 * 1024)}))
+    assert raised.value.causes[0]["reason"] == "FieldValueTooLong"
