@@ -60,7 +60,11 @@ class EmulatorHarness:
             await emulator.start()
             return emulator
 
-        self.emulator = asyncio.run_coroutine_threadsafe(build_and_start(), loop).result(self._start_timeout)
+        try:
+            self.emulator = asyncio.run_coroutine_threadsafe(build_and_start(), loop).result(self._start_timeout)
+        except BaseException:
+            self.stop()  # do not leave the loop thread behind
+            raise
         self.url = self.emulator.url
         self.kubeconfig_path = self.emulator.write_kubeconfig(self._requested_kubeconfig)
 

@@ -42,3 +42,16 @@ def test_bad_faults_spec_is_a_usage_error(tmp_path):
         check=False,
     )
     assert result.returncode == 2 and "bad fault item" in result.stderr
+
+
+def test_a_harness_that_fails_to_start_leaves_no_thread_behind():
+    import threading
+
+    import pytest
+
+    from airflow_provider_gang.sim.harness import EmulatorHarness
+
+    before = {t.name for t in threading.enumerate()}
+    with pytest.raises(ValueError), EmulatorHarness(faults="not a fault spec"):
+        pass
+    assert "gang-sim" not in {t.name for t in threading.enumerate()} - before
