@@ -17,13 +17,14 @@ import gc
 import json
 import logging
 import os
+import socket
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -141,30 +142,59 @@ def _describe(state: str, summary: dict[str, Any] | None, elapsed: float) -> str
     return "\n".join(lines)
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for rendezvous of members that are local processes)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def demo_scenario() -> Scenario:
+    """The ``demo`` scenario, with the example's trainer image run as local processes."""
+    return dataclasses.replace(load_scenario("demo"), local_process_images=(TRAINER_IMAGE_FOR_DEMO,))
+
+
+def run_example_dag(time_scale: float = DEMO_TIME_SCALE) -> tuple[str, dict[str, Any] | None]:
+    """Run the example DAG once with ``dag.test()`` against the cluster ``kubernetes_default`` points at.
+
+    The task's wall-clock limits are divided by ``time_scale`` so they keep their meaning on the
+    faster simulated cluster. Returns the task state and its XCom summary (``None`` if it failed).
+    """
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(str(REPOSITORY / "dags")).get_dag(DEMO_DAG_ID)
+    if dag is None:
+        raise LookupError(f"DAG {DEMO_DAG_ID} not found in {REPOSITORY / 'dags'}")
+    task = dag.get_task("train")
+    _scaled(task, time_scale)
+    task.master_port = free_port()  # every member runs on this machine: do not assume 29500 is free
+    # A nightly run starts at its data interval end (02:00); this one starts now. Count the scaled
+    # start_by window from now, so "4 hours after 02:00" keeps its meaning for a run at any hour.
+    now = datetime.now(timezone.utc)
+    from airflow.serialization.encoders import coerce_to_core_timetable  # what dag.test() uses
+
+    interval_end = coerce_to_core_timetable(dag.timetable).infer_manual_data_interval(run_after=now).end
+    if task.start_by is not None:
+        task.start_by += now - interval_end
+    return _outcome(dag.test(logical_date=now))
+
+
 def main() -> int:
     """Run the example DAG once on the ``demo`` scenario and print what happened."""
     with tempfile.TemporaryDirectory(prefix="gang-demo-") as home:
         _prepare_environment(Path(home))
-        scenario = dataclasses.replace(load_scenario("demo"), local_process_images=(TRAINER_IMAGE_FOR_DEMO,))
+        scenario = demo_scenario()
         print(f"Starting the Kubernetes emulator with the 'demo' scenario: {scenario.description}")
         with simulated_cluster(scenario, time_scale=DEMO_TIME_SCALE) as cluster:
             print(f"Emulator at {cluster.harness.url}; Airflow home {home}")
-            from airflow.dag_processing.dagbag import DagBag
             from airflow.utils import db
 
             db.initdb()
-            dag = DagBag(str(REPOSITORY / "dags")).get_dag(DEMO_DAG_ID)
-            if dag is None:
-                print(f"DAG {DEMO_DAG_ID} not found in {REPOSITORY / 'dags'}")
-                return 1
-            _scaled(dag.get_task("train"), DEMO_TIME_SCALE)
             print(f"Running {DEMO_DAG_ID} with dag.test() ...")
             started = time.monotonic()
-            dag_run = dag.test()
-            state, summary = _outcome(dag_run)
+            state, summary = run_example_dag()
             print(_describe(state, summary, time.monotonic() - started))
-            left = cluster.objects("v1/pods")
-            print(f"Pods left in the cluster: {len(left)}")
+            print(f"Pods left in the cluster: {len(cluster.objects('v1/pods'))}")
             _collect_inline_trigger_sessions()
             return 0 if state == "success" else 1
 

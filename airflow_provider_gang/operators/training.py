@@ -23,7 +23,7 @@ from airflow_provider_gang.operators import arguments as checks
 from airflow_provider_gang.operators import execution
 from airflow_provider_gang.operators.member_template import build_member_template
 from airflow_provider_gang.reservation import fallback, naming
-from airflow_provider_gang.reservation.spec import GangSpec, GangSpecError, MemberResources
+from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
 
 # GangSpec field -> the operator argument a user wrote.
 _ARGUMENT_OF_FIELD = {"mode": "reservation", "queue": "kueue_queue"}
@@ -38,7 +38,7 @@ class GangTrainingOperator(BaseOperator):
     What to run: ``image`` (+ ``command``, ``args``, ``env``) or ``pod_template`` / ``pod_template_file``;
     ``size`` members (``min_size`` is the floor for partial admission and shrinking), each with ``gpus``,
     ``cpu``, ``memory``. ``distributed="torch"|"jax"`` gives members their rank environment and a
-    headless Service for rendezvous.
+    headless Service for rendezvous on ``master_port``.
 
     How to reserve: ``reservation="provisioning_request"|"kueue"|"gates"`` with
     ``provisioning_class`` (default best-effort atomic scale-up), ``provisioning_parameters``,
@@ -83,6 +83,7 @@ class GangTrainingOperator(BaseOperator):
         memory: str | None = None,
         gpu_resource: str = "nvidia.com/gpu",
         distributed: str | None = None,
+        master_port: int = DEFAULT_MASTER_PORT,
         reservation: str = "provisioning_request",
         provisioning_class: str | None = None,
         provisioning_parameters: Mapping[str, str] | None = None,
@@ -108,7 +109,7 @@ class GangTrainingOperator(BaseOperator):
         self.image, self.command, self.args, self.env = image, command, args, env
         self.pod_template, self.pod_template_file = pod_template, pod_template_file
         self.gpus, self.cpu, self.memory, self.gpu_resource = gpus, cpu, memory, gpu_resource
-        self.distributed = distributed
+        self.distributed, self.master_port = distributed, master_port
         self.reservation = reservation
         self.provisioning_class = provisioning_class
         if provisioning_class is None and reservation in ("provisioning_request", "gates"):
@@ -175,6 +176,7 @@ class GangTrainingOperator(BaseOperator):
                 spot=self.spot,
                 labels=self.labels,
                 distributed=self.distributed,  # type: ignore[arg-type]  # GangSpec converts the string
+                master_port=self.master_port,
             )
         except GangSpecError as error:
             argument = _ARGUMENT_OF_FIELD.get(error.field, error.field)

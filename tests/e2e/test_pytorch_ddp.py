@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_gang.demo import free_port
 from airflow_provider_gang.sim.scenario import load_scenario
 from tests.e2e.gang_dags import gang_dag, task_instance
 
@@ -28,7 +29,8 @@ def test_four_rank_ddp_job_trains_and_reports(cluster_factory: Any, run_dag: Any
     scenario = dataclasses.replace(load_scenario("small"), local_process_images=(IMAGE,))
     cluster = cluster_factory(scenario, time_scale=60)
     dag = gang_dag("ddp_four_ranks", image=IMAGE, command=["python", "-u", str(TRAINER)], size=4, cpu="1",
-                   distributed="torch", reservation="provisioning_request", deferrable=True, log_ranks=[0],
+                   distributed="torch", master_port=free_port(), reservation="provisioning_request",
+                   deferrable=True, log_ranks=[0],
                    reservation_timeout=timedelta(seconds=60), startup_timeout=timedelta(seconds=60),
                    run_timeout=timedelta(seconds=180))
     dag_run = run_dag(dag)

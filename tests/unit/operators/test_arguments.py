@@ -42,6 +42,7 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("env-non-string-value", {"env": {"EPOCHS": 3}}, "env"),
     ("env-overrides-rank", {"distributed": "torch", "env": {"RANK": "0"}}, "env"),
     ("distributed-unknown", {"distributed": "mpi"}, "distributed"),
+    ("master-port-out-of-range", {"distributed": "torch", "master_port": 70000}, "master_port"),
     ("reservation-unknown", {"reservation": "volcano"}, "reservation"),
     ("kueue-without-queue", {"reservation": "kueue"}, "kueue_queue"),
     ("queue-outside-kueue", {"kueue_queue": "team-a"}, "kueue_queue"),
