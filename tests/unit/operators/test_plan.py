@@ -1,0 +1,109 @@
+"""Try planning, table-driven: which step a try takes, when it adopts, when it must not start."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_provider_gang.operators.history import TryRecord
+from airflow_provider_gang.operators.plan import NoTry, current_sequence, effective_ladder, plan_try
+from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs, ShrinkTo
+from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
+
+NOW = 1_800_000_000.0
+LADDER = (OtherZone("zone-b"), ShrinkTo(4))
+
+
+def build_spec(name: str) -> GangSpec:
+    template = {"spec": {"containers": [{"name": "trainer", "image": "trainer:1"}]}}
+    return GangSpec(name=name, namespace="default", size=8, min_size=4, pod_template=template,
+                    resources=MemberResources(gpus=1), provisioning_class="check-capacity.autoscaling.x-k8s.io",
+                    zone="zone-a")
+
+
+def record(attempt: int, outcome: Reason, step_index: int | None = None) -> TryRecord:
+    return TryRecord(attempt=attempt, gang=f"g-t{attempt}", step="", step_index=step_index, mode="provisioning_request",
+                     size=8, outcome=outcome.value, message="", retryable=outcome is not Reason.ALL_SUCCEEDED)
+
+
+def plan(try_number: int, records: list[TryRecord], *, current: dict[str, Any] | None = None,
+         start_by: timedelta | None = None, interval_end: datetime | None = None) -> Any:
+    ti = SimpleNamespace(dag_id="nightly", task_id="train", run_id="scheduled__1", map_index=-1, try_number=try_number)
+    context = {"data_interval_end": interval_end or datetime.fromtimestamp(NOW, timezone.utc)}
+    return plan_try(ti=ti, context=context, records=records, current=current, ladder=LADDER, build_spec=build_spec,
+                    reservation_timeout_seconds=600, start_by=start_by, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("try_number", "records", "step", "zone", "size"),
+    [
+        pytest.param(1, [], "as configured", "zone-a", 8, id="first-try-as-configured"),
+        pytest.param(2, [record(1, Reason.CAPACITY_NOT_FOUND)], "other zone zone-b", "zone-b", 8,
+                     id="refused-moves-zone"),
+        pytest.param(3, [record(1, Reason.CAPACITY_NOT_FOUND), record(2, Reason.DEADLINE, 0)], "shrink to 4 members",
+                     "zone-b", 4, id="steps-accumulate"),
+        pytest.param(2, [record(1, Reason.BOOKING_EXPIRED)], "other zone zone-b", "zone-b", 8,
+                     id="booking-expired-moves-zone"),
+        pytest.param(3, [record(1, Reason.ALL_SUCCEEDED), record(2, Reason.CAPACITY_NOT_FOUND)], "other zone zone-b",
+                     "zone-b", 8, id="cleared-after-success-starts-a-new-sequence"),
+    ],
+)
+def test_step_follows_try_number_and_recorded_reason(try_number: int, records: list[TryRecord], step: str,
+                                                      zone: str, size: int) -> None:
+    chosen, _ = plan(try_number, records)
+    spec = chosen.gang_spec()
+    assert (chosen.step, spec.zone, spec.size) == (step, zone, size)
+    assert f"-t{try_number}-" in chosen.gang  # a new name (so new objects) per try
+
+
+def test_exhausted_ladder_is_not_tried() -> None:
+    records = [record(1, Reason.DEADLINE), record(2, Reason.DEADLINE, 0), record(3, Reason.DEADLINE, 1)]
+    with pytest.raises(NoTry) as caught:
+        plan(4, records)
+    assert caught.value.reason is Reason.LADDER_EXHAUSTED
+
+
+def test_no_step_for_the_reason_exhausts_the_ladder() -> None:
+    with pytest.raises(NoTry) as caught:
+        plan(2, [record(1, Reason.MEMBER_FAILED)])  # neither other-zone nor shrink answers a crashed member
+    assert caught.value.reason is Reason.LADDER_EXHAUSTED
+
+
+def test_start_window_passed_is_not_tried() -> None:
+    with pytest.raises(NoTry) as caught:
+        plan(2, [record(1, Reason.DEADLINE)], start_by=timedelta(hours=4),
+             interval_end=datetime.fromtimestamp(NOW, timezone.utc) - timedelta(hours=5))
+    assert caught.value.reason is Reason.START_WINDOW_MISSED
+
+
+def test_start_window_caps_the_reservation_wait() -> None:
+    chosen, _ = plan(1, [], start_by=timedelta(minutes=3))
+    assert chosen.reservation_deadline == NOW + 180
+    assert chosen.deadline_reason == Reason.START_WINDOW_MISSED.value
+
+
+def test_unfinished_try_is_adopted_by_the_next() -> None:
+    crashed, _ = plan(1, [])
+    adopted, explanation = plan(2, [], current=crashed.to_dict())
+    assert (adopted.gang, adopted.attempt, adopted.adopted_from) == (crashed.gang, 2, 1)
+    assert "adopting" in explanation
+
+
+def test_same_try_resumes_its_plan() -> None:
+    first, _ = plan(1, [])
+    resumed, explanation = plan(1, [], current=first.to_dict())
+    assert resumed == first and "resuming" in explanation
+
+
+def test_without_fallbacks_retries_repeat_the_gang() -> None:
+    assert effective_ladder((), 2) == (RetryAsIs(), RetryAsIs())
+    assert effective_ladder(LADDER, 5) == LADDER
+
+
+def test_sequence_restarts_after_a_try_that_cannot_be_retried() -> None:
+    records = [record(1, Reason.DEADLINE), record(2, Reason.START_WINDOW_MISSED), record(3, Reason.DEADLINE)]
+    assert [item.attempt for item in current_sequence(records)] == [3]
