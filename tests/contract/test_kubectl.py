@@ -231,6 +231,9 @@ def test_logs_of_a_running_container(cluster: Cluster, namespace):
     cluster.harness.run(lambda: cluster.harness.store.logs.append(namespace, "p1", "main", "one\ntwo\nthree\n"))
     assert cluster.kubectl("logs", "p1", "-n", namespace).stdout == "one\ntwo\nthree\n"
     assert cluster.kubectl("logs", "p1", "-n", namespace, "--tail=1").stdout == "three\n"
+    assert cluster.kubectl("logs", "p1", "-n", namespace, "--since=1h").stdout == "one\ntwo\nthree\n"
+    previous = cluster.kubectl("logs", "p1", "-n", namespace, "--previous")
+    assert previous.returncode != 0 and 'previous terminated container "main"' in previous.stderr
     stamped = cluster.kubectl("logs", "p1", "-n", namespace, "--timestamps", "--tail=1").stdout
     assert stamped.endswith("Z three\n") and stamped[:4].isdigit()
     cluster.harness.run(lambda: cluster.harness.store.logs.close(namespace, "p1", "main"))

@@ -3,7 +3,8 @@
 Answers like a kubelet behind the apiserver: ``text/plain``; ``container`` required when the pod has
 several; unknown container 400; a Pending pod whose container never logged 400 "waiting to start";
 ``follow=true`` streams until the container's log is closed; ``tailLines``, ``sinceSeconds``,
-``timestamps`` select and format lines. ``previous`` is not modelled (always the current run).
+``timestamps`` select and format lines. ``previous=true`` answers 400 as for a container that never
+restarted (earlier runs are not kept).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ async def serve(request: web.Request, context: ApiContext, info: RequestInfo) ->
         container = names[0]
     if container not in all_names:
         raise errors.bad_request(f"container {container} is not valid for pod {name}")
+    if parse_bool(request.query.get("previous")):  # no restarts are kept: like a container that never restarted
+        raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
     logs = context.store.logs
     if (pod.get("status") or {}).get("phase") == "Pending" and not logs.has_stream(namespace, name, container):
         raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
