@@ -21,6 +21,7 @@ import socket
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -183,13 +184,14 @@ def main() -> int:
     """Run the example DAG once on the ``demo`` scenario and print what happened."""
     with tempfile.TemporaryDirectory(prefix="gang-demo-") as home:
         _prepare_environment(Path(home))
+        _quiet_known_noise()
+        from airflow.utils import db
+
+        db.initdb()  # before the cluster starts: its scenario's clock runs from its start
         scenario = demo_scenario()
         print(f"Starting the Kubernetes emulator with the 'demo' scenario: {scenario.description}")
         with simulated_cluster(scenario, time_scale=DEMO_TIME_SCALE) as cluster:
             print(f"Emulator at {cluster.harness.url}; Airflow home {home}")
-            from airflow.utils import db
-
-            db.initdb()
             print(f"Running {DEMO_DAG_ID} with dag.test() ...")
             started = time.monotonic()
             state, summary = run_example_dag()
@@ -197,6 +199,14 @@ def main() -> int:
             print(f"Pods left in the cluster: {len(cluster.objects('v1/pods'))}")
             _collect_inline_trigger_sessions()
             return 0 if state == "success" else 1
+
+
+def _quiet_known_noise() -> None:
+    """Keep the demo's output readable: library deprecation warnings, and asyncio's reports of the
+    trigger sessions ``dag.test()`` leaves to the garbage collector (see below), are not news."""
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
 
 def _collect_inline_trigger_sessions() -> None:

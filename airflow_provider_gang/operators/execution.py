@@ -38,6 +38,7 @@ from airflow_provider_gang.operators.plan import NoTry, TryPlan, effective_ladde
 from airflow_provider_gang.reservation import cost, validation
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.phases import Phase, Reason
+from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
@@ -116,7 +117,7 @@ def start_try(operator: GangTrainingOperator, context: Mapping[str, Any]) -> Any
         pod_selector=watch.gated_pod_selector, scheduling_gate=watch.scheduling_gate,
         deadline_reason=plan.deadline_reason, delete_on_kill=gang_objects.kill_targets(spec),
     )
-    return _wait(operator, context, trigger, "execute_reserved", plan.reservation_deadline)
+    return _wait(operator, context, trigger, "execute_reserved", plan.reservation_deadline, spec)
 
 
 def on_reservation_event(operator: GangTrainingOperator, context: Mapping[str, Any], event: dict[str, Any]) -> Any:
@@ -156,7 +157,7 @@ def on_reservation_event(operator: GangTrainingOperator, context: Mapping[str, A
         startup_deadline=now + operator.startup_timeout.total_seconds(),
         delete_on_kill=gang_objects.kill_targets(spec),
     )
-    return _wait(operator, context, trigger, "execute_finished", deadline)
+    return _wait(operator, context, trigger, "execute_finished", deadline, spec)
 
 
 def on_run_event(operator: GangTrainingOperator, context: Mapping[str, Any], event: dict[str, Any]) -> Any:
@@ -240,12 +241,13 @@ def _guarded(action: Callable[[], T], records: Any, history: TryHistory, plan: T
 
 
 def _wait(operator: GangTrainingOperator, context: Mapping[str, Any], trigger: Any, method: str,
-          deadline: float) -> Any:
-    """Defer to ``trigger`` or, in blocking mode, run it here until its first event."""
+          deadline: float, spec: GangSpec) -> Any:
+    """Defer to ``trigger`` or, in blocking mode, run it here until its first event (``spec`` is kept
+    for ``on_kill`` meanwhile)."""
     if operator.deferrable:
         timeout = timedelta(seconds=max(1.0, deadline - time.time())) + DEFER_SLACK
         operator.defer(trigger=trigger, method_name=method, timeout=timeout)
-    operator.inline_gang = (ConnectionSettings.from_dict(trigger.connection), TryHistory(context))
+    operator.inline_gang = (ConnectionSettings.from_dict(trigger.connection), spec)
     try:
         event = asyncio.run(_first_event(trigger))
     finally:
@@ -273,11 +275,7 @@ def kill(operator: GangTrainingOperator) -> None:
     active = getattr(operator, "inline_gang", None)
     if active is None:
         return
-    settings, history = active
-    current = history.current()
-    if current is None:
-        return
-    spec = TryPlan.from_dict(current).gang_spec()
+    settings, spec = active
 
     def delete() -> None:
         deleted = _run(settings, lambda client: gang_objects.teardown(client, spec))
