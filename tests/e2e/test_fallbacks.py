@@ -37,6 +37,13 @@ CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 
 def test_refused_in_zone_a_then_granted_in_zone_b(cluster_factory: Any, run_dag: Any) -> None:
     cluster = cluster_factory(TWO_ZONES, time_scale=60)
+    request_events: list[tuple[str, str]] = []
+
+    def record(event_type: str, resource: str, obj: dict[str, Any]) -> None:
+        if resource.endswith("/provisioningrequests") and event_type in ("ADDED", "DELETED"):
+            request_events.append((event_type, obj["metadata"]["name"]))
+
+    cluster.harness.run(lambda: cluster.harness.store.subscribe(record))
     dag = gang_dag("zone_fallback", retries=1, size=4, gpus=1, pod_template=simulated_pod(30),
                    zone="zone-a", strict_zone=True, provisioning_class=CHECK_CAPACITY,
                    provisioning_parameters={"noRetry": "true"}, fallbacks=[OtherZone("zone-b")],
@@ -47,7 +54,9 @@ def test_refused_in_zone_a_then_granted_in_zone_b(cluster_factory: Any, run_dag:
     tries = [(item["attempt"], item["step"], item["outcome"]) for item in summary["tries"]]
     assert tries == [(1, "as configured", "capacity_not_found"), (2, "other zone zone-b", "all_succeeded")]
     assert summary["zone"] == "zone-b"
-    # Zone A's request was withdrawn when its try failed; nothing of either try is left.
+    zone_a, zone_b = (item["gang"] for item in summary["tries"])
+    # Zone A's request was withdrawn before zone B's was made; nothing of either try is left.
+    assert request_events.index(("DELETED", zone_a)) < request_events.index(("ADDED", zone_b))
     assert cluster.objects("autoscaling.x-k8s.io/v1/provisioningrequests") == []
     assert cluster.objects("v1/pods") == []
 
