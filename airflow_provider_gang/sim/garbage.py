@@ -5,7 +5,8 @@ Follows the garbage collector's documented semantics
 
 - an object with finalizers is only marked (``deletionTimestamp``, MODIFIED event) and removed once
   the finalizers are cleared; no new finalizers may be added while it is being deleted;
-- ``Orphan``: dependents lose their ownerReference to the deleted owner and stay;
+- ``Orphan``: the owner gets the ``orphan`` finalizer, dependents lose their ownerReference to it and
+  stay, then the finalizer is removed;
 - ``Background``: the owner goes first, then dependents whose owners are all gone are deleted
   (a dependent with another live owner only loses the reference);
 - ``Foreground``: the owner gets the ``foregroundDeletion`` finalizer, its dependents are deleted,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 Object = dict[str, Any]
 FOREGROUND = "foregroundDeletion"
+ORPHAN = "orphan"
 
 
 def default_policy(resource_type: ResourceType) -> str:
@@ -138,14 +140,12 @@ def delete(
         marked = _stamped(obj, rfc3339(store._wall_clock() + grace), grace)
         return store._commit(resource_type, "MODIFIED", copy.deepcopy(marked), obj)
     uid = metadata["uid"]
-    if policy == "Orphan":
-        for dependent in sorted(store.dependents.get(uid, set())):
-            _drop_owner(store, dependent, uid)
     if resource_type.storage_key == "/namespaces":
         _empty_namespace(store, metadata["name"])
     finalizers = list(metadata.get("finalizers") or [])
-    if policy == "Foreground" and store.dependents.get(uid):
-        finalizers.append(FOREGROUND)
+    gc_finalizer = {"Orphan": ORPHAN, "Foreground": FOREGROUND}.get(policy)
+    if gc_finalizer and gc_finalizer not in finalizers:  # upstream marks every Orphan/Foreground delete
+        finalizers.append(gc_finalizer)
     if not finalizers:
         last = _stamped(obj, rfc3339(store._wall_clock()), 0) if is_pod else obj
         return store._remove(resource_type, last, obj)
@@ -156,13 +156,26 @@ def delete(
         deletionGracePeriodSeconds=0,
         finalizers=finalizers,
     )
-    if policy == "Foreground":
+    answer = copy.deepcopy(held) if held is not None else obj  # what the API answers: the marked object
+    if policy == "Orphan":
+        for dependent in sorted(store.dependents.get(uid, set())):
+            _drop_owner(store, dependent, uid)
+        _release(store, object_id, ORPHAN)
+    elif policy == "Foreground":
         for dependent in sorted(store.dependents.get(uid, set())):
             current = store.stored(dependent)
             if current is not None:
                 delete(store, store.type_of(dependent[0]), current, "Foreground")
         _finish_foreground(store, uid)
-    return store.stored(object_id) or held or obj
+    return answer
+
+
+def _release(store: Store, object_id: ObjectId, finalizer: str) -> None:
+    """Remove one finalizer (the garbage collector's part); the object goes once none is left."""
+    current = store.stored(object_id)
+    if current is not None and finalizer in (current["metadata"].get("finalizers") or []):
+        rest = [f for f in current["metadata"]["finalizers"] if f != finalizer]
+        _rewrite_metadata(store, object_id, finalizers=rest or None)
 
 
 def _stamped(obj: Object, deletion_timestamp: str, grace_seconds: int) -> Object:
@@ -189,12 +202,8 @@ def _empty_namespace(store: Store, namespace: str) -> None:
 def _finish_foreground(store: Store, owner_uid: str) -> None:
     """Remove the foregroundDeletion finalizer once no dependents remain."""
     owner_id = store.uids.get(owner_uid)
-    owner = store.stored(owner_id) if owner_id else None
-    if owner is None or owner_id is None or store.dependents.get(owner_uid):
-        return
-    finalizers = [f for f in owner["metadata"].get("finalizers") or [] if f != FOREGROUND]
-    if finalizers != list(owner["metadata"].get("finalizers") or []):
-        _rewrite_metadata(store, owner_id, finalizers=finalizers or None)
+    if owner_id is not None and not store.dependents.get(owner_uid):
+        _release(store, owner_id, FOREGROUND)
 
 
 def after_removal(store: Store, removed: Object) -> None:

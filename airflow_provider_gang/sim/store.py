@@ -133,7 +133,8 @@ class Store(ObjectTable):
         if (namespace, metadata["name"]) in self._objects.get(resource_type.storage_key, {}):
             raise errors.already_exists(resource_type.plural, metadata["name"], resource_type.group)
         metadata["creationTimestamp"] = rfc3339(self._wall_clock())
-        metadata["generation"] = 1
+        if strategy.tracks_generation:
+            metadata["generation"] = 1
         if dry_run:
             return self._present(resource_type, new)
         committed = self._commit(resource_type, "ADDED", new, None)
@@ -217,7 +218,7 @@ class Store(ObjectTable):
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if new == old:
             return self._present(resource_type, old)
-        if strategy.spec_changed(new, old):
+        if strategy.tracks_generation and strategy.spec_changed(new, old):
             new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
         if dry_run:
             return self._present(resource_type, new)

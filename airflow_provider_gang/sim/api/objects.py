@@ -21,6 +21,7 @@ from airflow_provider_gang.sim.api.context import ApiContext, json_response, suc
 from airflow_provider_gang.sim.api.paths import RequestInfo
 from airflow_provider_gang.sim.registry import ResourceType
 
+_RETURNS_DELETED_OBJECT = frozenset({"/pods", "/podtemplates", "/namespaces"})
 PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/json-patch+json": "json",
@@ -175,13 +176,14 @@ async def _delete(
         grace_period_seconds=grace_seconds,
         dry_run=_dry_run(request),
     )
-    # Custom resources answer a Status once gone; built-in kinds (and anything still terminating)
-    # answer the object, which the typed clients expect (reference doc, section 5.3).
-    if resource_type.custom and not deleted["metadata"].get("deletionTimestamp"):
-        return json_response(
-            success_status(name, resource_type.group, resource_type.plural, deleted["metadata"].get("uid", ""))
-        )
-    return json_response(deleted)
+    # Upstream answers the object when the delete was deferred (finalizers, incl. the garbage
+    # collector's orphan/foregroundDeletion; graceful pods) or the kind's registry returns deleted
+    # objects (pods, pod templates, namespaces); otherwise a Status Success.
+    metadata = deleted["metadata"]
+    deferred = bool(metadata.get("finalizers")) or (metadata.get("deletionGracePeriodSeconds") or 0) > 0
+    if deferred or resource_type.storage_key in _RETURNS_DELETED_OBJECT:
+        return json_response(deleted)
+    return json_response(success_status(name, resource_type.group, resource_type.plural, metadata.get("uid", "")))
 
 
 async def _subject_access_review(request: web.Request, context: ApiContext, user: str) -> web.Response:

@@ -7,17 +7,20 @@ from airflow_provider_gang.sim.kinds.core import (
     CustomResourceDefinitionStrategy,
     NamespaceStrategy,
     NodeStrategy,
+    SecretStrategy,
     ServiceStrategy,
 )
 from airflow_provider_gang.sim.kinds.custom import CustomResourceStrategy
 from airflow_provider_gang.sim.kinds.jobs import JobStrategy
-from airflow_provider_gang.sim.kinds.pods import PodStrategy
+from airflow_provider_gang.sim.kinds.pods import PodStrategy, PodTemplateStrategy
 from airflow_provider_gang.sim.registry import ResourceType
 
 _DEFAULT = Strategy()
 _CUSTOM = CustomResourceStrategy()
 _BY_STORAGE_KEY: dict[str, Strategy] = {
     "/pods": PodStrategy(),
+    "/podtemplates": PodTemplateStrategy(),
+    "/secrets": SecretStrategy(),
     "/namespaces": NamespaceStrategy(),
     "/services": ServiceStrategy(),
     "/nodes": NodeStrategy(),

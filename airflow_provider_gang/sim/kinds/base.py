@@ -18,7 +18,13 @@ Object = dict[str, Any]
 
 
 class Strategy:
-    """Default admission for a kind. Methods mutate ``new`` (a private copy) in place."""
+    """Default admission for a kind. Methods mutate ``new`` (a private copy) in place.
+
+    ``tracks_generation``: whether objects carry ``metadata.generation`` (custom resources, CRDs,
+    Jobs, Pods do; ConfigMaps, Services, Nodes, Events... do not, as upstream).
+    """
+
+    tracks_generation = False
 
     def prepare_create(self, new: Object, resource_type: ResourceType) -> None:
         """Reset server-owned parts before create (status when it is a subresource)."""

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import itertools
 from typing import Any
 
-from airflow_provider_gang.sim import validation
+from airflow_provider_gang.sim import errors, validation
 from airflow_provider_gang.sim.errors import Cause
 from airflow_provider_gang.sim.kinds.base import Object, Strategy
 from airflow_provider_gang.sim.registry import ResourceType
+
+
+class SecretStrategy(Strategy):
+    """Secrets: ``stringData`` is merged into base64 ``data`` and dropped; ``type`` defaults to Opaque."""
+
+    def prepare_create(self, new: Object, resource_type: ResourceType) -> None:
+        self.prepare_update(new, new, resource_type)
+
+    def prepare_update(self, new: Object, old: Object, resource_type: ResourceType) -> None:
+        string_data = new.pop("stringData", None) or {}
+        if string_data:
+            data = new.setdefault("data", {})
+            for key, value in string_data.items():
+                data[key] = base64.b64encode(str(value).encode()).decode()
+        new.setdefault("type", old.get("type") or "Opaque")
 
 
 class NamespaceStrategy(Strategy):
@@ -65,15 +81,24 @@ class ServiceStrategy(Strategy):
         self, new: Object, old: Object, resource_type: ResourceType, field_validation: str
     ) -> list[Cause]:
         causes = super().validate_update(new, old, resource_type, field_validation)
-        if new.get("spec", {}).get("clusterIP") != old.get("spec", {}).get("clusterIP"):
+        new_spec, old_spec = new.get("spec", {}), old.get("spec", {})
+        new_ips = new_spec.get("clusterIPs")
+        if new_spec.get("clusterIP") != old_spec.get("clusterIP"):
+            new_ips = [new_spec.get("clusterIP")]  # upstream derives clusterIPs from a changed clusterIP
+        if new_ips != old_spec.get("clusterIPs"):
+            shown = "[]string{" + ", ".join(f'"{ip}"' for ip in new_ips or []) + "}"
             causes.append(
-                validation.invalid_value("spec.clusterIP", new["spec"].get("clusterIP"), "field is immutable")
+                errors.field_cause(
+                    "FieldValueInvalid", "spec.clusterIPs[0]", f"Invalid value: {shown}: may not change once set"
+                )
             )
         return causes
 
 
 class CustomResourceDefinitionStrategy(Strategy):
     """CRDs must be named ``<plural>.<group>`` and are Established at once (no controller delay)."""
+
+    tracks_generation = True
 
     def initial_status(self, new: Object) -> dict[str, Any] | None:
         spec = new.get("spec") or {}

@@ -204,6 +204,8 @@ def transition_causes(new: Any, old: Any, schema: dict[str, Any], path: list[Any
 class CustomResourceStrategy(Strategy):
     """Admission for custom resources served from a CRD version's schema."""
 
+    tracks_generation = True
+
     def _prune_and_check(self, new: Object, resource_type: ResourceType, field_validation: str) -> list[Cause]:
         schema = resource_type.schema
         if schema is None:

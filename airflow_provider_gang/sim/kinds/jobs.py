@@ -15,12 +15,15 @@ from typing import Any
 
 from airflow_provider_gang.sim import errors, validation
 from airflow_provider_gang.sim.errors import Cause
+from airflow_provider_gang.sim.kinds import pods
 from airflow_provider_gang.sim.kinds.base import Object, Strategy
 from airflow_provider_gang.sim.registry import ResourceType
 
 
 class JobStrategy(Strategy):
     """See module docstring."""
+
+    tracks_generation = True
 
     def initial_status(self, new: Object) -> dict[str, Any] | None:
         return {}
@@ -35,6 +38,9 @@ class JobStrategy(Strategy):
         spec.setdefault("completionMode", "NonIndexed")
         spec.setdefault("suspend", False)
         spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+        template_spec = spec.setdefault("template", {}).setdefault("spec", {})
+        if isinstance(template_spec, dict):
+            pods.template_spec_defaults(template_spec)
         if not spec.get("manualSelector"):
             uid, name = new["metadata"]["uid"], new["metadata"].get("name", "")
             spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
@@ -48,14 +54,19 @@ class JobStrategy(Strategy):
                 }
             )
 
+    def prepare_update(self, new: Object, old: Object, resource_type: ResourceType) -> None:
+        super().prepare_update(new, old, resource_type)
+        template_spec = (new.get("spec") or {}).get("template", {}).get("spec")
+        if isinstance(template_spec, dict):  # a PUT body is defaulted like a create body
+            pods.template_spec_defaults(template_spec)
+
     def validate_create(self, new: Object, resource_type: ResourceType, field_validation: str) -> list[Cause]:
         causes = super().validate_create(new, resource_type, field_validation)
         name = new["metadata"].get("name") or ""
         if len(name) > 63:
             causes.append(validation.invalid_value("metadata.name", name, "must be no more than 63 characters"))
         template_spec = ((new.get("spec") or {}).get("template") or {}).get("spec") or {}
-        if not template_spec.get("containers"):
-            causes.append(validation.required("spec.template.spec.containers"))
+        causes.extend(pods.template_causes(template_spec, "spec.template.spec"))
         restart = template_spec.get("restartPolicy")
         if restart not in ("OnFailure", "Never"):
             causes.append(

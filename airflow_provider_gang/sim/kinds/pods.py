@@ -53,6 +53,35 @@ def qos_class(spec: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed and containers else "Burstable"
 
 
+def template_spec_defaults(spec: dict[str, Any]) -> None:
+    """Defaults upstream's ``SetDefaults_PodSpec`` gives every pod spec, templates included (not
+    ``restartPolicy``: Jobs must state it; PodTemplates and Pods default it themselves)."""
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    for container in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+        if isinstance(container, dict):
+            _container_defaults(container)
+
+
+def template_causes(spec: Any, path: str) -> list[Cause]:
+    """The essential pod-spec checks for a template at ``path`` (containers named, with images)."""
+    spec = spec if isinstance(spec, dict) else {}
+    causes: list[Cause] = []
+    if not spec.get("containers"):
+        causes.append(validation.required(f"{path}.containers"))
+    for kind in ("containers", "initContainers"):
+        for index, container in enumerate(spec.get(kind) or []):
+            if not container.get("name"):
+                causes.append(validation.required(f"{path}.{kind}[{index}].name"))
+            else:
+                causes.extend(validation.validate_name(container["name"], "label", f"{path}.{kind}[{index}].name"))
+            if not container.get("image"):
+                causes.append(validation.required(f"{path}.{kind}[{index}].image"))
+    return causes
+
+
 def _container_defaults(container: dict[str, Any]) -> None:
     image = str(container.get("image") or "")
     tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
@@ -75,23 +104,42 @@ def _default_tolerations(spec: dict[str, Any]) -> None:
             tolerations.append({"key": taint, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
 
 
+class PodTemplateStrategy(Strategy):
+    """PodTemplates: their pod spec is defaulted (incl. ``restartPolicy: Always``) and must name containers."""
+
+    def prepare_create(self, new: Object, resource_type: ResourceType) -> None:
+        self.prepare_update(new, new, resource_type)
+
+    def prepare_update(self, new: Object, old: Object, resource_type: ResourceType) -> None:
+        spec = new.setdefault("template", {}).setdefault("spec", {})
+        if isinstance(spec, dict):
+            spec.setdefault("restartPolicy", "Always")
+            template_spec_defaults(spec)
+
+    def validate_create(self, new: Object, resource_type: ResourceType, field_validation: str) -> list[Cause]:
+        causes = super().validate_create(new, resource_type, field_validation)
+        return causes + template_causes((new.get("template") or {}).get("spec"), "template.spec")
+
+    def validate_update(
+        self, new: Object, old: Object, resource_type: ResourceType, field_validation: str
+    ) -> list[Cause]:
+        causes = super().validate_update(new, old, resource_type, field_validation)
+        return causes + template_causes((new.get("template") or {}).get("spec"), "template.spec")
+
+
 class PodStrategy(Strategy):
     """See module docstring."""
+
+    tracks_generation = True  # pod generation tracking (KEP-5067), on by default in current releases
 
     def prepare_create(self, new: Object, resource_type: ResourceType) -> None:
         spec = new.setdefault("spec", {})
         spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("dnsPolicy", "ClusterFirst")
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("securityContext", {})
+        template_spec_defaults(spec)
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("priority", 0)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         _default_tolerations(spec)
-        for container in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
-            if isinstance(container, dict):
-                _container_defaults(container)
         status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(spec)}
         if spec.get("schedulingGates"):
             status["conditions"] = [
@@ -109,17 +157,7 @@ class PodStrategy(Strategy):
     def validate_create(self, new: Object, resource_type: ResourceType, field_validation: str) -> list[Cause]:
         causes = super().validate_create(new, resource_type, field_validation)
         spec = new.get("spec") or {}
-        containers = spec.get("containers") or []
-        if not containers:
-            causes.append(validation.required("spec.containers"))
-        for kind in ("containers", "initContainers"):
-            for index, container in enumerate(spec.get(kind) or []):
-                if not container.get("name"):
-                    causes.append(validation.required(f"spec.{kind}[{index}].name"))
-                else:
-                    causes.extend(validation.validate_name(container["name"], "label", f"spec.{kind}[{index}].name"))
-                if not container.get("image"):
-                    causes.append(validation.required(f"spec.{kind}[{index}].image"))
+        causes.extend(template_causes(spec, "spec"))
         if spec.get("restartPolicy") not in ("Always", "OnFailure", "Never"):
             causes.append(
                 errors.field_cause(

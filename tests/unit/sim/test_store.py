@@ -54,15 +54,27 @@ def test_seeded_stores_generate_the_same_names_and_uids():
 def test_generation_bumps_only_on_spec_changes_and_no_op_writes_emit_nothing(store):
     events = []
     store.subscribe(lambda kind, resource, obj: events.append((kind, obj["metadata"]["resourceVersion"])))
-    created = store.create(CM, configmap("a"))
-    labelled = store.patch(CM, "a", {"metadata": {"labels": {"x": "y"}}})
+    job = store.create(
+        "batch/v1/jobs",
+        {
+            "metadata": {"name": "j"},
+            "spec": {
+                "parallelism": 1,
+                "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}
+                },
+            },
+        },
+    )
+    assert job["metadata"]["generation"] == 1
+    labelled = store.patch("batch/v1/jobs", "j", {"metadata": {"labels": {"x": "y"}}})
     assert labelled["metadata"]["generation"] == 1
-    changed = store.patch(CM, "a", {"data": {"k": "w"}})
+    changed = store.patch("batch/v1/jobs", "j", {"spec": {"parallelism": 2}})
     assert changed["metadata"]["generation"] == 2
-    same = store.patch(CM, "a", {"data": {"k": "w"}})
+    same = store.patch("batch/v1/jobs", "j", {"spec": {"parallelism": 2}})
     assert same["metadata"]["resourceVersion"] == changed["metadata"]["resourceVersion"]
     assert [kind for kind, _ in events] == ["ADDED", "MODIFIED", "MODIFIED"]
-    assert created["metadata"]["uid"] == same["metadata"]["uid"]
+    assert "generation" not in store.create(CM, configmap("no-generation"))["metadata"]  # as upstream ConfigMaps
 
 
 def test_subscribers_get_copies_in_order_and_can_unsubscribe(store):
@@ -443,3 +455,33 @@ def test_annotations_are_limited_to_256_kib_in_total(store):
     with pytest.raises(errors.ApiError) as raised:
         store.create(CM, configmap("big", annotations={"a": "x" * (256 * 1024)}))
     assert raised.value.causes[0]["reason"] == "FieldValueTooLong"
+
+
+def test_orphan_and_foreground_deletes_are_marked_first_as_upstream(store):
+    events = []
+    store.subscribe(
+        lambda kind, resource, obj: events.append((kind, obj["metadata"]["name"], obj["metadata"].get("finalizers")))
+    )
+    owner = store.create(CM, configmap("owner"))
+    store.create(PODS, pod("dependent", ownerReferences=[reference(owner)]))
+    answer = store.delete(CM, "owner", propagation_policy="Orphan")
+    assert answer["metadata"]["finalizers"] == ["orphan"] and answer["metadata"]["deletionTimestamp"]
+    assert events[2:] == [
+        ("MODIFIED", "owner", ["orphan"]),
+        ("MODIFIED", "dependent", None),
+        ("DELETED", "owner", ["orphan"]),
+    ]
+
+
+def test_pod_templates_and_secrets_are_defaulted(store):
+    template = store.create(
+        "v1/podtemplates",
+        {"metadata": {"name": "t"}, "template": {"spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}},
+    )
+    assert template["template"]["spec"]["restartPolicy"] == "Always"
+    assert template["template"]["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+    with pytest.raises(errors.ApiError) as raised:
+        store.create("v1/podtemplates", {"metadata": {"name": "empty"}, "template": {"spec": {"containers": []}}})
+    assert raised.value.causes[0]["field"] == "template.spec.containers"
+    secret = store.create("v1/secrets", {"metadata": {"name": "s"}, "stringData": {"token": "abc"}})
+    assert secret["data"] == {"token": "YWJj"} and secret["type"] == "Opaque" and "stringData" not in secret
