@@ -33,7 +33,7 @@ from airflow_provider_gang.links import RESERVATION_XCOM_KEY
 from airflow_provider_gang.operators import gang_objects, results
 from airflow_provider_gang.operators.arguments import GangArgumentError
 from airflow_provider_gang.operators.failures import failure
-from airflow_provider_gang.operators.history import TryHistory
+from airflow_provider_gang.operators.history import TryHistory, TryRecord
 from airflow_provider_gang.operators.plan import NoTry, TryPlan, effective_ladder, plan_try
 from airflow_provider_gang.reservation import cost, validation
 from airflow_provider_gang.reservation.decision import Decision
@@ -85,6 +85,7 @@ def start_try(operator: GangTrainingOperator, context: Mapping[str, Any]) -> Any
             now=time.time(),
         )
     except NoTry as stop:
+        _withdraw_leftovers(operator, records)
         raise failure(stop.reason, stop.message, records) from stop
     operator.log.info("Gang plan: %s", explanation)
     spec = plan.gang_spec()
@@ -118,6 +119,22 @@ def start_try(operator: GangTrainingOperator, context: Mapping[str, Any]) -> Any
         deadline_reason=plan.deadline_reason, delete_on_kill=gang_objects.kill_targets(spec),
     )
     return _wait(operator, context, trigger, "execute_reserved", plan.reservation_deadline, spec)
+
+
+def _withdraw_leftovers(operator: GangTrainingOperator, records: list[TryRecord]) -> None:
+    """Best effort, when no new try starts: delete whatever earlier tries left (their own clean-up
+    may not have reached the API server), so the task never ends with a request still queued."""
+    if not records:
+        return
+    namespace = str(operator.namespace)
+    try:
+        withdrawn = _run(_settings(operator), lambda client: gang_objects.withdraw(
+            client, namespace, [record.gang for record in records]))
+    except Exception as error:  # the task fails anyway; the reason it fails matters more
+        operator.log.warning("Could not withdraw what earlier tries left: %s", error)
+        return
+    if withdrawn:
+        operator.log.info("Withdrew %d objects left by earlier tries", withdrawn)
 
 
 def on_reservation_event(operator: GangTrainingOperator, context: Mapping[str, Any], event: dict[str, Any]) -> Any:

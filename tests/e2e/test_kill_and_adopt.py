@@ -1,5 +1,6 @@
 """Killing a gang while it waits or runs leaves nothing behind; a retry after a worker crash adopts
-the objects the crashed try created instead of duplicating them."""
+the objects the crashed try created instead of duplicating them; a new try withdraws what an
+earlier, finished try left."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.operators.failures import GangTryFailed
+from airflow_provider_gang.operators.failures import GangFailedForGood, GangTryFailed
+from airflow_provider_gang.operators.history import TryHistory, TryRecord
 from airflow_provider_gang.reservation import manifests, naming
+from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import GangSpec
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
 from tests.e2e.gang_dags import simulated_pod
@@ -119,3 +124,34 @@ def test_retry_after_worker_crash_adopts_the_pods_already_created(cluster_factor
     wait_until(lambda: gang_objects(cluster, gang) == {})
 
 
+
+
+def test_new_try_withdraws_the_reservation_an_earlier_try_left(cluster_factory: Any) -> None:
+    cluster = cluster_factory("small", time_scale=None)  # manual clock: requests stay pending
+    op = operator(cluster)
+    op.retries = 1
+    first = context_for(FakeTaskInstance("withdraw", "run-1", try_number=1))
+    left_behind = deferred(op.execute, first).gang_name
+    # Try 1 ended (its deadline passed) but its clean-up never reached the API server.
+    TryHistory(first).record(TryRecord(attempt=1, gang=left_behind, step="as configured", step_index=None,
+                                       mode="provisioning_request", size=4, outcome="deadline", message="",
+                                       retryable=True))
+    second = context_for(FakeTaskInstance("withdraw", "run-1", try_number=2))
+    current = deferred(op.execute, second).gang_name
+    assert current != left_behind
+    assert gang_objects(cluster, left_behind) == {}  # withdrawn before the new request was made
+    assert "autoscaling.x-k8s.io/v1/provisioningrequests" in gang_objects(cluster, current)
+
+
+def test_exhausted_ladder_still_withdraws_what_earlier_tries_left(cluster_factory: Any) -> None:
+    cluster = cluster_factory("small", time_scale=None)
+    op = operator(cluster)  # retries=0: no step for a second try
+    first = context_for(FakeTaskInstance("withdraw_exhausted", "run-1", try_number=1))
+    left_behind = deferred(op.execute, first).gang_name
+    TryHistory(first).record(TryRecord(attempt=1, gang=left_behind, step="as configured", step_index=None,
+                                       mode="provisioning_request", size=4, outcome="deadline", message="",
+                                       retryable=True))
+    with pytest.raises(GangFailedForGood) as caught:
+        op.execute(context_for(FakeTaskInstance("withdraw_exhausted", "run-1", try_number=2)))
+    assert caught.value.reason is Reason.LADDER_EXHAUSTED
+    assert gang_objects(cluster, left_behind) == {}
