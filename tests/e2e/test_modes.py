@@ -74,3 +74,17 @@ def test_kueue_queue_over_quota_falls_back_to_another_queue(cluster_factory: Any
     assert (summary["reservation_mode"], summary["queue"], summary["size_run"]) == ("kueue", "team-big", 4)
     assert summary["exit_codes"] == {"0": 0, "1": 0, "2": 0, "3": 0}  # the Job's pods, by completion index
     assert cluster.objects("v1/pods") == [] and cluster.objects("batch/v1/jobs") == []
+
+
+def test_kueue_partial_admission_runs_the_admitted_members(cluster_factory: Any, run_dag: Any) -> None:
+    cluster = cluster_factory("small", time_scale=60)
+    kueue_queues(cluster, {"team-two": 2})
+    dag = gang_dag("kueue_partial", size=4, min_size=2, gpus=1, pod_template=simulated_pod(30), reservation="kueue",
+                   kueue_queue="team-two", deferrable=True, reservation_timeout=timedelta(seconds=30),
+                   startup_timeout=timedelta(seconds=60))
+    dag_run = run_dag(dag)
+    assert task_instance(dag_run).state == "success"
+    summary = summary_of(dag_run)
+    assert (summary["size_requested"], summary["size_run"]) == (4, 2)
+    assert summary["exit_codes"] == {"0": 0, "1": 0}
+    assert cluster.objects("v1/pods") == []
