@@ -143,26 +143,40 @@ class GangTrainingOperator(BaseOperator):
             ),
             rendered=rendered,
         )
-        spec_inputs = (self.namespace, self.image, self.command, self.args, self.env, self.kueue_queue, self.zone,
-                       self.labels, self.pod_template_file)
-        if rendered or not checks.has_jinja(spec_inputs):
-            base = self.build_spec(PARSE_TIME_NAME)
-            try:
-                fallback.check_ladder(self.fallbacks, base)
-            except GangSpecError as error:
-                raise checks.GangArgumentError("fallbacks", error.message) from error
+        base = self.build_spec(PARSE_TIME_NAME, stand_ins=not rendered)
+        try:
+            fallback.check_ladder(self.fallbacks, base)
+        except GangSpecError as error:
+            raise checks.GangArgumentError("fallbacks", error.message) from error
 
-    def build_spec(self, name: str) -> GangSpec:
+    def _templated(self, *, stand_ins: bool) -> dict[str, Any]:
+        """The templated fields' values; with ``stand_ins``, a valid neutral value replaces any that
+        still holds Jinja, so every other argument can be checked at parse time."""
+        values = {name: getattr(self, name) for name in self.template_fields}
+        if not stand_ins:
+            return values
+        neutral: dict[str, Any] = {"namespace": "default", "image": "image", "command": None, "args": None, "env": None,
+                   "kueue_queue": "queue", "zone": "zone", "labels": {}, "pod_template_file": None}
+        for name, value in values.items():
+            if checks.has_jinja(value):
+                values[name] = neutral[name]
+        if values["pod_template_file"] is None and self.pod_template_file is not None and self.image is None \
+                and self.pod_template is None:
+            values["image"] = "image"  # a templated file path: its content is checked after rendering
+        return values
+
+    def build_spec(self, name: str, *, stand_ins: bool = False) -> GangSpec:
         """The gang as the arguments describe it, before any fallback step, named ``name``."""
+        values = self._templated(stand_ins=stand_ins)
         try:
             return GangSpec(
                 name=name,
-                namespace=self.namespace,
+                namespace=values["namespace"],
                 size=self.size,
                 min_size=self.min_size,
                 pod_template=build_member_template(
-                    image=self.image, command=self.command, args=self.args, env=self.env,
-                    pod_template=self.pod_template, pod_template_file=self.pod_template_file,
+                    image=values["image"], command=values["command"], args=values["args"], env=values["env"],
+                    pod_template=self.pod_template, pod_template_file=values["pod_template_file"],
                     gpus=self.gpus, gpu_resource=self.gpu_resource,
                 ),
                 resources=MemberResources(gpus=self.gpus, cpu=self.cpu, memory=self.memory,
@@ -170,11 +184,11 @@ class GangTrainingOperator(BaseOperator):
                 mode=self.reservation,  # type: ignore[arg-type]  # GangSpec converts the string
                 provisioning_class=self.provisioning_class,
                 provisioning_parameters=self.provisioning_parameters,
-                queue=self.kueue_queue,
-                zone=self.zone,
+                queue=values["kueue_queue"],
+                zone=values["zone"],
                 strict_zone=self.strict_zone,
                 spot=self.spot,
-                labels=self.labels,
+                labels=values["labels"],
                 distributed=self.distributed,  # type: ignore[arg-type]  # GangSpec converts the string
                 master_port=self.master_port,
             )

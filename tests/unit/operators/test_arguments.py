@@ -65,6 +65,9 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("log-ranks-string", {"log_ranks": "0"}, "log_ranks"),
     ("deferrable-string", {"deferrable": "yes"}, "deferrable"),
     ("conn-id-empty", {"kubernetes_conn_id": ""}, "kubernetes_conn_id"),
+    ("static-error-beside-templated-namespace", {"namespace": "{{ params.ns }}", "min_size": 9}, "min_size"),
+    ("static-error-beside-templated-file", {"image": None, "pod_template_file": "{{ params.pod }}", "gpus": -2},
+     "gpus"),
 ]
 
 
