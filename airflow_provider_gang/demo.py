@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import importlib.util
 import json
 import logging
 import os
@@ -182,6 +183,9 @@ def run_example_dag(time_scale: float = DEMO_TIME_SCALE) -> tuple[str, dict[str,
 
 def main() -> int:
     """Run the example DAG once on the ``demo`` scenario and print what happened."""
+    if importlib.util.find_spec("torch") is None:
+        print("The example trainer needs PyTorch: run `make test` first (it installs the test extra, torch included).")
+        return 2
     with tempfile.TemporaryDirectory(prefix="gang-demo-") as home:
         _prepare_environment(Path(home))
         _quiet_known_noise()
