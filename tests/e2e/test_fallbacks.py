@@ -85,14 +85,15 @@ def test_start_by_missed_fails_without_retry(cluster_factory: Any, run_dag: Any)
     assert ti.try_number == 1  # AirflowFailException: the retries were not used
 
 
+@pytest.mark.parametrize("deferrable", [True, False], ids=["deferrable", "blocking"])
 def test_one_rank_failing_tears_the_gang_down(cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch,
-                                              capfd: pytest.CaptureFixture[str]) -> None:
+                                              capfd: pytest.CaptureFixture[str], deferrable: bool) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     scenario = dataclasses.replace(load_scenario("small"), local_process_images=("local/shell",))
     cluster = cluster_factory(scenario, time_scale=60)
     script = 'if [ "$RANK" = 2 ]; then sleep 1; echo "rank 2 gives up"; exit 3; fi; sleep 600'
-    dag = gang_dag("rank_failure", size=4, cpu="1", image="local/shell", command=["sh", "-c", script],
-                   distributed="torch", log_ranks="all", deferrable=True, run_timeout=timedelta(seconds=120))
+    dag = gang_dag(f"rank_failure_{deferrable}", size=4, cpu="1", image="local/shell", command=["sh", "-c", script],
+                   distributed="torch", log_ranks="all", deferrable=deferrable, run_timeout=timedelta(seconds=120))
     dag_run = run_dag(dag)
     assert task_instance(dag_run).state == "failed"
     log = capfd.readouterr().out
