@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from kubernetes import client, watch
 from kubernetes_asyncio import client as async_client
@@ -156,3 +158,6 @@ async def test_asyncio_client_watch_and_its_json_patch_default(cluster: Cluster,
         assert seen == [("ADDED", "a1"), ("MODIFIED", "a1"), ("DELETED", "a1")]
     finally:
         await api.close()
+        # aiohttp closes TLS connections asynchronously; give them a moment before the test loop ends
+        # (aiohttp docs, "Graceful Shutdown").
+        await asyncio.sleep(0.25)

@@ -127,6 +127,8 @@ def _list(request: web.Request, context: ApiContext, info: RequestInfo, resource
         rendered = tables.table(resource_type, items, resource_version)
         rendered["metadata"] = metadata
         return json_response(rendered)
+    if not resource_type.custom:  # typed lists drop their items' apiVersion/kind; custom ones keep them
+        items = [{k: v for k, v in item.items() if k not in ("apiVersion", "kind")} for item in items]
     body = {
         "kind": resource_type.list_kind,
         "apiVersion": resource_type.api_version,
