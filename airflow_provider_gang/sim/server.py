@@ -21,7 +21,13 @@ Not modelled (differences from a real apiserver a test could notice):
 - server-side apply is a merge patch (no ``managedFields``, no field ownership or conflicts);
   list ``resourceVersion``/``resourceVersionMatch`` are ignored
   (lists are always current); continue tokens never expire;
-- ``sendInitialEvents`` watches get 422 (kubectl falls back to list+watch);
+- ``sendInitialEvents`` watches get 422 (kubectl falls back to list+watch); slow watchers are never
+  dropped (each watch has an unbounded queue, where a real watch cache would close it); the watch
+  cache's start is this server's start (older resourceVersions get 410 from the beginning);
+- Go zero values a real server prints (``creationTimestamp: null`` in templates, ``source: {}`` in
+  Events, empty ``nodeInfo``) and ``managedFields`` are absent; JSON key order differs;
+- admission plugins beyond DefaultTolerationSeconds (e.g. TaintNodesByCondition's ``not-ready``
+  taint on new Nodes, ServiceAccount, LimitRanger, ResourceQuota, PodSecurity);
 - protobuf request bodies other than ``SelfSubjectAccessReview`` get 415 (so kubectl's imperative
   ``create configmap|secret|job ...`` generators fail; ``apply``/``create -f`` send JSON and work);
   aggregated discovery; ``exec``/``attach``/``port-forward``;
