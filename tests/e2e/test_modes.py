@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_gang.links import reservation_page_url
 from airflow_provider_gang.reservation.fallback import OtherQueue
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 
@@ -25,6 +26,18 @@ def test_provisioning_request_gang_succeeds(cluster_factory: Any, run_dag: Any, 
     assert summary["exit_codes"] == {"0": 0, "1": 0, "2": 0, "3": 0}
     assert summary["gpu_hours_reserved"] >= summary["gpu_hours_used"] > 0
     assert cluster.objects("v1/pods") == []
+    assert extra_link(dag_run) == reservation_page_url(dag_run.dag_id, dag_run.run_id, "train")
+
+
+def extra_link(dag_run: Any) -> Any:
+    """The URL Airflow stored for the task's "Gang reservation" button (the API server reads only this)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key="_link_GangReservationLink",
+                                                 task_ids="train", dag_ids=dag_run.dag_id)).first()
+        return None if row is None else XComModel.deserialize_value(row)
 
 
 def test_gated_gang_succeeds(cluster_factory: Any, run_dag: Any) -> None:
