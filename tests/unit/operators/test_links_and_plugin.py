@@ -52,3 +52,15 @@ def test_plugin_declares_a_task_instance_tab() -> None:
     (view,) = GangPlugin.external_views
     assert view["destination"] == "task_instance"
     assert "{RUN_ID}" in view["href"] and not view["href"].startswith("/")
+
+
+def test_plugin_pages_need_an_airflow_user() -> None:
+    """Plugin apps get no authentication from Airflow by default; ours asks for the UI's token."""
+    from fastapi.testclient import TestClient
+
+    from airflow_provider_gang.plugin import gang_app
+
+    client = TestClient(gang_app)
+    query = {"dag_id": "d", "run_id": "r", "task_id": "t"}
+    assert client.get("/ui/reservation", params=query).status_code == 401
+    assert client.get("/api/reservation", params=query).status_code == 401
