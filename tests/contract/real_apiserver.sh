@@ -31,7 +31,7 @@ build() {
     cp "$W"/pkgroot/usr/share/gocode/src/github.com/modern-go/reflect2/*.{go,s} "$K/vendor/github.com/modern-go/reflect2/"
     (cd "$K" && nice -n 19 env HOME="$W/home" GOROOT="$GOROOT" PATH="$W/bin:$GOROOT/bin:$PATH" GOPROXY=off CGO_ENABLED=0 \
         make WHAT=cmd/kube-apiserver)
-    cp "$K/_output/bin/kube-apiserver" "$W/pkgroot/usr/bin/etcd" "$W/bin/"
+    cp -f "$K/_output/bin/kube-apiserver" "$W/pkgroot/usr/bin/etcd" "$W/bin/"  # -f: replaces running binaries too
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
