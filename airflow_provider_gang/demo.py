@@ -95,7 +95,9 @@ def simulated_cluster(
 # -- ``make demo`` ---------------------------------------------------------------------------------
 
 DEMO_DAG_ID = "gang_nightly_training"
-DEMO_TIME_SCALE = 60.0
+DEMO_TIME_SCALE = 30.0
+"""Fast enough for a short demo, slow enough that zone A's 10-minute stock-out outlasts try 1's
+5-minute wait even on a loaded machine (Airflow start-up time is wall-clock)."""
 REPOSITORY = Path(__file__).resolve().parents[1]
 TRAINER_IMAGE_FOR_DEMO = "ghcr.io/example/ddp-trainer:2026.11"
 """The example DAG's image; the demo cluster runs it as local processes (needs torch installed)."""
