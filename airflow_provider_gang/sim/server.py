@@ -28,8 +28,8 @@ Not modelled (differences from a real apiserver a test could notice):
   Events, empty ``nodeInfo``) and ``managedFields`` are absent; JSON key order differs;
 - admission plugins beyond DefaultTolerationSeconds (e.g. TaintNodesByCondition's ``not-ready``
   taint on new Nodes, ServiceAccount, LimitRanger, ResourceQuota, PodSecurity);
-- protobuf request bodies other than ``SelfSubjectAccessReview`` get 415 (so kubectl's imperative
-  ``create configmap|secret|job ...`` generators fail; ``apply``/``create -f`` send JSON and work);
+- protobuf request bodies other than SelfSubjectAccessReview, Namespace, ConfigMap and Secret get
+  415 (so e.g. ``kubectl create job|deployment ...`` fail; ``apply``/``create -f`` send JSON and work);
   aggregated discovery; ``exec``/``attach``/``port-forward``;
   previous-container logs; RBAC objects (rules are configured on the server, not via the API);
   priority-and-fairness, admission quotas, LimitRanges, ServiceAccount tokens.

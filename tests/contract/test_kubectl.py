@@ -105,6 +105,18 @@ def test_apply_of_a_crd_serves_its_kind(cluster: Cluster):
     assert cluster.kubectl("delete", "crd", "widgets.contract.example.com").returncode == 0
 
 
+def test_imperative_create_of_namespaces_configmaps_and_secrets(cluster: Cluster, namespace):
+    """kubectl sends these as protobuf."""
+    created = cluster.kubectl("create", "namespace", f"{namespace}-extra")
+    assert created.returncode == 0, created.stderr
+    assert cluster.kubectl("create", "configmap", "c1", "-n", namespace, "--from-literal=a=b").returncode == 0
+    assert cluster.kubectl("create", "secret", "generic", "s1", "-n", namespace, "--from-literal=pw=x").returncode == 0
+    assert cluster.kubectl("get", "configmap", "c1", "-n", namespace, "-o", "jsonpath={.data.a}").stdout == "b"
+    secret = cluster.kubectl("get", "secret", "s1", "-n", namespace, "-o", "jsonpath={.data.pw} {.type}").stdout
+    assert secret == "eA== Opaque"
+    cluster.kubectl("delete", "namespace", f"{namespace}-extra", "--wait=false")
+
+
 def test_get_with_selectors_and_jsonpath(cluster: Cluster, namespace):
     core = client.CoreV1Api(cluster.api)
     core.create_namespaced_pod(namespace, pod("p1", app="a"))

@@ -61,7 +61,7 @@ async def read_patch(request: web.Request, patch_type: str) -> Any:
 async def _object_body(request: web.Request, kind: str) -> dict[str, Any]:
     """A create/update body (JSON or YAML) that must be an object of ``kind``."""
     if request.content_type == protobuf.CONTENT_TYPE:
-        raise errors.unsupported_media_type(request.content_type)
+        return protobuf.decode_object(await request.read(), kind)
     raw = await request.read()
     if not raw.strip():
         raise _unrecognized(kind, "unexpected end of JSON input", raw)

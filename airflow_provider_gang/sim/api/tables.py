@@ -94,6 +94,33 @@ def _job_status(job: Object) -> str:
     return "Running"
 
 
+def _none_if_empty(text: str) -> str:
+    return text or "<none>"
+
+
+def _selector(labels: dict[str, str] | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or "<none>"
+
+
+def _service_ports(service: Object) -> str:
+    ports = (service.get("spec") or {}).get("ports") or []
+    return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
+
+
+def _job_duration(job: Object) -> str:
+    """Completion minus start, or time running so far; empty before the Job started (upstream printJob)."""
+    status = job.get("status") or {}
+    if not status.get("startTime"):
+        return ""
+    start = calendar.timegm(time.strptime(status["startTime"], "%Y-%m-%dT%H:%M:%SZ"))
+    end = (
+        calendar.timegm(time.strptime(status["completionTime"], "%Y-%m-%dT%H:%M:%SZ"))
+        if status.get("completionTime")
+        else time.time()
+    )
+    return human_duration(end - start)
+
+
 def _field(path: str) -> Callable[[Object], Any]:
     return lambda obj: evaluate(obj, path) or "<none>"
 
@@ -113,6 +140,13 @@ _BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Age", "string", _age, 0),
         ("IP", "string", _field(".status.podIP"), 1),
         ("Node", "string", _field(".spec.nodeName"), 1),
+        ("Nominated Node", "string", _field(".status.nominatedNodeName"), 1),
+        (
+            "Readiness Gates",
+            "string",
+            lambda p: _none_if_empty(evaluate(p, ".spec.readinessGates[*].conditionType")),
+            1,
+        ),
     ],
     "batch/jobs": [
         ("Status", "string", _job_status, 0),
@@ -122,7 +156,11 @@ _BUILTIN_COLUMNS: dict[str, list[Column]] = {
             lambda j: f"{(j.get('status') or {}).get('succeeded', 0)}/{(j.get('spec') or {}).get('completions', 1)}",
             0,
         ),
+        ("Duration", "string", _job_duration, 0),
         ("Age", "string", _age, 0),
+        ("Containers", "string", lambda j: _none_if_empty(evaluate(j, ".spec.template.spec.containers[*].name")), 1),
+        ("Images", "string", lambda j: _none_if_empty(evaluate(j, ".spec.template.spec.containers[*].image")), 1),
+        ("Selector", "string", lambda j: _selector((j.get("spec") or {}).get("selector", {}).get("matchLabels")), 1),
     ],
     "/nodes": [
         (
@@ -144,7 +182,15 @@ _BUILTIN_COLUMNS: dict[str, list[Column]] = {
     "/services": [
         ("Type", "string", _field(".spec.type"), 0),
         ("Cluster-IP", "string", _field(".spec.clusterIP"), 0),
+        (
+            "External-IP",
+            "string",
+            lambda s: _none_if_empty(",".join((s.get("spec") or {}).get("externalIPs") or [])),
+            0,
+        ),
+        ("Port(s)", "string", _service_ports, 0),
         ("Age", "string", _age, 0),
+        ("Selector", "string", lambda s: _selector((s.get("spec") or {}).get("selector")), 1),
     ],
     "/configmaps": [
         ("Data", "integer", lambda c: len(c.get("data") or {}) + len(c.get("binaryData") or {}), 0),

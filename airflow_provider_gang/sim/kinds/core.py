@@ -25,7 +25,8 @@ class SecretStrategy(Strategy):
             data = new.setdefault("data", {})
             for key, value in string_data.items():
                 data[key] = base64.b64encode(str(value).encode()).decode()
-        new.setdefault("type", old.get("type") or "Opaque")
+        if not new.get("type"):
+            new["type"] = old.get("type") or "Opaque"
 
 
 class NamespaceStrategy(Strategy):
