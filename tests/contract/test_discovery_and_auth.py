@@ -69,7 +69,7 @@ def test_a_missing_permission_is_403_and_self_subject_access_review_agrees(clust
     assert cluster.harness is not None
     token, kubeconfig = cluster.harness.add_user(
         "reader",
-        [Rule(("get", "list", "watch", "create"), ("", "authorization.k8s.io"), ("pods", "selfsubjectaccessreviews"))],
+        [Rule(("get", "list", "watch"), ("",), ("pods",))],
     )
     api = config.new_client_from_config(str(kubeconfig))
     try:
@@ -108,3 +108,29 @@ def test_a_missing_permission_is_403_and_self_subject_access_review_agrees(clust
     assert can_i.stdout.strip() == "no"
     can_list = cluster.kubectl("--token", token, "auth", "can-i", "list", "pods", "-n", namespace)
     assert can_list.stdout.strip() == "yes", can_list.stderr
+
+
+def test_every_authenticated_user_may_create_self_subject_access_reviews(cluster: Cluster, namespace):
+    # Upstream's system:basic-user ClusterRole (bound to system:authenticated) grants this to every user;
+    # the review's answers still follow the user's own rules.
+    require_emulator(cluster, "per-user rules are configured on the emulator")
+    assert cluster.harness is not None
+    token, kubeconfig = cluster.harness.add_user("nobody-in-particular", [])
+    api = config.new_client_from_config(str(kubeconfig))
+    try:
+        with pytest.raises(client.ApiException) as raised:
+            client.CoreV1Api(api).list_namespaced_pod(namespace)
+        assert raised.value.status == 403
+        reviews = client.AuthorizationV1Api(api)
+
+        def review(verb: str, group: str, resource: str) -> bool:
+            attributes = {"namespace": namespace, "verb": verb, "group": group, "resource": resource}
+            answer = reviews.create_self_subject_access_review({"spec": {"resourceAttributes": attributes}})
+            return bool(answer.status.allowed)
+
+        assert not review("list", "", "pods")
+        assert review("create", "authorization.k8s.io", "selfsubjectaccessreviews")
+    finally:
+        api.close()
+    can_i = cluster.kubectl("--token", token, "auth", "can-i", "get", "pods", "-n", namespace)
+    assert can_i.stdout.strip() == "no", can_i.stderr

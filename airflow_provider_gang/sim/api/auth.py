@@ -4,6 +4,12 @@ Each token maps to a user; each user has rules ``(verbs, groups, resources)`` wh
 anything and a resource may name a subresource (``pods/log``). A request without a known token is
 401 Unauthorized; one no rule allows is 403 Forbidden with the RBAC authorizer's message. A
 ``SelfSubjectAccessReview`` asks the same rules (``authorization.k8s.io/v1``).
+
+Every authenticated user may create ``SelfSubjectAccessReview``s whatever its rules say, as on a
+real cluster: the bootstrap ClusterRole ``system:basic-user`` (bound to ``system:authenticated``)
+grants ``create`` on ``selfsubjectaccessreviews`` and ``selfsubjectrulesreviews``
+(``plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go``). The review's answer still follows
+the user's own rules.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ class Rule:
 
 
 ALLOW_ALL = (Rule(),)
+#: What ``system:basic-user`` grants every authenticated user (see the module docstring).
+BASIC_USER = Rule(("create",), ("authorization.k8s.io",), ("selfsubjectaccessreviews", "selfsubjectrulesreviews"))
 
 
 class Authorizer:
@@ -62,4 +70,7 @@ class Authorizer:
         return self._users_by_token.get(authorization_header[len("Bearer ") :].strip())
 
     def allows(self, user: str, verb: str, group: str, resource: str) -> bool:
+        """Whether ``user`` (a known one) may ``verb`` the ``resource`` of API ``group``."""
+        if BASIC_USER.allows(verb, group, resource):
+            return user in self._rules
         return any(rule.allows(verb, group, resource) for rule in self._rules.get(user, ()))
