@@ -11,9 +11,9 @@ private temporary directory), with this environment:
   ``spec.serviceAccountName``, ``status.podIP``, ``status.hostIP``); ``HOSTNAME`` = the pod hostname;
 - **name resolution** (:mod:`.resolver`): hostnames of pods behind a headless Service
   (``<hostname>.<subdomain>[.<namespace>[.svc[.cluster.local]]]``) resolve to pod IPs through a
-  ``sitecustomize.py`` on ``PYTHONPATH`` and, when a C compiler is available, an ``LD_PRELOAD``
-  ``getaddrinfo`` shim for native code, so a PyTorch DDP rendezvous on ``MASTER_ADDR=trainer-0.trainer``
-  works between pods;
+  ``sitecustomize.py`` on ``PYTHONPATH`` and, when ``cc`` is available, an ``LD_PRELOAD`` libc
+  resolver shim for native code (exactly what each covers: the :mod:`.resolver` docstring), so a
+  PyTorch DDP rendezvous on ``MASTER_ADDR=trainer-0.trainer`` works between pods;
 - every pod has its own loopback address (``status.podIP``, see the kubelet); Linux routes all of
   127.0.0.0/8 to ``lo`` without configuration. The processes share the host's network namespace, so
   the shim also narrows Python binds to ``0.0.0.0``/``""`` to the pod IP (``GANG_SIM_POD_IP``). Servers

@@ -1,143 +1,46 @@
 """Name resolution for the local-process runtime: pod and headless-Service names -> pod IPs.
 
 All local processes share the host's resolver, so simulated cluster DNS is provided per process by two
-shims, both reading files this module rewrites (atomically) whenever pods or Services change:
+shims (:mod:`.resolver_shims`), both reading files this module rewrites (atomically) whenever pods or
+Services change:
 
-- ``sitecustomize.py`` (first on ``PYTHONPATH``): patches Python's ``socket`` functions to consult
-  ``GANG_SIM_HOSTS`` (JSON) and makes ``socket.gethostname()`` return the pod hostname;
-- ``libgangsimhosts.so`` (``LD_PRELOAD``), compiled once per runtime with the system C compiler when
-  one exists: overrides libc ``getaddrinfo``/``gethostbyname`` to consult ``GANG_SIM_HOSTS_FILE`` (an
-  ``/etc/hosts``-style file per namespace) first, so native code resolves the names too, such as
-  torch's C++ ``TCPStore`` connecting to ``MASTER_ADDR=trainer-0.trainer``. Without a compiler only
-  Python-level lookups are covered.
+- ``sitecustomize.py`` (first on ``PYTHONPATH``): patches Python's ``socket.getaddrinfo``,
+  ``gethostbyname``, ``gethostbyname_ex`` and ``gethostname``, and narrows Python wildcard binds to
+  the pod IP. Covers every Python-level lookup of a Python process.
+- ``libgangsimhosts.so`` (``LD_PRELOAD``), compiled once per runtime with ``cc``/``gcc`` when one is
+  on ``PATH`` (:attr:`Resolver.library` is None otherwise): interposes libc ``getaddrinfo``,
+  ``gethostbyname``, ``gethostbyname2``, ``gethostbyname_r``, ``gethostbyname2_r`` and ``gethostname``
+  for every dynamically linked program the pod runs (Python's own C code, torch's C++ c10d
+  ``TCPStore`` and gloo, ``getent``, ``curl`` ...), because their calls go through the dynamic
+  linker. Verified with libc ``getaddrinfo`` through ``ctypes`` and a torch ``TCPStore`` client
+  connecting to ``MASTER_ADDR=<hostname>.<subdomain>`` (``tests/integration/control_plane/
+  test_local_processes.py``). Not covered: statically linked binaries, programs that speak DNS
+  themselves (Go's pure resolver, c-ares, ``dig``/``nslookup``), ``getaddrinfo_a`` and
+  ``gethostbyaddr`` (reverse lookups), and set-uid programs (the loader ignores ``LD_PRELOAD``).
 
 Names, for each pod with ``hostname`` + ``subdomain`` selected by a headless Service (``clusterIP: None``)
 named ``subdomain``: ``<hostname>.<subdomain>``, ``<subdomain>`` (the first such pod) and both with the
 suffixes ``.<namespace>``, ``.<namespace>.svc``, ``.<namespace>.svc.cluster.local``. Short names resolve
-only in the pod's own namespace, like the DNS search path of a real pod.
+only in the pod's own namespace, like the DNS search path of a real pod. Each process also resolves its
+own pod hostname to its pod IP and gets it from ``gethostname()`` (the pod's ``/etc/hosts`` and UTS
+name), so gloo, which binds to what its hostname resolves to, uses the pod IP as on a real cluster.
+A name is known once its pod has an IP; lookups before that fail like a missing DNS record and a
+retry succeeds (torch's ``TCPStore`` client retries until its timeout).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_gang.sim.controllers.resolver_shims import C_SHIM, PYTHON_SHIM
+
 Obj = dict[str, Any]
-
-C_SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <netdb.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
-
-/* gang-sim: names from GANG_SIM_HOSTS_FILE ("<ip> <name>" lines) before the system resolver. */
-static int lookup(const char *name, char *ip, size_t size) {
-    const char *path = getenv("GANG_SIM_HOSTS_FILE");
-    if (name == NULL || path == NULL) return 0;
-    FILE *file = fopen(path, "r");
-    if (file == NULL) return 0;
-    char line[512], address[64], host[400];
-    size_t length = strlen(name);
-    while (length > 0 && name[length - 1] == '.') length--;
-    int found = 0;
-    while (!found && fgets(line, sizeof line, file) != NULL) {
-        if (sscanf(line, "%63s %399s", address, host) == 2 && strlen(host) == length
-                && strncasecmp(host, name, length) == 0) {
-            strncpy(ip, address, size - 1);
-            ip[size - 1] = '\0';
-            found = 1;
-        }
-    }
-    fclose(file);
-    return found;
-}
-
-int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
-    static int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **) = NULL;
-    if (real == NULL) real = dlsym(RTLD_NEXT, "getaddrinfo");
-    char ip[64];
-    if (lookup(node, ip, sizeof ip)) return real(ip, service, hints, res);
-    return real(node, service, hints, res);
-}
-
-struct hostent *gethostbyname(const char *name) {
-    static struct hostent *(*real)(const char *) = NULL;
-    if (real == NULL) real = dlsym(RTLD_NEXT, "gethostbyname");
-    static char ip[64];
-    if (lookup(name, ip, sizeof ip)) return real(ip);
-    return real(name);
-}
-"""
-
-PYTHON_SHIM = '''"""Generated by gang-sim: resolve simulated pod and Service names for this process."""
-import json as _json
-import os as _os
-import socket as _socket
-
-_PATH = _os.environ.get("GANG_SIM_HOSTS", "")
-_NAMESPACE = _os.environ.get("GANG_SIM_NAMESPACE", "default")
-
-
-def _lookup(name):
-    if not isinstance(name, str) or not _PATH:
-        return None
-    try:
-        with open(_PATH, encoding="utf-8") as handle:
-            table = _json.load(handle)
-    except (OSError, ValueError):
-        return None
-    key = name.rstrip(".").lower()
-    return table.get("fqdn", {}).get(key) or table.get("short", {}).get(_NAMESPACE, {}).get(key)
-
-
-_getaddrinfo = _socket.getaddrinfo
-_gethostbyname = _socket.gethostbyname
-_gethostbyname_ex = _socket.gethostbyname_ex
-
-
-def getaddrinfo(host, *args, **kwargs):
-    return _getaddrinfo(_lookup(host) or host, *args, **kwargs)
-
-
-def gethostbyname(host):
-    return _lookup(host) or _gethostbyname(host)
-
-
-def gethostbyname_ex(host):
-    found = _lookup(host)
-    return (host, [], [found]) if found else _gethostbyname_ex(host)
-
-
-def gethostname():
-    return _os.environ.get("HOSTNAME") or "localhost"
-
-
-_bind = _socket.socket.bind
-
-
-def _bind_pod_ip(self, address):
-    # A pod owns its network namespace; here all pods share the host's, so a wildcard bind is narrowed
-    # to the pod IP to keep pods (and emulators) from taking each other's ports.
-    pod_ip = _os.environ.get("GANG_SIM_POD_IP")
-    if pod_ip and self.family == _socket.AF_INET and isinstance(address, tuple) and address[0] in ("", "0.0.0.0"):
-        address = (pod_ip, *address[1:])
-    return _bind(self, address)
-
-
-_socket.socket.bind = _bind_pod_ip
-
-
-_socket.getaddrinfo = getaddrinfo
-_socket.gethostbyname = gethostbyname
-_socket.gethostbyname_ex = gethostbyname_ex
-_socket.gethostname = gethostname
-'''
+_log = logging.getLogger(__name__)
 
 
 def hosts_table(pods: list[Obj], services: list[Obj], pod_ips: dict[str, str]) -> dict[str, Any]:
@@ -186,8 +89,10 @@ class Resolver:
         self.update([], [], {})
 
     def _compile(self) -> Path | None:
+        """Build the native shim; None (with a warning) when no compiler is found or it fails."""
         compiler = shutil.which("cc") or shutil.which("gcc")
         if compiler is None:
+            _log.warning("no C compiler on PATH: local processes resolve pod names in Python only")
             return None
         source, library = self.directory / "gangsimhosts.c", self.directory / "libgangsimhosts.so"
         source.write_text(C_SHIM, encoding="utf-8")
@@ -196,9 +101,14 @@ class Resolver:
                 [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"],
                 check=True,
                 capture_output=True,
+                text=True,
                 timeout=60,
             )
-        except (OSError, subprocess.SubprocessError):
+        except subprocess.CalledProcessError as error:
+            _log.warning("could not compile the native resolver shim (Python-only name resolution): %s", error.stderr)
+            return None
+        except (OSError, subprocess.SubprocessError) as error:
+            _log.warning("could not compile the native resolver shim (Python-only name resolution): %s", error)
             return None
         return library
 

@@ -139,6 +139,60 @@ def test_pods_behind_a_headless_service_reach_each_other_by_hostname(sim_cluster
     assert log == f"{first.status.pod_ip} hello from rank 0 on trainer-0"
 
 
+NATIVE_LOOKUP = """
+    import ctypes, os, socket, time
+
+    libc = ctypes.CDLL(None)  # the process's libc symbols: what native code such as torch's C++ calls
+
+    class AddrInfo(ctypes.Structure):
+        pass
+
+    AddrInfo._fields_ = [("flags", ctypes.c_int), ("family", ctypes.c_int), ("socktype", ctypes.c_int),
+                         ("protocol", ctypes.c_int), ("addrlen", ctypes.c_uint32), ("addr", ctypes.c_void_p),
+                         ("canonname", ctypes.c_char_p), ("next", ctypes.POINTER(AddrInfo))]
+
+    def native_ipv4(name):
+        hints = AddrInfo(family=socket.AF_INET, socktype=socket.SOCK_STREAM)
+        found = ctypes.POINTER(AddrInfo)()
+        for _ in range(100):  # a peer's name is known once its pod has an IP
+            if libc.getaddrinfo(name.encode(), None, ctypes.byref(hints), ctypes.byref(found)) == 0:
+                address = ctypes.string_at(found.contents.addr, 8)[4:8]  # sockaddr_in.sin_addr
+                libc.freeaddrinfo(found)
+                return socket.inet_ntoa(address)
+            time.sleep(0.1)
+        return "unresolved"
+
+    buffer = ctypes.create_string_buffer(256)
+    libc.gethostname(buffer, 256)
+    names = [os.environ["PEER"], os.environ["PEER"] + ".default.svc.cluster.local", buffer.value.decode()]
+    print(" ".join([buffer.value.decode(), *(native_ipv4(name) for name in names)]))
+"""
+
+
+def test_native_code_resolves_pod_hostnames(sim_cluster: Callable[..., SimCluster]) -> None:
+    # libc getaddrinfo/gethostname called directly (ctypes), bypassing Python's socket module and its shim.
+    cluster = sim_cluster(_scenario())
+    cluster.core.create_namespaced_service(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "trainer"},
+            "spec": {"clusterIP": "None", "selector": {"app": "trainer"}},
+        },
+    )
+    for rank in (0, 1):
+        body = _python_pod(f"trainer-{rank}", NATIVE_LOOKUP, hostname=f"trainer-{rank}", subdomain="trainer")
+        body["spec"]["containers"][0]["env"].append({"name": "PEER", "value": f"trainer-{1 - rank}.trainer"})
+        cluster.core.create_namespaced_pod("default", body)
+    pods = [_wait_for_phase(cluster, f"trainer-{rank}", {"Succeeded", "Failed"}) for rank in (0, 1)]
+    assert [pod.status.phase for pod in pods] == ["Succeeded", "Succeeded"]
+    ips = [pod.status.pod_ip for pod in pods]
+    for rank in (0, 1):
+        peer_ip, own_ip = ips[1 - rank], ips[rank]
+        assert _log(cluster, f"trainer-{rank}").split() == [f"trainer-{rank}", peer_ip, peer_ip, own_ip]
+
+
 def test_deleting_the_pod_terminates_the_process(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(_scenario())
     code = """

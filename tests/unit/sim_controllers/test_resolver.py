@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,8 @@ def test_shims_resolve_names_in_a_child_process(tmp_path: Path) -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
     )
     assert output.stdout.split() == ["127.9.0.2", "127.9.0.2"]
-    if resolver.library is not None:  # native code (getent uses libc getaddrinfo) resolves too
+    if shutil.which("cc") or shutil.which("gcc"):  # native code (getent uses libc getaddrinfo) resolves too
+        assert resolver.library is not None, "the native resolver shim did not compile"
         native = subprocess.run(
             ["getent", "ahostsv4", "trainer-0.trainer"],
             env=env,
@@ -73,3 +75,23 @@ def test_shims_resolve_names_in_a_child_process(tmp_path: Path) -> None:
             check=False,
         )
         assert native.stdout.split()[:1] == ["127.9.0.2"]
+
+
+def test_native_shim_answers_the_pods_own_hostname_and_gethostname(tmp_path: Path) -> None:
+    # A real pod's /etc/hosts maps its hostname to its IP, and gethostname() is the pod hostname.
+    resolver = Resolver(tmp_path)
+    if resolver.library is None:
+        assert not (shutil.which("cc") or shutil.which("gcc")), "the native resolver shim did not compile"
+        return
+    resolver.update([_pod("trainer-0", "u0")], [SERVICE], IPS)
+    env = {**os.environ, **resolver.environment("ml"), "HOSTNAME": "trainer-1", "GANG_SIM_POD_IP": "127.9.0.3"}
+
+    def native(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+    assert native("hostname").stdout.strip() == "trainer-1"
+    assert native("getent", "ahostsv4", "trainer-1").stdout.split()[:1] == ["127.9.0.3"]
+    # gethostbyname2 (getent hosts): case-insensitive, trailing dot ignored
+    assert native("getent", "hosts", "TRAINER-0.trainer.ml.svc.cluster.local.").stdout.split()[:1] == ["127.9.0.2"]
+    missing = native("getent", "ahostsv4", "trainer-7.trainer")
+    assert missing.returncode == 2 and missing.stdout == ""
