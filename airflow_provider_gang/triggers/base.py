@@ -51,6 +51,10 @@ DEFERRED = "deferred"
 UNKNOWN_STATE = "unknown"
 #: ``task_state()`` for a task instance without state (just cleared).
 NO_STATE = "none"
+KILL_BUDGET_SECONDS = 120.0
+"""Longest :meth:`GangTrigger.on_kill` keeps deleting (each request also has its own timeout)."""
+_KILLS_IN_FLIGHT: set[asyncio.Future[None]] = set()
+"""Running ``on_kill`` deletions: the event loop keeps only weak references to tasks."""
 
 
 class GangTrigger(BaseTrigger):
@@ -96,18 +100,22 @@ class GangTrigger(BaseTrigger):
         """The trigger's one client, built on first use (auth loaded once)."""
         async with self._client_lock:
             if self._client is None:
-                options = self.client_options
-                retry = RetryPolicy(
-                    attempts=int(options.get("retry_attempts", 6)),
-                    base_delay=float(options.get("retry_base_delay", 0.5)),
-                    max_delay=float(options.get("retry_max_delay", 30.0)),
-                )
-                self._client = await KubeClient.connect(
-                    ConnectionSettings.from_dict(self.connection),
-                    request_timeout=float(options.get("request_timeout", 30.0)),
-                    retry=retry,
-                )
+                self._client = await self.connect()
             return self._client
+
+    async def connect(self) -> KubeClient:
+        """A new client with the trigger's connection and ``client_options``; the caller closes it."""
+        options = self.client_options
+        retry = RetryPolicy(
+            attempts=int(options.get("retry_attempts", 6)),
+            base_delay=float(options.get("retry_base_delay", 0.5)),
+            max_delay=float(options.get("retry_max_delay", 30.0)),
+        )
+        return await KubeClient.connect(
+            ConnectionSettings.from_dict(self.connection),
+            request_timeout=float(options.get("request_timeout", 30.0)),
+            retry=retry,
+        )
 
     async def views(
         self, watches: Sequence[Mapping[str, str]], wake_times: Sequence[float | None] = ()
@@ -219,35 +227,61 @@ class GangTrigger(BaseTrigger):
             self._client = None
 
     async def on_kill(self) -> None:
-        """Delete the gang's objects after a user action, unless the gang may still be live elsewhere."""
-        if self.fired:
-            self.log.info("Gang %s: event already fired; on_kill deletes nothing", self.gang_name)
-            return
-        state = await self.task_state()
-        if state in (DEFERRED, UNKNOWN_STATE):
-            self.log.warning(
-                "Gang %s: task instance state is %r; not deleting (the trigger may only have been reassigned)",
-                self.gang_name,
-                state,
-            )
-            return
-        await self.delete_gang_objects()
+        """Delete the gang's objects after a user action, unless the gang may still be live elsewhere.
+
+        The check and the deletion run in a task of their own that ``on_kill`` only waits for, shielded:
+        Airflow 3.3.2's triggerer answers every state sync of its trigger runner with *all* triggers still
+        being cancelled (``TriggerRunnerSupervisor._handle_request``: ``to_cancel=self.cancelling_triggers``),
+        so the runner cancels the trigger's task again about once a second until it has finished. An
+        ``on_kill`` that awaits longer than that (reading the task state goes through that same channel)
+        was cut short and deleted nothing; the triggerer swallows that cancellation silently (seen under a
+        real triggerer, tests/standalone). The detached task uses its own client, because ``cleanup()``
+        closes the trigger's one as soon as ``on_kill`` returns, and ends within :data:`KILL_BUDGET_SECONDS`.
+        """
+        kill = asyncio.ensure_future(self._kill_unless_live_elsewhere())
+        _KILLS_IN_FLIGHT.add(kill)
+        kill.add_done_callback(_KILLS_IN_FLIGHT.discard)
+        try:
+            await asyncio.shield(kill)
+        except asyncio.CancelledError:
+            self.log.info("Gang %s: on_kill cancelled again; its deletion goes on in the background", self.gang_name)
+            raise
+
+    async def _kill_unless_live_elsewhere(self) -> None:
+        """The body of :meth:`on_kill`; a background task's end, so it logs its errors instead of raising."""
+        try:
+            if self.fired:
+                self.log.info("Gang %s: event already fired; on_kill deletes nothing", self.gang_name)
+                return
+            state = await self.task_state()
+            if state in (DEFERRED, UNKNOWN_STATE):
+                self.log.warning(
+                    "Gang %s: task instance state is %r; not deleting (the trigger may only have been reassigned)",
+                    self.gang_name,
+                    state,
+                )
+                return
+            self.log.info("Gang %s: task instance state is %r; deleting the gang", self.gang_name, state)
+            await asyncio.wait_for(self.delete_gang_objects(), KILL_BUDGET_SECONDS)
+        except Exception:
+            self.log.exception("Gang %s: on_kill failed; the gang's objects may remain", self.gang_name)
 
     async def delete_gang_objects(self) -> int:
-        """Delete every ``delete_on_kill`` target (idempotent); returns how many objects were deleted."""
-        client = await self.client()
+        """Delete every ``delete_on_kill`` target (idempotent) with a client of its own; returns how many
+        objects were deleted."""
         deleted = 0
-        for target in self.delete_on_kill:
-            resource = by_key(target["resource"])
-            names: list[str] = [target["name"]] if target.get("name") else []
-            if target.get("label_selector"):
-                items, _ = await client.list(resource, self.namespace, label_selector=target["label_selector"])
-                names.extend(str(item["metadata"]["name"]) for item in items)
-            for name in names:
-                try:
-                    deleted += await client.delete(resource, name, self.namespace)
-                except errors.KubeError:
-                    self.log.exception("Gang %s: could not delete %s %s", self.gang_name, resource.kind, name)
+        async with await self.connect() as client:
+            for target in self.delete_on_kill:
+                resource = by_key(target["resource"])
+                names: list[str] = [target["name"]] if target.get("name") else []
+                if target.get("label_selector"):
+                    items, _ = await client.list(resource, self.namespace, label_selector=target["label_selector"])
+                    names.extend(str(item["metadata"]["name"]) for item in items)
+                for name in names:
+                    try:
+                        deleted += await client.delete(resource, name, self.namespace)
+                    except errors.KubeError:
+                        self.log.exception("Gang %s: could not delete %s %s", self.gang_name, resource.kind, name)
         self.log.info("Gang %s: on_kill deleted %d objects", self.gang_name, deleted)
         return deleted
 

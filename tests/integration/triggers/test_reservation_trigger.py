@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from airflow_provider_gang.kube.errors import NotFound
 from airflow_provider_gang.kube.resources import CONFIG_MAPS, PODS
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
@@ -210,6 +211,42 @@ async def test_on_kill_after_a_user_action_deletes_the_gang_and_cleanup_deletes_
     await killed.on_kill()
     await killed.cleanup()
     assert await client.delete(CONFIG_MAPS, gang.names.owner) is False  # already gone
+
+
+class SlowStateTrigger(ReservationTrigger):
+    """Reads the task-instance state slowly (through the triggerer's channel it takes a while)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.state_asked = asyncio.Event()
+        self.state_answer = asyncio.Event()
+
+    async def task_state(self) -> str:
+        self.state_asked.set()
+        await self.state_answer.wait()
+        return "failed"
+
+
+async def test_on_kill_cancelled_again_still_deletes_the_gang(sim, client, connection):
+    """Airflow 3.3.2's triggerer re-cancels a trigger about once a second until it has finished, also
+    while its ``on_kill`` runs (seen under a real triggerer, tests/standalone): the deletion outlives it."""
+    gang = await Gang(client, gang_spec(PR)).create()
+    trigger = SlowStateTrigger(**gang.reservation_kwargs(connection))
+    killing = asyncio.create_task(trigger.on_kill())
+    await asyncio.wait_for(trigger.state_asked.wait(), 10)
+    killing.cancel("__airflow_user_action__")
+    with pytest.raises(asyncio.CancelledError):
+        await killing
+    await trigger.cleanup()  # what the triggerer does next; the deletion has a client of its own
+    trigger.state_answer.set()
+    for _ in range(200):
+        try:
+            await client.get(CONFIG_MAPS, gang.names.owner)
+        except NotFound:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the owner ConfigMap was not deleted")
 
 
 class TaskInstanceOutsideATriggerer:

@@ -1,0 +1,238 @@
+"""Kill and success under a real Airflow triggerer (opt-in: too slow and heavy for ``make test``).
+
+``dag.test()`` runs triggers inline, so the trigger's ``on_kill`` guard - it reads the task
+instance state through the triggerer's supervisor channel, as cncf-kubernetes' KubernetesPodTrigger
+does - only runs for real in a triggerer. These tests start ``airflow standalone`` (scheduler,
+dag-processor, api-server, triggerer; LocalExecutor on sqlite) in a temporary ``AIRFLOW_HOME`` on
+free loopback ports, plus two ``gang-sim serve`` clusters, and drive Airflow through its REST API
+(airflow-3.3-notes sections 2a and 7):
+
+- ``test_mark_failed_while_reserving_deletes_the_gang``: the ``demo`` scenario at real speed keeps
+  zone us-central1-a stocked out for 10 minutes, so an 8-member gang waits in ``ReservationTrigger``;
+  the task is marked failed through ``PATCH .../taskInstances/train``; the trigger's ``on_kill``
+  must delete every object of the gang (checked with kubectl) and log why.
+- ``test_clear_while_reserving_leaves_one_gang``: the same, but the task is cleared
+  (``POST .../clearTaskInstances``); try 2 either adopts try 1's gang or try 1's ``on_kill`` deleted
+  it first - never both gangs - and marking try 2 failed deletes what is left.
+- ``test_success_with_the_real_triggerer``: the ``small`` scenario at 4x (a GPU node takes 15 s);
+  a 2-member gang defers to ``ReservationTrigger`` until reserved, then runs for 30 s watched by
+  ``GangRunTrigger``; both fire in the triggerer, the task succeeds and leaves nothing behind.
+
+Run (about 3-4 minutes on 2 cores; needs ~2 GB of RAM)::
+
+    GANG_STANDALONE=1 .venv/bin/python -m pytest -p no:cacheprovider tests/standalone -s
+
+Every process is started in its own session and stopped by its process group at the end.
+``GANG_STANDALONE_KEEP=1`` keeps the temporary directory (logs, Airflow home) and prints its path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_gang.reservation import naming
+from tests.standalone.processes import Airflow, Cluster, start_airflow, start_cluster, wait_for
+
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("GANG_STANDALONE") != "1", reason="opt-in: set GANG_STANDALONE=1"),
+    pytest.mark.timeout(900),
+]
+
+GANG_KINDS = "provisioningrequests,podtemplates,pods,configmaps,services"
+
+DAGS = '''
+"""DAGs of tests/standalone: one gang that waits (zone A stocked out), one that runs at once."""
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_gang.operators import GangTrainingOperator
+
+
+def simulated_pod(run_seconds):
+    return {
+        "metadata": {"annotations": {"sim.gang.dev/run-seconds": str(run_seconds)}},
+        "spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]},
+    }
+
+
+for dag_id, conn_id, size, zone, run_seconds in (
+    ("gang_standalone_waiting", "gang_waiting", 8, "us-central1-a", 3600),
+    ("gang_standalone_success", "gang_fast", 2, None, 120),
+):
+    with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+             catchup=False) as dag:
+        GangTrainingOperator(
+            task_id="train", size=size, gpus=1, pod_template=simulated_pod(run_seconds), distributed="torch",
+            reservation="provisioning_request", zone=zone, strict_zone=zone is not None,
+            reservation_timeout=timedelta(minutes=20), deferrable=True, kubernetes_conn_id=conn_id, retries=0,
+        )
+    globals()[dag_id] = dag
+'''
+
+
+@dataclass
+class Setup:
+    airflow: Airflow
+    waiting: Cluster
+    fast: Cluster
+    directory: Path
+
+
+@pytest.fixture(scope="module")
+def setup() -> Iterator[Setup]:
+    directory = Path(tempfile.mkdtemp(prefix="gang-standalone-"))
+    dags = directory / "dags"
+    dags.mkdir()
+    (dags / "gang_standalone_dags.py").write_text(textwrap.dedent(DAGS))
+    stopping: list[Any] = []
+    try:
+        waiting = start_cluster(directory, "demo", 1.0)
+        stopping.append(waiting.started)
+        fast = start_cluster(directory, "small", 4.0)
+        stopping.append(fast.started)
+        airflow = start_airflow(directory, dags, {"gang_waiting": waiting.connection_json(),
+                                                  "gang_fast": fast.connection_json()})
+        stopping.append(airflow.started)
+        wait_for(lambda: airflow.started.process.poll() is not None or airflow.healthy(), 240, "healthy Airflow", 2)
+        assert airflow.started.process.poll() is None, airflow.started.log()[-4000:]
+        wait_for(lambda: (airflow.home / "simple_auth_manager_passwords.json.generated").exists(), 30, "password")
+        airflow.login()
+        for dag_id in ("gang_standalone_waiting", "gang_standalone_success"):
+            wait_for(lambda dag_id=dag_id: _dag_known(airflow, dag_id), 120, f"DAG {dag_id} parsed", 2)
+        yield Setup(airflow, waiting, fast, directory)
+    finally:
+        for started in reversed(stopping):
+            started.stop()
+        if os.environ.get("GANG_STANDALONE_KEEP") == "1":
+            print(f"kept {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _dag_known(airflow: Airflow, dag_id: str) -> bool:
+    try:
+        airflow.request("GET", f"/api/v2/dags/{dag_id}")
+    except Exception:
+        return False
+    return True
+
+
+def _trigger(airflow: Airflow, dag_id: str) -> str:
+    run = airflow.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
+    return str(run["dag_run_id"])
+
+
+def _task(airflow: Airflow, dag_id: str, run_id: str) -> dict[str, Any]:
+    answer: dict[str, Any] = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train")
+    return answer
+
+
+def _gang(dag_id: str, run_id: str, attempt: int) -> str:
+    return naming.gang_name(dag_id, "train", run_id, attempt=attempt)
+
+
+def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
+    """Wait until the try is deferred with its ProvisioningRequest pending; return the gang name."""
+    airflow = setup.airflow
+    wait_for(lambda: _task(airflow, dag_id, run_id)["state"] in ("deferred", "failed"), 240, "task deferred", 2)
+    assert _task(airflow, dag_id, run_id)["state"] == "deferred", airflow.task_log()[-6000:]
+    gang = _gang(dag_id, run_id, _task(airflow, dag_id, run_id)["try_number"])
+    selector = f"{naming.GANG_LABEL}={gang}"
+    _wait_trigger_running(airflow, run_id, _task(airflow, dag_id, run_id)["try_number"])
+    objects = setup.waiting.names(GANG_KINDS, selector)
+    assert any(name.startswith("provisioningrequest") for name in objects), objects
+    time.sleep(10)  # it really waits: still deferred, the request still pending
+    assert _task(airflow, dag_id, run_id)["state"] == "deferred"
+    status = setup.waiting.kubectl("get", "provisioningrequests", "-n", "default", "-l", selector,
+                                   "-o", 'jsonpath={.items[*].status.conditions[?(@.type=="Provisioned")].status}')
+    assert status.strip() in ("", "False"), f"Provisioned={status!r}: zone A should still be stocked out"
+    return gang
+
+
+def _wait_trigger_running(airflow: Airflow, run_id: str, attempt: int) -> None:
+    """Wait until the triggerer runs the try's trigger. Marking a task failed before that means no
+    ``on_kill`` at all: the trigger row is removed before any triggerer started it (see the report)."""
+    wait_for(lambda: "waiting for the" in airflow.trigger_log(run_id, attempt), 120, "the trigger running", 1)
+
+
+def _report(setup: Setup, gang: str) -> None:
+    lines = [line for line in setup.airflow.trigger_log().splitlines() if gang in line or "on_kill" in line]
+    print("\n".join(lines[-15:]))
+
+
+def test_mark_failed_while_reserving_deletes_the_gang(setup: Setup) -> None:
+    dag_id = "gang_standalone_waiting"
+    run_id = _trigger(setup.airflow, dag_id)
+    gang = _wait_deferred_with_request(setup, dag_id, run_id)
+    setup.airflow.request("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train",
+                          {"new_state": "failed"})
+    selector = f"{naming.GANG_LABEL}={gang}"
+    try:
+        wait_for(lambda: setup.waiting.names(GANG_KINDS, selector) == [], 90, "every gang object deleted", 2)
+    finally:
+        _report(setup, gang)
+    assert "Trigger cancelled by user action, invoking on_kill" in setup.airflow.trigger_log()
+    assert f"Gang {gang}: on_kill deleted" in setup.airflow.trigger_log()
+    assert _task(setup.airflow, dag_id, run_id)["state"] == "failed"
+
+
+def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
+    """Clearing a deferred task: Airflow sets it to no state and the scheduler starts try 2 at once; the
+    triggerer cancels try 1's trigger only once its trigger row is replaced. Observed: by then try 2
+    had already adopted try 1's gang (same objects) and deferred, so ``on_kill`` read ``deferred`` and
+    kept the gang. Had try 2 been slower, ``on_kill`` would have read a non-deferred state and deleted
+    try 1's gang before try 2 created its own. Either way exactly one gang is left, and marking try 2
+    failed deletes it."""
+    dag_id = "gang_standalone_waiting"
+    run_id = _trigger(setup.airflow, dag_id)
+    first = _wait_deferred_with_request(setup, dag_id, run_id)
+    setup.airflow.request("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances",
+                          {"dry_run": False, "dag_run_id": run_id, "task_ids": ["train"], "only_failed": False,
+                           "reset_dag_runs": True})
+    wait_for(lambda: _task(setup.airflow, dag_id, run_id)["try_number"] == 2
+             and _task(setup.airflow, dag_id, run_id)["state"] == "deferred", 240, "try 2 deferred", 2)
+    _wait_trigger_running(setup.airflow, run_id, 2)
+    killed = f"Gang {first}: task instance state is"
+    wait_for(lambda: killed in setup.airflow.trigger_log(), 90, "try 1's on_kill to decide", 2)
+    _report(setup, first)
+    adopted = f"adopting gang {first}" in setup.airflow.task_log()
+    gangs = {gang: setup.waiting.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}")
+             for gang in (first, _gang(dag_id, run_id, 2))}
+    print(f"try 2 adopted try 1's gang: {adopted}; objects per gang: {gangs}")
+    assert sum(1 for names in gangs.values() if names) == 1, gangs
+    assert bool(gangs[first]) == adopted, gangs
+    setup.airflow.request("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train",
+                          {"new_state": "failed"})
+    for gang in gangs:
+        wait_for(lambda gang=gang: setup.waiting.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [], 90,
+                 f"{gang}'s objects deleted", 2)
+
+
+def test_success_with_the_real_triggerer(setup: Setup) -> None:
+    dag_id = "gang_standalone_success"
+    run_id = _trigger(setup.airflow, dag_id)
+    wait_for(lambda: _task(setup.airflow, dag_id, run_id)["state"] in ("success", "failed"), 300, "task done", 2)
+    task = _task(setup.airflow, dag_id, run_id)
+    assert task["state"] == "success", setup.airflow.task_log()[-6000:]
+    gang = _gang(dag_id, run_id, task["try_number"])
+    assert setup.fast.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == []
+    _report(setup, gang)
+    # The reservation trigger fired (the worker resumed in execute_reserved and launched the members);
+    # its triggerer log is gone: the run trigger of the same attempt writes the same log file anew.
+    task_log = setup.airflow.task_log()
+    assert task_log.count("Pausing task as DEFERRED") == 2, task_log[-4000:]
+    assert f"Gang {gang}: launched 2 members together" in task_log, task_log[-4000:]
+    trigger_log = setup.airflow.trigger_log(run_id)
+    assert f"Gang {gang}: succeeded (all_succeeded)" in trigger_log, trigger_log[-4000:]
