@@ -78,7 +78,7 @@ def test_kueue_queue_over_quota_falls_back_to_another_queue(cluster_factory: Any
     kueue_queues(cluster, {"team-small": 2, "team-big": 4})
     dag = gang_dag("kueue_fallback", retries=1, size=4, gpus=1, pod_template=simulated_pod(30), reservation="kueue",
                    kueue_queue="team-small", fallbacks=[OtherQueue("team-big")], deferrable=True,
-                   reservation_timeout=timedelta(seconds=5), startup_timeout=timedelta(seconds=60))
+                   reservation_timeout=timedelta(seconds=15), startup_timeout=timedelta(seconds=60))
     dag_run = run_dag(dag)
     assert task_instance(dag_run).state == "success"
     summary = summary_of(dag_run)
