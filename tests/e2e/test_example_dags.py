@@ -12,7 +12,6 @@ import pytest
 from airflow_provider_gang.demo import REPOSITORY, demo_scenario, run_example_dag
 from airflow_provider_gang.plugin import read_gang_xcoms
 
-
 DEMO_TEST_TIME_SCALE = 15
 """The task's wall-clock limits are divided by the cluster's time scale, but Airflow's own overhead per
 try (task start, deferral, trigger start) is wall-clock: at 60x a 5-minute reservation window was 5 s,
