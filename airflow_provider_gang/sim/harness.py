@@ -56,7 +56,7 @@ class EmulatorHarness:
         self._thread.start()
 
         async def build_and_start() -> Emulator:
-            emulator = Emulator(**self._options)
+            emulator = self._build_emulator()
             await emulator.start()
             return emulator
 
@@ -67,6 +67,10 @@ class EmulatorHarness:
             raise
         self.url = self.emulator.url
         self.kubeconfig_path = self.emulator.write_kubeconfig(self._requested_kubeconfig)
+
+    def _build_emulator(self) -> Emulator:
+        """The emulator to start, built on the server loop (subclasses attach more to it here)."""
+        return Emulator(**self._options)
 
     @property
     def store(self) -> Store:

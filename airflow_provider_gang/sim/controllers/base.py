@@ -21,66 +21,18 @@ import contextlib
 import logging
 import random
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any
 
 from airflow_provider_gang.sim.clock import Clock
 from airflow_provider_gang.sim.cluster import Cloud
 from airflow_provider_gang.sim.scenario import Scenario
+from airflow_provider_gang.sim.store import Store
 
 LOG = logging.getLogger(__name__)
 Obj = dict[str, Any]
-
-
-class Store(Protocol):
-    """The part of ``sim.store.Store`` the controllers use (the contract in DEVELOPERS.md)."""
-
-    def get(self, resource: str, name: str, namespace: str | None = None) -> Obj: ...
-
-    def list(
-        self, resource: str, namespace: str | None = None, *, label_selector: str = "", field_selector: str = ""
-    ) -> tuple[list[Obj], str]: ...
-
-    def create(self, resource: str, body: Obj, namespace: str | None = None) -> Obj: ...
-
-    def patch(
-        self,
-        resource: str,
-        name: str,
-        patch: Any,
-        *,
-        namespace: str | None = None,
-        patch_type: str = "merge",
-        subresource: str | None = None,
-    ) -> Obj: ...
-
-    def delete(
-        self,
-        resource: str,
-        name: str,
-        namespace: str | None = None,
-        *,
-        propagation_policy: str | None = None,
-        grace_period_seconds: int | None = None,
-    ) -> Obj: ...
-
-    def watch(
-        self,
-        resource: str,
-        namespace: str | None = None,
-        *,
-        resource_version: str | None = None,
-        label_selector: str = "",
-        field_selector: str = "",
-    ) -> AsyncIterator[tuple[str, Obj]]: ...
-
-    def subscribe(self, callback: Callable[[str, str, Obj], None]) -> Any: ...
-
-    def bind_pod(self, namespace: str, name: str, node_name: str) -> Obj: ...
-
-    def resolve(self, resource: str) -> Any: ...
 
 
 def wall_time() -> str:

@@ -12,8 +12,6 @@ Pass ``time_scale=N`` instead to run on a :class:`ScaledClock` (simulated time N
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any
 
 from airflow_provider_gang.sim.clock import Clock, ManualClock, ScaledClock
@@ -34,21 +32,10 @@ class SimulatedClusterHarness(EmulatorHarness):
         self.start()
         return self
 
-    def start(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="gang-sim", daemon=True)
-        self._thread.start()
-
-        async def build_and_start() -> Emulator:
-            emulator = Emulator(**self._options)
-            self.control = attach(emulator, self.scenario, self.clock)
-            await emulator.start()
-            return emulator
-
-        self.emulator = asyncio.run_coroutine_threadsafe(build_and_start(), loop).result(self._start_timeout)
-        self.url = self.emulator.url
-        self.kubeconfig_path = self.emulator.write_kubeconfig(self._requested_kubeconfig)
+    def _build_emulator(self) -> Emulator:
+        emulator = super()._build_emulator()
+        self.control = attach(emulator, self.scenario, self.clock)
+        return emulator
 
     def now(self) -> float:
         return float(self.run(self.clock.now))

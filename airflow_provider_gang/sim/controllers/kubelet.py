@@ -201,22 +201,7 @@ class Kubelet(Controller):
         uid = pod["metadata"]["uid"]
         run = self.runs.get(uid)
         if run is None:
-            run = self.runs[uid] = PodRun(admitted_at=now)
-            ip = self._pod_ip(uid)
-            self._write(
-                pod,
-                {
-                    "phase": "Pending",
-                    "hostIP": "127.0.0.1",
-                    "podIP": ip,
-                    "podIPs": [{"ip": ip}],
-                    "startTime": wall_time(),
-                    "conditions": pod_conditions(pod, ready=False),
-                    "containerStatuses": container_statuses(
-                        pod, {"waiting": {"reason": "ContainerCreating"}}, ready=False, restarts=0
-                    ),
-                },
-            )
+            self._admit(pod, PodRun(admitted_at=now))
             return now + spec.start_seconds
         if run.started_at is None:
             if now < run.admitted_at + spec.start_seconds:
@@ -229,6 +214,27 @@ class Kubelet(Controller):
         if now < exits_at:
             return exits_at
         return self._exit(pod, run, spec.exit_code, now)
+
+    def _admit(self, pod: Obj, run: PodRun) -> str:
+        """Track ``run`` for the pod, give it its pod IP and report it Pending/ContainerCreating; the IP."""
+        uid = pod["metadata"]["uid"]
+        self.runs[uid] = run
+        ip = self._pod_ip(uid)
+        self._write(
+            pod,
+            {
+                "phase": "Pending",
+                "hostIP": "127.0.0.1",
+                "podIP": ip,
+                "podIPs": [{"ip": ip}],
+                "startTime": wall_time(),
+                "conditions": pod_conditions(pod, ready=False),
+                "containerStatuses": container_statuses(
+                    pod, {"waiting": {"reason": "ContainerCreating"}}, ready=False, restarts=0
+                ),
+            },
+        )
+        return ip
 
     def _start(self, pod: Obj, run: PodRun, now: float) -> None:
         run.started_at = now
@@ -272,22 +278,7 @@ class Kubelet(Controller):
         assert self.processes is not None
         uid = pod["metadata"]["uid"]
         if uid not in self.runs:
-            self.runs[uid] = PodRun(admitted_at=now, started_at=now)
-            ip = self._pod_ip(uid)
-            self._write(
-                pod,
-                {
-                    "phase": "Pending",
-                    "hostIP": "127.0.0.1",
-                    "podIP": ip,
-                    "podIPs": [{"ip": ip}],
-                    "startTime": wall_time(),
-                    "conditions": pod_conditions(pod, ready=False),
-                    "containerStatuses": container_statuses(
-                        pod, {"waiting": {"reason": "ContainerCreating"}}, ready=False, restarts=0
-                    ),
-                },
-            )
+            ip = self._admit(pod, PodRun(admitted_at=now, started_at=now))
             self.processes.update_hosts(
                 self.store.list("v1/pods")[0], self.store.list("v1/services")[0], self.plane.pod_ips
             )

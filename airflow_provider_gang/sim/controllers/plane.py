@@ -18,8 +18,9 @@ from typing import Any
 from airflow_provider_gang.sim.clock import Clock, ManualClock
 from airflow_provider_gang.sim.cluster import Cloud, NodeRecord, node_manifest
 from airflow_provider_gang.sim.controllers import webhooks
-from airflow_provider_gang.sim.controllers.base import Controller, ControlPlane, Obj, Store
+from airflow_provider_gang.sim.controllers.base import Controller, ControlPlane, Obj
 from airflow_provider_gang.sim.scenario import NodePool, Scenario
+from airflow_provider_gang.sim.store import Store
 
 
 def register_node(store: Store, pool: NodePool, record: NodeRecord) -> Obj:

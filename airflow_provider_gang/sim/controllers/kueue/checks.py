@@ -135,12 +135,7 @@ def pod_template(workload: Obj, pod_set: Mapping[str, Any], flavor: Mapping[str,
     return {
         "apiVersion": "v1",
         "kind": "PodTemplate",
-        "metadata": {
-            "name": name,
-            "namespace": workload["metadata"]["namespace"],
-            "labels": {"kueue.x-k8s.io/managed": "true"},
-            "ownerReferences": [owner_reference(workload)],
-        },
+        "metadata": _managed_metadata(workload, name),
         "template": template,
     }
 
@@ -162,11 +157,16 @@ def provisioning_request(workload: Obj, config: Mapping[str, Any], name: str, co
     return {
         "apiVersion": "autoscaling.x-k8s.io/v1",
         "kind": "ProvisioningRequest",
-        "metadata": {
-            "name": name,
-            "namespace": workload["metadata"]["namespace"],
-            "labels": {"kueue.x-k8s.io/managed": "true"},
-            "ownerReferences": [owner_reference(workload)],
-        },
+        "metadata": _managed_metadata(workload, name),
         "spec": spec,
+    }
+
+
+def _managed_metadata(workload: Obj, name: str) -> Obj:
+    """Metadata of an object Kueue creates for ``workload``'s check: ``managed`` label, owned by it."""
+    return {
+        "name": name,
+        "namespace": workload["metadata"]["namespace"],
+        "labels": {"kueue.x-k8s.io/managed": "true"},
+        "ownerReferences": [owner_reference(workload)],
     }

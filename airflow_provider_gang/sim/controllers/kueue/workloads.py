@@ -115,35 +115,18 @@ def job_workload(job: Mapping[str, Any]) -> dict[str, Any]:
         if not 0 < min_count < job_pod_count(job):
             raise ValueError(f"annotation {MIN_PARALLELISM} must be between 0 and the pod count (exclusive)")
     provreq = {key: value for key, value in annotations.items() if key.startswith(PROVREQ_PREFIX)}
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {
-            "name": workload_name("Job", "batch", metadata["name"], metadata["uid"]),
-            "namespace": metadata["namespace"],
-            "labels": {JOB_UID: metadata["uid"]},
-            "annotations": {
-                "kueue.x-k8s.io/job-owner-gvk": "batch/v1, Kind=Job",
-                "kueue.x-k8s.io/job-owner-name": metadata["name"],
-                **provreq,
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": metadata["name"],
-                    "uid": metadata["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "active": True,
-            "queueName": (metadata.get("labels") or {})[QUEUE_NAME],
-            "podSets": [_pod_set("main", job_pod_count(job), (job.get("spec") or {}).get("template") or {}, min_count)],
-        },
+    owner_annotations = {
+        "kueue.x-k8s.io/job-owner-gvk": "batch/v1, Kind=Job",
+        "kueue.x-k8s.io/job-owner-name": metadata["name"],
     }
+    pod_set = _pod_set("main", job_pod_count(job), (job.get("spec") or {}).get("template") or {}, min_count)
+    return _owned_workload(
+        ("batch/v1", "Job"),
+        job,
+        workload_name("Job", "batch", metadata["name"], metadata["uid"]),
+        [pod_set],
+        annotations={**owner_annotations, **provreq},
+    )
 
 
 def pod_workload(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,29 +135,43 @@ def pod_workload(pod: Mapping[str, Any]) -> dict[str, Any]:
     spec = copy.deepcopy(pod.get("spec") or {})
     spec.pop("schedulingGates", None)
     spec.pop("nodeName", None)
+    name = workload_name("Pod", "", metadata["name"], metadata["uid"])
+    return _owned_workload(("v1", "Pod"), pod, name, [_pod_set("main", 1, {"metadata": {}, "spec": spec})])
+
+
+def _owned_workload(
+    owner_type: tuple[str, str],
+    owner: Mapping[str, Any],
+    name: str,
+    pod_sets: list[dict[str, Any]],
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Workload controlled by ``owner`` (a Job or a single pod; ``owner_type`` = (apiVersion, kind)),
+    labelled with its uid and queued in the owner's ``queue-name``."""
+    metadata = owner["metadata"]
+    api_version, kind = owner_type
+    workload_metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": metadata["namespace"],
+        "labels": {JOB_UID: metadata["uid"]},
+    }
+    if annotations is not None:
+        workload_metadata["annotations"] = annotations
+    workload_metadata["ownerReferences"] = [
+        {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": metadata["name"],
+            "uid": metadata["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
-        "metadata": {
-            "name": workload_name("Pod", "", metadata["name"], metadata["uid"]),
-            "namespace": metadata["namespace"],
-            "labels": {JOB_UID: metadata["uid"]},
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": metadata["name"],
-                    "uid": metadata["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "active": True,
-            "queueName": (metadata.get("labels") or {})[QUEUE_NAME],
-            "podSets": [_pod_set("main", 1, {"metadata": {}, "spec": spec})],
-        },
+        "metadata": workload_metadata,
+        "spec": {"active": True, "queueName": (metadata.get("labels") or {})[QUEUE_NAME], "podSets": pod_sets},
     }
 
 
