@@ -10,6 +10,13 @@ ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK = "check-capacity.autoscaling.x-k8s.io"
 
 
+def resource_groups(gpus: int) -> list[dict[str, Any]]:
+    """A ClusterQueue's ``resourceGroups``: flavor ``l4`` with plenty of cpu/memory and ``gpus`` GPUs."""
+    quotas = {"cpu": "100", "memory": "400Gi", "nvidia.com/gpu": str(gpus)}
+    resources = [{"name": name, "nominalQuota": quota} for name, quota in quotas.items()]
+    return [{"coveredResources": list(quotas), "flavors": [{"name": "l4", "resources": resources}]}]
+
+
 def setup_queues(
     cluster: SimCluster,
     *,
@@ -54,21 +61,7 @@ def setup_queues(
         "cq",
         {
             "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                    "flavors": [
-                        {
-                            "name": "l4",
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "100"},
-                                {"name": "memory", "nominalQuota": "400Gi"},
-                                {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)},
-                            ],
-                        }
-                    ],
-                }
-            ],
+            "resourceGroups": resource_groups(gpus),
             **strategy,
         },
     )

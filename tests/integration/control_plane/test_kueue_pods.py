@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
-from tests.integration.control_plane.kueue_setup import condition_map, setup_queues
+from tests.integration.control_plane.kueue_setup import condition_map, resource_groups, setup_queues
 
 
 def test_plain_pod_group_is_gated_then_admitted_together(sim_cluster: Callable[..., SimCluster]) -> None:
@@ -108,25 +108,7 @@ def test_single_plain_pod_gets_its_own_workload(sim_cluster: Callable[..., SimCl
         "v1beta2",
         "clusterqueues",
         "cq",
-        {
-            "spec": {
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                        "flavors": [
-                            {
-                                "name": "l4",
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": "100"},
-                                    {"name": "memory", "nominalQuota": "400Gi"},
-                                    {"name": "nvidia.com/gpu", "nominalQuota": "1"},
-                                ],
-                            }
-                        ],
-                    }
-                ]
-            }
-        },
+        {"spec": {"resourceGroups": resource_groups(1)}},
     )
     cluster.advance(5)
     assert cluster.core.read_namespaced_pod("solo", "default").status.phase == "Running"

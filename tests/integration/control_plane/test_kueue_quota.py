@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
-from tests.integration.control_plane.kueue_setup import condition_map, create_job, setup_queues
+from tests.integration.control_plane.kueue_setup import condition_map, create_job, resource_groups, setup_queues
 
 
 def test_partial_admission_lowers_parallelism(sim_cluster: Callable[..., SimCluster]) -> None:
@@ -89,21 +89,7 @@ def test_cluster_queues_borrow_within_their_cohort(sim_cluster: Callable[..., Si
             {
                 "cohortName": "team",
                 "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                        "flavors": [
-                            {
-                                "name": "l4",
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": "100"},
-                                    {"name": "memory", "nominalQuota": "400Gi"},
-                                    {"name": "nvidia.com/gpu", "nominalQuota": "4"},
-                                ],
-                            }
-                        ],
-                    }
-                ],
+                "resourceGroups": resource_groups(4),
             },
         )
     cluster.create_kueue("localqueues", "LocalQueue", "lq", {"clusterQueue": "cq"}, namespace="default")

@@ -56,6 +56,13 @@ def _python_pod(name: str, code: str, port: int = 0, **spec: Any) -> dict[str, A
     }
 
 
+def _create_headless_service(cluster: SimCluster) -> None:
+    """The headless Service ``trainer`` selecting ``app=trainer``: its pods' hostnames resolve."""
+    spec = {"clusterIP": "None", "selector": {"app": "trainer"}, "ports": [{"port": 29500}]}
+    body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "trainer"}, "spec": spec}
+    cluster.core.create_namespaced_service("default", body)
+
+
 def _log(cluster: SimCluster, name: str) -> str:
     # kubernetes 36 returns str(bytes) for text bodies; read the raw response instead.
     response = cluster.core.read_namespaced_pod_log(name, "default", _preload_content=False)
@@ -94,15 +101,7 @@ def test_process_gets_the_pod_env_and_its_output_is_the_pod_log(sim_cluster: Cal
 
 def test_pods_behind_a_headless_service_reach_each_other_by_hostname(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(_scenario())
-    cluster.core.create_namespaced_service(
-        "default",
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "trainer"},
-            "spec": {"clusterIP": "None", "selector": {"app": "trainer"}, "ports": [{"port": 29500}]},
-        },
-    )
+    _create_headless_service(cluster)
     server = """
         import os, socket
         listener = socket.socket()
@@ -172,15 +171,7 @@ NATIVE_LOOKUP = """
 def test_native_code_resolves_pod_hostnames(sim_cluster: Callable[..., SimCluster]) -> None:
     # libc getaddrinfo/gethostname called directly (ctypes), bypassing Python's socket module and its shim.
     cluster = sim_cluster(_scenario())
-    cluster.core.create_namespaced_service(
-        "default",
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "trainer"},
-            "spec": {"clusterIP": "None", "selector": {"app": "trainer"}},
-        },
-    )
+    _create_headless_service(cluster)
     for rank in (0, 1):
         body = _python_pod(f"trainer-{rank}", NATIVE_LOOKUP, hostname=f"trainer-{rank}", subdomain="trainer")
         body["spec"]["containers"][0]["env"].append({"name": "PEER", "value": f"trainer-{1 - rank}.trainer"})
@@ -233,15 +224,7 @@ def test_container_without_command_fails_to_start(sim_cluster: Callable[..., Sim
 def test_torch_ddp_rendezvous_between_pods(sim_cluster: Callable[..., SimCluster]) -> None:
     pytest.importorskip("torch")
     cluster = sim_cluster(_scenario())
-    cluster.core.create_namespaced_service(
-        "default",
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "trainer"},
-            "spec": {"clusterIP": "None", "selector": {"app": "trainer"}, "ports": [{"port": 29500}]},
-        },
-    )
+    _create_headless_service(cluster)
     # torch resolves MASTER_ADDR in C++ (getaddrinfo), so this needs the LD_PRELOAD resolver shim.
     train = """
         import os
