@@ -13,10 +13,8 @@ timeouts stay wall-clock, so a 60x cluster turns "10 minutes of node provisionin
 from __future__ import annotations
 
 import dataclasses
-import gc
 import importlib.util
 import json
-import logging
 import os
 import socket
 import sys
@@ -203,29 +201,13 @@ def main() -> int:
             state, summary = run_example_dag()
             print(_describe(state, summary, time.monotonic() - started))
             print(f"Pods left in the cluster: {len(cluster.objects('v1/pods'))}")
-            _collect_inline_trigger_sessions()
             return 0 if state == "success" else 1
 
 
 def _quiet_known_noise() -> None:
-    """Keep the demo's output readable: library deprecation warnings, and asyncio's reports of the
-    trigger sessions ``dag.test()`` leaves to the garbage collector (see below), are not news."""
+    """Keep the demo's output readable: library deprecation warnings are not news."""
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
-    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-
-
-def _collect_inline_trigger_sessions() -> None:
-    """``dag.test()`` never calls a trigger's ``cleanup()`` (a real triggerer does), so the triggers'
-    HTTP sessions are only closed by garbage collection, which asyncio reports as "Unclosed client
-    session". Collect them now, quietly, instead of printing that noise after the outcome."""
-    asyncio_log = logging.getLogger("asyncio")
-    level = asyncio_log.level
-    asyncio_log.setLevel(logging.CRITICAL)
-    try:
-        gc.collect()
-    finally:
-        asyncio_log.setLevel(level)
 
 
 def _outcome(dag_run: Any) -> tuple[str, dict[str, Any] | None]:

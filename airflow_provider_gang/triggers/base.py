@@ -179,6 +179,11 @@ class GangTrigger(BaseTrigger):
 
         A non-retryable API error (Forbidden, Unauthorized, a kind that is not served) ends the wait
         with reason ``invalid``: the same spec on the same cluster cannot do better on a new try.
+
+        The client is closed before returning, so before the one event is yielded: ``dag.test()`` takes
+        only the first event and never calls ``cleanup()`` (``InProcessTestSupervisor.run_trigger_in_process``,
+        Airflow 3.3.2), which left the HTTP session to the garbage collector. ``cleanup()`` stays
+        idempotent for the triggerer, which always calls it.
         """
         observe = functools.partial(
             objects.observe,
@@ -218,6 +223,8 @@ class GangTrigger(BaseTrigger):
             return build_payload(
                 observed, refused, gang_name=self.gang_name, namespace=self.namespace, clock=clock, api_error=error
             )
+        finally:
+            await self.cleanup()
         raise RuntimeError("the watch ended without a terminal decision")  # views() never ends on its own
 
     async def cleanup(self) -> None:

@@ -4,8 +4,6 @@ airflow-3.3-notes section 6)."""
 
 from __future__ import annotations
 
-import gc
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -52,34 +50,3 @@ def run_dag() -> Callable[..., Any]:
         return dag.test(**kwargs)
 
     return run
-
-
-
-@pytest.fixture(autouse=True)
-def collect_inline_trigger_sessions() -> Iterator[None]:
-    """``dag.test()`` runs a trigger with ``anext(trigger.run())`` and never calls its ``cleanup()``
-    (``InProcessTestSupervisor.run_trigger_in_process``, Airflow 3.3.2), so the trigger's HTTP session
-    (connector, transport, socket) is only closed by garbage collection, which reports a
-    ``ResourceWarning`` at a random later moment. A real triggerer calls ``cleanup()``. After each test
-    the garbage is collected here, dropping only those resource warnings."""
-    yield
-    previous = sys.unraisablehook
-
-    def drop_resource_warnings(unraisable: Any) -> None:
-        if not isinstance(unraisable.exc_value, ResourceWarning):
-            previous(unraisable)
-
-    sys.unraisablehook = drop_resource_warnings
-    try:
-        gc.collect()
-    finally:
-        sys.unraisablehook = previous
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The same leaked sessions may also be collected while a test runs (see
-    ``collect_inline_trigger_sessions``); their warnings are not errors in these tests."""
-    ignore = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-    for item in items:
-        if "tests/e2e/" in str(item.fspath):
-            item.add_marker(ignore)

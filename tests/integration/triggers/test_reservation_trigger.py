@@ -7,6 +7,8 @@ API, before the trigger starts (seen by its LIST) or while it watches (seen by i
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
 
 import pytest
 
@@ -88,6 +90,22 @@ async def test_granted_before_the_trigger_starts_is_seen_by_its_list(sim, client
     await gang.set_request_conditions(condition("Accepted"), condition("Provisioned"))
     event = await first_event(ReservationTrigger(**gang.reservation_kwargs(connection)))
     assert (event["phase"], event["reason"]) == ("reserved", "reserved")
+
+
+async def test_the_client_is_closed_before_the_event_as_dag_test_never_cleans_up(sim, client, connection):
+    """``dag.test()`` takes the first event with ``anext(trigger.run())`` and never calls ``cleanup()``
+    (Airflow 3.3.2): nothing may be left for the garbage collector to report as unclosed."""
+    gang = await Gang(client, gang_spec(PR)).create()
+    await gang.set_request_conditions(condition("Accepted"), condition("Provisioned"))
+    trigger = ReservationTrigger(**gang.reservation_kwargs(connection))
+    events = trigger.run()
+    event = await asyncio.wait_for(anext(events), 30)
+    assert event.payload["reason"] == "reserved"
+    del events, trigger
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    assert [str(warning.message) for warning in caught if warning.category is ResourceWarning] == []
 
 
 async def test_request_deleted_under_the_trigger_ends_with_reservation_gone(sim, client, connection):
