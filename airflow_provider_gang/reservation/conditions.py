@@ -10,10 +10,11 @@ condition types and admission-check states from Kueue ``apis/kueue/v1beta2/workl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 Object = Mapping[str, Any]
+State = TypeVar("State")
 
 # ProvisioningRequest condition types.
 ACCEPTED = "Accepted"
@@ -197,3 +198,9 @@ def is_disrupted(pod: Object) -> bool:
     """Kubernetes marked the pod for disruption (``DisruptionTarget=True``: preemption, eviction,
     node lost, taint manager) - it will die for reasons outside the program."""
     return is_condition_true(pod, "DisruptionTarget")
+
+
+def first_match(obj: Object, precedence: Sequence[tuple[Callable[[Object], bool], State]], otherwise: State) -> State:
+    """The state paired with the first predicate of ``precedence`` that holds for ``obj``, else
+    ``otherwise``: how the classifiers apply their "first match wins" tables."""
+    return next((state for holds, state in precedence if holds(obj)), otherwise)

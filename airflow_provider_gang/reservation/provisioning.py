@@ -17,6 +17,7 @@ the request is known and being worked on. ``None`` (no object) is GONE.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 
 from airflow_provider_gang.reservation import conditions
@@ -34,23 +35,26 @@ class ProvisioningState(str, Enum):
     FAILED = "failed"
 
 
+def _is_known(request: Object) -> bool:
+    """``Accepted=True``, or any ``Provisioned`` condition (GKE's ``NotProvisioned`` comes first)."""
+    return conditions.is_accepted(request) or conditions.find_condition(request, conditions.PROVISIONED) is not None
+
+
+_PRECEDENCE: tuple[tuple[Callable[[Object], bool], ProvisioningState], ...] = (
+    (conditions.is_failed, ProvisioningState.FAILED),
+    (conditions.is_capacity_revoked, ProvisioningState.CAPACITY_REVOKED),
+    (conditions.is_booking_consumed, ProvisioningState.BOOKING_CONSUMED),
+    (conditions.is_booking_expired, ProvisioningState.BOOKING_EXPIRED),
+    (conditions.is_provisioned, ProvisioningState.PROVISIONED),
+    (_is_known, ProvisioningState.ACCEPTED),
+)
+
+
 def classify_provisioning_request(request: Object | None) -> ProvisioningState:
     """The state of ``request`` by the precedence in the module docstring. Pure."""
     if request is None:
         return ProvisioningState.GONE
-    if conditions.is_failed(request):
-        return ProvisioningState.FAILED
-    if conditions.is_capacity_revoked(request):
-        return ProvisioningState.CAPACITY_REVOKED
-    if conditions.is_booking_consumed(request):
-        return ProvisioningState.BOOKING_CONSUMED
-    if conditions.is_booking_expired(request):
-        return ProvisioningState.BOOKING_EXPIRED
-    if conditions.is_provisioned(request):
-        return ProvisioningState.PROVISIONED
-    if conditions.is_accepted(request) or conditions.find_condition(request, conditions.PROVISIONED) is not None:
-        return ProvisioningState.ACCEPTED
-    return ProvisioningState.NOT_HANDLED
+    return conditions.first_match(request, _PRECEDENCE, ProvisioningState.NOT_HANDLED)
 
 
 def failure_reason(request: Object | None) -> str:

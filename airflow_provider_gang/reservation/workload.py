@@ -20,6 +20,7 @@ the Job) is MISSING.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 
 from airflow_provider_gang.reservation import conditions
@@ -39,27 +40,27 @@ class WorkloadState(str, Enum):
     FINISHED = "finished"
 
 
+def _is_inactive(workload: Object) -> bool:
+    return not conditions.is_active(workload)
+
+
+_PRECEDENCE: tuple[tuple[Callable[[Object], bool], WorkloadState], ...] = (
+    (conditions.is_finished, WorkloadState.FINISHED),
+    (_is_inactive, WorkloadState.INACTIVE),
+    (conditions.has_rejected_check, WorkloadState.REJECTED),
+    (conditions.is_preempted, WorkloadState.PREEMPTED),
+    (conditions.has_retry_check, WorkloadState.RETRY),
+    (conditions.is_evicted, WorkloadState.EVICTED),
+    (conditions.is_admitted, WorkloadState.ADMITTED),
+    (conditions.is_quota_reserved, WorkloadState.QUOTA_RESERVED),
+)
+
+
 def classify_workload(workload: Object | None) -> WorkloadState:
     """The state of ``workload`` by the precedence in the module docstring. Pure."""
     if workload is None:
         return WorkloadState.MISSING
-    if conditions.is_finished(workload):
-        return WorkloadState.FINISHED
-    if not conditions.is_active(workload):
-        return WorkloadState.INACTIVE
-    if conditions.has_rejected_check(workload):
-        return WorkloadState.REJECTED
-    if conditions.is_preempted(workload):
-        return WorkloadState.PREEMPTED
-    if conditions.has_retry_check(workload):
-        return WorkloadState.RETRY
-    if conditions.is_evicted(workload):
-        return WorkloadState.EVICTED
-    if conditions.is_admitted(workload):
-        return WorkloadState.ADMITTED
-    if conditions.is_quota_reserved(workload):
-        return WorkloadState.QUOTA_RESERVED
-    return WorkloadState.PENDING
+    return conditions.first_match(workload, _PRECEDENCE, WorkloadState.PENDING)
 
 
 def describe(workload: Object | None) -> str:
