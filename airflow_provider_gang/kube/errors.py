@@ -97,16 +97,15 @@ class Gone(ApiError):
 class Invalid(ApiError):
     """422: the object failed validation. ``causes`` names each offending field."""
 
-    def __init__(
-        self,
-        code: int,
-        reason: str,
-        message: str,
-        status_body: dict[str, Any] | None = None,
-        causes: tuple[Cause, ...] = (),
-    ) -> None:
-        super().__init__(code, reason, message, status_body)
-        self.causes = causes
+    @property
+    def causes(self) -> tuple[Cause, ...]:
+        """The Status ``details.causes``, read from ``status_body``."""
+        details = self.status_body.get("details") or {}
+        return tuple(
+            Cause(str(cause.get("field", "")), str(cause.get("reason", "")), str(cause.get("message", "")))
+            for cause in details.get("causes") or ()
+            if isinstance(cause, dict)
+        )
 
 
 class Unavailable(ApiError):
@@ -170,13 +169,5 @@ def from_status(code: int, body: Any, retry_after_header: str | None = None) -> 
         return Unavailable(code, reason, message, status_body, retry_after=retry_after)
     if code == 409 and reason == "AlreadyExists":
         return AlreadyExists(code, reason, message, status_body)
-    if code == 422:
-        details = status_body.get("details") or {}
-        causes = tuple(
-            Cause(str(c.get("field", "")), str(c.get("reason", "")), str(c.get("message", "")))
-            for c in details.get("causes") or ()
-            if isinstance(c, dict)
-        )
-        return Invalid(code, reason, message, status_body, causes=causes)
     error_class = _BY_CODE.get(code, BadRequest if 400 <= code < 500 else ApiError)
     return error_class(code, reason, message, status_body)
