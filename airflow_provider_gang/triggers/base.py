@@ -4,6 +4,10 @@ Arguments common to every gang trigger (all plain values, part of the stored for
 
 - ``connection``: :meth:`ConnectionSettings.to_dict` output, produced on the worker by ``GangHook``.
 - ``gang_name``, ``namespace``: identity of the gang (the names of its objects derive from it).
+- ``mode``: ``ReservationMode`` value the gang is reserved with; ``size``: members (requested, or
+  launched after partial admission); ``started_at``: UNIX time the wait started (timings, messages).
+- ``provisioning_request`` / ``workload_selector`` / ``pod_selector``: the gang's ProvisioningRequest
+  name, Kueue Workload label selector, member pods label selector - whichever the wait watches.
 - ``deadline``: absolute UNIX time at which the trigger gives up with reason ``deadline``. It is absolute
   so a trigger rebuilt on another triggerer keeps the original budget (cncf's ``_execution_deadline``
   lesson, anchors reference section 1.4).
@@ -26,11 +30,11 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger
+from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
 from airflow_provider_gang.kube import errors
@@ -58,7 +62,13 @@ _KILLS_IN_FLIGHT: set[asyncio.Future[None]] = set()
 
 
 class GangTrigger(BaseTrigger):
-    """Base of the gang triggers; subclasses implement ``run`` and ``serialize``."""
+    """Base of the gang triggers: ``run`` is shared; subclasses set ``stage`` and implement ``policy``,
+    ``describe_wait`` and ``serialize`` (through :meth:`serialize_with`)."""
+
+    stage: Stage
+    """What the trigger waits for: set by each subclass."""
+    scheduling_gate: str | None = None
+    pods_from_job: bool = False
 
     def __init__(
         self,
@@ -67,6 +77,12 @@ class GangTrigger(BaseTrigger):
         gang_name: str,
         namespace: str,
         deadline: float,
+        mode: str,
+        size: int,
+        started_at: float,
+        provisioning_request: str | None = None,
+        workload_selector: str | None = None,
+        pod_selector: str | None = None,
         delete_on_kill: Sequence[Mapping[str, Any]] = (),
         client_options: Mapping[str, Any] | None = None,
         watch_timeout_seconds: int = 300,
@@ -76,6 +92,12 @@ class GangTrigger(BaseTrigger):
         self.gang_name = gang_name
         self.namespace = namespace
         self.deadline = float(deadline)
+        self.mode = ReservationMode(mode)
+        self.size = int(size)
+        self.started_at = float(started_at)
+        self.objects = GangObjects(
+            provisioning_request=provisioning_request, workload_selector=workload_selector, pod_selector=pod_selector
+        )
         self.delete_on_kill = [dict(target) for target in delete_on_kill]
         self.client_options = dict(client_options or {})
         self.watch_timeout_seconds = int(watch_timeout_seconds)
@@ -84,17 +106,52 @@ class GangTrigger(BaseTrigger):
         self._client: KubeClient | None = None
         self._client_lock = asyncio.Lock()
 
+    def policy(self) -> Policy:
+        """The deadlines ``decide`` applies; each subclass sets its own."""
+        raise NotImplementedError
+
+    def describe_wait(self) -> str:
+        """What the trigger waits for, for the log line when it starts."""
+        raise NotImplementedError
+
+    def serialize_with(self, **own: Any) -> tuple[str, dict[str, Any]]:
+        """``serialize()`` of a subclass: its class path, the common arguments and its ``own``."""
+        return f"{type(self).__module__}.{type(self).__qualname__}", {**self.common_kwargs(), **own}
+
     def common_kwargs(self) -> dict[str, Any]:
-        """The base arguments as plain values, for the subclasses' ``serialize()``."""
+        """The base arguments as plain values (part of the stored format)."""
         return {
             "connection": dict(self.connection),
             "gang_name": self.gang_name,
             "namespace": self.namespace,
             "deadline": self.deadline,
+            "mode": self.mode.value,
+            "size": self.size,
+            "started_at": self.started_at,
+            "provisioning_request": self.objects.provisioning_request,
+            "workload_selector": self.objects.workload_selector,
+            "pod_selector": self.objects.pod_selector,
             "delete_on_kill": [dict(target) for target in self.delete_on_kill],
             "client_options": dict(self.client_options),
             "watch_timeout_seconds": self.watch_timeout_seconds,
         }
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Yield the one event: the payload of the first terminal decision (see :mod:`.events`).
+
+        The client is closed before the event is yielded: ``dag.test()`` takes only the first event
+        and never calls ``cleanup()`` (``InProcessTestSupervisor.run_trigger_in_process``, Airflow
+        3.3.2), which left the HTTP session to the garbage collector. ``cleanup()`` stays idempotent
+        for the triggerer, which always calls it.
+        """
+        self.log.info("Gang %s: %s", self.gang_name, self.describe_wait())
+        try:
+            payload = await self.decide_until_terminal()
+        finally:
+            await self.cleanup()
+        self.fired = True
+        self.log.info("Gang %s: %s (%s) %s", self.gang_name, payload["phase"], payload["reason"], payload["message"])
+        yield TriggerEvent(payload)  # type: ignore[no-untyped-call]
 
     async def client(self) -> KubeClient:
         """The trigger's one client, built on first use (auth loaded once)."""
@@ -162,40 +219,25 @@ class GangTrigger(BaseTrigger):
                     await next_view
             await stream.aclose()
 
-    async def decide_until_terminal(
-        self,
-        objects: GangObjects,
-        *,
-        mode: ReservationMode,
-        stage: Stage,
-        size: int,
-        started_at: float,
-        policy: Policy,
-        scheduling_gate: str | None = None,
-        pods_from_job: bool = False,
-    ) -> dict[str, Any]:
-        """Watch ``objects``, feed every change to ``decide`` and return the event payload of the first
-        terminal decision. The policy's deadlines wake the loop even when nothing changes.
+    async def decide_until_terminal(self) -> dict[str, Any]:
+        """Watch the gang's objects, feed every change to ``decide`` and return the event payload of the
+        first terminal decision. The policy's deadlines wake the loop even when nothing changes.
 
         A non-retryable API error (Forbidden, Unauthorized, a kind that is not served) ends the wait
         with reason ``invalid``: the same spec on the same cluster cannot do better on a new try.
-
-        The client is closed before returning, so before the one event is yielded: ``dag.test()`` takes
-        only the first event and never calls ``cleanup()`` (``InProcessTestSupervisor.run_trigger_in_process``,
-        Airflow 3.3.2), which left the HTTP session to the garbage collector. ``cleanup()`` stays
-        idempotent for the triggerer, which always calls it.
         """
+        objects, policy = self.objects, self.policy()
         observe = functools.partial(
             objects.observe,
-            mode=mode,
-            stage=stage,
-            size=size,
-            started_at=started_at,
-            scheduling_gate=scheduling_gate,
-            pods_from_job=pods_from_job,
+            mode=self.mode,
+            stage=self.stage,
+            size=self.size,
+            started_at=self.started_at,
+            scheduling_gate=self.scheduling_gate,
+            pods_from_job=self.pods_from_job,
         )
         observed = observe({})
-        clock = PhaseClock(started_at)
+        clock = PhaseClock(self.started_at)
         seen_any = False
         try:
             async with contextlib.aclosing(
@@ -223,8 +265,6 @@ class GangTrigger(BaseTrigger):
             return build_payload(
                 observed, refused, gang_name=self.gang_name, namespace=self.namespace, clock=clock, api_error=error
             )
-        finally:
-            await self.cleanup()
         raise RuntimeError("the watch ended without a terminal decision")  # views() never ends on its own
 
     async def cleanup(self) -> None:
