@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -17,6 +18,7 @@ from airflow_provider_gang.reservation.manifests import kueue, owner
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
 from airflow_provider_gang.sim.scenario import load_scenario
+from airflow_provider_gang.triggers.base import GangTrigger
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
@@ -37,13 +39,21 @@ def cluster() -> Iterator[SimulatedClusterHarness]:
         yield harness
 
 
-async def advance(cluster: SimulatedClusterHarness, seconds: float) -> None:
-    """Advance simulated time off the test's loop, so the triggers keep running meanwhile."""
+@pytest.fixture
+def connection(cluster: SimulatedClusterHarness) -> dict[str, Any]:
+    return ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text())).to_dict()
+
+
+async def event_after(cluster: SimulatedClusterHarness, trigger: GangTrigger, seconds: float) -> dict[str, Any]:
+    """Start ``trigger``, let it watch, advance simulated time by ``seconds`` (off the test's loop, so
+    the trigger keeps running meanwhile) and return its event."""
+    waiting = asyncio.create_task(first_event(trigger))
+    await until_watching(trigger)
     await asyncio.to_thread(cluster.advance, seconds)
+    return await waiting
 
 
-async def test_a_gang_is_provisioned_then_runs_to_success(cluster):
-    connection = ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text())).to_dict()
+async def test_a_gang_is_provisioned_then_runs_to_success(cluster, connection):
     spec = GangSpec(
         name="e2e-t1-00000000",
         namespace=NAMESPACE,
@@ -55,19 +65,15 @@ async def test_a_gang_is_provisioned_then_runs_to_success(cluster):
     )
     async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as client:
         gang = await Gang(client, spec).create()
+        # The autoscaler adds 4 GPU nodes (60 s each) and provisions.
         reservation = ReservationTrigger(**gang.reservation_kwargs(connection, deadline_in=60))
-        waiting = asyncio.create_task(first_event(reservation))
-        await until_watching(reservation)
-        await advance(cluster, 600)  # the autoscaler adds 4 GPU nodes (60 s each) and provisions
-        reserved = await waiting
+        reserved = await event_after(cluster, reservation, 600)
         assert (reserved["phase"], reserved["reason"]) == ("reserved", "reserved"), reserved["message"]
 
         await gang.launch_members()
+        # Scheduled onto the booked nodes, started, 300 s of training.
         run = GangRunTrigger(**gang.run_kwargs(connection, deadline_in=60))
-        running = asyncio.create_task(first_event(run))
-        await until_watching(run)
-        await advance(cluster, 600)  # scheduled onto the booked nodes, started, 300 s of training
-        finished = await running
+        finished = await event_after(cluster, run, 600)
     assert (finished["phase"], finished["reason"]) == ("succeeded", "all_succeeded"), finished["message"]
     assert len({member["node"] for member in finished["members"]}) == 4  # one 1-GPU node per member
 
@@ -116,8 +122,7 @@ async def kueue_with_gpu_quota(client: KubeClient, gpus: int) -> None:
     )
 
 
-async def test_kueue_admits_part_of_a_gang_and_the_admitted_members_run(cluster):
-    connection = ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text())).to_dict()
+async def test_kueue_admits_part_of_a_gang_and_the_admitted_members_run(cluster, connection):
     spec = GangSpec(
         name="e2e-kueue-t1-00000000",
         namespace=NAMESPACE,
@@ -134,19 +139,13 @@ async def test_kueue_admits_part_of_a_gang_and_the_admitted_members_run(cluster)
         job = await client.create(JOBS, kueue.job(spec, owner_uid=owner_uid))
         kwargs = Gang(client, spec, owner_uid=owner_uid).reservation_kwargs(connection, deadline_in=60)
         kwargs["workload_selector"] = f"kueue.x-k8s.io/job-uid={job['metadata']['uid']}"
-        reservation = ReservationTrigger(**kwargs)
-        waiting = asyncio.create_task(first_event(reservation))
-        await until_watching(reservation)
-        await advance(cluster, 5)  # Kueue creates the Workload and admits 3 of 4 (quota), >= min 2
-        reserved = await waiting
+        # Kueue creates the Workload and admits 3 of 4 (quota), >= min 2.
+        reserved = await event_after(cluster, ReservationTrigger(**kwargs), 5)
         assert (reserved["phase"], reserved["reason"], reserved["admitted_count"]) == ("reserved", "reserved", 3)
 
         run_kwargs = Gang(client, spec, owner_uid=owner_uid).run_kwargs(connection, deadline_in=60)
         run_kwargs.update(size=3, workload_selector=kwargs["workload_selector"], provisioning_request=None)
-        run = GangRunTrigger(**run_kwargs)
-        running = asyncio.create_task(first_event(run))
-        await until_watching(run)
-        await advance(cluster, 900)  # the Job creates 3 pods, the autoscaler adds nodes, 300 s of work
-        finished = await running
+        # The Job creates 3 pods, the autoscaler adds nodes, 300 s of work.
+        finished = await event_after(cluster, GangRunTrigger(**run_kwargs), 900)
     assert (finished["phase"], finished["reason"]) == ("succeeded", "all_succeeded"), finished["message"]
     assert len(finished["members"]) == 3

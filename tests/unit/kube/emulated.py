@@ -1,11 +1,15 @@
-"""The emulator as kube/ and trigger tests use it: faults and request counts set on its own loop."""
+"""The emulator as kube/ and trigger tests use it: faults and request counts set on its own loop, and the
+fixtures both suites' conftests re-export (``sim``, ``connection``, ``client``)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import pytest
 import yaml
 
+from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.sim.api.faults import Faults
 from airflow_provider_gang.sim.harness import EmulatorHarness
@@ -38,3 +42,29 @@ class Sim:
     def connection(self) -> dict[str, Any]:
         kubeconfig = yaml.safe_load(self.harness.kubeconfig_path.read_text())
         return ConnectionSettings(kubeconfig=kubeconfig).to_dict()
+
+
+@pytest.fixture
+def sim(request: pytest.FixtureRequest) -> Iterator[Sim]:
+    """A fresh emulator per test; ``@pytest.mark.emulator(history_limit=...)`` passes options."""
+    marker = request.node.get_closest_marker("emulator")
+    options = dict(marker.kwargs) if marker else {}
+    with EmulatorHarness(seed=0, **options) as harness:
+        yield Sim(harness)
+
+
+@pytest.fixture
+def connection(sim: Sim) -> dict[str, Any]:
+    return sim.connection()
+
+
+@pytest.fixture
+async def client(connection: dict[str, Any]) -> AsyncIterator[KubeClient]:
+    """A client for the test's own setup writes (the code under test builds its own)."""
+    async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as setup_client:
+        yield setup_client
+
+
+def register_emulator_marker(config: pytest.Config) -> None:
+    """For the conftests' ``pytest_configure``."""
+    config.addinivalue_line("markers", "emulator(**options): options for the test's EmulatorHarness")
