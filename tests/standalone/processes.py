@@ -148,8 +148,10 @@ class Airflow:
         pattern = f"run_id={run_id}/task_id=*/attempt={attempt}.log.trigger.*"
         return "\n".join(path.read_text(errors="replace") for path in sorted(self.home.rglob(pattern)))
 
-    def task_log(self) -> str:
-        return "\n".join(path.read_text(errors="replace") for path in sorted(self.home.rglob("attempt=*.log")))
+    def task_log(self, run_id: str = "*") -> str:
+        """The worker-side task logs (``attempt=N.log``) written so far."""
+        pattern = f"run_id={run_id}/task_id=*/attempt=*.log"
+        return "\n".join(path.read_text(errors="replace") for path in sorted(self.home.rglob(pattern)))
 
 
 def start_airflow(directory: Path, dags: Path, connections: Mapping[str, str]) -> Airflow:

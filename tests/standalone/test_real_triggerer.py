@@ -147,7 +147,7 @@ def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
     """Wait until the try is deferred with its ProvisioningRequest pending; return the gang name."""
     airflow = setup.airflow
     wait_for(lambda: _task(airflow, dag_id, run_id)["state"] in ("deferred", "failed"), 240, "task deferred", 2)
-    assert _task(airflow, dag_id, run_id)["state"] == "deferred", airflow.task_log()[-6000:]
+    assert _task(airflow, dag_id, run_id)["state"] == "deferred", airflow.task_log(run_id)[-6000:]
     gang = _gang(dag_id, run_id, _task(airflow, dag_id, run_id)["try_number"])
     selector = f"{naming.GANG_LABEL}={gang}"
     _wait_trigger_running(airflow, run_id, _task(airflow, dag_id, run_id)["try_number"])
@@ -207,7 +207,7 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
     killed = f"Gang {first}: task instance state is"
     wait_for(lambda: killed in setup.airflow.trigger_log(), 90, "try 1's on_kill to decide", 2)
     _report(setup, first)
-    adopted = f"adopting gang {first}" in setup.airflow.task_log()
+    adopted = f"adopting gang {first}" in setup.airflow.task_log(run_id)
     gangs = {gang: setup.waiting.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}")
              for gang in (first, _gang(dag_id, run_id, 2))}
     print(f"try 2 adopted try 1's gang: {adopted}; objects per gang: {gangs}")
@@ -225,13 +225,13 @@ def test_success_with_the_real_triggerer(setup: Setup) -> None:
     run_id = _trigger(setup.airflow, dag_id)
     wait_for(lambda: _task(setup.airflow, dag_id, run_id)["state"] in ("success", "failed"), 300, "task done", 2)
     task = _task(setup.airflow, dag_id, run_id)
-    assert task["state"] == "success", setup.airflow.task_log()[-6000:]
+    assert task["state"] == "success", setup.airflow.task_log(run_id)[-6000:]
     gang = _gang(dag_id, run_id, task["try_number"])
     assert setup.fast.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == []
     _report(setup, gang)
     # The reservation trigger fired (the worker resumed in execute_reserved and launched the members);
     # its triggerer log is gone: the run trigger of the same attempt writes the same log file anew.
-    task_log = setup.airflow.task_log()
+    task_log = setup.airflow.task_log(run_id)
     assert task_log.count("Pausing task as DEFERRED") == 2, task_log[-4000:]
     assert f"Gang {gang}: launched 2 members together" in task_log, task_log[-4000:]
     trigger_log = setup.airflow.trigger_log(run_id)
