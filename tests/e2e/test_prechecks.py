@@ -32,7 +32,7 @@ def test_missing_permission_fails_fast_by_name(cluster_factory: Any, run_dag: An
                                                capfd: pytest.CaptureFixture[str]) -> None:
     cluster = cluster_factory("small", time_scale=60)
     _, kubeconfig = cluster.harness.add_user("read-only-autoscaling", [
-        Rule(groups=("", "batch", "authorization.k8s.io")),
+        Rule(groups=("", "batch")),
         Rule(verbs=("get", "list", "watch"), groups=("autoscaling.x-k8s.io",)),
     ])
     monkeypatch.setenv("AIRFLOW_CONN_LIMITED", json.dumps(
