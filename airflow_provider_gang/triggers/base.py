@@ -18,10 +18,7 @@ Arguments common to every gang trigger (all plain values, part of the stored for
 
 Safety when two copies run at once (HA triggerers, apache/airflow#37180): the waiting path only reads
 (LIST and WATCH), so duplicates cost requests but change nothing. ``cleanup()`` only closes the client.
-``on_kill()`` deletes, but only when the task instance is no longer ``DEFERRED``: Airflow 3.3 calls it
-for user actions (clear, mark failed, mark success), but also - open bug, PR #73454 - for a trigger that
-was merely *reassigned* to another triggerer, whose task instance is still deferred and whose gang must
-live on.
+``on_kill()`` deletes, guarded so that a gang still live elsewhere survives (:mod:`.kill`).
 """
 
 from __future__ import annotations
@@ -30,12 +27,11 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
-from asgiref.sync import sync_to_async
 
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
@@ -47,18 +43,9 @@ from airflow_provider_gang.reservation.decision import Decision, Policy, decide
 from airflow_provider_gang.reservation.observed import Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.triggers import kill
 from airflow_provider_gang.triggers.events import PhaseClock, build_payload
 from airflow_provider_gang.triggers.observation import GangObjects
-
-DEFERRED = "deferred"
-#: ``task_state()`` when the state cannot be read (no task instance attached, API error).
-UNKNOWN_STATE = "unknown"
-#: ``task_state()`` for a task instance without state (just cleared).
-NO_STATE = "none"
-KILL_BUDGET_SECONDS = 120.0
-"""Longest :meth:`GangTrigger.on_kill` keeps deleting (each request also has its own timeout)."""
-_KILLS_IN_FLIGHT: set[asyncio.Future[None]] = set()
-"""Running ``on_kill`` deletions: the event loop keeps only weak references to tasks."""
 
 
 class GangTrigger(BaseTrigger):
@@ -274,83 +261,13 @@ class GangTrigger(BaseTrigger):
             self._client = None
 
     async def on_kill(self) -> None:
-        """Delete the gang's objects after a user action, unless the gang may still be live elsewhere.
-
-        The check and the deletion run in a task of their own that ``on_kill`` only waits for, shielded:
-        Airflow 3.3.2's triggerer answers every state sync of its trigger runner with *all* triggers still
-        being cancelled (``TriggerRunnerSupervisor._handle_request``: ``to_cancel=self.cancelling_triggers``),
-        so the runner cancels the trigger's task again about once a second until it has finished. An
-        ``on_kill`` that awaits longer than that (reading the task state goes through that same channel)
-        was cut short and deleted nothing; the triggerer swallows that cancellation silently (seen under a
-        real triggerer, tests/standalone). The detached task uses its own client, because ``cleanup()``
-        closes the trigger's one as soon as ``on_kill`` returns, and ends within :data:`KILL_BUDGET_SECONDS`.
-        """
-        kill = asyncio.ensure_future(self._kill_unless_live_elsewhere())
-        _KILLS_IN_FLIGHT.add(kill)
-        kill.add_done_callback(_KILLS_IN_FLIGHT.discard)
-        try:
-            await asyncio.shield(kill)
-        except asyncio.CancelledError:
-            self.log.info("Gang %s: on_kill cancelled again; its deletion goes on in the background", self.gang_name)
-            raise
-
-    async def _kill_unless_live_elsewhere(self) -> None:
-        """The body of :meth:`on_kill`; a background task's end, so it logs its errors instead of raising."""
-        try:
-            if self.fired:
-                self.log.info("Gang %s: event already fired; on_kill deletes nothing", self.gang_name)
-                return
-            state = await self.task_state()
-            if state in (DEFERRED, UNKNOWN_STATE):
-                self.log.warning(
-                    "Gang %s: task instance state is %r; not deleting (the trigger may only have been reassigned)",
-                    self.gang_name,
-                    state,
-                )
-                return
-            self.log.info("Gang %s: task instance state is %r; deleting the gang", self.gang_name, state)
-            await asyncio.wait_for(self.delete_gang_objects(), KILL_BUDGET_SECONDS)
-        except Exception:
-            self.log.exception("Gang %s: on_kill failed; the gang's objects may remain", self.gang_name)
+        """Delete the gang's objects after a user action, unless it may still be live (:mod:`.kill`)."""
+        await kill.on_kill(self)
 
     async def delete_gang_objects(self) -> int:
-        """Delete every ``delete_on_kill`` target (idempotent) with a client of its own; returns how many
-        objects were deleted."""
-        deleted = 0
-        async with await self.connect() as client:
-            for target in self.delete_on_kill:
-                resource = by_key(target["resource"])
-                names: list[str] = [target["name"]] if target.get("name") else []
-                if target.get("label_selector"):
-                    items, _ = await client.list(resource, self.namespace, label_selector=target["label_selector"])
-                    names.extend(str(item["metadata"]["name"]) for item in items)
-                for name in names:
-                    try:
-                        deleted += await client.delete(resource, name, self.namespace)
-                    except errors.KubeError:
-                        self.log.exception("Gang %s: could not delete %s %s", self.gang_name, resource.kind, name)
-        self.log.info("Gang %s: on_kill deleted %d objects", self.gang_name, deleted)
-        return deleted
+        """Delete every ``delete_on_kill`` target with a client of its own (:func:`.kill.delete_gang_objects`)."""
+        return await kill.delete_gang_objects(self)
 
     async def task_state(self) -> str:
-        """State of this trigger's task instance, read from the Airflow execution API.
-
-        :data:`UNKNOWN_STATE` when it cannot be read (then :meth:`on_kill` keeps the gang: a leaked
-        reservation is bounded by its own expiry, a wrongly deleted running gang is lost work).
-        """
-        ti = self.task_instance
-        if ti is None:
-            return UNKNOWN_STATE
-        try:
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-            # The same call, through the triggerer's supervisor channel, as cncf-kubernetes'
-            # KubernetesPodTrigger.get_task_state (10.25).
-            lookup: Callable[..., Any] = sync_to_async(RuntimeTaskInstance.get_task_states)
-            states = await lookup(dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=ti.map_index)
-            key = f"{ti.task_id}_{ti.map_index}" if ti.map_index >= 0 else ti.task_id
-            state = states[ti.run_id][key]
-        except Exception:
-            self.log.exception("Gang %s: could not read the task instance state", self.gang_name)
-            return UNKNOWN_STATE
-        return NO_STATE if state is None else str(getattr(state, "value", state))
+        """State of this trigger's task instance (:func:`.kill.task_state`)."""
+        return await kill.task_state(self.task_instance, self.log, self.gang_name)
