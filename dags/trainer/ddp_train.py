@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import time
 from datetime import timedelta
 
 import torch
@@ -26,24 +24,7 @@ MICRO_BATCH = 16
 FEATURES = 8
 
 
-def resolve_rendezvous_host(host: str, wait_seconds: float = 60.0) -> str:
-    """The IP of rank 0, resolved in Python and retried until its pod has an address.
-
-    torch's rendezvous resolves ``MASTER_ADDR`` in C++; resolving it here first works on a real
-    cluster (plain DNS) and in the simulated one, whose pod names only Python's resolver knows.
-    """
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        try:
-            return socket.gethostbyname(host)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
 def main() -> None:
-    os.environ["MASTER_ADDR"] = resolve_rendezvous_host(os.environ["MASTER_ADDR"])
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     original_size = int(os.environ.get("GANG_ORIGINAL_SIZE", world_size))
