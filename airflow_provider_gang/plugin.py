@@ -6,10 +6,17 @@ airflow-3.3-notes section 3). The FastAPI app is mounted at ``/gang`` on the api
 require an Airflow user (``GetUserDep``: the UI's ``_token`` cookie or a Bearer token), because
 plugin apps get no authentication by default.
 
-What it shows comes from the task's XComs (``links.RESERVATION_XCOM_KEY`` while the gang is waiting
-or running, the summary ``return_value`` when it succeeded), read through Airflow's XCom model in
-the api-server process. Heavy imports happen inside the routes: plugin modules are imported
-wherever plugins load.
+The same page is reached two ways: the "Gang reservation" extra link (:mod:`airflow_provider_gang.links`)
+and the "Gang" tab that the external view adds to every task instance page, where the UI shows it
+in an iframe. What it shows comes from the metadata database, read in the api-server process:
+
+- the task instance's state and ``next_method``, which tell a gang waiting for capacity
+  (deferred to ``execute_reserved``) from one that runs (deferred to ``execute_finished``);
+- the task's XComs: ``links.RESERVATION_XCOM_KEY`` as soon as a try chose its reservation, the
+  summary ``return_value`` once the gang succeeded (per-rank exit codes, GPU-hours of this try and
+  of all tries, every try's step and outcome).
+
+Heavy imports happen inside the routes: plugin modules are imported wherever plugins load.
 """
 
 from __future__ import annotations
@@ -19,12 +26,69 @@ from typing import Any
 
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
 
 from airflow_provider_gang.links import PLUGIN_URL_PREFIX, RESERVATION_XCOM_KEY, SUMMARY_XCOM_KEY
 
 gang_app = FastAPI(title="Gang reservations")
+
+UNSUBSTITUTED_MAP_INDEX = "{MAP_INDEX}"
+"""What the "Gang" tab sends for a task that is not mapped: the Airflow 3.3.2 UI replaces
+``{MAP_INDEX}`` in an external view's ``href`` only when the page's route has a map index, which
+``/dags/<dag>/runs/<run>/tasks/<task>`` has not (``ui/dist/assets/index-*.js``, seen in a browser)."""
+
+RESUME_METHODS = {
+    "execute_reserved": "Waiting for capacity: the reservation is requested, the task is deferred until it is granted",
+    "execute_finished": "Running: the gang is launched and watched as one until it ends",
+}
+"""``GangTrainingOperator`` methods a deferred try resumes in, and what waiting for each one means."""
+
+STATE_TEXT = {
+    "success": "Succeeded",
+    "failed": "Failed",
+    "up_for_retry": "Failed; waiting for the next try",
+    "running": "Running on a worker (preparing the reservation or launching the members)",
+    "queued": "Queued for a worker",
+    "scheduled": "Scheduled",
+}
+
+
+def parse_map_index(value: str) -> int:
+    """The map index a request names: an integer, or -1 for an empty or unsubstituted placeholder."""
+    if value in ("", UNSUBSTITUTED_MAP_INDEX):
+        return -1
+    try:
+        return int(value)
+    except ValueError:
+        raise HTTPException(status_code=422, detail=f"map_index must be an integer, got {value!r}") from None
+
+
+def describe_state(state: str | None, next_method: str | None) -> str:
+    """One line for a person: where the gang of a task instance is, from its state and resume method."""
+    if state is None:
+        return "No such task instance"
+    if state == "deferred":
+        return RESUME_METHODS.get(next_method or "", f"Deferred (resumes in {next_method})")
+    return STATE_TEXT.get(state, state.replace("_", " ").capitalize())
+
+
+def read_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
+    """``state``, ``next_method`` and ``try_number`` of one task instance (all ``None`` if it does not exist)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(TaskInstance.state, TaskInstance.next_method, TaskInstance.try_number).where(
+        TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id, TaskInstance.task_id == task_id,
+        TaskInstance.map_index == map_index,
+    )
+    with create_session() as session:
+        row = session.execute(query).first()
+    if row is None:
+        return {"state": None, "next_method": None, "try_number": None}
+    state = None if row.state is None else str(getattr(row.state, "value", row.state))
+    return {"state": state, "next_method": row.next_method, "try_number": row.try_number}
 
 
 def read_gang_xcoms(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
@@ -44,46 +108,87 @@ def read_gang_xcoms(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
     return found
 
 
-def render_page(dag_id: str, run_id: str, task_id: str, xcoms: dict[str, Any]) -> str:
-    """HTML for the reservation page; every value is escaped."""
+def _format(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
 
-    def table(title: str, values: dict[str, Any]) -> str:
-        rows = "".join(
-            f"<tr><th>{html.escape(str(key))}</th><td>{html.escape(str(value))}</td></tr>"
-            for key, value in values.items()
-            if not isinstance(value, (dict, list))
-        )
-        return f"<h2>{html.escape(title)}</h2><table>{rows}</table>"
 
+def _table(title: str, rows: dict[str, Any]) -> str:
+    body = "".join(
+        f"<tr><th>{html.escape(str(key))}</th><td>{html.escape(_format(value))}</td></tr>"
+        for key, value in rows.items()
+        if not isinstance(value, (dict, list))
+    )
+    return f"<h2>{html.escape(title)}</h2><table>{body}</table>"
+
+
+def _summary_parts(summary: dict[str, Any]) -> list[str]:
+    parts = [_table("Result", summary)]
+    exit_codes = summary.get("exit_codes")
+    if isinstance(exit_codes, dict):
+        ordered = sorted(exit_codes.items(), key=lambda item: int(item[0]) if str(item[0]).isdigit() else -1)
+        parts.append(_table("Exit codes", {f"rank {rank}": code for rank, code in ordered}))
+    if isinstance(summary.get("all_tries"), dict):
+        parts.append(_table("All tries of this run (failed ones included)", summary["all_tries"]))
+    tries = "".join(
+        f"<li>try {html.escape(_format(item.get('attempt')))}: {html.escape(_format(item.get('step')))} -&gt; "
+        f"{html.escape(_format(item.get('outcome')))}"
+        + (f" ({html.escape(str(item['message']))})" if item.get("message") else "") + "</li>"
+        for item in summary.get("tries") or []
+        if isinstance(item, dict)
+    )
+    parts.append(f"<h2>Tries</h2><ol>{tries}</ol>")
+    return parts
+
+
+PAGE_STYLE = (
+    "body{font-family:system-ui,sans-serif;font-size:14px;margin:16px}"
+    "th{text-align:left;padding:2px 16px 2px 0;font-weight:600}td{padding:2px 0}"
+    ".status{font-size:16px;font-weight:600}"
+)
+
+
+def render_page(
+    dag_id: str, run_id: str, task_id: str, xcoms: dict[str, Any], task_instance: dict[str, Any] | None = None
+) -> str:
+    """HTML for the reservation page; every value is escaped. ``task_instance`` is what
+    :func:`read_task_instance` returns (left out: no status line)."""
     parts = [f"<h1>Gang of {html.escape(task_id)}</h1><p>{html.escape(dag_id)} / {html.escape(run_id)}</p>"]
+    if task_instance is not None:
+        status = describe_state(task_instance.get("state"), task_instance.get("next_method"))
+        try_number = task_instance.get("try_number")
+        suffix = f" (try {html.escape(str(try_number))})" if try_number else ""
+        parts.append(f'<p class="status">{html.escape(status)}{suffix}</p>')
     if not xcoms:
         parts.append("<p>No reservation recorded yet for this task instance.</p>")
     if isinstance(xcoms.get("reservation"), dict):
-        parts.append(table("Reservation", xcoms["reservation"]))
-    summary = xcoms.get("summary")
-    if isinstance(summary, dict):
-        parts.append(table("Result", summary))
-        tries = summary.get("tries") or []
-        items = "".join(
-            f"<li>try {html.escape(str(item.get('attempt')))}: {html.escape(str(item.get('step')))} -> "
-            f"{html.escape(str(item.get('outcome')))}</li>"
-            for item in tries
-            if isinstance(item, dict)
-        )
-        parts.append(f"<h2>Tries</h2><ol>{items}</ol>")
-    return "<!doctype html><html><body>" + "".join(parts) + "</body></html>"
+        parts.append(_table("Reservation", xcoms["reservation"]))
+    if isinstance(xcoms.get("summary"), dict):
+        parts.extend(_summary_parts(xcoms["summary"]))
+    title = f"<title>Gang of {html.escape(task_id)}</title>"
+    head = f'<head><meta charset="utf-8">{title}<style>{PAGE_STYLE}</style></head>'
+    return f"<!doctype html><html>{head}<body>{''.join(parts)}</body></html>"
 
 
 @gang_app.get("/api/reservation")
-def reservation_api(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
-    """JSON of what :func:`read_gang_xcoms` finds."""
-    return read_gang_xcoms(dag_id, run_id, task_id, map_index)
+def reservation_api(
+    user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str = "-1"
+) -> dict[str, Any]:
+    """JSON of what :func:`read_gang_xcoms` finds, plus ``task_instance`` (:func:`read_task_instance`)."""
+    index = parse_map_index(map_index)
+    return {**read_gang_xcoms(dag_id, run_id, task_id, index),
+            "task_instance": read_task_instance(dag_id, run_id, task_id, index)}
 
 
 @gang_app.get("/ui/reservation", response_class=HTMLResponse)
-def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> str:
     """The page the extra link and the task-instance tab open."""
-    return render_page(dag_id, run_id, task_id, read_gang_xcoms(dag_id, run_id, task_id, map_index))
+    index = parse_map_index(map_index)
+    return render_page(dag_id, run_id, task_id, read_gang_xcoms(dag_id, run_id, task_id, index),
+                       read_task_instance(dag_id, run_id, task_id, index))
 
 
 class GangPlugin(AirflowPlugin):

@@ -5,8 +5,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+from fastapi import HTTPException
+
 from airflow_provider_gang.links import GangReservationLink
-from airflow_provider_gang.plugin import GangPlugin, render_page
+from airflow_provider_gang.operators import GangTrainingOperator
+from airflow_provider_gang.plugin import RESUME_METHODS, GangPlugin, describe_state, parse_map_index, render_page
 
 
 def test_link_points_at_the_plugin_page_of_the_task_instance() -> None:
@@ -41,7 +45,75 @@ def test_page_escapes_values_and_lists_tries() -> None:
     )
     assert "run&lt;1&gt;" in page
     assert "nightly-train-t2-abc" in page
-    assert "try 2: shrink to 4 -> all_succeeded" in page
+    assert "try 2: shrink to 4 -&gt; all_succeeded" in page
+
+
+SUCCEEDED_SUMMARY = {
+    "gang": "nightly-train-t1-abc", "size_run": 2, "queue_seconds": 0.8844356536865234, "zone": None,
+    "exit_codes": {"10": 0, "2": 0, "0": 1},
+    "gpu_hours_reserved": 0.012097,
+    "all_tries": {"gpu_hours_reserved": 0.5, "gpu_hours_used": 0.25, "gpu_hours_idle": 0.25},
+    "tries": [{"attempt": 1, "step": "as configured", "outcome": "all_succeeded",
+               "message": "all 2 members succeeded"}],
+}
+
+
+def test_page_of_a_finished_gang_shows_exit_codes_by_rank_and_all_tries() -> None:
+    """Nested values of the summary were silently dropped before (seen in a browser)."""
+    page = render_page("nightly", "r", "train", {"summary": SUCCEEDED_SUMMARY},
+                       {"state": "success", "next_method": None, "try_number": 1})
+    assert '<p class="status">Succeeded (try 1)</p>' in page
+    ranks = page.split("<h2>Exit codes</h2>")[1].split("</table>")[0]
+    assert ranks == ("<table><tr><th>rank 0</th><td>1</td></tr><tr><th>rank 2</th><td>0</td></tr>"
+                     "<tr><th>rank 10</th><td>0</td></tr>")
+    assert "<h2>All tries of this run (failed ones included)</h2>" in page
+    assert "<tr><th>gpu_hours_used</th><td>0.25</td></tr>" in page
+    assert "<tr><th>queue_seconds</th><td>0.884436</td></tr>" in page
+    assert "<tr><th>zone</th><td>-</td></tr>" in page
+    assert "try 1: as configured -&gt; all_succeeded (all 2 members succeeded)" in page
+
+
+def test_page_of_a_waiting_gang_says_it_waits_for_capacity() -> None:
+    page = render_page("nightly", "r", "train", {"reservation": {"gang": "g", "zone": "us-central1-a"}},
+                       {"state": "deferred", "next_method": "execute_reserved", "try_number": 2})
+    assert "Waiting for capacity" in page and "(try 2)" in page
+    assert "<tr><th>zone</th><td>us-central1-a</td></tr>" in page
+    assert "Result" not in page
+
+
+@pytest.mark.parametrize(
+    ("state", "next_method", "expected"),
+    [
+        (None, None, "No such task instance"),
+        ("deferred", "execute_reserved", "Waiting for capacity"),
+        ("deferred", "execute_finished", "Running: the gang is launched"),
+        ("deferred", "something_else", "Deferred (resumes in something_else)"),
+        ("success", None, "Succeeded"),
+        ("up_for_retry", None, "Failed; waiting for the next try"),
+        ("upstream_failed", None, "Upstream failed"),
+    ],
+    ids=["missing", "reserving", "running", "unknown-method", "success", "retry", "other-state"],
+)
+def test_state_line(state: str | None, next_method: str | None, expected: str) -> None:
+    assert describe_state(state, next_method).startswith(expected)
+
+
+def test_resume_methods_are_the_operator_methods() -> None:
+    """The page tells waiting from running by ``next_method``; a renamed method must break this test."""
+    for method in RESUME_METHODS:
+        assert callable(getattr(GangTrainingOperator, method))
+
+
+@pytest.mark.parametrize(("sent", "index"), [("{MAP_INDEX}", -1), ("", -1), ("-1", -1), ("3", 3)])
+def test_map_index_from_the_tab_or_the_link(sent: str, index: int) -> None:
+    """The 3.3.2 UI leaves ``{MAP_INDEX}`` as is on the tab of a task that is not mapped."""
+    assert parse_map_index(sent) == index
+
+
+def test_map_index_that_is_not_a_number_is_refused() -> None:
+    with pytest.raises(HTTPException) as refused:
+        parse_map_index("three")
+    assert refused.value.status_code == 422 and "map_index" in str(refused.value.detail)
 
 
 def test_page_says_when_nothing_is_recorded() -> None:
