@@ -64,17 +64,30 @@ def parse_map_index(value: str) -> int:
         raise HTTPException(status_code=422, detail=f"map_index must be an integer, got {value!r}") from None
 
 
-def describe_state(state: str | None, next_method: str | None) -> str:
+FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+"""Task instance states after which the page stops refreshing itself."""
+
+REFRESH_SECONDS = 10
+"""How often the page of an unfinished gang reloads itself: the UI does not reload a tab's iframe
+when it refreshes the task instance around it (seen in a browser: the shell said Success while the
+tab still said Running)."""
+
+
+def describe_state(state: str | None, next_method: str | None, *, exists: bool = True) -> str:
     """One line for a person: where the gang of a task instance is, from its state and resume method."""
-    if state is None:
+    if not exists:
         return "No such task instance"
+    if state is None:
+        return "Not scheduled yet"
     if state == "deferred":
         return RESUME_METHODS.get(next_method or "", f"Deferred (resumes in {next_method})")
     return STATE_TEXT.get(state, state.replace("_", " ").capitalize())
 
 
 def read_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
-    """``state``, ``next_method`` and ``try_number`` of one task instance (all ``None`` if it does not exist)."""
+    """``exists``, ``state``, ``next_method`` and ``try_number`` of one task instance.
+
+    A task instance the scheduler created but has not scheduled yet exists with ``state`` ``None``."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -86,9 +99,9 @@ def read_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = 
     with create_session() as session:
         row = session.execute(query).first()
     if row is None:
-        return {"state": None, "next_method": None, "try_number": None}
+        return {"exists": False, "state": None, "next_method": None, "try_number": None}
     state = None if row.state is None else str(getattr(row.state, "value", row.state))
-    return {"state": state, "next_method": row.next_method, "try_number": row.try_number}
+    return {"exists": True, "state": state, "next_method": row.next_method, "try_number": row.try_number}
 
 
 def read_gang_xcoms(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
@@ -155,10 +168,15 @@ def render_page(
     dag_id: str, run_id: str, task_id: str, xcoms: dict[str, Any], task_instance: dict[str, Any] | None = None
 ) -> str:
     """HTML for the reservation page; every value is escaped. ``task_instance`` is what
-    :func:`read_task_instance` returns (left out: no status line)."""
+    :func:`read_task_instance` returns (left out: no status line); while it is not finished the page
+    reloads itself every :data:`REFRESH_SECONDS`."""
     parts = [f"<h1>Gang of {html.escape(task_id)}</h1><p>{html.escape(dag_id)} / {html.escape(run_id)}</p>"]
+    refresh = ""
     if task_instance is not None:
-        status = describe_state(task_instance.get("state"), task_instance.get("next_method"))
+        exists = bool(task_instance.get("exists", True))
+        if exists and task_instance.get("state") not in FINISHED_STATES:
+            refresh = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">'
+        status = describe_state(task_instance.get("state"), task_instance.get("next_method"), exists=exists)
         try_number = task_instance.get("try_number")
         suffix = f" (try {html.escape(str(try_number))})" if try_number else ""
         parts.append(f'<p class="status">{html.escape(status)}{suffix}</p>')
@@ -169,7 +187,7 @@ def render_page(
     if isinstance(xcoms.get("summary"), dict):
         parts.extend(_summary_parts(xcoms["summary"]))
     title = f"<title>Gang of {html.escape(task_id)}</title>"
-    head = f'<head><meta charset="utf-8">{title}<style>{PAGE_STYLE}</style></head>'
+    head = f'<head><meta charset="utf-8">{refresh}{title}<style>{PAGE_STYLE}</style></head>'
     return f"<!doctype html><html>{head}<body>{''.join(parts)}</body></html>"
 
 

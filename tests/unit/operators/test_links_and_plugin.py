@@ -63,6 +63,7 @@ def test_page_of_a_finished_gang_shows_exit_codes_by_rank_and_all_tries() -> Non
     page = render_page("nightly", "r", "train", {"summary": SUCCEEDED_SUMMARY},
                        {"state": "success", "next_method": None, "try_number": 1})
     assert '<p class="status">Succeeded (try 1)</p>' in page
+    assert "http-equiv" not in page
     ranks = page.split("<h2>Exit codes</h2>")[1].split("</table>")[0]
     assert ranks == ("<table><tr><th>rank 0</th><td>1</td></tr><tr><th>rank 2</th><td>0</td></tr>"
                      "<tr><th>rank 10</th><td>0</td></tr>")
@@ -77,6 +78,7 @@ def test_page_of_a_waiting_gang_says_it_waits_for_capacity() -> None:
     page = render_page("nightly", "r", "train", {"reservation": {"gang": "g", "zone": "us-central1-a"}},
                        {"state": "deferred", "next_method": "execute_reserved", "try_number": 2})
     assert "Waiting for capacity" in page and "(try 2)" in page
+    assert '<meta http-equiv="refresh" content="10">' in page
     assert "<tr><th>zone</th><td>us-central1-a</td></tr>" in page
     assert "Result" not in page
 
@@ -84,7 +86,7 @@ def test_page_of_a_waiting_gang_says_it_waits_for_capacity() -> None:
 @pytest.mark.parametrize(
     ("state", "next_method", "expected"),
     [
-        (None, None, "No such task instance"),
+        (None, None, "Not scheduled yet"),
         ("deferred", "execute_reserved", "Waiting for capacity"),
         ("deferred", "execute_finished", "Running: the gang is launched"),
         ("deferred", "something_else", "Deferred (resumes in something_else)"),
@@ -92,10 +94,16 @@ def test_page_of_a_waiting_gang_says_it_waits_for_capacity() -> None:
         ("up_for_retry", None, "Failed; waiting for the next try"),
         ("upstream_failed", None, "Upstream failed"),
     ],
-    ids=["missing", "reserving", "running", "unknown-method", "success", "retry", "other-state"],
+    ids=["not-scheduled", "reserving", "running", "unknown-method", "success", "retry", "other-state"],
 )
 def test_state_line(state: str | None, next_method: str | None, expected: str) -> None:
     assert describe_state(state, next_method).startswith(expected)
+
+
+def test_missing_task_instance_says_so_and_does_not_refresh() -> None:
+    page = render_page("d", "r", "t", {}, {"exists": False, "state": None, "next_method": None, "try_number": None})
+    assert "No such task instance" in page and "No reservation recorded yet" in page
+    assert "http-equiv" not in page
 
 
 def test_resume_methods_are_the_operator_methods() -> None:
