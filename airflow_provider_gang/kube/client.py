@@ -164,11 +164,19 @@ class KubeClient:
         *,
         propagation_policy: str = "Background",
         grace_period_seconds: int | None = None,
+        preconditions: Mapping[str, str] | None = None,
     ) -> bool:
-        """DELETE one object; ``False`` if it was already gone (deleting is idempotent)."""
+        """DELETE one object; ``False`` if it was already gone (deleting is idempotent).
+
+        ``preconditions`` (``{"uid": ..., "resourceVersion": ...}``, DeleteOptions.preconditions) make
+        the delete conditional: the API server answers 409 (:class:`errors.Conflict`) instead of
+        deleting when the object changed since it was read - an atomic compare-and-delete.
+        """
         options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation_policy}
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
+        if preconditions:
+            options["preconditions"] = dict(preconditions)
         try:
             await self.request_json("DELETE", resource.path(self._ns(resource, namespace), name), body=options)
         except errors.NotFound:

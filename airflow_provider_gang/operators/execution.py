@@ -98,7 +98,7 @@ def start_try(operator: GangTrainingOperator, context: Mapping[str, Any]) -> Any
         withdrawn = await gang_objects.withdraw(client, spec.namespace, earlier)
         if withdrawn:
             operator.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
-        facts = await gang_objects.ensure_reservation(client, spec)
+        facts = await gang_objects.ensure_reservation(client, spec, owner_try=plan.attempt)
         operator.log.info("Reservation %s (%s, %d members, step: %s): %d objects created, the rest adopted",
                           plan.gang, spec.mode.value, spec.size, plan.step, facts["created"])
         return facts
@@ -116,7 +116,7 @@ def start_try(operator: GangTrainingOperator, context: Mapping[str, Any]) -> Any
         deadline=plan.reservation_deadline, mode=spec.mode.value, size=spec.size, started_at=plan.requested_at,
         provisioning_request=watch.provisioning_request, workload_selector=watch.workload_selector,
         pod_selector=watch.gated_pod_selector, scheduling_gate=watch.scheduling_gate,
-        deadline_reason=plan.deadline_reason, delete_on_kill=gang_objects.kill_targets(spec),
+        deadline_reason=plan.deadline_reason, delete_on_kill=gang_objects.kill_targets(spec), try_number=plan.attempt,
     )
     return _wait(operator, context, trigger, "execute_reserved", plan.reservation_deadline, spec)
 
@@ -172,7 +172,7 @@ def on_reservation_event(operator: GangTrainingOperator, context: Mapping[str, A
         mode=spec.mode.value, size=size, started_at=now, pod_selector=watch.member_selector,
         provisioning_request=watch.provisioning_request, workload_selector=watch.workload_selector,
         startup_deadline=now + operator.startup_timeout.total_seconds(),
-        delete_on_kill=gang_objects.kill_targets(spec),
+        delete_on_kill=gang_objects.kill_targets(spec), try_number=plan.attempt,
     )
     return _wait(operator, context, trigger, "execute_finished", deadline, spec)
 

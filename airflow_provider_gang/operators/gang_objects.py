@@ -108,14 +108,40 @@ async def _create_or_adopt(client: KubeClient, kind: Resource, body: Mapping[str
         return await client.get(kind, str(body["metadata"]["name"]), namespace), False
 
 
-async def ensure_reservation(client: KubeClient, spec: GangSpec) -> dict[str, Any]:
-    """Adopt or create the gang's owner and reservation objects; facts the later stages need.
+async def claim_owner(client: KubeClient, spec: GangSpec, owner_try: int) -> tuple[dict[str, Any], bool]:
+    """Create the owner ConfigMap marked as owned by try ``owner_try``, or adopt the existing one and
+    mark it so; second item: created now.
 
-    Returns ``{"created": <objects created now>, "job_uid": <Kueue Job uid or None>}``.
+    This is the first write of every try, before anything else of the gang is created or adopted: the
+    mark changes the ConfigMap's ``resourceVersion``, so an older try's trigger whose ``on_kill`` read it
+    before cannot delete it any more (its delete carries that ``resourceVersion`` as a precondition,
+    ``triggers.kill``). If the ConfigMap disappears between the create and the mark (an older try's
+    ``on_kill`` won that race), it is created anew once; deleted a second time, the ``NotFound`` is raised.
+    """
+    body = manifests.owner.owner_config_map(spec, owner_try=owner_try)
+    try:
+        return await _create_or_mark(client, body, owner_try, spec.namespace)
+    except errors.NotFound:
+        return await _create_or_mark(client, body, owner_try, spec.namespace)
+
+
+async def _create_or_mark(client: KubeClient, body: Mapping[str, Any], owner_try: int, namespace: str) -> tuple[
+        dict[str, Any], bool]:
+    try:
+        return await client.create(CONFIG_MAPS, body, namespace), True
+    except errors.AlreadyExists:
+        mark = {"metadata": {"annotations": manifests.owner.owner_try_annotations(owner_try)}}
+        return await client.patch(CONFIG_MAPS, str(body["metadata"]["name"]), mark, namespace=namespace), False
+
+
+async def ensure_reservation(client: KubeClient, spec: GangSpec, *, owner_try: int) -> dict[str, Any]:
+    """Adopt or create the gang's owner and reservation objects as try ``owner_try``; facts the later
+    stages need.
+
+    Returns ``{"created": <objects created now>, "owner_uid": ..., "job_uid": <Kueue Job uid or None>}``.
     """
     namespace = spec.namespace
-    owner, owner_created = await _create_or_adopt(client, CONFIG_MAPS, manifests.owner.owner_config_map(spec),
-                                                  namespace)
+    owner, owner_created = await claim_owner(client, spec, owner_try)
     owner_uid = str(owner["metadata"]["uid"])
     created = int(owner_created)
     job_uid = None

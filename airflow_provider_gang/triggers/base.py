@@ -15,6 +15,9 @@ Arguments common to every gang trigger (all plain values, part of the stored for
   deleted by :meth:`on_kill` only.
 - ``client_options``: ``request_timeout``, ``retry_attempts``, ``retry_base_delay``, ``retry_max_delay``.
 - ``watch_timeout_seconds``: length of each WATCH request.
+- ``try_number``: the Airflow try that deferred to this trigger; :mod:`.kill` compares it with the try
+  that owns the gang now. ``None`` (the default, for triggers serialized before it existed) falls
+  back to the trigger's task instance's try number in a triggerer.
 
 Safety when two copies run at once (HA triggerers, apache/airflow#37180): the waiting path only reads
 (LIST and WATCH), so duplicates cost requests but change nothing. ``cleanup()`` only closes the client.
@@ -73,6 +76,7 @@ class GangTrigger(BaseTrigger):
         delete_on_kill: Sequence[Mapping[str, Any]] = (),
         client_options: Mapping[str, Any] | None = None,
         watch_timeout_seconds: int = 300,
+        try_number: int | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.connection = dict(connection)
@@ -88,6 +92,7 @@ class GangTrigger(BaseTrigger):
         self.delete_on_kill = [dict(target) for target in delete_on_kill]
         self.client_options = dict(client_options or {})
         self.watch_timeout_seconds = int(watch_timeout_seconds)
+        self.try_number = None if try_number is None else int(try_number)
         self.fired = False
         self.reflectors: list[Reflector] = []
         self._client: KubeClient | None = None
@@ -121,6 +126,7 @@ class GangTrigger(BaseTrigger):
             "delete_on_kill": [dict(target) for target in self.delete_on_kill],
             "client_options": dict(self.client_options),
             "watch_timeout_seconds": self.watch_timeout_seconds,
+            "try_number": self.try_number,
         }
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -271,3 +277,11 @@ class GangTrigger(BaseTrigger):
     async def task_state(self) -> str:
         """State of this trigger's task instance (:func:`.kill.task_state`)."""
         return await kill.task_state(self.task_instance, self.log, self.gang_name)
+
+    @property
+    def own_try(self) -> int | None:
+        """The try this trigger waits for: ``try_number``, else its task instance's (``None``: unknown)."""
+        if self.try_number is not None:
+            return self.try_number
+        recorded = getattr(self.task_instance, "try_number", None)
+        return recorded if isinstance(recorded, int) else None

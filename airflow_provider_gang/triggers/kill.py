@@ -1,12 +1,41 @@
 """``on_kill`` of the gang triggers: when a cancelled trigger may delete its gang, and the deletion.
 
-Airflow 3.3 calls a trigger's ``on_kill`` when a user action cancels it (clear, mark failed, mark
-success), but also - open bug, PR #73454 - for a trigger that was merely *reassigned* to another
-triggerer, whose task instance is still deferred and whose gang must live on. So the deletion is
-guarded: it happens only when the task instance is no longer ``DEFERRED``.
+Airflow 3.3 calls a trigger's ``on_kill`` when a user action cancels it - clear, mark failed, mark
+success - but also (open bug, PR #73454) for a trigger that was merely *reassigned* to another
+triggerer. And a cleared deferred task gets its next try at once: the scheduler sets it ``scheduled``
+(the try number goes up there, ``DagRun.schedule_tis``), a worker runs it, and that try *adopts* the
+gang of the try that never finished (``operators.plan`` rule 2: same names, nothing duplicated) -
+before or after the triggerer gets round to cancelling the old trigger (about a second apart under a
+real triggerer, tests/standalone). So a cancelled trigger must not delete a gang that lives on
+elsewhere. It deletes only when all three hold:
+
+1. **The task instance state is final** (:data:`FINAL_STATES`), read through the triggerer's
+   supervisor channel as cncf-kubernetes' ``KubernetesPodTrigger`` does. ``deferred`` is the
+   reassignment bug, or a newer try that already adopted the gang and deferred; no state,
+   ``scheduled``, ``queued``, ``running``, ``restarting``, ``up_for_retry`` mean a newer try is on
+   its way or running, and it adopts the gang (then uses or withdraws it). An unreadable state keeps
+   the gang too: a kept gang is bounded (the next try adopts or withdraws it, a reservation expires),
+   a wrongly deleted one is lost work.
+2. **No other try owns the gang.** Every try marks the owner ConfigMap with its number
+   (``reservation.manifests.owner.OWNER_TRY_ANNOTATION``) as its first write, whether it creates or
+   adopts the gang (``operators.gang_objects.claim_owner``). A mark naming another try than the
+   trigger's own (its ``try_number`` argument, else its task instance's) means the gang was taken
+   over - e.g. by a newer try that has finished meanwhile and kept it (``on_finish="keep"``). The
+   execution API gives a triggerer no way to read the task instance's *current* try number (its
+   ``GetTaskStates`` answers states only), so the mark is the authority.
+3. **Nothing changed in between.** The owner ConfigMap is read *before* the state, and deleted with
+   that read's ``uid`` and ``resourceVersion`` as DeleteOptions preconditions: a try that adopts
+   after the read changes the ``resourceVersion`` with its mark, and the API server answers 409
+   instead of deleting (an atomic compare-and-delete). Only then are the other ``delete_on_kill``
+   targets deleted (the garbage collector would delete them too; deleting is idempotent).
+
+So "try N+1 adopts" and "try N's ``on_kill`` decides" are safe in either order. Not covered: a try
+that starts *after* the owner is gone creates a new owner, and on a real cluster (asynchronous
+garbage collection) may adopt a child of the old one about to be collected; that takes a user who
+marks the task final and clears it again within the second the deletion takes.
 
 The check and the deletion run in a task of their own that ``on_kill`` only waits for, shielded (see
-:func:`on_kill`); :func:`delete_gang_objects` uses a client of its own for the same reason.
+:func:`on_kill`), with a client of their own.
 """
 
 from __future__ import annotations
@@ -19,9 +48,14 @@ from asgiref.sync import sync_to_async
 
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
-from airflow_provider_gang.kube.resources import by_key
+from airflow_provider_gang.kube.resources import CONFIG_MAPS, by_key
+from airflow_provider_gang.reservation.manifests.owner import recorded_owner_try
+from airflow_provider_gang.reservation.naming import GangNames
 
 DEFERRED = "deferred"
+FINAL_STATES = frozenset({"failed", "success", "skipped", "upstream_failed", "removed"})
+"""Task instance states after which no try runs again unless a user clears the task (Airflow's
+``State.finished``)."""
 #: ``task_state()`` when the state cannot be read (no task instance attached, API error).
 UNKNOWN_STATE = "unknown"
 #: ``task_state()`` for a task instance without state (just cleared).
@@ -48,6 +82,9 @@ class KillableTrigger(Protocol):
     def delete_on_kill(self) -> Sequence[Mapping[str, Any]]: ...
 
     @property
+    def own_try(self) -> int | None: ...
+
+    @property
     def log(self) -> Any: ...  # a logging.Logger, or Airflow's structured logger in a triggerer
 
     async def connect(self) -> KubeClient: ...
@@ -55,8 +92,21 @@ class KillableTrigger(Protocol):
     async def task_state(self) -> str: ...
 
 
+def reason_to_keep(state: str, own_try: int | None, owner_try: int | None) -> str | None:
+    """Why a cancelled trigger must keep its gang (rules 1 and 2 of the module docstring), or ``None``.
+
+    ``state``: :func:`task_state`'s answer; ``own_try``: the trigger's try (``None``: unknown);
+    ``owner_try``: the owner ConfigMap's mark (``None``: unmarked, or the owner is gone). Pure.
+    """
+    if state not in FINAL_STATES:
+        return f"task instance state is {state!r}, not final (reassigned, or a newer try adopts the gang)"
+    if owner_try is not None and owner_try != own_try:
+        return f"try {owner_try} owns the gang now, not this trigger's try {own_try}"
+    return None
+
+
 async def on_kill(trigger: KillableTrigger) -> None:
-    """Delete the gang's objects after a user action, unless the gang may still be live elsewhere.
+    """Delete the gang's objects after a user action, unless the gang may live on elsewhere.
 
     The check and the deletion run in a task of their own that ``on_kill`` only waits for, shielded:
     Airflow 3.3.2's triggerer answers every state sync of its trigger runner with *all* triggers still
@@ -84,33 +134,61 @@ async def _kill_unless_live_elsewhere(trigger: KillableTrigger) -> None:
         if trigger.fired:
             log.info("Gang %s: event already fired; on_kill deletes nothing", gang)
             return
-        state = await trigger.task_state()
-        if state in (DEFERRED, UNKNOWN_STATE):
-            log.warning("Gang %s: task instance state is %r; not deleting (the trigger may only have been reassigned)",
-                        gang, state)
-            return
-        log.info("Gang %s: task instance state is %r; deleting the gang", gang, state)
-        await asyncio.wait_for(delete_gang_objects(trigger), KILL_BUDGET_SECONDS)
+        async with await trigger.connect() as client:
+            owner = await _read_owner(client, trigger)
+            state = await trigger.task_state()
+            keep = reason_to_keep(state, trigger.own_try, None if owner is None else recorded_owner_try(owner))
+            if keep is not None:
+                log.warning("Gang %s: not deleting: %s", gang, keep)
+                return
+            log.info("Gang %s: task instance state is %r (try %s); deleting the gang", gang, state, trigger.own_try)
+            await asyncio.wait_for(_delete_unless_adopted(client, trigger, owner), KILL_BUDGET_SECONDS)
     except Exception:
         log.exception("Gang %s: on_kill failed; the gang's objects may remain", gang)
 
 
+async def _read_owner(client: KubeClient, trigger: KillableTrigger) -> dict[str, Any] | None:
+    """The gang's owner ConfigMap as it is now; ``None`` if it is gone."""
+    try:
+        return await client.get(CONFIG_MAPS, GangNames(trigger.gang_name).owner, trigger.namespace)
+    except errors.NotFound:
+        return None
+
+
+async def _delete_unless_adopted(client: KubeClient, trigger: KillableTrigger, owner: Mapping[str, Any] | None) -> None:
+    """Rule 3: delete the owner only if it is unchanged since ``owner`` was read, then the other targets."""
+    if owner is not None:
+        metadata = owner["metadata"]
+        unchanged = {"uid": str(metadata["uid"]), "resourceVersion": str(metadata["resourceVersion"])}
+        try:
+            await client.delete(CONFIG_MAPS, str(metadata["name"]), trigger.namespace, preconditions=unchanged)
+        except errors.Conflict:
+            trigger.log.warning("Gang %s: not deleting: its owner ConfigMap changed since on_kill read it "
+                                "(a newer try adopted the gang)", trigger.gang_name)
+            return
+    await _delete_targets(client, trigger)
+
+
 async def delete_gang_objects(trigger: KillableTrigger) -> int:
-    """Delete every ``delete_on_kill`` target (idempotent) with a client of its own; returns how many
-    objects were deleted."""
-    deleted = 0
+    """Delete every ``delete_on_kill`` target (idempotent, unguarded) with a client of its own; returns
+    how many objects were deleted."""
     async with await trigger.connect() as client:
-        for target in trigger.delete_on_kill:
-            resource = by_key(target["resource"])
-            names: list[str] = [target["name"]] if target.get("name") else []
-            if target.get("label_selector"):
-                items, _ = await client.list(resource, trigger.namespace, label_selector=target["label_selector"])
-                names.extend(str(item["metadata"]["name"]) for item in items)
-            for name in names:
-                try:
-                    deleted += await client.delete(resource, name, trigger.namespace)
-                except errors.KubeError:
-                    trigger.log.exception("Gang %s: could not delete %s %s", trigger.gang_name, resource.kind, name)
+        return await _delete_targets(client, trigger)
+
+
+async def _delete_targets(client: KubeClient, trigger: KillableTrigger) -> int:
+    deleted = 0
+    for target in trigger.delete_on_kill:
+        resource = by_key(target["resource"])
+        names: list[str] = [target["name"]] if target.get("name") else []
+        if target.get("label_selector"):
+            items, _ = await client.list(resource, trigger.namespace, label_selector=target["label_selector"])
+            names.extend(str(item["metadata"]["name"]) for item in items)
+        for name in names:
+            try:
+                deleted += await client.delete(resource, name, trigger.namespace)
+            except errors.KubeError:
+                trigger.log.exception("Gang %s: could not delete %s %s", trigger.gang_name, resource.kind, name)
     trigger.log.info("Gang %s: on_kill deleted %d objects", trigger.gang_name, deleted)
     return deleted
 

@@ -4,6 +4,7 @@ earlier, finished try left."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -15,6 +16,7 @@ from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood, GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory, TryRecord
 from airflow_provider_gang.reservation import manifests, naming
+from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import GangSpec
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
@@ -43,6 +45,28 @@ def wait_until(condition: Any, timeout: float = 30.0) -> None:
 def running_pods(cluster: SimulatedCluster, gang: str) -> int:
     pods = cluster.objects("v1/pods", label_selector=f"{naming.GANG_LABEL}={gang}")
     return sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Running")
+
+
+def owner_try(cluster: SimulatedCluster, gang: str) -> str | None:
+    """The try the gang's owner ConfigMap says owns it."""
+    (owner,) = cluster.objects("v1/configmaps", label_selector=f"{naming.GANG_LABEL}={gang}")
+    return (owner["metadata"].get("annotations") or {}).get(OWNER_TRY_ANNOTATION)
+
+
+def on_kill_with_state(trigger: Any, state: str) -> None:
+    """The trigger's ``on_kill`` as a triggerer runs it, the task instance being in ``state``."""
+
+    async def task_state() -> str:
+        return state
+
+    async def kill() -> None:
+        try:
+            await trigger.on_kill()
+        finally:
+            await trigger.cleanup()
+
+    trigger.task_state = task_state
+    asyncio.run(kill())
 
 
 def operator(cluster: SimulatedCluster, *, deferrable: bool = True, run_seconds: float | None = None) -> Any:
@@ -113,7 +137,10 @@ def test_retry_after_worker_crash_adopts_the_pods_already_created(cluster_factor
     second = context_for(FakeTaskInstance("crash_adopt", "run-1", try_number=2))
     adopted = deferred(op.execute, second)
     assert adopted.gang_name == gang  # same objects, not a new try's
+    assert (reservation.try_number, adopted.try_number) == (1, 2)
+    assert owner_try(cluster, gang) == "2"  # try 2 marked the owner it adopted
     run_trigger = deferred(op.execute_reserved, second, first_event(adopted))
+    assert run_trigger.try_number == 2
     pods = cluster.objects("v1/pods", label_selector=f"{naming.GANG_LABEL}={gang}")
     assert sorted(pod["metadata"]["name"] for pod in pods) == [naming.GangNames(gang).member(r) for r in range(4)]
     assert crashed_pods <= {pod["metadata"]["uid"] for pod in pods}  # the two survivors were kept
@@ -155,3 +182,23 @@ def test_exhausted_ladder_still_withdraws_what_earlier_tries_left(cluster_factor
         op.execute(context_for(FakeTaskInstance("withdraw_exhausted", "run-1", try_number=2)))
     assert caught.value.reason is Reason.LADDER_EXHAUSTED
     assert gang_objects(cluster, left_behind) == {}
+
+
+def test_cleared_try_adopted_by_the_next_one_keeps_the_gang_until_the_owning_try_is_killed(
+        cluster_factory: Any) -> None:
+    """Clearing a deferred task: try 2 adopts try 1's gang; try 1's trigger is cancelled before or
+    after that. Its ``on_kill`` keeps the gang while try 2 is on its way or deferred, and also when it
+    reads a final state once try 2 owns the gang; try 2's own ``on_kill`` (marked failed) deletes it."""
+    cluster = cluster_factory("small", time_scale=None)  # manual clock: the request stays pending
+    op = operator(cluster)
+    first = deferred(op.execute, context_for(FakeTaskInstance("clear_adopt", "run-1", try_number=1)))
+    gang = first.gang_name
+    on_kill_with_state(first, "scheduled")  # cancelled before try 2 ran
+    assert owner_try(cluster, gang) == "1"
+    second = deferred(op.execute, context_for(FakeTaskInstance("clear_adopt", "run-1", try_number=2)))
+    assert second.gang_name == gang and owner_try(cluster, gang) == "2"
+    on_kill_with_state(first, "deferred")  # cancelled after try 2 deferred (seen under a real triggerer)
+    on_kill_with_state(first, "failed")  # cancelled late, try 2 meanwhile marked failed: not try 1's gang
+    assert "autoscaling.x-k8s.io/v1/provisioningrequests" in gang_objects(cluster, gang)
+    on_kill_with_state(second, "failed")
+    wait_until(lambda: gang_objects(cluster, gang) == {})

@@ -144,6 +144,18 @@ async def test_delete_is_idempotent_and_list_follows_selectors(sim, client):
     assert await client.delete(PODS, "a") is True
 
 
+async def test_delete_with_preconditions_refuses_an_object_changed_since_it_was_read(sim, client):
+    read = await client.create(CONFIG_MAPS, config_map("owner", size="2"))
+    preconditions = {"uid": read["metadata"]["uid"], "resourceVersion": read["metadata"]["resourceVersion"]}
+    await client.patch(CONFIG_MAPS, "owner", {"data": {"size": "4"}})
+    with pytest.raises(errors.Conflict) as refused:
+        await client.delete(CONFIG_MAPS, "owner", preconditions=preconditions)
+    assert not refused.value.retryable and (await client.get(CONFIG_MAPS, "owner"))["data"] == {"size": "4"}
+    current = await client.get(CONFIG_MAPS, "owner")
+    assert await client.delete(CONFIG_MAPS, "owner", preconditions={
+        "uid": current["metadata"]["uid"], "resourceVersion": current["metadata"]["resourceVersion"]}) is True
+
+
 async def test_a_wrong_token_is_unauthorized_after_one_credential_reload(sim, connection):
     broken = dict(connection)
     kubeconfig = dict(broken["kubeconfig"])

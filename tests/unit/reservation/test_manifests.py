@@ -26,6 +26,18 @@ def test_owner_config_map_records_the_spec_and_owns_nothing():
     assert owner.recorded_spec(config_map) == spec
 
 
+def test_owner_config_map_names_the_try_that_owns_the_gang():
+    spec = gang_spec()
+    assert owner.recorded_owner_try(owner.owner_config_map(spec)) is None  # unmarked: made before the marker
+    marked = owner.owner_config_map(spec, owner_try=3)
+    assert marked["metadata"]["annotations"] == {owner.OWNER_TRY_ANNOTATION: "3"}
+    assert owner.recorded_owner_try(marked) == 3
+    adopted = {**marked, "metadata": {**marked["metadata"], "annotations": owner.owner_try_annotations(4)}}
+    assert owner.recorded_owner_try(adopted) == 4
+    garbled = {**marked, "metadata": {**marked["metadata"], "annotations": {owner.OWNER_TRY_ANNOTATION: "two"}}}
+    assert owner.recorded_owner_try(garbled) is None
+
+
 def test_every_other_object_is_owned_by_the_config_map():
     spec = gang_spec(mode="gates")
     objects = [
