@@ -1,0 +1,236 @@
+"""The UI integration under a real api-server (opt-in: ``GANG_STANDALONE=1``; no browser here).
+
+``airflow standalone`` loads :class:`airflow_provider_gang.plugin.GangPlugin` through the
+``airflow.plugins`` entry point, mounts its FastAPI app at ``/gang`` and serves the extra link that
+the worker stored as the XCom ``_link_GangReservationLink`` (airflow-3.3-notes section 4). Two gangs
+run against ``gang-sim serve`` clusters:
+
+- ``gang_ui_waiting``: the ``demo`` scenario at real speed keeps zone us-central1-a stocked out, so
+  the task stays deferred in ``ReservationTrigger``; its page shows the reservation;
+- ``gang_ui_success``: the ``small`` scenario at 4x; the task succeeds and its page shows the summary.
+
+Checked over HTTP, as the UI does: the plugin is listed by ``GET /api/v2/plugins`` with its FastAPI
+app and its task-instance tab; ``GET .../taskInstances/train/links`` returns the link for both task
+instances (the deferred one too); the page says "Waiting for capacity" with the reservation for the
+deferred gang and shows the summary (per-rank exit codes, tries) for the finished one; the tab's URL
+with ``{MAP_INDEX}`` left unsubstituted, as the 3.3.2 UI sends it for an unmapped task, opens the
+page; the page and the JSON behind it answer an authenticated user (Bearer token or the UI's
+``_token`` cookie) and 401/403 without one or with a forged one.
+
+Run (about 1 minute on 2 cores; needs ~2 GB of RAM)::
+
+    GANG_STANDALONE=1 .venv/bin/python -m pytest -p no:cacheprovider tests/standalone/test_ui.py -s
+
+``GANG_STANDALONE_KEEP=1`` keeps the temporary directory (logs, Airflow home) and prints its path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import textwrap
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+
+from tests.standalone.processes import Airflow, start_airflow, start_cluster, wait_for
+
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("GANG_STANDALONE") != "1", reason="opt-in: set GANG_STANDALONE=1"),
+    pytest.mark.timeout(900),
+]
+
+WAITING, SUCCESS = "gang_ui_waiting", "gang_ui_success"
+
+DAGS = '''
+"""DAGs of tests/standalone/test_ui.py: one gang that waits (zone A stocked out), one that succeeds."""
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_gang.operators import GangTrainingOperator
+
+
+def simulated_pod(run_seconds):
+    return {
+        "metadata": {"annotations": {"sim.gang.dev/run-seconds": str(run_seconds)}},
+        "spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]},
+    }
+
+
+for dag_id, conn_id, size, zone, run_seconds in (
+    ("gang_ui_waiting", "gang_waiting", 8, "us-central1-a", 3600),
+    ("gang_ui_success", "gang_fast", 2, None, 20),
+):
+    with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+             catchup=False) as dag:
+        GangTrainingOperator(
+            task_id="train", size=size, gpus=1, pod_template=simulated_pod(run_seconds), distributed="torch",
+            reservation="provisioning_request", zone=zone, strict_zone=zone is not None,
+            reservation_timeout=timedelta(minutes=20), deferrable=True, kubernetes_conn_id=conn_id, retries=0,
+        )
+    globals()[dag_id] = dag
+'''
+
+
+@dataclass
+class Runs:
+    airflow: Airflow
+    waiting_run: str
+    success_run: str
+    directory: Path
+
+
+def start_ui_setup(directory: Path) -> tuple[Airflow, list[Any]]:
+    """Both clusters and Airflow, healthy, logged in, both DAGs parsed; returns what to stop (in order)."""
+    dags = directory / "dags"
+    dags.mkdir()
+    (dags / "gang_ui_dags.py").write_text(textwrap.dedent(DAGS))
+    stopping: list[Any] = []
+    try:
+        waiting = start_cluster(directory, "demo", 1.0)
+        stopping.append(waiting.started)
+        fast = start_cluster(directory, "small", 4.0)
+        stopping.append(fast.started)
+        airflow = start_airflow(directory, dags, {"gang_waiting": waiting.connection_json(),
+                                                  "gang_fast": fast.connection_json()})
+        stopping.append(airflow.started)
+        wait_for(lambda: airflow.started.process.poll() is not None or airflow.healthy(), 240, "healthy Airflow", 2)
+        assert airflow.started.process.poll() is None, airflow.started.log()[-4000:]
+        wait_for(lambda: (airflow.home / "simple_auth_manager_passwords.json.generated").exists(), 30, "password")
+        airflow.login()
+        for dag_id in (WAITING, SUCCESS):
+            wait_for(lambda dag_id=dag_id: _dag_known(airflow, dag_id), 120, f"DAG {dag_id} parsed", 2)
+    except BaseException:
+        for started in reversed(stopping):
+            started.stop()
+        raise
+    return airflow, stopping
+
+
+def start_runs(airflow: Airflow) -> tuple[str, str]:
+    """Trigger both DAGs; wait until the waiting one is deferred and the other one succeeded."""
+    waiting_run, success_run = _trigger(airflow, WAITING), _trigger(airflow, SUCCESS)
+    wait_for(lambda: _task(airflow, WAITING, waiting_run)["state"] in ("deferred", "failed"), 240, "deferred", 2)
+    assert _task(airflow, WAITING, waiting_run)["state"] == "deferred", airflow.task_log(waiting_run)[-6000:]
+    finished = ("success", "failed", "upstream_failed")
+    wait_for(lambda: _task(airflow, SUCCESS, success_run)["state"] in finished, 400, "gang finished", 3)
+    assert _task(airflow, SUCCESS, success_run)["state"] == "success", airflow.task_log(success_run)[-6000:]
+    return waiting_run, success_run
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[Runs]:
+    directory = Path(tempfile.mkdtemp(prefix="gang-ui-"))
+    stopping: list[Any] = []
+    try:
+        airflow, stopping = start_ui_setup(directory)
+        waiting_run, success_run = start_runs(airflow)
+        yield Runs(airflow, waiting_run, success_run, directory)
+    finally:
+        for started in reversed(stopping):
+            started.stop()
+        if os.environ.get("GANG_STANDALONE_KEEP") == "1":
+            print(f"kept {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _dag_known(airflow: Airflow, dag_id: str) -> bool:
+    try:
+        airflow.request("GET", f"/api/v2/dags/{dag_id}")
+    except Exception:
+        return False
+    return True
+
+
+def _trigger(airflow: Airflow, dag_id: str) -> str:
+    run = airflow.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
+    return str(run["dag_run_id"])
+
+
+def _task(airflow: Airflow, dag_id: str, run_id: str) -> dict[str, Any]:
+    answer: dict[str, Any] = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train")
+    return answer
+
+
+def _get(airflow: Airflow, path: str, headers: dict[str, str]) -> tuple[int, str]:
+    """Status and body of a GET with exactly ``headers`` (no token unless given)."""
+    request = urllib.request.Request(airflow.base_url + path, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _page_path(dag_id: str, run_id: str, page: str = "ui/reservation") -> str:
+    query = urlencode({"dag_id": dag_id, "run_id": run_id, "task_id": "train", "map_index": "-1"})
+    return f"/gang/{page}?{query}"
+
+
+def test_the_api_server_lists_the_plugin_with_its_app_and_task_instance_tab(runs: Runs) -> None:
+    plugins = runs.airflow.request("GET", "/api/v2/plugins")["plugins"]
+    (gang,) = [plugin for plugin in plugins if plugin["name"] == "gang"]
+    assert [app["url_prefix"] for app in gang["fastapi_apps"]] == ["/gang"]
+    (tab,) = gang["external_views"]
+    assert (tab["name"], tab["destination"], tab["url_route"]) == ("Gang", "task_instance", "gang-reservation")
+
+
+@pytest.mark.parametrize("which", ["waiting", "success"])
+def test_the_extra_link_is_served_for_the_task_instance(runs: Runs, which: str) -> None:
+    """The worker stores the link when the task defers, so the waiting gang has it too."""
+    dag_id, run_id = (WAITING, runs.waiting_run) if which == "waiting" else (SUCCESS, runs.success_run)
+    links = runs.airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train/links")
+    url = links["extra_links"]["Gang reservation"]
+    assert url == _page_path(dag_id, run_id)
+    status, page = _get(runs.airflow, urlsplit(url).path + "?" + urlsplit(url).query,
+                        {"Authorization": f"Bearer {runs.airflow.token}"})
+    assert status == 200, page
+    assert "Gang of train" in page
+
+
+def test_the_tab_of_a_task_that_is_not_mapped_opens_the_page(runs: Runs) -> None:
+    """The UI leaves ``{MAP_INDEX}`` unsubstituted in the tab's iframe URL for an unmapped task."""
+    path = _page_path(WAITING, runs.waiting_run).replace("map_index=-1", "map_index=%7BMAP_INDEX%7D")
+    status, page = _get(runs.airflow, path, {"Cookie": f"_token={runs.airflow.token}"})
+    assert status == 200, page
+    assert "Waiting for capacity" in page
+
+
+def test_the_page_of_a_waiting_gang_shows_its_reservation(runs: Runs) -> None:
+    status, page = _get(runs.airflow, _page_path(WAITING, runs.waiting_run), {"Cookie": f"_token={runs.airflow.token}"})
+    assert status == 200, page
+    assert "Waiting for capacity" in page
+    assert "us-central1-a" in page and "provisioning_request" in page
+    assert "Result" not in page
+
+
+def test_the_page_of_a_finished_gang_shows_its_summary(runs: Runs) -> None:
+    airflow = runs.airflow
+    answer = airflow.request("GET", _page_path(SUCCESS, runs.success_run, "api/reservation"))
+    assert answer["task_instance"] == {"exists": True, "state": "success", "next_method": None,
+                                     "try_number": 1}
+    summary = answer["summary"]
+    assert summary["size_run"] == 2 and summary["exit_codes"] == {"0": 0, "1": 0}
+    status, page = _get(airflow, _page_path(SUCCESS, runs.success_run), {"Authorization": f"Bearer {airflow.token}"})
+    assert status == 200, page
+    assert "Succeeded" in page and summary["gang"] in page
+    assert "try 1: as configured -&gt; all_succeeded" in page
+    assert "<th>rank 0</th><td>0</td>" in page and "<th>rank 1</th><td>0</td>" in page
+
+
+@pytest.mark.parametrize("page", ["ui/reservation", "api/reservation"])
+@pytest.mark.parametrize("credentials", [{}, {"Authorization": "Bearer not-a-token"}], ids=["none", "forged"])
+def test_the_pages_refuse_requests_without_an_airflow_user(runs: Runs, page: str, credentials: dict[str, str]) -> None:
+    status, body = _get(runs.airflow, _page_path(SUCCESS, runs.success_run, page), credentials)
+    assert status in (401, 403), body
+    assert runs.success_run not in body
