@@ -157,16 +157,18 @@ async def _read_owner(client: KubeClient, trigger: KillableTrigger) -> dict[str,
 
 async def _delete_unless_adopted(client: KubeClient, trigger: KillableTrigger, owner: Mapping[str, Any] | None) -> None:
     """Rule 3: delete the owner only if it is unchanged since ``owner`` was read, then the other targets."""
+    owner_deleted = False
     if owner is not None:
         metadata = owner["metadata"]
         unchanged = {"uid": str(metadata["uid"]), "resourceVersion": str(metadata["resourceVersion"])}
         try:
-            await client.delete(CONFIG_MAPS, str(metadata["name"]), trigger.namespace, preconditions=unchanged)
+            owner_deleted = await client.delete(CONFIG_MAPS, str(metadata["name"]), trigger.namespace,
+                                                preconditions=unchanged)
         except errors.Conflict:
             trigger.log.warning("Gang %s: not deleting: its owner ConfigMap changed since on_kill read it "
                                 "(a newer try adopted the gang)", trigger.gang_name)
             return
-    await _delete_targets(client, trigger)
+    await _delete_targets(client, trigger, deleted=int(owner_deleted))
 
 
 async def delete_gang_objects(trigger: KillableTrigger) -> int:
@@ -176,8 +178,8 @@ async def delete_gang_objects(trigger: KillableTrigger) -> int:
         return await _delete_targets(client, trigger)
 
 
-async def _delete_targets(client: KubeClient, trigger: KillableTrigger) -> int:
-    deleted = 0
+async def _delete_targets(client: KubeClient, trigger: KillableTrigger, *, deleted: int = 0) -> int:
+    """Delete the ``delete_on_kill`` targets; log and return their count plus ``deleted`` (done before)."""
     for target in trigger.delete_on_kill:
         resource = by_key(target["resource"])
         names: list[str] = [target["name"]] if target.get("name") else []

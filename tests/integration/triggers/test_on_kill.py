@@ -130,10 +130,12 @@ async def test_a_cleared_try_keeps_its_gang_for_the_next_try_whatever_its_progre
 
 
 @pytest.mark.parametrize("state", ["failed", "success", "skipped"])
-async def test_marked_final_the_try_deletes_its_own_gang(sim, client, connection, state):
+async def test_marked_final_the_try_deletes_its_own_gang(sim, client, connection, state, capfd):
     gang = await gang_of_try(client, 1)
     await kill(killed_trigger(gang, connection, state, try_number=1))
     assert await exists(client, gang) == DELETED
+    # The owner counts: the emulator's garbage collector took the rest with it (a real one soon would).
+    assert f"Gang {gang.spec.name}: on_kill deleted 1 objects" in capfd.readouterr().out
 
 
 async def test_a_gang_adopted_by_a_newer_try_that_finished_is_not_the_old_triggers(sim, client, connection):
