@@ -93,9 +93,9 @@ def simulated_cluster(
 # -- ``make demo`` ---------------------------------------------------------------------------------
 
 DEMO_DAG_ID = "gang_nightly_training"
-DEMO_TIME_SCALE = 30.0
-"""Fast enough for a short demo, slow enough that zone A's 10-minute stock-out outlasts try 1's
-5-minute wait even on a loaded machine (Airflow start-up time is wall-clock)."""
+DEMO_TIME_SCALE = 15.0
+"""Fast enough for a short demo, slow enough that zone A's 10-minute stock-out (40 s here) outlasts
+try 1's 5-minute wait (20 s) even when Airflow's wall-clock start-up takes 20 s on a loaded machine."""
 REPOSITORY = Path(__file__).resolve().parents[1]
 TRAINER_IMAGE_FOR_DEMO = "ghcr.io/example/ddp-trainer:2026.11"
 """The example DAG's image; the demo cluster runs it as local processes (needs torch installed)."""
