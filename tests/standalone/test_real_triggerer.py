@@ -22,26 +22,22 @@ Run (about 3-4 minutes on 2 cores; needs ~2 GB of RAM)::
 
     GANG_STANDALONE=1 .venv/bin/python -m pytest -p no:cacheprovider tests/standalone -s
 
-Every process is started in its own session and stopped by its process group at the end.
+The DAG file, the clusters and Airflow come from :mod:`tests.standalone.environment`; every process
+is started in its own session and stopped by its process group at the end.
 ``GANG_STANDALONE_KEEP=1`` keeps the temporary directory (logs, Airflow home) and prints its path.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-import textwrap
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from tests.standalone.processes import Airflow, Cluster, start_airflow, start_cluster, wait_for
+from tests.standalone.environment import Dags, Setup, standalone, train_task, trigger
+from tests.standalone.processes import Airflow, wait_for
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("GANG_STANDALONE") != "1", reason="opt-in: set GANG_STANDALONE=1"),
@@ -50,93 +46,17 @@ pytestmark = [
 
 GANG_KINDS = "provisioningrequests,podtemplates,pods,configmaps,services"
 
-DAGS = '''
-"""DAGs of tests/standalone: one gang that waits (zone A stocked out), one that runs at once."""
-from datetime import timedelta
-
-import pendulum
-from airflow.sdk import DAG
-
-from airflow_provider_gang.operators import GangTrainingOperator
-
-
-def simulated_pod(run_seconds):
-    return {
-        "metadata": {"annotations": {"sim.gang.dev/run-seconds": str(run_seconds)}},
-        "spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]},
-    }
-
-
-for dag_id, conn_id, size, zone, run_seconds in (
-    ("gang_standalone_waiting", "gang_waiting", 8, "us-central1-a", 3600),
-    ("gang_standalone_success", "gang_fast", 2, None, 120),
-):
-    with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-             catchup=False) as dag:
-        GangTrainingOperator(
-            task_id="train", size=size, gpus=1, pod_template=simulated_pod(run_seconds), distributed="torch",
-            reservation="provisioning_request", zone=zone, strict_zone=zone is not None,
-            reservation_timeout=timedelta(minutes=20), deferrable=True, kubernetes_conn_id=conn_id, retries=0,
-        )
-    globals()[dag_id] = dag
-'''
-
-
-@dataclass
-class Setup:
-    airflow: Airflow
-    waiting: Cluster
-    fast: Cluster
-    directory: Path
+DAGS = Dags(
+    file_name="gang_standalone_dags.py",
+    description="DAGs of tests/standalone: one gang that waits (zone A stocked out), one that runs at once.",
+    waiting="gang_standalone_waiting", success="gang_standalone_success", success_run_seconds=120,
+)
 
 
 @pytest.fixture(scope="module")
 def setup() -> Iterator[Setup]:
-    directory = Path(tempfile.mkdtemp(prefix="gang-standalone-"))
-    dags = directory / "dags"
-    dags.mkdir()
-    (dags / "gang_standalone_dags.py").write_text(textwrap.dedent(DAGS))
-    stopping: list[Any] = []
-    try:
-        waiting = start_cluster(directory, "demo", 1.0)
-        stopping.append(waiting.started)
-        fast = start_cluster(directory, "small", 4.0)
-        stopping.append(fast.started)
-        airflow = start_airflow(directory, dags, {"gang_waiting": waiting.connection_json(),
-                                                  "gang_fast": fast.connection_json()})
-        stopping.append(airflow.started)
-        wait_for(lambda: airflow.started.process.poll() is not None or airflow.healthy(), 240, "healthy Airflow", 2)
-        assert airflow.started.process.poll() is None, airflow.started.log()[-4000:]
-        wait_for(lambda: (airflow.home / "simple_auth_manager_passwords.json.generated").exists(), 30, "password")
-        airflow.login()
-        for dag_id in ("gang_standalone_waiting", "gang_standalone_success"):
-            wait_for(lambda dag_id=dag_id: _dag_known(airflow, dag_id), 120, f"DAG {dag_id} parsed", 2)
-        yield Setup(airflow, waiting, fast, directory)
-    finally:
-        for started in reversed(stopping):
-            started.stop()
-        if os.environ.get("GANG_STANDALONE_KEEP") == "1":
-            print(f"kept {directory}")
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
-
-
-def _dag_known(airflow: Airflow, dag_id: str) -> bool:
-    try:
-        airflow.request("GET", f"/api/v2/dags/{dag_id}")
-    except Exception:
-        return False
-    return True
-
-
-def _trigger(airflow: Airflow, dag_id: str) -> str:
-    run = airflow.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
-    return str(run["dag_run_id"])
-
-
-def _task(airflow: Airflow, dag_id: str, run_id: str) -> dict[str, Any]:
-    answer: dict[str, Any] = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train")
-    return answer
+    with standalone("gang-standalone-", DAGS) as started:
+        yield started
 
 
 def _gang(dag_id: str, run_id: str, attempt: int) -> str:
@@ -146,15 +66,15 @@ def _gang(dag_id: str, run_id: str, attempt: int) -> str:
 def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
     """Wait until the try is deferred with its ProvisioningRequest pending; return the gang name."""
     airflow = setup.airflow
-    wait_for(lambda: _task(airflow, dag_id, run_id)["state"] in ("deferred", "failed"), 240, "task deferred", 2)
-    assert _task(airflow, dag_id, run_id)["state"] == "deferred", airflow.task_log(run_id)[-6000:]
-    gang = _gang(dag_id, run_id, _task(airflow, dag_id, run_id)["try_number"])
+    wait_for(lambda: train_task(airflow, dag_id, run_id)["state"] in ("deferred", "failed"), 240, "task deferred", 2)
+    assert train_task(airflow, dag_id, run_id)["state"] == "deferred", airflow.task_log(run_id)[-6000:]
+    gang = _gang(dag_id, run_id, train_task(airflow, dag_id, run_id)["try_number"])
     selector = f"{naming.GANG_LABEL}={gang}"
-    _wait_trigger_running(airflow, run_id, _task(airflow, dag_id, run_id)["try_number"])
+    _wait_trigger_running(airflow, run_id, train_task(airflow, dag_id, run_id)["try_number"])
     objects = setup.waiting.names(GANG_KINDS, selector)
     assert any(name.startswith("provisioningrequest") for name in objects), objects
     time.sleep(10)  # it really waits: still deferred, the request still pending
-    assert _task(airflow, dag_id, run_id)["state"] == "deferred"
+    assert train_task(airflow, dag_id, run_id)["state"] == "deferred"
     status = setup.waiting.kubectl("get", "provisioningrequests", "-n", "default", "-l", selector,
                                    "-o", 'jsonpath={.items[*].status.conditions[?(@.type=="Provisioned")].status}')
     assert status.strip() in ("", "False"), f"Provisioned={status!r}: zone A should still be stocked out"
@@ -174,7 +94,7 @@ def _report(setup: Setup, gang: str) -> None:
 
 def test_mark_failed_while_reserving_deletes_the_gang(setup: Setup) -> None:
     dag_id = "gang_standalone_waiting"
-    run_id = _trigger(setup.airflow, dag_id)
+    run_id = trigger(setup.airflow, dag_id)
     gang = _wait_deferred_with_request(setup, dag_id, run_id)
     setup.airflow.request("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train",
                           {"new_state": "failed"})
@@ -185,7 +105,7 @@ def test_mark_failed_while_reserving_deletes_the_gang(setup: Setup) -> None:
         _report(setup, gang)
     assert "Trigger cancelled by user action, invoking on_kill" in setup.airflow.trigger_log()
     assert f"Gang {gang}: on_kill deleted" in setup.airflow.trigger_log()
-    assert _task(setup.airflow, dag_id, run_id)["state"] == "failed"
+    assert train_task(setup.airflow, dag_id, run_id)["state"] == "failed"
 
 
 def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
@@ -195,13 +115,13 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
     not final and keeps the gang (``triggers.kill``), so exactly try 1's gang is left, owned by try 2,
     and marking try 2 failed deletes it."""
     dag_id = "gang_standalone_waiting"
-    run_id = _trigger(setup.airflow, dag_id)
+    run_id = trigger(setup.airflow, dag_id)
     first = _wait_deferred_with_request(setup, dag_id, run_id)
     setup.airflow.request("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances",
                           {"dry_run": False, "dag_run_id": run_id, "task_ids": ["train"], "only_failed": False,
                            "reset_dag_runs": True})
-    wait_for(lambda: _task(setup.airflow, dag_id, run_id)["try_number"] == 2
-             and _task(setup.airflow, dag_id, run_id)["state"] == "deferred", 240, "try 2 deferred", 2)
+    wait_for(lambda: train_task(setup.airflow, dag_id, run_id)["try_number"] == 2
+             and train_task(setup.airflow, dag_id, run_id)["state"] == "deferred", 240, "try 2 deferred", 2)
     _wait_trigger_running(setup.airflow, run_id, 2)
     decided = (f"Gang {first}: not deleting", f"Gang {first}: task instance state is")
     wait_for(lambda: any(line in setup.airflow.trigger_log() for line in decided), 90, "try 1's on_kill to decide", 2)
@@ -221,9 +141,9 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
 
 def test_success_with_the_real_triggerer(setup: Setup) -> None:
     dag_id = "gang_standalone_success"
-    run_id = _trigger(setup.airflow, dag_id)
-    wait_for(lambda: _task(setup.airflow, dag_id, run_id)["state"] in ("success", "failed"), 300, "task done", 2)
-    task = _task(setup.airflow, dag_id, run_id)
+    run_id = trigger(setup.airflow, dag_id)
+    wait_for(lambda: train_task(setup.airflow, dag_id, run_id)["state"] in ("success", "failed"), 300, "task done", 2)
+    task = train_task(setup.airflow, dag_id, run_id)
     assert task["state"] == "success", setup.airflow.task_log(run_id)[-6000:]
     gang = _gang(dag_id, run_id, task["try_number"])
     assert setup.fast.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == []

@@ -21,26 +21,24 @@ Run (about 1 minute on 2 cores; needs ~2 GB of RAM)::
 
     GANG_STANDALONE=1 .venv/bin/python -m pytest -p no:cacheprovider tests/standalone/test_ui.py -s
 
+The DAG file, the clusters and Airflow come from :mod:`tests.standalone.environment`.
 ``GANG_STANDALONE_KEEP=1`` keeps the temporary directory (logs, Airflow home) and prints its path.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-import textwrap
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from tests.standalone.processes import Airflow, start_airflow, start_cluster, wait_for
+from tests.standalone.environment import Dags, standalone, train_task, trigger
+from tests.standalone.processes import Airflow, wait_for
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("GANG_STANDALONE") != "1", reason="opt-in: set GANG_STANDALONE=1"),
@@ -49,36 +47,11 @@ pytestmark = [
 
 WAITING, SUCCESS = "gang_ui_waiting", "gang_ui_success"
 
-DAGS = '''
-"""DAGs of tests/standalone/test_ui.py: one gang that waits (zone A stocked out), one that succeeds."""
-from datetime import timedelta
-
-import pendulum
-from airflow.sdk import DAG
-
-from airflow_provider_gang.operators import GangTrainingOperator
-
-
-def simulated_pod(run_seconds):
-    return {
-        "metadata": {"annotations": {"sim.gang.dev/run-seconds": str(run_seconds)}},
-        "spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]},
-    }
-
-
-for dag_id, conn_id, size, zone, run_seconds in (
-    ("gang_ui_waiting", "gang_waiting", 8, "us-central1-a", 3600),
-    ("gang_ui_success", "gang_fast", 2, None, 20),
-):
-    with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-             catchup=False) as dag:
-        GangTrainingOperator(
-            task_id="train", size=size, gpus=1, pod_template=simulated_pod(run_seconds), distributed="torch",
-            reservation="provisioning_request", zone=zone, strict_zone=zone is not None,
-            reservation_timeout=timedelta(minutes=20), deferrable=True, kubernetes_conn_id=conn_id, retries=0,
-        )
-    globals()[dag_id] = dag
-'''
+DAGS = Dags(
+    file_name="gang_ui_dags.py",
+    description="DAGs of tests/standalone/test_ui.py: one gang that waits (zone A stocked out), one that succeeds.",
+    waiting=WAITING, success=SUCCESS, success_run_seconds=20,
+)
 
 
 @dataclass
@@ -89,77 +62,22 @@ class Runs:
     directory: Path
 
 
-def start_ui_setup(directory: Path) -> tuple[Airflow, list[Any]]:
-    """Both clusters and Airflow, healthy, logged in, both DAGs parsed; returns what to stop (in order)."""
-    dags = directory / "dags"
-    dags.mkdir()
-    (dags / "gang_ui_dags.py").write_text(textwrap.dedent(DAGS))
-    stopping: list[Any] = []
-    try:
-        waiting = start_cluster(directory, "demo", 1.0)
-        stopping.append(waiting.started)
-        fast = start_cluster(directory, "small", 4.0)
-        stopping.append(fast.started)
-        airflow = start_airflow(directory, dags, {"gang_waiting": waiting.connection_json(),
-                                                  "gang_fast": fast.connection_json()})
-        stopping.append(airflow.started)
-        wait_for(lambda: airflow.started.process.poll() is not None or airflow.healthy(), 240, "healthy Airflow", 2)
-        assert airflow.started.process.poll() is None, airflow.started.log()[-4000:]
-        wait_for(lambda: (airflow.home / "simple_auth_manager_passwords.json.generated").exists(), 30, "password")
-        airflow.login()
-        for dag_id in (WAITING, SUCCESS):
-            wait_for(lambda dag_id=dag_id: _dag_known(airflow, dag_id), 120, f"DAG {dag_id} parsed", 2)
-    except BaseException:
-        for started in reversed(stopping):
-            started.stop()
-        raise
-    return airflow, stopping
-
-
 def start_runs(airflow: Airflow) -> tuple[str, str]:
     """Trigger both DAGs; wait until the waiting one is deferred and the other one succeeded."""
-    waiting_run, success_run = _trigger(airflow, WAITING), _trigger(airflow, SUCCESS)
-    wait_for(lambda: _task(airflow, WAITING, waiting_run)["state"] in ("deferred", "failed"), 240, "deferred", 2)
-    assert _task(airflow, WAITING, waiting_run)["state"] == "deferred", airflow.task_log(waiting_run)[-6000:]
+    waiting_run, success_run = trigger(airflow, WAITING), trigger(airflow, SUCCESS)
+    wait_for(lambda: train_task(airflow, WAITING, waiting_run)["state"] in ("deferred", "failed"), 240, "deferred", 2)
+    assert train_task(airflow, WAITING, waiting_run)["state"] == "deferred", airflow.task_log(waiting_run)[-6000:]
     finished = ("success", "failed", "upstream_failed")
-    wait_for(lambda: _task(airflow, SUCCESS, success_run)["state"] in finished, 400, "gang finished", 3)
-    assert _task(airflow, SUCCESS, success_run)["state"] == "success", airflow.task_log(success_run)[-6000:]
+    wait_for(lambda: train_task(airflow, SUCCESS, success_run)["state"] in finished, 400, "gang finished", 3)
+    assert train_task(airflow, SUCCESS, success_run)["state"] == "success", airflow.task_log(success_run)[-6000:]
     return waiting_run, success_run
 
 
 @pytest.fixture(scope="module")
 def runs() -> Iterator[Runs]:
-    directory = Path(tempfile.mkdtemp(prefix="gang-ui-"))
-    stopping: list[Any] = []
-    try:
-        airflow, stopping = start_ui_setup(directory)
-        waiting_run, success_run = start_runs(airflow)
-        yield Runs(airflow, waiting_run, success_run, directory)
-    finally:
-        for started in reversed(stopping):
-            started.stop()
-        if os.environ.get("GANG_STANDALONE_KEEP") == "1":
-            print(f"kept {directory}")
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
-
-
-def _dag_known(airflow: Airflow, dag_id: str) -> bool:
-    try:
-        airflow.request("GET", f"/api/v2/dags/{dag_id}")
-    except Exception:
-        return False
-    return True
-
-
-def _trigger(airflow: Airflow, dag_id: str) -> str:
-    run = airflow.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
-    return str(run["dag_run_id"])
-
-
-def _task(airflow: Airflow, dag_id: str, run_id: str) -> dict[str, Any]:
-    answer: dict[str, Any] = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train")
-    return answer
+    with standalone("gang-ui-", DAGS) as setup:
+        waiting_run, success_run = start_runs(setup.airflow)
+        yield Runs(setup.airflow, waiting_run, success_run, setup.directory)
 
 
 def _get(airflow: Airflow, path: str, headers: dict[str, str]) -> tuple[int, str]:
