@@ -3,9 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
 from tests.integration.control_plane.kueue_setup import condition_map, resource_groups, setup_queues
+
+
+def kueue_pod(name: str, *, group: str | None = None, total: int = 0, run_seconds: int | None = None) -> dict[str, Any]:
+    """A plain GPU pod in LocalQueue ``lq``; with ``group``, a member of a pod group of ``total`` pods."""
+    labels = {"kueue.x-k8s.io/queue-name": "lq"}
+    annotations: dict[str, str] = {}
+    if group is not None:
+        labels["kueue.x-k8s.io/pod-group-name"] = group
+        annotations["kueue.x-k8s.io/pod-group-total-count"] = str(total)
+    if run_seconds is not None:
+        annotations["sim.gang.dev/run-seconds"] = str(run_seconds)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": gpu_pod_spec(),
+    }
 
 
 def test_plain_pod_group_is_gated_then_admitted_together(sim_cluster: Callable[..., SimCluster]) -> None:
@@ -13,17 +31,7 @@ def test_plain_pod_group_is_gated_then_admitted_together(sim_cluster: Callable[.
     setup_queues(cluster, class_name=None)
     for index in range(3):
         cluster.core.create_namespaced_pod(
-            "default",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": f"gang-abc-{index}",
-                    "labels": {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/pod-group-name": "gang-abc"},
-                    "annotations": {"kueue.x-k8s.io/pod-group-total-count": "3", "sim.gang.dev/run-seconds": "60"},
-                },
-                "spec": gpu_pod_spec(),
-            },
+            "default", kueue_pod(f"gang-abc-{index}", group="gang-abc", total=3, run_seconds=60)
         )
         pod = cluster.core.read_namespaced_pod(f"gang-abc-{index}", "default")
         assert pod.metadata.labels["kueue.x-k8s.io/managed"] == "true"
@@ -59,19 +67,7 @@ def test_evicted_pod_group_loses_its_pods(sim_cluster: Callable[..., SimCluster]
     )
     setup_queues(cluster, class_name=None)
     for index in range(3):
-        cluster.core.create_namespaced_pod(
-            "default",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": f"gang-{index}",
-                    "labels": {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/pod-group-name": "gang"},
-                    "annotations": {"kueue.x-k8s.io/pod-group-total-count": "3"},
-                },
-                "spec": gpu_pod_spec(),
-            },
-        )
+        cluster.core.create_namespaced_pod("default", kueue_pod(f"gang-{index}", group="gang", total=3))
     cluster.advance(10)
     assert sorted(pod.status.phase for pod in cluster.pods()) == ["Pending", "Running", "Running"]
     cluster.advance(300)
@@ -82,19 +78,7 @@ def test_evicted_pod_group_loses_its_pods(sim_cluster: Callable[..., SimCluster]
 def test_single_plain_pod_gets_its_own_workload(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(gpu_scenario(pool={"initialNodes": 1}))
     setup_queues(cluster, class_name=None, gpus=0)  # no GPU quota: the pod stays gated
-    pod = cluster.core.create_namespaced_pod(
-        "default",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "solo",
-                "labels": {"kueue.x-k8s.io/queue-name": "lq"},
-                "annotations": {"sim.gang.dev/run-seconds": "30"},
-            },
-            "spec": gpu_pod_spec(),
-        },
-    )
+    pod = cluster.core.create_namespaced_pod("default", kueue_pod("solo", run_seconds=30))
     cluster.advance(1)
     (workload,) = cluster.workloads()
     assert workload["metadata"]["name"].startswith("pod-solo-")

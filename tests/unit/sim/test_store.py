@@ -38,6 +38,16 @@ def reference(owner: dict, **extra) -> dict:
     }
 
 
+def provisioning_request(name: str) -> dict:
+    """A minimal valid ProvisioningRequest (the bundled CRDs must be installed)."""
+    return {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": name},
+        "spec": {"provisioningClassName": "c", "podSets": [{"count": 1, "podTemplateRef": {"name": "t"}}]},
+    }
+
+
 def test_server_fields_and_one_global_resource_version(store):
     first = store.create(CM, configmap("a"))
     second = store.create(PODS, pod("p"))
@@ -144,15 +154,7 @@ def test_deleting_a_namespace_deletes_its_objects(store):
 
 def test_crds_serve_their_versions_until_deleted(store):
     install_bundled_crds(store)
-    store.create(
-        PRS,
-        {
-            "apiVersion": "autoscaling.x-k8s.io/v1",
-            "kind": "ProvisioningRequest",
-            "metadata": {"name": "pr"},
-            "spec": {"provisioningClassName": "c", "podSets": [{"count": 1, "podTemplateRef": {"name": "t"}}]},
-        },
-    )
+    store.create(PRS, provisioning_request("pr"))
     store.delete("apiextensions.k8s.io/v1/customresourcedefinitions", "provisioningrequests.autoscaling.x-k8s.io")
     with pytest.raises(errors.ApiError) as raised:
         store.list(PRS)
@@ -380,15 +382,7 @@ def test_default_tolerations_and_duplicate_schema_causes(store):
         "node.kubernetes.io/unreachable",
     }
     install_bundled_crds(store)
-    store.create(
-        PRS,
-        {
-            "apiVersion": "autoscaling.x-k8s.io/v1",
-            "kind": "ProvisioningRequest",
-            "metadata": {"name": "pr"},
-            "spec": {"provisioningClassName": "c", "podSets": [{"count": 1, "podTemplateRef": {"name": "t"}}]},
-        },
-    )
+    store.create(PRS, provisioning_request("pr"))
     with pytest.raises(errors.ApiError) as raised:
         store.patch(PRS, "pr", {"status": {"conditions": [{"type": "A"}]}}, subresource="status")
     fields = [cause["field"] for cause in raised.value.causes]
