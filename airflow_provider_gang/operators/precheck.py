@@ -1,0 +1,169 @@
+"""Fail fast before anything of a gang is created: the API kinds its mode needs are served and the
+connection's identity holds every permission a try uses.
+
+Kinds are read from discovery (``kube.discovery.is_served``); permissions are asked with one
+SelfSubjectAccessReview each (``kube.discovery.can_i``,
+https://kubernetes.io/docs/reference/access-authn-authz/authorization/#checking-api-access), which every
+authenticated user may create (``system:basic-user``). A failure names what is missing and how to fix
+it; it is never retried (the same try on the same cluster cannot do better).
+
+:data:`NEEDS` is the one list of the API calls a try makes - the operator (``operators.gang_objects``)
+and both triggers (``triggers.base``, ``triggers.kill``) - as RBAC verbs on resources
+(https://kubernetes.io/docs/reference/access-authn-authz/authorization/#determine-the-request-verb):
+``get``/``list``/``watch``/``create``/``patch``/``delete``, a LIST with a field selector is still
+``list``, a DELETE with preconditions still ``delete``, a pod's log is ``get`` on ``pods/log``.
+``deploy/rbac.yaml`` grants exactly this list per mode, and ``tests/e2e/test_rbac.py`` checks that the
+two agree, that a gang runs with nothing more, and that each single permission removed is caught here.
+Discovery (``/api``, ``/apis``) and SelfSubjectAccessReviews need no grant: the bootstrap ClusterRoles
+``system:discovery`` and ``system:basic-user`` give them to every authenticated user
+(https://kubernetes.io/docs/reference/access-authn-authz/rbac/#discovery-roles). Nothing a try does is
+cluster-scoped, so no ClusterRole is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from airflow_provider_gang.kube import discovery
+from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.kube.resources import (
+    CONFIG_MAPS,
+    JOBS,
+    POD_TEMPLATES,
+    PODS,
+    PROVISIONING_REQUESTS,
+    SERVICES,
+    WORKLOADS,
+    Resource,
+)
+from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
+
+
+class PrecheckFailed(Exception):
+    """The cluster cannot run this gang: an API kind is not served or a permission is missing."""
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One RBAC permission: ``verb`` on ``resource`` (optionally its ``subresource``), namespaced.
+
+    ``used_by`` says which call needs it (for the failure message); it is not part of equality.
+    """
+
+    verb: str
+    resource: Resource
+    subresource: str = ""
+    used_by: str = field(default="", compare=False)
+
+    @property
+    def rbac_resource(self) -> str:
+        """The resource as an RBAC rule names it: ``pods``, ``pods/log``."""
+        return f"{self.resource.plural}/{self.subresource}" if self.subresource else self.resource.plural
+
+    def __str__(self) -> str:
+        """``get pods/log``, ``create provisioningrequests.autoscaling.x-k8s.io`` (kubectl's spelling)."""
+        group = f".{self.resource.group}" if self.resource.group else ""
+        return f"{self.verb} {self.rbac_resource}{group}"
+
+
+@dataclass(frozen=True)
+class Need:
+    """A :class:`Permission` and when a try needs it: in which ``modes``, and whether only for a
+    ``distributed`` gang (the only kind of gang with a headless Service)."""
+
+    permission: Permission
+    modes: frozenset[ReservationMode]
+    distributed_only: bool = False
+
+
+_ALL = frozenset(ReservationMode)
+_REQUEST = frozenset({ReservationMode.PROVISIONING_REQUEST, ReservationMode.GATES})
+_GATES = frozenset({ReservationMode.GATES})
+_KUEUE = frozenset({ReservationMode.KUEUE})
+_TEARDOWN = "teardown/withdraw list every kind of every mode (gang_objects._TEARDOWN_KINDS)"
+
+
+def _need(verb: str, resource: Resource, modes: frozenset[ReservationMode], used_by: str, *,
+          subresource: str = "", distributed_only: bool = False) -> Need:
+    return Need(Permission(verb, resource, subresource, used_by), modes, distributed_only)
+
+
+NEEDS: tuple[Need, ...] = (
+    _need("create", CONFIG_MAPS, _ALL, "claim_owner creates the owner"),
+    _need("patch", CONFIG_MAPS, _ALL, "claim_owner marks an adopted owner with its try"),
+    _need("get", CONFIG_MAPS, _ALL, "adoption and on_kill read the owner"),
+    _need("list", CONFIG_MAPS, _ALL, "teardown, withdraw and on_kill find the gang by label"),
+    _need("delete", CONFIG_MAPS, _ALL, "teardown; on_kill's compare-and-delete"),
+    _need("create", PODS, _REQUEST, "members (gates: up front, gated)"),
+    _need("get", PODS, _REQUEST, "adopting members an earlier worker created"),
+    _need("patch", PODS, _GATES, "releasing the scheduling gates"),
+    _need("list", PODS, _ALL, "the triggers' watches, launch, read_logs, teardown"),
+    _need("watch", PODS, _ALL, "the triggers' watches"),
+    _need("delete", PODS, _ALL, "teardown, on_kill (kueue: the Job's pods)"),
+    _need("get", PODS, _ALL, "copying log_ranks' logs into the task log", subresource="log"),
+    _need("create", SERVICES, _ALL, "the members' headless Service", distributed_only=True),
+    _need("get", SERVICES, _ALL, "adopting the headless Service", distributed_only=True),
+    _need("list", SERVICES, _ALL, "teardown, withdraw and on_kill"),
+    _need("delete", SERVICES, _ALL, "teardown, on_kill", distributed_only=True),
+    _need("create", POD_TEMPLATES, _REQUEST, "the ProvisioningRequest's PodTemplate"),
+    _need("get", POD_TEMPLATES, _REQUEST, "adopting the PodTemplate"),
+    _need("list", POD_TEMPLATES, _ALL, _TEARDOWN),
+    _need("delete", POD_TEMPLATES, _REQUEST, "teardown, on_kill"),
+    _need("create", PROVISIONING_REQUESTS, _REQUEST, "the reservation"),
+    _need("get", PROVISIONING_REQUESTS, _REQUEST, "adopting it; the recheck before launch"),
+    _need("list", PROVISIONING_REQUESTS, _ALL, f"the triggers' watches; {_TEARDOWN}"),
+    _need("watch", PROVISIONING_REQUESTS, _REQUEST, "the triggers' watches"),
+    _need("delete", PROVISIONING_REQUESTS, _REQUEST, "teardown, on_kill"),
+    _need("create", JOBS, _KUEUE, "the suspended Job"),
+    _need("get", JOBS, _KUEUE, "adopting the Job"),
+    _need("list", JOBS, _ALL, _TEARDOWN),
+    _need("delete", JOBS, _KUEUE, "teardown, on_kill"),
+    _need("list", WORKLOADS, _KUEUE, "the triggers' watches"),
+    _need("watch", WORKLOADS, _KUEUE, "the triggers' watches"),
+)
+"""Every API call of a try, as permissions, and when it is made (see the module docstring)."""
+
+
+def kinds_needed(spec: GangSpec) -> list[Resource]:
+    """The API kinds that must be served for ``spec``'s mode (ProvisioningRequest v1, or Kueue)."""
+    kinds = [CONFIG_MAPS, PODS, SERVICES]
+    if spec.mode is ReservationMode.KUEUE:
+        kinds += [JOBS, WORKLOADS]
+    else:
+        kinds += [POD_TEMPLATES, PROVISIONING_REQUESTS]
+    return kinds
+
+
+def permissions_needed(spec: GangSpec) -> list[Permission]:
+    """Exactly the permissions a try of ``spec`` uses, in :data:`NEEDS` order. Pure."""
+    return [
+        need.permission for need in NEEDS
+        if spec.mode in need.modes and (spec.distributed is not None or not need.distributed_only)
+    ]
+
+
+async def precheck(client: KubeClient, spec: GangSpec) -> None:
+    """Raise :class:`PrecheckFailed` naming every kind not served (first) or every permission of
+    :func:`permissions_needed` the connection lacks in ``spec.namespace`` (as ``get pods/log``);
+    creates nothing."""
+    missing_kinds = []
+    for kind in kinds_needed(spec):
+        if not await discovery.is_served(client, kind):
+            missing_kinds.append(f"{kind.plural}.{kind.group or 'core'}/{kind.version}")
+    if missing_kinds:
+        raise PrecheckFailed(
+            f"the cluster does not serve {', '.join(missing_kinds)}, needed by reservation={spec.mode.value!r}; "
+            "install the CRD / controller (cluster-autoscaler ProvisioningRequest v1, or Kueue) or change the mode"
+        )
+    wanted = permissions_needed(spec)
+    answers = await asyncio.gather(*(
+        discovery.can_i(client, need.verb, need.resource, spec.namespace, subresource=need.subresource)
+        for need in wanted
+    ))
+    denied = [f"{need} ({need.used_by})" for need, answer in zip(wanted, answers, strict=True) if not answer.allowed]
+    if denied:
+        raise PrecheckFailed(
+            f"missing permission in namespace {spec.namespace!r}: {', '.join(denied)}; grant them to the "
+            f"connection's identity (Role + RoleBinding, see deploy/rbac.yaml for reservation={spec.mode.value!r})"
+        )

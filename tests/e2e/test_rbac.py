@@ -1,0 +1,242 @@
+"""``deploy/rbac.yaml`` is exactly minimal: per reservation mode its Role is what the precheck asks for,
+a gang runs (and is adopted and killed) with nothing more and uses every rule, and each single rule
+removed is refused by the precheck, by name, before anything is created.
+
+Rules are read from the YAML and given to the emulator as one ``sim.api.auth.Rule`` per (verb, API
+group, resource) triple - RBAC's own model (https://kubernetes.io/docs/reference/access-authn-authz/rbac/).
+The emulator's rules are not namespaced; every gang here runs in the Role's namespace ``default``. The
+emulator does not serve ``rbac.authorization.k8s.io``, so the objects are checked against the
+Kubernetes OpenAPI models of the official ``kubernetes`` client instead of being applied.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client.models as k8s_models
+import pytest
+import yaml
+
+from airflow_provider_gang.demo import SimulatedCluster
+from airflow_provider_gang.operators import GangTrainingOperator
+from airflow_provider_gang.operators.failures import GangFailedForGood
+from airflow_provider_gang.operators.precheck import permissions_needed
+from airflow_provider_gang.reservation.naming import GANG_LABEL
+from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.sim.api.auth import Rule
+from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
+from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
+from tests.e2e.test_kill_and_adopt import on_kill_with_state, wait_until
+from tests.e2e.test_modes import kueue_queues
+
+RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+MODE_LABEL = "airflow-gang.io/reservation-mode"
+RBAC_API = "rbac.authorization.k8s.io"
+MODES = [mode.value for mode in ReservationMode]
+GANG_KINDS = ("v1/configmaps", "v1/pods", "v1/podtemplates", "v1/services", "batch/v1/jobs",
+              "autoscaling.x-k8s.io/v1/provisioningrequests")
+QUEUE = "team"
+
+
+@dataclass(frozen=True, order=True)
+class Grant:
+    """One (verb, API group, resource) triple an RBAC rule grants; ``resource`` may be ``pods/log``."""
+
+    verb: str
+    group: str
+    resource: str
+
+    def __str__(self) -> str:
+        """As the precheck names it: ``get pods/log``, ``list jobs.batch``."""
+        return f"{self.verb} {self.resource}" + (f".{self.group}" if self.group else "")
+
+    @property
+    def metric(self) -> tuple[str, str]:
+        """As the emulator's ``/_sim/metrics`` counts a request: ``("list", "jobs.batch")``."""
+        return self.verb, self.resource + (f".{self.group}" if self.group else "")
+
+
+def documents() -> list[dict[str, Any]]:
+    return [document for document in yaml.safe_load_all(RBAC_FILE.read_text()) if document is not None]
+
+
+def role_of(mode: str) -> dict[str, Any]:
+    (role,) = [document for document in documents()
+               if document["kind"] == "Role" and document["metadata"]["labels"][MODE_LABEL] == mode]
+    return role
+
+
+def grants_of(mode: str) -> frozenset[Grant]:
+    """Every triple the mode's Role grants; wildcards, ``resourceNames`` and ``nonResourceURLs`` are
+    refused (a minimal Role names every verb and resource, and the emulator could not check them)."""
+    found: set[Grant] = set()
+    for rule in role_of(mode)["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+        for verb in rule["verbs"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    assert "*" not in (verb, group, resource), rule
+                    grant = Grant(verb, group, resource)
+                    assert grant not in found, f"{grant} granted twice"
+                    found.add(grant)
+    return frozenset(found)
+
+
+def rules(grants: frozenset[Grant]) -> list[Rule]:
+    return [Rule((grant.verb,), (grant.group,), (grant.resource,)) for grant in sorted(grants)]
+
+
+def connect_as(cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch, conn_id: str,
+               grants: frozenset[Grant]) -> None:
+    """A user holding exactly ``grants``, and the Airflow connection ``conn_id`` pointing at its
+    kubeconfig (as ``demo.simulated_cluster`` does for the admin's)."""
+    _, kubeconfig = cluster.harness.add_user(conn_id, rules(grants))
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
+
+
+def gang_arguments(mode: str, conn_id: str) -> dict[str, Any]:
+    """A distributed gang (it has a headless Service, so it needs every rule of its mode)."""
+    return {"size": 2, "gpus": 1, "pod_template": simulated_pod(20), "distributed": "torch", "reservation": mode,
+            "kueue_queue": QUEUE if mode == "kueue" else None, "deferrable": True, "kubernetes_conn_id": conn_id,
+            "reservation_timeout": timedelta(seconds=60), "startup_timeout": timedelta(seconds=30)}
+
+
+def start_cluster(cluster_factory: Any, mode: str, time_scale: float | None) -> SimulatedCluster:
+    cluster: SimulatedCluster = cluster_factory("small", time_scale=time_scale)
+    if mode == "kueue":
+        kueue_queues(cluster, {QUEUE: 4})
+    return cluster
+
+
+def leftovers(cluster: SimulatedCluster) -> dict[str, list[str]]:
+    """Names of every object carrying the gang label, by kind (read straight from the store)."""
+    found = {kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=GANG_LABEL)]
+             for kind in GANG_KINDS}
+    return {kind: names for kind, names in found.items() if names}
+
+
+# -- the file itself ----------------------------------------------------------------------------------
+
+
+def _check_model(value: Any, type_name: str, where: str) -> None:
+    """``value`` (decoded YAML) fits the client's model ``type_name``: no unknown field (a typo such as
+    ``apiGroup`` in a rule would be silently dropped by a lenient apply), required fields present."""
+    if type_name.startswith("list["):
+        assert isinstance(value, list), f"{where}: expected a list"
+        for index, item in enumerate(value):
+            _check_model(item, type_name[5:-1], f"{where}[{index}]")
+        return
+    if type_name.startswith(("dict(", "dict[")):
+        assert isinstance(value, dict) and all(isinstance(v, str) for v in value.values()), f"{where}: map"
+        return
+    if type_name == "str":
+        assert isinstance(value, str), f"{where}: expected a string"
+        return
+    model = getattr(k8s_models, type_name)
+    attribute_of = {json_name: attribute for attribute, json_name in model.attribute_map.items()}
+    assert isinstance(value, dict), f"{where}: expected an object"
+    unknown = set(value) - set(attribute_of)
+    assert not unknown, f"{where}: fields unknown to {type_name}: {sorted(unknown)}"
+    for key, item in value.items():
+        _check_model(item, model.openapi_types[attribute_of[key]], f"{where}.{key}")
+    model(**{attribute_of[key]: item for key, item in value.items()})  # ValueError if a required field is missing
+
+
+def test_rbac_yaml_is_one_role_and_binding_per_mode_of_valid_rbac_v1_objects() -> None:
+    docs = documents()
+    assert {(doc["apiVersion"], doc["kind"]) for doc in docs} == {(f"{RBAC_API}/v1", "Role"),
+                                                                 (f"{RBAC_API}/v1", "RoleBinding")}
+    for index, doc in enumerate(docs):
+        _check_model(doc, f"V1{doc['kind']}", f"document {index} ({doc['kind']})")
+    for mode in MODES:
+        (role,) = [doc for doc in docs if doc["kind"] == "Role" and doc["metadata"]["labels"][MODE_LABEL] == mode]
+        (binding,) = [doc for doc in docs
+                      if doc["kind"] == "RoleBinding" and doc["metadata"]["labels"][MODE_LABEL] == mode]
+        name = f"airflow-gang-{mode.replace('_', '-')}"
+        assert role["metadata"] == {"name": name, "namespace": "default", "labels": {MODE_LABEL: mode}}
+        assert binding["metadata"]["namespace"] == "default"
+        assert binding["roleRef"] == {"apiGroup": RBAC_API, "kind": "Role", "name": name}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "airflow-gang", "namespace": "default"}]
+    assert len(docs) == 2 * len(MODES)  # and no ClusterRole: nothing a try does is cluster-scoped
+
+
+def test_model_check_refuses_a_misspelled_field() -> None:
+    """The structural check above can fail: ``apiGroup`` (singular) is not a PolicyRule field."""
+    role = {"apiVersion": f"{RBAC_API}/v1", "kind": "Role", "metadata": {"name": "r"},
+            "rules": [{"apiGroup": [""], "resources": ["pods"], "verbs": ["get"]}]}
+    with pytest.raises(AssertionError, match="apiGroup"):
+        _check_model(role, "V1Role", "role")
+    with pytest.raises(ValueError, match="verbs"):
+        _check_model({**role, "rules": [{"apiGroups": [""], "resources": ["pods"]}]}, "V1Role", "role")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_role_grants_exactly_what_the_precheck_asks_for(mode: str) -> None:
+    spec = GangTrainingOperator(task_id="train", **gang_arguments(mode, "unused")).build_spec("g")
+    asked = {Grant(need.verb, need.resource.group, need.rbac_resource) for need in permissions_needed(spec)}
+    assert grants_of(mode) == asked
+
+
+# -- a gang with exactly these rules ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gang_runs_is_adopted_and_killed_with_exactly_the_role(
+        cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """A whole DAG run succeeds; then a try adopted by the next one (worker crash), launched twice
+    (members adopted) and killed by its trigger's ``on_kill`` leaves nothing. Together they make
+    every request of the mode: the requests made are exactly the Role's rules, none refused."""
+    cluster = start_cluster(cluster_factory, mode, time_scale=60)
+    conn_id = f"rbac_{mode}"
+    granted = grants_of(mode)
+    connect_as(cluster, monkeypatch, conn_id, granted)
+    metrics = cluster.harness.emulator.metrics  # type: ignore[union-attr]
+    metrics.reset()
+
+    dag_run = run_dag(gang_dag(f"rbac_run_{mode}", **gang_arguments(mode, conn_id)))
+    assert task_instance(dag_run).state == "success"
+    assert leftovers(cluster) == {}
+
+    op = GangTrainingOperator(task_id="train", **gang_arguments(mode, conn_id))
+    crashed = context_for(FakeTaskInstance(f"rbac_adopt_{mode}", "run-1", try_number=1))
+    deferred(op.execute, crashed)
+    context = context_for(FakeTaskInstance(f"rbac_adopt_{mode}", "run-1", try_number=2))
+    event = first_event(deferred(op.execute, context))  # try 2 adopts every object of try 1
+    assert event["status"] == "success", event
+    deferred(op.execute_reserved, context, event)
+    run_trigger = deferred(op.execute_reserved, context, event)  # a second worker: the members are adopted
+    on_kill_with_state(run_trigger, "failed")
+    wait_until(lambda: leftovers(cluster) == {})
+
+    snapshot = metrics.snapshot()
+    assert "403" not in snapshot["codes"], snapshot
+    used = {(verb, resource) for verb, by_resource in snapshot["requests"].items() for resource in by_resource
+            if resource != "selfsubjectaccessreviews.authorization.k8s.io"}
+    assert used == {grant.metric for grant in granted}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_rule_removed_is_refused_by_the_precheck_by_name(
+        cluster_factory: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    cluster = start_cluster(cluster_factory, mode, time_scale=None)  # nothing needs to move
+    granted = grants_of(mode)
+    for index, removed in enumerate(sorted(granted)):
+        conn_id = f"rbac_{mode}_without_{index}"
+        connect_as(cluster, monkeypatch, conn_id, granted - {removed})
+        op = GangTrainingOperator(task_id="train", **gang_arguments(mode, conn_id))
+        context: Any = context_for(FakeTaskInstance(f"rbac_without_{mode}_{index}", "run-1"))
+        with pytest.raises(GangFailedForGood) as refused:
+            op.execute(context)
+        message = str(refused.value)
+        assert refused.value.reason is Reason.INVALID, message
+        assert "missing permission in namespace 'default'" in message, message
+        assert f"{removed} (" in message, message
+        assert [str(other) for other in granted if f"{other} (" in message] == [str(removed)], message
+        assert leftovers(cluster) == {}, f"{removed} removed: {message}"
+
