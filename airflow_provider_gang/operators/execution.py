@@ -2,302 +2,356 @@
 
 ::
 
-    execute ── check rendered arguments ── plan (start_by, adopt, fallback step) ── precheck
-            ── withdraw earlier tries' objects ── adopt-or-create the reservation
-            ── wait: ReservationTrigger ──► execute_reserved
-    execute_reserved ── failed? end the try ── launch all members at once (or release the gates)
-            ── wait: GangRunTrigger ──► execute_finished
-    execute_finished ── stream log_ranks' logs ── account GPU time ── delete (on_finish / failure)
-            ── success: XCom summary │ failure: typed exception (failures.py)
+    start ── check rendered arguments ── plan (start_by, adopt an intact gang, fallback step)
+          ── precheck ── withdraw earlier tries' objects ── adopt-or-create the reservation
+          ── wait: ReservationTrigger ──► reserved
+    reserved ── failed? end ── launch all members at once (or release the gates)
+          ── wait: GangRunTrigger ──► finished
+    finished ── stream log_ranks' logs ── account GPU time ── delete (on_finish / failure) ── end
 
-"wait" is ``self.defer()`` when ``deferrable``; otherwise the same trigger runs in the worker until
-its first event and the same continuation is called, so both modes run the same decision code
-(STYLE point 5). Every entry point reads the try's plan from the task state store (``plan.py``),
-because ``dag.test()`` drops ``defer()`` kwargs and a real triggerer keeps them.
+Every stage runs inside :meth:`TryRun.guarded`: whatever it raises, the try is ended once - its
+objects torn down (best effort), its record written with a typed reason (``lifecycle.classify``),
+and a typed Airflow exception raised (``failures``) - except ``TaskDeferred``, which is a wait, not
+an end. A try is killed when ``on_kill`` ran (blocking mode) or Airflow raised into it
+(``execution_timeout``): it is recorded as ``killed`` and ends with ``AirflowTaskTerminated``.
+
+The stages take a frozen :class:`TrySettings` (the operator's arguments) and a
+``waiting.Waiter``; they never read or write operator attributes. Every entry point reads the try's
+state from the task state store (``lifecycle``), because ``dag.test()`` drops ``defer()`` kwargs and
+a real triggerer keeps them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
+
+from airflow.sdk.exceptions import AirflowTaskTerminated, TaskDeferred
 
 from airflow_provider_gang.hooks.gang import GangHook
-from airflow_provider_gang.kube import errors as kube_errors
 from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.links import RESERVATION_XCOM_KEY
-from airflow_provider_gang.operators import gang_objects, results
-from airflow_provider_gang.operators.arguments import GangArgumentError
+from airflow_provider_gang.operators import gang_objects, plan, precheck, results
 from airflow_provider_gang.operators.failures import failure
-from airflow_provider_gang.operators.history import TryHistory, TryRecord
-from airflow_provider_gang.operators.plan import NoTry, TryPlan, effective_ladder, plan_try
-from airflow_provider_gang.reservation import cost, validation
+from airflow_provider_gang.operators.history import TryRecord
+from airflow_provider_gang.operators.lifecycle import KILLING_EXCEPTIONS, TryLifecycle, classify
+from airflow_provider_gang.operators.try_state import ReservedObject, TryState
+from airflow_provider_gang.operators.waiting import Waiter
+from airflow_provider_gang.reservation import cost, fallback, validation
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
-if TYPE_CHECKING:
-    from airflow_provider_gang.operators.training import GangTrainingOperator
-
 DEFAULT_PROVISIONING_CLASS = validation.BEST_EFFORT_ATOMIC
 UNLIMITED_RUN = timedelta(days=365)
 """Stand-in deadline for ``run_timeout=None``: the run trigger needs an absolute deadline."""
-DEFER_SLACK = timedelta(minutes=2)
-"""Added to a trigger's own deadline for Airflow's ``defer(timeout=)``: the trigger reports first."""
 
 T = TypeVar("T")
 
 
-def _run(settings: ConnectionSettings, work: Callable[[KubeClient], Awaitable[T]]) -> T:
-    """Run ``work`` with a fresh client on a private event loop (operators are synchronous)."""
+@dataclass(frozen=True)
+class TrySettings:
+    """What a try needs of the operator's arguments (rendered), frozen for the try's duration.
 
-    async def main() -> T:
-        async with await KubeClient.connect(settings) as client:
-            return await work(client)
+    ``build_spec(name)`` is the gang as configured, before any fallback step; ``check_rendered()``
+    raises ``GangArgumentError`` for an argument that is invalid once rendered; ``mode`` and ``size``
+    describe a try refused before it had a spec.
+    """
 
-    return asyncio.run(main())
+    kubernetes_conn_id: str
+    namespace: str
+    mode: str
+    size: int
+    ladder: tuple[fallback.FallbackStep, ...]
+    build_spec: Callable[[str], GangSpec]
+    check_rendered: Callable[[], None]
+    reservation_timeout: timedelta
+    startup_timeout: timedelta
+    run_timeout: timedelta | None
+    start_by: timedelta | None
+    on_finish: str
+    log_ranks: Sequence[int] | str
+    client_options: ClientOptions
+    log: Any
+    """The operator's logger (Airflow's structlog logger, or a stdlib one)."""
 
 
-def _settings(operator: GangTrainingOperator) -> ConnectionSettings:
-    return GangHook(conn_id=operator.kubernetes_conn_id).connection_settings()
-
-
-def start_try(operator: GangTrainingOperator, context: Mapping[str, Any]) -> Any:
+def start_try(settings: TrySettings, waiter: Waiter, context: Mapping[str, Any]) -> Any:
     """``execute``: plan the try, create (or adopt) its reservation, wait for it."""
-    try:
-        operator.check_arguments(rendered=True)
-    except GangArgumentError as error:
-        raise failure(Reason.INVALID, str(error), []) from error
-    ti = context["ti"]
-    history = TryHistory(context)
-    records = history.finished()
-    try:
-        plan, explanation = plan_try(
-            ti=ti, context=context, records=records, current=history.current(),
-            ladder=effective_ladder(operator.fallbacks, operator.retries or 0), build_spec=operator.build_spec,
-            reservation_timeout_seconds=operator.reservation_timeout.total_seconds(), start_by=operator.start_by,
-            now=time.time(),
-        )
-    except NoTry as stop:
-        _withdraw_leftovers(operator, records)
-        raise failure(stop.reason, stop.message, records) from stop
-    operator.log.info("Gang plan: %s", explanation)
-    spec = plan.gang_spec()
-    settings = _settings(operator)
-    history.set_current(**plan.to_dict())
-    earlier = [record.gang for record in records if record.gang != plan.gang]
-
-    async def prepare(client: KubeClient) -> dict[str, Any]:
-        await gang_objects.precheck(client, spec)
-        withdrawn = await gang_objects.withdraw(client, spec.namespace, earlier)
-        if withdrawn:
-            operator.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
-        facts = await gang_objects.ensure_reservation(client, spec, owner_try=plan.attempt)
-        operator.log.info("Reservation %s (%s, %d members, step: %s): %d objects created, the rest adopted",
-                          plan.gang, spec.mode.value, spec.size, plan.step, facts["created"])
-        return facts
-
-    facts = _guarded(lambda: _run(settings, prepare), records, history, plan)
-    history.set_current(owner_uid=facts["owner_uid"], job_uid=facts["job_uid"])
-    ti.xcom_push(key=RESERVATION_XCOM_KEY, value={
-        "gang": plan.gang, "namespace": spec.namespace, "mode": spec.mode.value, "size": spec.size,
-        "step": plan.step, "try": plan.attempt, "zone": spec.zone, "queue": spec.queue,
-        "provisioning_class": spec.provisioning_class,
-    })
-    watch = gang_objects.watch_targets(spec, facts["job_uid"])
-    trigger = ReservationTrigger(
-        connection=settings.to_dict(), gang_name=plan.gang, namespace=spec.namespace,
-        deadline=plan.reservation_deadline, mode=spec.mode.value, size=spec.size, started_at=plan.requested_at,
-        provisioning_request=watch.provisioning_request, workload_selector=watch.workload_selector,
-        pod_selector=watch.gated_pod_selector, scheduling_gate=watch.scheduling_gate,
-        deadline_reason=plan.deadline_reason, delete_on_kill=gang_objects.kill_targets(spec), try_number=plan.attempt,
-    )
-    return _wait(operator, context, trigger, "execute_reserved", plan.reservation_deadline, spec)
+    run = TryRun(settings, waiter, context)
+    return run.guarded(run.start)
 
 
-def _withdraw_leftovers(operator: GangTrainingOperator, records: list[TryRecord]) -> None:
-    """Best effort, when no new try starts: delete whatever earlier tries left (their own clean-up
-    may not have reached the API server), so the task never ends with a request still queued."""
-    if not records:
-        return
-    namespace = str(operator.namespace)
-    try:
-        withdrawn = _run(_settings(operator), lambda client: gang_objects.withdraw(
-            client, namespace, [record.gang for record in records]))
-    except Exception as error:  # the task fails anyway; the reason it fails matters more
-        operator.log.warning("Could not withdraw what earlier tries left: %s", error)
-        return
-    if withdrawn:
-        operator.log.info("Withdrew %d objects left by earlier tries", withdrawn)
-
-
-def on_reservation_event(operator: GangTrainingOperator, context: Mapping[str, Any], event: dict[str, Any]) -> Any:
+def on_reservation_event(settings: TrySettings, waiter: Waiter, context: Mapping[str, Any],
+                         event: dict[str, Any]) -> Any:
     """``execute_reserved``: launch the members together, or end the try with the event's reason."""
-    history, plan = _resume(context)
-    spec = plan.gang_spec()
-    settings = _settings(operator)
-    history.set_current(reservation_event=_slim(event))
-    if event.get("status") != "success":
-        return _end_try(operator, context, history, plan, settings, event, run_event=None)
-    size = int(event.get("admitted_count") or spec.size)
-    now = time.time()
+    run = TryRun(settings, waiter, context)
+    return run.guarded(lambda: run.reserved(event))
 
-    current = history.current() or {}
 
-    async def launch(client: KubeClient) -> Decision | None:
-        recheck = await gang_objects.recheck_reservation(client, spec, started_at=plan.requested_at, now=now)
-        if recheck is not None and recheck.phase is not Phase.RESERVED:
-            return recheck
-        launched = await gang_objects.launch(client, spec, size=size, owner_uid=str(current.get("owner_uid")))
-        operator.log.info("Gang %s: launched %d members together (%s)", plan.gang, size, launched)
+def on_run_event(settings: TrySettings, waiter: Waiter, context: Mapping[str, Any], event: dict[str, Any]) -> Any:
+    """``execute_finished``: logs, accounting, clean-up; the summary on success."""
+    run = TryRun(settings, waiter, context)
+    return run.guarded(lambda: run.finished(event))
+
+
+class TryRun:
+    """One entry point's part of a try (see module docstring)."""
+
+    def __init__(self, settings: TrySettings, waiter: Waiter, context: Mapping[str, Any]) -> None:
+        self.settings, self.waiter, self.context = settings, waiter, context
+        self.log = settings.log
+        self.lifecycle = TryLifecycle(context)
+        self.state: TryState | None = None
+        self._connection: ConnectionSettings | None = None
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def connection(self) -> ConnectionSettings:
+        if self._connection is None:
+            self._connection = GangHook(conn_id=self.settings.kubernetes_conn_id).connection_settings()
+        return self._connection
+
+    def cluster(self, work: Callable[[KubeClient], Awaitable[T]]) -> T:
+        """Run ``work`` with a fresh client on a private event loop (operators are synchronous)."""
+
+        async def main() -> T:
+            async with await self.settings.client_options.connect(self.connection()) as client:
+                return await work(client)
+
+        return asyncio.run(main())
+
+    def guarded(self, stage: Callable[[], T]) -> T:
+        """Run ``stage``; if it raises anything but a deferral, end the try once (module docstring)."""
+        try:
+            return stage()
+        except TaskDeferred:
+            raise
+        except BaseException as error:
+            if self.lifecycle.ended:
+                raise  # the try's own ending, already recorded
+            reason, message = classify(error)
+            if self.waiter.killed:
+                reason, message = Reason.KILLED, "on_kill deleted the gang"
+            ending = self.end_with(reason, message)
+            if isinstance(error, KILLING_EXCEPTIONS):
+                raise
+            raise ending from error
+
+    def end_with(self, reason: Reason, message: str) -> BaseException:
+        """End the try with ``reason`` after an exception; the exception to raise."""
+        if self.state is None:
+            records = self.lifecycle.end_without_gang(attempt=self.lifecycle.try_number, reason=reason,
+                                                      message=message, mode=self.settings.mode,
+                                                      size=self.settings.size)
+            return failure(reason, message, records)
+        outcome = {"status": "failure", "reason": reason.value, "message": message}
+        reservation_event = self.state.reservation_event or {}
+        try:
+            self.end(reservation_event=reservation_event, run_event=None, outcome=outcome)
+        except BaseException as ended:  # end() always raises for a failed try
+            return ended
+        raise AssertionError("end() returned for a failed try")
+
+    # -- stages ---------------------------------------------------------------------------------
+
+    def start(self) -> Any:
+        self.settings.check_rendered()
+        ti, now = self.context["ti"], time.time()
+        start_deadline = plan.start_window_end(self.context, self.settings.start_by)
+        in_progress = self.lifecycle.in_progress()
+        chosen: tuple[plan.TryPlan, str] | None = None
+        if in_progress is not None and in_progress.plan.attempt == ti.try_number:
+            chosen = in_progress.plan, f"try {ti.try_number}: resuming gang {in_progress.plan.gang}"
+        elif in_progress is not None:
+            chosen = self._adopt_or_record(in_progress, start_deadline, now)
+        records = self.lifecycle.finished()
+        if chosen is None:
+            try:
+                chosen = plan.plan_try(
+                    ti=ti, records=records, ladder=self.settings.ladder, build_spec=self.settings.build_spec,
+                    reservation_timeout_seconds=self.settings.reservation_timeout.total_seconds(),
+                    start_deadline=start_deadline, now=now,
+                )
+            except plan.NoTry as stop:
+                self._withdraw_leftovers([record.gang for record in records])
+                records = self.lifecycle.end_without_gang(attempt=ti.try_number, reason=stop.reason,
+                                                          message=stop.message, mode=self.settings.mode,
+                                                          size=self.settings.size)
+                raise failure(stop.reason, stop.message, records) from stop
+        try_plan, explanation = chosen
+        self.log.info("Gang plan: %s", explanation)
+        self.state = self.lifecycle.begin(try_plan)
+        spec = try_plan.gang_spec()
+        earlier = [record.gang for record in records if record.gang and record.gang != try_plan.gang]
+
+        async def prepare(client: KubeClient) -> dict[str, Any]:
+            await precheck.precheck(client, spec)
+            withdrawn = await gang_objects.withdraw(client, spec.namespace, earlier)
+            if withdrawn:
+                self.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
+            return await gang_objects.ensure_reservation(client, spec, owner_try=try_plan.attempt)
+
+        facts = self.cluster(prepare)
+        self.log.info("Reservation %s (%s, %d members, step: %s): %d objects created, the rest adopted",
+                      try_plan.gang, spec.mode.value, spec.size, try_plan.step, facts["created"])
+        self.state = self.lifecycle.update(
+            self.state, owner_uid=facts["owner_uid"], job_uid=facts["job_uid"],
+            objects=tuple(ReservedObject(*item) for item in facts["objects"]),
+        )
+        ti.xcom_push(key=RESERVATION_XCOM_KEY, value={
+            "gang": try_plan.gang, "namespace": spec.namespace, "mode": spec.mode.value, "size": spec.size,
+            "step": try_plan.step, "try": try_plan.attempt, "zone": spec.zone, "queue": spec.queue,
+            "provisioning_class": spec.provisioning_class,
+        })
+        watch = gang_objects.watch_targets(spec, facts["job_uid"])
+        trigger = ReservationTrigger(
+            connection=self.connection().to_dict(), gang_name=try_plan.gang, namespace=spec.namespace,
+            deadline=try_plan.reservation_deadline, mode=spec.mode.value, size=spec.size,
+            started_at=try_plan.requested_at, provisioning_request=watch.provisioning_request,
+            workload_selector=watch.workload_selector, pod_selector=watch.gated_pod_selector,
+            scheduling_gate=watch.scheduling_gate, deadline_reason=try_plan.deadline_reason,
+            delete_on_kill=gang_objects.kill_targets(spec), try_number=try_plan.attempt,
+            client_options=self.settings.client_options.to_dict(),
+        )
+        event = self.waiter.wait(trigger, resume_method="execute_reserved", deadline=try_plan.reservation_deadline,
+                                 spec=spec)
+        return self.reserved(event)
+
+    def _adopt_or_record(self, stale: TryState, start_deadline: float | None, now: float) -> tuple[
+            plan.TryPlan, str] | None:
+        """An earlier try never finished: adopt its gang if intact and the window allows (rule 2 of
+        ``operators.plan``), else record that try as killed; ``None`` when a new plan is needed."""
+        spec = stale.plan.gang_spec()
+        refusal: str | None = "the start window has passed"
+        if plan.start_window_passed(start_deadline, now) is None:
+            refusal = self.cluster(lambda client: gang_objects.adoption_refusal(
+                client, spec, attempt=stale.plan.attempt, owner_uid=stale.owner_uid))
+        if refusal is None:
+            return plan.adopt(stale.plan, try_number=self.lifecycle.try_number, start_deadline=start_deadline,
+                              reservation_timeout_seconds=self.settings.reservation_timeout.total_seconds(), now=now)
+        self.log.info("Try %d did not finish and its gang %s is not adopted: %s", stale.plan.attempt,
+                      stale.plan.gang, refusal)
+        self.lifecycle.end_without_gang(attempt=stale.plan.attempt, reason=Reason.KILLED, plan=stale.plan,
+                                        message=f"the try did not finish and {refusal}", mode=spec.mode.value,
+                                        size=stale.size_run or spec.size)
         return None
 
-    lost = _guarded(lambda: _run(settings, launch), history.finished(), history, plan)
-    if lost is not None:
-        operator.log.warning("Gang %s: the reservation ended before launch: %s", plan.gang, lost.message)
-        ended = {**event, **lost.as_event(), "status": "failure"}
-        return _end_try(operator, context, history, plan, settings, event, run_event=None, outcome=ended)
-    run_limit = operator.run_timeout or UNLIMITED_RUN
-    deadline = now + (operator.startup_timeout + run_limit).total_seconds()
-    history.set_current(launched_at=now, size_run=size)
-    watch = gang_objects.watch_targets(spec, current.get("job_uid"))
-    trigger = GangRunTrigger(
-        connection=settings.to_dict(), gang_name=plan.gang, namespace=spec.namespace, deadline=deadline,
-        mode=spec.mode.value, size=size, started_at=now, pod_selector=watch.member_selector,
-        provisioning_request=watch.provisioning_request, workload_selector=watch.workload_selector,
-        startup_deadline=now + operator.startup_timeout.total_seconds(),
-        delete_on_kill=gang_objects.kill_targets(spec), try_number=plan.attempt,
-    )
-    return _wait(operator, context, trigger, "execute_finished", deadline, spec)
+    def _withdraw_leftovers(self, gangs: list[str]) -> None:
+        """Best effort, when no new try starts: delete whatever earlier tries left (their own clean-up
+        may not have reached the API server), so the task never ends with a request still queued."""
+        gangs = [gang for gang in gangs if gang]
+        if not gangs:
+            return
+        try:
+            withdrawn = self.cluster(lambda client: gang_objects.withdraw(client, self.settings.namespace, gangs))
+        except Exception as error:  # the task fails anyway; the reason it fails matters more
+            self.log.warning("Could not withdraw what earlier tries left: %s", error)
+            return
+        if withdrawn:
+            self.log.info("Withdrew %d objects left by earlier tries", withdrawn)
 
+    def _resume(self) -> TryState:
+        state = self.lifecycle.in_progress()
+        if state is None or state.plan.attempt != self.lifecycle.try_number:
+            raise RuntimeError(f"try {self.lifecycle.try_number} resumed without its state in the task state store")
+        self.state = state
+        return state
 
-def on_run_event(operator: GangTrainingOperator, context: Mapping[str, Any], event: dict[str, Any]) -> Any:
-    """``execute_finished``: logs, accounting, clean-up; the summary on success."""
-    history, plan = _resume(context)
-    settings = _settings(operator)
-    reservation_event = (history.current() or {}).get("reservation_event") or {}
-    return _end_try(operator, context, history, plan, settings, reservation_event, run_event=event)
+    def reserved(self, event: dict[str, Any]) -> Any:
+        state = self._resume()
+        spec = state.plan.gang_spec()
+        self.state = state = self.lifecycle.update(state, reservation_event=_slim(event))
+        if event.get("status") != "success" or self.waiter.killed:
+            return self.end(reservation_event=event, run_event=None)
+        size = int(event.get("admitted_count") or spec.size)
+        now = time.time()
 
+        async def launch(client: KubeClient) -> Decision | None:
+            recheck = await gang_objects.recheck_reservation(client, spec, started_at=state.plan.requested_at, now=now)
+            if recheck is not None and recheck.phase is not Phase.RESERVED:
+                return recheck
+            launched = await gang_objects.launch(client, spec, size=size, owner_uid=str(state.owner_uid))
+            self.log.info("Gang %s: launched %d members together (%s)", spec.name, size, launched)
+            return None
 
-def _end_try(
-    operator: GangTrainingOperator,
-    context: Mapping[str, Any],
-    history: TryHistory,
-    plan: TryPlan,
-    settings: ConnectionSettings,
-    reservation_event: Mapping[str, Any],
-    *,
-    run_event: Mapping[str, Any] | None,
-    outcome: Mapping[str, Any] | None = None,
-) -> Any:
-    """Close the try: logs, teardown (always on failure; on success unless ``on_finish="keep"``), record."""
-    spec = plan.gang_spec()
-    final = outcome or (run_event if run_event is not None else reservation_event)
-    succeeded = outcome is None and run_event is not None and run_event.get("status") == "success"
-    current = history.current() or {}
-    ranks = results.ranks_to_log(operator.log_ranks, int(current.get("size_run") or spec.size))
+        lost = self.cluster(launch)
+        if lost is not None:
+            self.log.warning("Gang %s: the reservation ended before launch: %s", spec.name, lost.message)
+            ended = {**event, **lost.as_event(), "status": "failure"}
+            return self.end(reservation_event=event, run_event=None, outcome=ended)
+        run_limit = self.settings.run_timeout or UNLIMITED_RUN
+        deadline = now + (self.settings.startup_timeout + run_limit).total_seconds()
+        self.state = state = self.lifecycle.update(state, launched_at=now, size_run=size)
+        watch = gang_objects.watch_targets(spec, state.job_uid)
+        trigger = GangRunTrigger(
+            connection=self.connection().to_dict(), gang_name=spec.name, namespace=spec.namespace, deadline=deadline,
+            mode=spec.mode.value, size=size, started_at=now, pod_selector=watch.member_selector,
+            provisioning_request=watch.provisioning_request, workload_selector=watch.workload_selector,
+            startup_deadline=now + self.settings.startup_timeout.total_seconds(),
+            delete_on_kill=gang_objects.kill_targets(spec), try_number=state.plan.attempt,
+            client_options=self.settings.client_options.to_dict(),
+        )
+        run_event = self.waiter.wait(trigger, resume_method="execute_finished", deadline=deadline, spec=spec)
+        return self.finished(run_event)
 
-    async def finish(client: KubeClient) -> tuple[dict[int, str], int]:
-        logs = await gang_objects.read_logs(client, spec, ranks) if run_event is not None else {}
-        deleted = 0
-        if not succeeded or operator.on_finish == "delete":
-            deleted = await gang_objects.teardown(client, spec)
-        return logs, deleted
+    def finished(self, event: dict[str, Any]) -> Any:
+        state = self._resume()
+        return self.end(reservation_event=state.reservation_event or {}, run_event=event)
 
-    try:
-        logs, deleted = _run(settings, finish)
-    except kube_errors.KubeError as error:
-        operator.log.warning("Gang %s: clean-up incomplete (%s); the next try withdraws what is left", plan.gang,
+    def end(self, *, reservation_event: Mapping[str, Any], run_event: Mapping[str, Any] | None,
+            outcome: Mapping[str, Any] | None = None) -> Any:
+        """Close the try: logs, teardown (always on failure; on success unless ``on_finish="keep"``),
+        record; the summary on success, else the typed exception is raised."""
+        assert self.state is not None
+        state, spec = self.state, self.state.plan.gang_spec()
+        killed = self.waiter.killed
+        if killed:
+            outcome = {"status": "failure", "reason": Reason.KILLED.value, "message": "on_kill deleted the gang"}
+        final = outcome or (run_event if run_event is not None else reservation_event)
+        succeeded = outcome is None and run_event is not None and run_event.get("status") == "success"
+        ranks = results.ranks_to_log(self.settings.log_ranks, state.size_run or spec.size)
+
+        async def finish(client: KubeClient) -> tuple[dict[int, str], int]:
+            logs = await gang_objects.read_logs(client, spec, ranks) if run_event is not None else {}
+            deleted = 0
+            if not succeeded or self.settings.on_finish == "delete":
+                deleted = await gang_objects.teardown(client, spec)
+            return logs, deleted
+
+        try:
+            logs, deleted = self.cluster(finish)
+        except Exception as error:  # the try ends all the same; what is left is withdrawn by the next try
+            self.log.warning("Gang %s: clean-up incomplete (%s); the next try withdraws what is left", spec.name,
                              error)
-        logs, deleted = {}, 0
-    for rank, text in sorted(logs.items()):
-        for line in text.splitlines():
-            operator.log.info("[rank %d] %s", rank, line)
-    if deleted:
-        operator.log.info("Gang %s: deleted %d objects", plan.gang, deleted)
-    record = results.try_record(plan, spec, current, reservation_event, run_event, final,
-                                gpus=cost.gpus_per_member(spec), now=time.time())
-    history.record(record)
-    records = history.finished()
-    if succeeded:
-        return results.summary(plan, spec, record, records)
-    reason = Reason(final.get("reason") or Reason.INVALID.value)
-    message = str(final.get("message") or "")
-    raise failure(reason, f"gang {plan.gang}: {message}", records)
+            logs, deleted = {}, 0
+        for rank, text in sorted(logs.items()):
+            for line in text.splitlines():
+                self.log.info("[rank %d] %s", rank, line)
+        if deleted:
+            self.log.info("Gang %s: deleted %d objects", spec.name, deleted)
+        record = results.try_record(state, spec, reservation_event, run_event, final,
+                                    gpus=cost.gpus_per_member(spec), now=time.time())
+        records = self.lifecycle.end(record)
+        if succeeded:
+            return results.summary(state.plan, spec, record, records)
+        return self._raise_ended(record, records, killed)
 
-
-def _resume(context: Mapping[str, Any]) -> tuple[TryHistory, TryPlan]:
-    history = TryHistory(context)
-    current = history.current()
-    if current is None:
-        raise failure(Reason.INVALID, "resumed without the try's plan in the task state store", history.finished())
-    return history, TryPlan.from_dict(current)
+    def _raise_ended(self, record: TryRecord, records: list[TryRecord], killed: bool) -> Any:
+        message = f"gang {record.gang}: {record.message}"
+        if killed:
+            raise AirflowTaskTerminated(f"{Reason.KILLED.value}: {message}")
+        raise failure(Reason(record.outcome), message, records)
 
 
 def _slim(event: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of an event kept in the task state store (members only matter for the run stage)."""
     return {key: value for key, value in event.items() if key != "members"}
-
-
-def _guarded(action: Callable[[], T], records: Any, history: TryHistory, plan: TryPlan) -> T:
-    """Run a cluster action; map kube errors to typed failures (precheck and permissions never retry)."""
-    try:
-        return action()
-    except gang_objects.PrecheckFailed as error:
-        history.set_current(precheck_failed=str(error))
-        raise failure(Reason.INVALID, str(error), list(records)) from error
-    except kube_errors.KubeError as error:
-        reason = Reason.PROVISIONING_FAILED if error.retryable else Reason.INVALID
-        raise failure(reason, f"gang {plan.gang}: Kubernetes API: {error}", list(records)) from error
-
-
-def _wait(operator: GangTrainingOperator, context: Mapping[str, Any], trigger: Any, method: str,
-          deadline: float, spec: GangSpec) -> Any:
-    """Defer to ``trigger`` or, in blocking mode, run it here until its first event (``spec`` is kept
-    for ``on_kill`` meanwhile)."""
-    if operator.deferrable:
-        timeout = timedelta(seconds=max(1.0, deadline - time.time())) + DEFER_SLACK
-        operator.defer(trigger=trigger, method_name=method, timeout=timeout)
-    operator.inline_gang = (ConnectionSettings.from_dict(trigger.connection), spec)
-    try:
-        event = asyncio.run(_first_event(trigger))
-    finally:
-        operator.inline_gang = None
-    return getattr(operator, method)(context, event)
-
-
-async def _first_event(trigger: Any) -> dict[str, Any]:
-    """The payload of the trigger's first event; the trigger's own deadline bounds the wait."""
-    events = trigger.run()
-    try:
-        event = await anext(events)
-    finally:
-        await events.aclose()
-        await trigger.cleanup()
-    return dict(event.payload)
-
-
-def kill(operator: GangTrainingOperator) -> None:
-    """Blocking-mode ``on_kill``: delete every object of the gang whose trigger runs in this worker.
-
-    Uses its own thread, loop and client: ``on_kill`` is called while the worker's loop may be busy
-    running the trigger. A deferred task has no worker; its trigger's ``on_kill`` does the same.
-    """
-    active = getattr(operator, "inline_gang", None)
-    if active is None:
-        return
-    settings, spec = active
-
-    def delete() -> None:
-        deleted = _run(settings, lambda client: gang_objects.teardown(client, spec))
-        operator.log.info("on_kill: deleted %d objects of gang %s", deleted, spec.name)
-
-    worker = threading.Thread(target=delete, name="gang-on-kill", daemon=True)
-    worker.start()
-    worker.join(timeout=60)

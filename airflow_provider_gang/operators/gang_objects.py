@@ -3,18 +3,19 @@
 Manifests come from ``reservation.manifests``; this module only sends them. Every create is
 "create or adopt": names are deterministic per try, so ``AlreadyExists`` means an earlier worker of
 this try created the object, and it is reused. Every delete is idempotent (``NotFound`` is done).
-Members are created concurrently so they are all bound well inside the 10-minute booking window of
-a provisioned request (gang-reservation-apis section 1.6).
+Prechecks are :mod:`.precheck`. Members are created concurrently so they are all bound well inside
+the 10-minute booking window of a provisioned request (gang-reservation-apis section 1.6).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_gang.kube import discovery, errors
+from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient, PatchType
 from airflow_provider_gang.kube.resources import (
     CONFIG_MAPS,
@@ -23,7 +24,6 @@ from airflow_provider_gang.kube.resources import (
     PODS,
     PROVISIONING_REQUESTS,
     SERVICES,
-    WORKLOADS,
     Resource,
 )
 from airflow_provider_gang.reservation import decision, manifests, members, naming
@@ -34,10 +34,6 @@ LOG_TAIL_LINES = 2000
 LOG_READ_TIMEOUT = 30.0
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 _TEARDOWN_KINDS = (PODS, JOBS, PROVISIONING_REQUESTS, POD_TEMPLATES, SERVICES, CONFIG_MAPS)
-
-
-class PrecheckFailed(Exception):
-    """The cluster cannot run this gang: an API kind is not served or a permission is missing."""
 
 
 @dataclass(frozen=True)
@@ -51,61 +47,48 @@ class Watch:
     member_selector: str
 
 
-def _kinds_needed(spec: GangSpec) -> list[Resource]:
-    kinds = [CONFIG_MAPS, PODS, SERVICES]
-    if spec.mode is ReservationMode.KUEUE:
-        kinds += [JOBS, WORKLOADS]
-    else:
-        kinds += [POD_TEMPLATES, PROVISIONING_REQUESTS]
-    return kinds
-
-
-def _permissions_needed(spec: GangSpec) -> list[tuple[str, Resource, str]]:
-    wanted = [(verb, kind, "") for kind in _kinds_needed(spec) if kind is not WORKLOADS
-              for verb in ("create", "delete", "list")]
-    wanted += [("watch", PODS, ""), ("get", PODS, "log")]
-    if spec.mode is ReservationMode.GATES:
-        wanted.append(("patch", PODS, ""))
-    if spec.mode is ReservationMode.KUEUE:
-        wanted += [("list", WORKLOADS, ""), ("watch", WORKLOADS, "")]
-    else:
-        wanted.append(("watch", PROVISIONING_REQUESTS, ""))
-    return wanted
-
-
-async def precheck(client: KubeClient, spec: GangSpec) -> None:
-    """Fail fast, naming what is missing, before anything is created (issue 5, behaviour 2)."""
-    missing_kinds = []
-    for kind in _kinds_needed(spec):
-        if not await discovery.is_served(client, kind):
-            missing_kinds.append(f"{kind.plural}.{kind.group or 'core'}/{kind.version}")
-    if missing_kinds:
-        raise PrecheckFailed(
-            f"the cluster does not serve {', '.join(missing_kinds)}, needed by reservation={spec.mode.value!r}; "
-            "install the CRD / controller (cluster-autoscaler ProvisioningRequest v1, or Kueue) or change the mode"
-        )
-    wanted = _permissions_needed(spec)
-    answers = await asyncio.gather(*(
-        discovery.can_i(client, verb, kind, spec.namespace, subresource=sub) for verb, kind, sub in wanted
-    ))
-    denied = [
-        f"{verb} {kind.plural}{'/' + sub if sub else ''}" + (f".{kind.group}" if kind.group else "")
-        for (verb, kind, sub), answer in zip(wanted, answers, strict=True) if not answer.allowed
-    ]
-    if denied:
-        raise PrecheckFailed(
-            f"missing permission in namespace {spec.namespace!r}: {', '.join(denied)}; "
-            "grant them to the connection's identity (Role + RoleBinding)"
-        )
-
-
 async def _create_or_adopt(client: KubeClient, kind: Resource, body: Mapping[str, Any], namespace: str) -> tuple[
         dict[str, Any], bool]:
-    """Create ``body``; if it already exists, return the existing object. Second item: created now."""
+    """Create ``body``; if it already exists and belongs to the same owner, return the existing object.
+    Second item: created now.
+
+    An existing object whose ``ownerReferences`` do not name ``body``'s owner is what an earlier
+    owner of the same name left for the garbage collector (a gang deleted and made anew in between):
+    it is deleted - only that object, by uid precondition - and ``body`` created in its place.
+    """
     try:
         return await client.create(kind, body, namespace), True
     except errors.AlreadyExists:
-        return await client.get(kind, str(body["metadata"]["name"]), namespace), False
+        existing = await client.get(kind, str(body["metadata"]["name"]), namespace)
+    wanted = {reference.get("uid") for reference in body["metadata"].get("ownerReferences") or []}
+    found = {reference.get("uid") for reference in existing["metadata"].get("ownerReferences") or []}
+    if not wanted or wanted & found:
+        return existing, False
+    # A Conflict: another copy of this try replaced it already; the create below adopts that one.
+    with contextlib.suppress(errors.Conflict):
+        await client.delete(kind, str(existing["metadata"]["name"]), namespace,
+                            preconditions={"uid": str(existing["metadata"]["uid"])})
+    return await _create_or_adopt(client, kind, body, namespace)
+
+
+async def adoption_refusal(client: KubeClient, spec: GangSpec, *, attempt: int, owner_uid: str | None) -> str | None:
+    """Why the gang of try ``attempt`` (``spec``, whose owner ConfigMap had ``owner_uid`` if known)
+    must not be adopted, or ``None`` when it is intact: its owner exists, is not being deleted, is
+    the same object (uid) and is still marked as owned by that try."""
+    name = naming.GangNames(spec.name).owner
+    try:
+        owner = await client.get(CONFIG_MAPS, name, spec.namespace)
+    except errors.NotFound:
+        return f"its owner ConfigMap {name} is gone (deleted by a kill or by hand)"
+    metadata = owner["metadata"]
+    if metadata.get("deletionTimestamp"):
+        return f"its owner ConfigMap {name} is being deleted"
+    if owner_uid is not None and metadata.get("uid") != owner_uid:
+        return f"its owner ConfigMap {name} was replaced (uid {metadata.get('uid')}, recorded {owner_uid})"
+    marked = manifests.owner.recorded_owner_try(owner)
+    if marked is not None and marked != attempt:
+        return f"its owner ConfigMap {name} is marked as owned by try {marked}"
+    return None
 
 
 async def claim_owner(client: KubeClient, spec: GangSpec, owner_try: int) -> tuple[dict[str, Any], bool]:
@@ -138,32 +121,38 @@ async def ensure_reservation(client: KubeClient, spec: GangSpec, *, owner_try: i
     """Adopt or create the gang's owner and reservation objects as try ``owner_try``; facts the later
     stages need.
 
-    Returns ``{"created": <objects created now>, "owner_uid": ..., "job_uid": <Kueue Job uid or None>}``.
+    Returns ``{"created": <objects created now>, "owner_uid": ..., "job_uid": <Kueue Job uid or None>,
+    "objects": [(resource key, name, uid), ...]}``.
     """
     namespace = spec.namespace
     owner, owner_created = await claim_owner(client, spec, owner_try)
     owner_uid = str(owner["metadata"]["uid"])
-    created = int(owner_created)
-    job_uid = None
+    made: list[tuple[Resource, tuple[dict[str, Any], bool]]] = [(CONFIG_MAPS, (owner, owner_created))]
     if spec.distributed is not None:
-        created += (await _create_or_adopt(client, SERVICES, manifests.service.headless_service(
-            spec, owner_uid=owner_uid), namespace))[1]
+        made.append((SERVICES, await _create_or_adopt(client, SERVICES, manifests.service.headless_service(
+            spec, owner_uid=owner_uid), namespace)))
     if spec.mode is ReservationMode.KUEUE:
-        job, job_created = await _create_or_adopt(client, JOBS, manifests.kueue.job(spec, owner_uid=owner_uid),
-                                                  namespace)
-        job_uid, created = str(job["metadata"]["uid"]), created + job_created
+        made.append((JOBS, await _create_or_adopt(client, JOBS, manifests.kueue.job(spec, owner_uid=owner_uid),
+                                                  namespace)))
     else:
-        created += (await _create_or_adopt(client, POD_TEMPLATES, manifests.provisioning.pod_template(
-            spec, owner_uid=owner_uid), namespace))[1]
-        created += (await _create_or_adopt(client, PROVISIONING_REQUESTS, manifests.provisioning.provisioning_request(
-            spec, owner_uid=owner_uid), namespace))[1]
+        made.append((POD_TEMPLATES, await _create_or_adopt(client, POD_TEMPLATES, manifests.provisioning.pod_template(
+            spec, owner_uid=owner_uid), namespace)))
+        made.append((PROVISIONING_REQUESTS, await _create_or_adopt(
+            client, PROVISIONING_REQUESTS, manifests.provisioning.provisioning_request(spec, owner_uid=owner_uid),
+            namespace)))
     if spec.mode is ReservationMode.GATES:
         gated = await asyncio.gather(*(
             _create_or_adopt(client, PODS, manifests.pods.gated_pod(spec, rank, owner_uid=owner_uid), namespace)
             for rank in range(spec.size)
         ))
-        created += sum(was_created for _, was_created in gated)
-    return {"created": created, "owner_uid": owner_uid, "job_uid": job_uid}
+        made += [(PODS, result) for result in gated]
+    job_uid = next((str(obj["metadata"]["uid"]) for kind, (obj, _) in made if kind is JOBS), None)
+    return {
+        "created": sum(was_created for _, (_, was_created) in made),
+        "owner_uid": owner_uid,
+        "job_uid": job_uid,
+        "objects": [(kind.key, str(obj["metadata"]["name"]), str(obj["metadata"]["uid"])) for kind, (obj, _) in made],
+    }
 
 
 def watch_targets(spec: GangSpec, job_uid: str | None = None) -> Watch:

@@ -5,12 +5,11 @@ kwargs (airflow-3.3-notes section 2b), so neither can carry the fallback history
 ``task_state_store`` (``context["task_state_store"]``, keyed by dag, run, task and map index, not by
 try) survives retries and worker crashes, which is what the ladder and the summed GPU-hours need.
 
-Two keys are written:
+Two keys are written, both by ``operators.lifecycle`` only:
 
 - ``gang.tries``: a list of finished-try records (:class:`TryRecord` as dicts), appended once per try;
-- ``gang.current``: the try in progress: its number, gang name, fallback step and the moments it was
-  reserved and launched, written before the first object is created, so a worker that dies and a
-  retry that follows know what to withdraw or adopt.
+- ``gang.current``: the try in progress (``operators.try_state.TryState``), written before the first
+  object is created, so a worker that dies and a retry that follows know what to withdraw or adopt.
 
 When the context has no store (operator unit tests with a hand-made context) an in-process dict
 keyed the same way is used; it does not survive a process, which is logged.
@@ -24,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_provider_gang.reservation import fallback
-from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.phases import Reason, is_ladder_input
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +59,11 @@ class TryRecord:
     gpu_seconds_used: float = 0.0
     gpu_seconds_idle: float = 0.0
     exit_codes: dict[str, int] = field(default_factory=dict)
+    ladder: list[dict[str, Any]] | None = None
+    """The ladder ``step_index`` points into (``reservation.fallback.ladder_to_plain``); ``None`` in
+    records written before it was kept."""
+    adopted_from: int | None = None
+    """The try whose gang this try adopted after that try's worker stopped, if any."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,30 +105,30 @@ class TryHistory:
         """Records of every finished try, oldest first."""
         return [TryRecord.from_dict(item) for item in self._get(TRIES_KEY, []) or []]
 
-    def record(self, record: TryRecord) -> None:
-        """Append ``record`` unless this try already has one (a resumed worker may finish twice)."""
+    def record(self, record: TryRecord, *, drop_current: bool) -> None:
+        """Append ``record`` unless this try already has one (a resumed worker may finish twice), then
+        remove the record of the try in progress if ``drop_current`` (it is ``record``'s try)."""
         existing = self._get(TRIES_KEY, []) or []
-        if any(item.get("attempt") == record.attempt for item in existing):
-            return
-        self._set(TRIES_KEY, [*existing, record.to_dict()])
-        self._delete(CURRENT_KEY)
+        if not any(item.get("attempt") == record.attempt for item in existing):
+            self._set(TRIES_KEY, [*existing, record.to_dict()])
+        if drop_current:
+            self._delete(CURRENT_KEY)
 
     def current(self) -> dict[str, Any] | None:
-        """The try in progress, as last written, or ``None``."""
+        """The stored record of the try in progress (``operators.try_state``), or ``None``."""
         value = self._get(CURRENT_KEY, None)
         return dict(value) if isinstance(value, Mapping) else None
 
-    def set_current(self, **values: Any) -> dict[str, Any]:
-        """Merge ``values`` into the record of the try in progress and store it."""
-        merged = {**(self.current() or {}), **values}
-        self._set(CURRENT_KEY, merged)
-        return merged
+    def store_current(self, value: Mapping[str, Any]) -> None:
+        """Replace the record of the try in progress."""
+        self._set(CURRENT_KEY, dict(value))
 
 
 def outcomes(records: list[TryRecord]) -> list[fallback.TryOutcome]:
     """The history ``reservation.fallback.choose_step`` reads."""
     return [
         fallback.TryOutcome(item.attempt, item.step_index, Reason(item.outcome), item.message) for item in records
+        if is_ladder_input(Reason(item.outcome))
     ]
 
 

@@ -1,22 +1,28 @@
-"""What a try will do: adopt the gang of a try that never finished, or pick a fallback step and build
-the spec. Decided once per try, stored as ``gang.current`` before any object exists, and read back
-by every later entry point of the same try (``dag.test()`` drops ``defer()`` kwargs, so nothing else
-may carry it).
+"""What a try will do: adopt the gang of a try whose worker stopped, or pick a fallback step and
+build the spec. Decided once per try, stored (``operators.try_state``) before any object exists, and
+read back by every later entry point of the same try (``dag.test()`` drops ``defer()`` kwargs, so
+nothing else may carry it).
 
 Rules, in order:
 
 1. ``start_by`` (``data_interval_end + start_by``; ``run_after`` for runs without a data interval)
-   already passed: no try (``start_window_missed``, no retry).
-2. A try in progress is recorded but not finished: its worker died (or this is a resume of the same
-   try). Its gang is *adopted* - same name, same spec, same step - so objects it created are reused,
-   never duplicated.
+   already passed: no try (``start_window_missed``, no retry) - whatever an earlier try left, so an
+   adopted gang cannot outlive the window either.
+2. An earlier try is still recorded as in progress, and the cluster confirmed its gang is intact and
+   still owned by it (``operators.gang_objects.adoption_refusal``): its worker died. The gang is
+   *adopted* - same name, spec and step - so objects it created are reused, never duplicated; the
+   adopting try gets its own reservation deadline. A try that ended in any other way was recorded
+   by ``operators.lifecycle`` and is never adopted.
 3. Otherwise ``reservation.fallback.choose_step`` picks the step from the finished tries. Tries are
    numbered within the current sequence: a sequence ends with a try that cannot be retried (a
-   success, or a permanent failure), so clearing a finished task starts the ladder again.
-   An exhausted ladder means no try (``ladder_exhausted``, no retry).
+   success, or a permanent failure), so clearing a finished task starts the ladder again. Killed
+   tries are no input to the ladder (``phases.is_ladder_input``). An exhausted ladder means no try
+   (``ladder_exhausted``, no retry).
 
-Without ``fallbacks``, the ladder is ``retries`` times "retry as-is", so plain Airflow retries still
-work.
+The ladder a sequence walks is stored with every try (``TryPlan.ladder``, ``TryRecord.ladder``): a
+DAG edited between retries cannot change what a stored step index means; the edit applies from the
+next sequence on. Without ``fallbacks``, the ladder is ``retries`` times "retry as-is", so plain
+Airflow retries still work.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Any
 
 from airflow_provider_gang.operators import history as try_history
 from airflow_provider_gang.reservation import fallback, naming
-from airflow_provider_gang.reservation.phases import Reason, is_retryable
+from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from airflow_provider_gang.reservation.spec import GangSpec, GangSpecError
 
 
@@ -55,16 +61,22 @@ class TryPlan:
     deadline_reason: str
     start_deadline: float | None
     adopted_from: int | None = None
+    ladder: tuple[dict[str, Any], ...] = ()
+    """The sequence's ladder (``reservation.fallback.ladder_to_plain``) that ``step_index`` points into."""
 
     def gang_spec(self) -> GangSpec:
         return GangSpec.from_dict(self.spec)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        values = asdict(self)
+        values["ladder"] = [dict(step) for step in self.ladder]
+        return values
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TryPlan:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+        values = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        values["ladder"] = tuple(dict(step) for step in values.get("ladder") or ())
+        return cls(**values)
 
 
 def effective_ladder(fallbacks: Sequence[fallback.FallbackStep], retries: int) -> tuple[fallback.FallbackStep, ...]:
@@ -73,12 +85,27 @@ def effective_ladder(fallbacks: Sequence[fallback.FallbackStep], retries: int) -
 
 
 def current_sequence(records: list[try_history.TryRecord]) -> list[try_history.TryRecord]:
-    """The finished tries since the last one that cannot be retried (see rule 3)."""
+    """The finished tries since the last one that cannot be retried (see rule 3), killed ones left out."""
     start = 0
     for index, record in enumerate(records):
-        if not is_retryable(Reason(record.outcome)):
+        reason = Reason(record.outcome)
+        if is_ladder_input(reason) and not is_retryable(reason):
             start = index + 1
-    return records[start:]
+    return [record for record in records[start:] if is_ladder_input(Reason(record.outcome))]
+
+
+def sequence_ladder(sequence: list[try_history.TryRecord], configured: Sequence[fallback.FallbackStep]) -> tuple[
+        tuple[fallback.FallbackStep, ...], str]:
+    """The ladder this sequence walks: the one its tries were planned with, else ``configured``;
+    second item: a note for the log when the DAG's ladder changed meanwhile (else ``""``)."""
+    stored = next((record.ladder for record in reversed(sequence) if record.ladder is not None), None)
+    if stored is None:
+        return tuple(configured), ""
+    ladder = fallback.ladder_from_plain(stored)
+    if ladder == tuple(configured):
+        return ladder, ""
+    return ladder, ("; the DAG's fallbacks changed since this sequence started, so it keeps the ladder it started "
+                    "with (the new one applies once the task succeeds or fails for good)")
 
 
 def numbered_outcomes(sequence: list[try_history.TryRecord]) -> list[fallback.TryOutcome]:
@@ -100,50 +127,69 @@ def start_window_end(context: Mapping[str, Any], start_by: Any) -> float | None:
     return float((anchor + start_by).timestamp())
 
 
+def start_window_passed(start_deadline: float | None, now: float) -> NoTry | None:
+    """Rule 1: the refusal to raise when ``start_by`` has passed, else ``None``."""
+    if start_deadline is None or now < start_deadline:
+        return None
+    moment = datetime.fromtimestamp(start_deadline).astimezone().isoformat()
+    return NoTry(Reason.START_WINDOW_MISSED,
+                 f"the gang had to start by {moment} (data interval end + start_by); not starting another try")
+
+
+def _reservation_deadline(now: float, timeout_seconds: float, start_deadline: float | None) -> tuple[float, str]:
+    deadline, reason = now + timeout_seconds, Reason.DEADLINE
+    if start_deadline is not None and start_deadline < deadline:
+        deadline, reason = start_deadline, Reason.START_WINDOW_MISSED
+    return deadline, reason.value
+
+
+def adopt(stale: TryPlan, *, try_number: int, start_deadline: float | None, reservation_timeout_seconds: float,
+          now: float) -> tuple[TryPlan, str]:
+    """Rule 2: try ``try_number`` takes over the intact gang of ``stale`` with a deadline of its own."""
+    refusal = start_window_passed(start_deadline, now)
+    if refusal is not None:
+        raise refusal
+    deadline, deadline_reason = _reservation_deadline(now, reservation_timeout_seconds, start_deadline)
+    plan = replace(stale, attempt=try_number, adopted_from=stale.adopted_from or stale.attempt,
+                   reservation_deadline=deadline, deadline_reason=deadline_reason, start_deadline=start_deadline)
+    return plan, (f"try {try_number}: adopting gang {stale.gang} left by try {stale.attempt} "
+                  "(its worker stopped before the try finished; the gang is intact)")
+
+
 def plan_try(
     *,
     ti: Any,
-    context: Mapping[str, Any],
     records: list[try_history.TryRecord],
-    current: Mapping[str, Any] | None,
     ladder: Sequence[fallback.FallbackStep],
     build_spec: Any,
     reservation_timeout_seconds: float,
-    start_by: Any,
+    start_deadline: float | None,
     now: float,
 ) -> tuple[TryPlan, str]:
-    """The plan of try ``ti.try_number`` and a sentence for the log saying what was chosen and why."""
-    start_deadline = start_window_end(context, start_by)
-    if current is not None:
-        adopted = TryPlan.from_dict(current)
-        if adopted.attempt == ti.try_number:
-            return adopted, f"try {ti.try_number}: resuming gang {adopted.gang}"
-        plan = replace(adopted, attempt=ti.try_number, adopted_from=adopted.adopted_from or adopted.attempt)
-        return plan, (f"try {ti.try_number}: adopting gang {adopted.gang} left by try {adopted.attempt} "
-                      "(its worker stopped before the try finished)")
-    if start_deadline is not None and now >= start_deadline:
-        raise NoTry(Reason.START_WINDOW_MISSED,
-                    f"the gang had to start by {datetime.fromtimestamp(start_deadline).astimezone().isoformat()} "
-                    "(data interval end + start_by); not starting another try")
+    """Rules 1 and 3: the plan of a new try ``ti.try_number`` and a sentence for the log saying what
+    was chosen and why."""
+    refusal = start_window_passed(start_deadline, now)
+    if refusal is not None:
+        raise refusal
     sequence = current_sequence(records)
+    walked, note = sequence_ladder(sequence, ladder)
     outcomes = numbered_outcomes(sequence)
-    choice = fallback.choose_step(ladder, len(sequence) + 1, outcomes)
+    choice = fallback.choose_step(walked, len(sequence) + 1, outcomes)
     if choice.exhausted:
-        raise NoTry(Reason.LADDER_EXHAUSTED, f"{choice.explanation}; tries: {fallback.summarize(ladder, outcomes)}")
+        raise NoTry(Reason.LADDER_EXHAUSTED, f"{choice.explanation}; tries: {fallback.summarize(walked, outcomes)}")
     map_index = getattr(ti, "map_index", None)
     name = naming.gang_name(ti.dag_id, ti.task_id, ti.run_id, map_index=-1 if map_index is None else map_index,
                             attempt=ti.try_number)
     indexes = [record.step_index for record in sequence] + [choice.step_index]
     try:
-        spec = fallback.spec_for_steps(build_spec(name), ladder, indexes)
+        spec = fallback.spec_for_steps(build_spec(name), walked, indexes)
     except GangSpecError as error:
         raise NoTry(Reason.INVALID, f"{choice.explanation}, but the step cannot apply: {error}") from error
-    deadline, deadline_reason = now + reservation_timeout_seconds, Reason.DEADLINE
-    if start_deadline is not None and start_deadline < deadline:
-        deadline, deadline_reason = start_deadline, Reason.START_WINDOW_MISSED
+    deadline, deadline_reason = _reservation_deadline(now, reservation_timeout_seconds, start_deadline)
     plan = TryPlan(
         attempt=ti.try_number, gang=name, step=choice.step.describe() if choice.step else "as configured",
         step_index=choice.step_index, spec=spec.to_dict(), requested_at=now, reservation_deadline=deadline,
-        deadline_reason=deadline_reason.value, start_deadline=start_deadline,
+        deadline_reason=deadline_reason, start_deadline=start_deadline,
+        ladder=tuple(fallback.ladder_to_plain(walked)),
     )
-    return plan, choice.explanation
+    return plan, choice.explanation + note

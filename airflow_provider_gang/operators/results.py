@@ -19,9 +19,10 @@ from typing import Any
 
 from airflow_provider_gang.operators.history import TryRecord, totals
 from airflow_provider_gang.operators.plan import TryPlan
+from airflow_provider_gang.operators.try_state import TryState
 from airflow_provider_gang.reservation import cost
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
-from airflow_provider_gang.reservation.phases import Phase, Reason
+from airflow_provider_gang.reservation.phases import Phase, Reason, is_retryable
 from airflow_provider_gang.reservation.spec import GangSpec
 
 
@@ -54,9 +55,8 @@ def _member_status(member: Mapping[str, Any]) -> MemberStatus:
 
 
 def try_record(
-    plan: TryPlan,
+    state: TryState,
     spec: GangSpec,
-    current: Mapping[str, Any],
     reservation_event: Mapping[str, Any],
     run_event: Mapping[str, Any] | None,
     final: Mapping[str, Any],
@@ -65,12 +65,13 @@ def try_record(
     now: float,
 ) -> TryRecord:
     """What this try did, for the history and the summary; ``final`` is the event that ended it."""
+    plan = state.plan
     reserved_at = _event_time(reservation_event) if reservation_event.get("status") == "success" else None
-    launched_at = current.get("launched_at")
+    launched_at = state.launched_at
     running_at = _phase_time(run_event, Phase.RUNNING)
     ended_at = _event_time(run_event) or now
     members = list((run_event or {}).get("members") or [])
-    size_run = int(current.get("size_run") or spec.size)
+    size_run = state.size_run or spec.size
     usage = cost.try_cost(
         gpus=gpus,
         members_reserved=size_run,
@@ -87,7 +88,7 @@ def try_record(
         size=size_run,
         outcome=str(final.get("reason") or Reason.INVALID.value),
         message=str(final.get("message") or ""),
-        retryable=final.get("status") != "success",
+        retryable=final.get("status") != "success" and is_retryable(Reason(final.get("reason") or "invalid")),
         queue_seconds=None if reserved_at is None else max(0.0, reserved_at - plan.requested_at),
         provisioning_seconds=None if running_at is None or launched_at is None else max(0.0, running_at - launched_at),
         run_seconds=None if running_at is None else max(0.0, ended_at - running_at),
@@ -96,6 +97,8 @@ def try_record(
         gpu_seconds_idle=usage.idle,
         exit_codes={str(member["rank"]): member["exit_code"] for member in members
                     if member.get("exit_code") is not None},
+        ladder=list(plan.ladder),
+        adopted_from=plan.adopted_from,
     )
 
 

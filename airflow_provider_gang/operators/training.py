@@ -1,6 +1,6 @@
 """``GangTrainingOperator``: reserve capacity for N pods, launch them together, watch them as one gang.
 
-The arguments are checked twice (issue 5, behaviour 1): in ``__init__`` at DAG parse time, where a
+The arguments are checked twice: in ``__init__`` at DAG parse time, where a
 value that still holds Jinja is skipped, and at the start of ``execute`` after Airflow has rendered
 ``template_fields``. Operator-only checks live in :mod:`.arguments`; everything that describes the gang
 itself is checked by building a ``reservation.spec.GangSpec`` (with a stand-in name at parse time, the
@@ -18,10 +18,12 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.configuration import conf
 
+from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.links import GangReservationLink
 from airflow_provider_gang.operators import arguments as checks
-from airflow_provider_gang.operators import execution
+from airflow_provider_gang.operators import execution, plan
 from airflow_provider_gang.operators.member_template import build_member_template
+from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter, Waiter
 from airflow_provider_gang.reservation import fallback, naming
 from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
 
@@ -57,7 +59,9 @@ class GangTrainingOperator(BaseOperator):
     ``on_finish="delete"`` removes every object of the gang when the task ends (``"keep"`` leaves
     finished pods for inspection); ``log_ranks`` (default ``[0]``, or ``"all"``) are the members
     whose logs go into the task log. ``deferrable`` defaults to ``[operators] default_deferrable``;
-    the blocking mode runs the same triggers in the worker.
+    the blocking mode runs the same triggers in the worker. ``client_options``
+    (``kube.options.ClientOptions``: ``request_timeout``, ``retry_attempts``, ``retry_base_delay``,
+    ``retry_max_delay``) sets how patient every API call of a try is, in the worker and the triggerer.
     """
 
     template_fields: Sequence[str] = (
@@ -102,6 +106,7 @@ class GangTrainingOperator(BaseOperator):
         log_ranks: Sequence[int] | str = (0,),
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         kubernetes_conn_id: str = "kubernetes_default",
+        client_options: Mapping[str, float] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -124,6 +129,8 @@ class GangTrainingOperator(BaseOperator):
         self.on_finish, self.log_ranks = on_finish, log_ranks
         self.deferrable = deferrable
         self.kubernetes_conn_id = kubernetes_conn_id
+        self.client_options = dict(client_options or {})
+        self._inline_waiter: InlineWaiter | None = None
         self.check_arguments(rendered=False)
 
     # -- validation ---------------------------------------------------------------------------
@@ -143,6 +150,10 @@ class GangTrainingOperator(BaseOperator):
             ),
             rendered=rendered,
         )
+        try:
+            ClientOptions.from_dict(self.client_options)
+        except (TypeError, ValueError) as error:
+            raise checks.GangArgumentError("client_options", f"{error}") from error
         base = self.build_spec(PARSE_TIME_NAME, stand_ins=not rendered)
         try:
             fallback.check_ladder(self.fallbacks, base)
@@ -198,18 +209,39 @@ class GangTrainingOperator(BaseOperator):
 
     # -- Airflow entry points -----------------------------------------------------------------
 
+    def try_settings(self) -> execution.TrySettings:
+        """The rendered arguments a try runs with (frozen: a try never reads the operator again)."""
+        return execution.TrySettings(
+            kubernetes_conn_id=self.kubernetes_conn_id, namespace=str(self.namespace), mode=self.reservation,
+            size=self.size, ladder=plan.effective_ladder(self.fallbacks, self.retries or 0),
+            build_spec=self.build_spec, check_rendered=lambda: self.check_arguments(rendered=True),
+            reservation_timeout=self.reservation_timeout, startup_timeout=self.startup_timeout,
+            run_timeout=self.run_timeout, start_by=self.start_by, on_finish=self.on_finish,
+            log_ranks=self.log_ranks, client_options=ClientOptions.from_dict(self.client_options), log=self.log,
+        )
+
+    def _waiter(self) -> Waiter:
+        if self.deferrable:
+            return DeferringWaiter(self.defer)
+        if self._inline_waiter is None:
+            self._inline_waiter = InlineWaiter(self.log, ClientOptions.from_dict(self.client_options))
+        return self._inline_waiter
+
     def execute(self, context: Context) -> Any:
-        """Start (or resume after a worker crash) this try; see :mod:`.execution`."""
-        return execution.start_try(self, context)
+        """Start (or adopt after a worker crash) this try; see :mod:`.execution`."""
+        self._inline_waiter = None  # a new try starts unkilled
+        return execution.start_try(self.try_settings(), self._waiter(), context)
 
     def execute_reserved(self, context: Context, event: dict[str, Any]) -> Any:
         """Resumed by ``ReservationTrigger``: launch the members, or fail the try with its reason."""
-        return execution.on_reservation_event(self, context, event)
+        return execution.on_reservation_event(self.try_settings(), self._waiter(), context, event)
 
     def execute_finished(self, context: Context, event: dict[str, Any]) -> Any:
         """Resumed by ``GangRunTrigger``: collect logs and costs, clean up, succeed or fail the try."""
-        return execution.on_run_event(self, context, event)
+        return execution.on_run_event(self.try_settings(), self._waiter(), context, event)
 
     def on_kill(self) -> None:
-        """Blocking mode only (a deferred task has no worker; its trigger's ``on_kill`` cleans up)."""
-        execution.kill(self)
+        """Blocking mode: record the try as killed and delete its gang (a deferred task has no worker;
+        its trigger's ``on_kill`` cleans up)."""
+        if self._inline_waiter is not None:
+            self._inline_waiter.kill()

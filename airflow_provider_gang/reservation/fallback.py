@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -263,6 +263,51 @@ def check_ladder(ladder: Sequence[FallbackStep], base: GangSpec) -> None:
 def required_modes(ladder: Sequence[FallbackStep]) -> tuple[tuple[str, str], ...]:
     """``(description, required mode or "")`` per step, for checking the ladder against the mode."""
     return tuple((step.describe(), step.required_mode) for step in ladder)
+
+
+STEP_TYPES: dict[str, type[FallbackStep]] = {
+    step.__name__: step for step in (RetryAsIs, ShrinkTo, OtherZone, OtherProvisioningClass, OtherQueue, OnDemand)
+}
+"""Step classes by the name a stored ladder uses for them (a stored format: never rename)."""
+
+
+def ladder_to_plain(ladder: Sequence[FallbackStep]) -> list[dict[str, Any]]:
+    """The ladder as JSON values, stored beside every step index so that a DAG edited between
+    retries cannot change what a stored index means: ``[{"step": <class name>, <field>: value}]``."""
+    plain = []
+    for step in ladder:
+        values: dict[str, Any] = {"step": type(step).__name__}
+        for item in dataclasses.fields(step):
+            value = getattr(step, item.name)
+            if item.name == "applies_to":
+                value = sorted(Reason(reason).value for reason in value)
+            elif isinstance(value, tuple):
+                value = [list(pair) for pair in value]
+            values[item.name] = value
+        plain.append(values)
+    return plain
+
+
+def ladder_from_plain(plain: Sequence[Mapping[str, Any]]) -> tuple[FallbackStep, ...]:
+    """Inverse of :func:`ladder_to_plain`; :class:`GangSpecError` (field ``fallbacks``) names a step
+    this version does not know."""
+    ladder = []
+    for index, values in enumerate(plain):
+        kind = STEP_TYPES.get(str(values.get("step")))
+        if kind is None:
+            raise GangSpecError("fallbacks", f"stored step {index + 1} has unknown type {values.get('step')!r}")
+        arguments: dict[str, Any] = {}
+        for item in dataclasses.fields(kind):
+            if item.name not in values:
+                continue
+            value = values[item.name]
+            if item.name == "applies_to":
+                value = frozenset(Reason(reason) for reason in value)
+            elif isinstance(value, list):
+                value = tuple(tuple(pair) for pair in value)
+            arguments[item.name] = value
+        ladder.append(kind(**arguments))
+    return tuple(ladder)
 
 
 def summarize(ladder: Sequence[FallbackStep], history: Sequence[TryOutcome]) -> str:

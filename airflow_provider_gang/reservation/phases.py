@@ -90,6 +90,11 @@ class Reason(str, Enum):
     """A member exited non-zero (or was OOM-killed, or failed to start)."""
     MEMBER_LOST = "member_lost"
     """A member disappeared: deleted, evicted, or its node was lost."""
+    CLUSTER_UNREACHABLE = "cluster_unreachable"
+    """The API server did not answer (transport errors, 429/5xx) past the client's retries."""
+    UNEXPECTED_ERROR = "unexpected_error"
+    """The try raised an error of no known kind (a bug or the worker's environment); Airflow retries
+    plain exceptions, and so does the ladder's ``RetryAsIs``."""
 
     # Failures a new try cannot fix.
     INVALID = "invalid"
@@ -98,6 +103,12 @@ class Reason(str, Enum):
     """The run's ``start_by`` moment passed before the gang started."""
     LADDER_EXHAUSTED = "ladder_exhausted"
     """Every fallback step was tried."""
+
+    # Neither: the try was stopped from outside.
+    KILLED = "killed"
+    """The task was killed (marked failed or success by a user, SIGTERM, ``execution_timeout``) or its
+    gang was deleted from outside while it waited. Not a failure of the gang: it is no input to the
+    fallback ladder (:func:`is_ladder_input`)."""
 
 
 TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED})
@@ -118,6 +129,8 @@ _RETRYABLE = frozenset(
         Reason.DEADLINE,
         Reason.MEMBER_FAILED,
         Reason.MEMBER_LOST,
+        Reason.CLUSTER_UNREACHABLE,
+        Reason.UNEXPECTED_ERROR,
     }
 )
 
@@ -128,3 +141,9 @@ def is_retryable(reason: Reason) -> bool:
     Waiting and success reasons are not failures and return ``False``.
     """
     return reason in _RETRYABLE
+
+
+def is_ladder_input(reason: Reason) -> bool:
+    """Whether a try that ended with ``reason`` counts for the fallback ladder: every reason but
+    ``killed``, which says nothing about the gang's chances on the cluster."""
+    return reason is not Reason.KILLED

@@ -13,8 +13,10 @@ Arguments common to every gang trigger (all plain values, part of the stored for
   lesson, anchors reference section 1.4).
 - ``delete_on_kill``: the gang's objects, ``{"resource": <key>, "name": str|None, "label_selector": str}``,
   deleted by :meth:`on_kill` only.
-- ``client_options``: ``request_timeout``, ``retry_attempts``, ``retry_base_delay``, ``retry_max_delay``.
+- ``client_options``: :class:`kube.options.ClientOptions` as a dict.
 - ``watch_timeout_seconds``: length of each WATCH request.
+- ``unreachable_seconds``: how long past its first deadline a trigger whose LIST never succeeded
+  waits for the API server before it ends with reason ``cluster_unreachable``.
 - ``try_number``: the Airflow try that deferred to this trigger; :mod:`.kill` compares it with the try
   that owns the gang now. ``None`` (the default, for triggers serialized before it existed) falls
   back to the trigger's task instance's try number in a triggerer.
@@ -31,15 +33,14 @@ import contextlib
 import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import by_key
-from airflow_provider_gang.kube.retry import RetryPolicy
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Objects, Reflector, watch_together
 from airflow_provider_gang.reservation.decision import Decision, Policy, decide
@@ -77,6 +78,7 @@ class GangTrigger(BaseTrigger):
         client_options: Mapping[str, Any] | None = None,
         watch_timeout_seconds: int = 300,
         try_number: int | None = None,
+        unreachable_seconds: float = 600.0,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.connection = dict(connection)
@@ -93,6 +95,8 @@ class GangTrigger(BaseTrigger):
         self.client_options = dict(client_options or {})
         self.watch_timeout_seconds = int(watch_timeout_seconds)
         self.try_number = None if try_number is None else int(try_number)
+        self.unreachable_seconds = float(unreachable_seconds)
+        self.created_at = time.time()
         self.fired = False
         self.reflectors: list[Reflector] = []
         self._client: KubeClient | None = None
@@ -127,6 +131,7 @@ class GangTrigger(BaseTrigger):
             "client_options": dict(self.client_options),
             "watch_timeout_seconds": self.watch_timeout_seconds,
             "try_number": self.try_number,
+            "unreachable_seconds": self.unreachable_seconds,
         }
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -155,17 +160,7 @@ class GangTrigger(BaseTrigger):
 
     async def connect(self) -> KubeClient:
         """A new client with the trigger's connection and ``client_options``; the caller closes it."""
-        options = self.client_options
-        retry = RetryPolicy(
-            attempts=int(options.get("retry_attempts", 6)),
-            base_delay=float(options.get("retry_base_delay", 0.5)),
-            max_delay=float(options.get("retry_max_delay", 30.0)),
-        )
-        return await KubeClient.connect(
-            ConnectionSettings.from_dict(self.connection),
-            request_timeout=float(options.get("request_timeout", 30.0)),
-            retry=retry,
-        )
+        return await ClientOptions.from_dict(self.client_options).connect(ConnectionSettings.from_dict(self.connection))
 
     async def views(
         self, watches: Sequence[Mapping[str, str]], wake_times: Sequence[float | None] = ()
@@ -232,20 +227,30 @@ class GangTrigger(BaseTrigger):
         observed = observe({})
         clock = PhaseClock(self.started_at)
         seen_any = False
+        give_up_at = self.unreachable_give_up_at(policy)
         try:
             async with contextlib.aclosing(
-                self.views(objects.watches(), wake_times=(policy.deadline, policy.startup_deadline))
+                self.views(objects.watches(), wake_times=(policy.deadline, policy.startup_deadline, give_up_at))
             ) as views:
                 async for view in views:
+                    now = time.time()
                     if view is not None:
                         seen_any = True
                         observed = observe(view)
-                    now = time.time()
+                    elif not seen_any:
+                        # Nothing listed yet: an empty view would read as "the reservation is gone".
+                        if now < give_up_at:
+                            continue
+                        decision = Decision(
+                            phase=Phase.FAILED, terminal=True, reason=Reason.CLUSTER_UNREACHABLE,
+                            message=f"no answer from the API server for {now - self.created_at:.0f} s",
+                        )
+                        return build_payload(
+                            observed, decision, gang_name=self.gang_name, namespace=self.namespace, clock=clock
+                        )
                     decision = decide(observed, now=now, policy=policy)
                     clock.saw(decision.phase, now)
                     if decision.terminal:
-                        if not seen_any:
-                            decision = replace(decision, message=f"no answer from the API server; {decision.message}")
                         return build_payload(
                             observed, decision, gang_name=self.gang_name, namespace=self.namespace, clock=clock
                         )
@@ -259,6 +264,13 @@ class GangTrigger(BaseTrigger):
                 observed, refused, gang_name=self.gang_name, namespace=self.namespace, clock=clock, api_error=error
             )
         raise RuntimeError("the watch ended without a terminal decision")  # views() never ends on its own
+
+    def unreachable_give_up_at(self, policy: Policy) -> float:
+        """When a trigger that has not listed anything yet stops waiting for the API server: the later
+        of its start and its first deadline, plus ``unreachable_seconds``. Before its first successful
+        LIST a trigger never decides anything else (a passed deadline waits for that LIST)."""
+        deadlines = [moment for moment in (policy.deadline, policy.startup_deadline) if moment is not None]
+        return max(self.created_at, min(deadlines, default=self.created_at)) + self.unreachable_seconds
 
     async def cleanup(self) -> None:
         """Close the client. Deletes nothing: cleanup runs on every exit, triggerer restarts included."""

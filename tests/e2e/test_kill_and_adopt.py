@@ -10,10 +10,11 @@ import time
 from typing import Any
 
 import pytest
+from airflow.sdk.exceptions import AirflowTaskTerminated
 
 from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.operators.failures import GangFailedForGood, GangTryFailed
+from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.operators.history import TryHistory, TryRecord
 from airflow_provider_gang.reservation import manifests, naming
 from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION
@@ -116,7 +117,7 @@ def test_blocking_on_kill_during_run_leaves_no_object(cluster_factory: Any) -> N
     op.on_kill()
     worker.join(timeout=60)
     assert not worker.is_alive()
-    assert isinstance(outcome.get("error"), GangTryFailed)  # the watch saw its members disappear
+    assert isinstance(outcome.get("error"), AirflowTaskTerminated)  # a kill ends as a kill
     wait_until(lambda: gang_objects(cluster, gang) == {})
 
 
@@ -162,7 +163,7 @@ def test_new_try_withdraws_the_reservation_an_earlier_try_left(cluster_factory: 
     # Try 1 ended (its deadline passed) but its clean-up never reached the API server.
     TryHistory(first).record(TryRecord(attempt=1, gang=left_behind, step="as configured", step_index=None,
                                        mode="provisioning_request", size=4, outcome="deadline", message="",
-                                       retryable=True))
+                                       retryable=True), drop_current=True)
     second = context_for(FakeTaskInstance("withdraw", "run-1", try_number=2))
     current = deferred(op.execute, second).gang_name
     assert current != left_behind
@@ -177,7 +178,7 @@ def test_exhausted_ladder_still_withdraws_what_earlier_tries_left(cluster_factor
     left_behind = deferred(op.execute, first).gang_name
     TryHistory(first).record(TryRecord(attempt=1, gang=left_behind, step="as configured", step_index=None,
                                        mode="provisioning_request", size=4, outcome="deadline", message="",
-                                       retryable=True))
+                                       retryable=True), drop_current=True)
     with pytest.raises(GangFailedForGood) as caught:
         op.execute(context_for(FakeTaskInstance("withdraw_exhausted", "run-1", try_number=2)))
     assert caught.value.reason is Reason.LADDER_EXHAUSTED

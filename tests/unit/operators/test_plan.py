@@ -9,8 +9,15 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.operators.history import TryRecord
-from airflow_provider_gang.operators.plan import NoTry, current_sequence, effective_ladder, plan_try
-from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs, ShrinkTo
+from airflow_provider_gang.operators.plan import (
+    NoTry,
+    adopt,
+    current_sequence,
+    effective_ladder,
+    plan_try,
+    start_window_end,
+)
+from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs, ShrinkTo, ladder_to_plain
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
 
@@ -25,17 +32,22 @@ def build_spec(name: str) -> GangSpec:
                     zone="zone-a")
 
 
-def record(attempt: int, outcome: Reason, step_index: int | None = None) -> TryRecord:
+def record(attempt: int, outcome: Reason, step_index: int | None = None, ladder: Any = None) -> TryRecord:
     return TryRecord(attempt=attempt, gang=f"g-t{attempt}", step="", step_index=step_index, mode="provisioning_request",
-                     size=8, outcome=outcome.value, message="", retryable=outcome is not Reason.ALL_SUCCEEDED)
+                     size=8, outcome=outcome.value, message="", retryable=outcome is not Reason.ALL_SUCCEEDED,
+                     ladder=ladder)
 
 
-def plan(try_number: int, records: list[TryRecord], *, current: dict[str, Any] | None = None,
-         start_by: timedelta | None = None, interval_end: datetime | None = None) -> Any:
-    ti = SimpleNamespace(dag_id="nightly", task_id="train", run_id="scheduled__1", map_index=-1, try_number=try_number)
+def window(start_by: timedelta | None, interval_end: datetime | None = None) -> float | None:
     context = {"data_interval_end": interval_end or datetime.fromtimestamp(NOW, timezone.utc)}
-    return plan_try(ti=ti, context=context, records=records, current=current, ladder=LADDER, build_spec=build_spec,
-                    reservation_timeout_seconds=600, start_by=start_by, now=NOW)
+    return start_window_end(context, start_by)
+
+
+def plan(try_number: int, records: list[TryRecord], *, start_by: timedelta | None = None,
+         interval_end: datetime | None = None, ladder: Any = LADDER, now: float = NOW) -> Any:
+    ti = SimpleNamespace(dag_id="nightly", task_id="train", run_id="scheduled__1", map_index=-1, try_number=try_number)
+    return plan_try(ti=ti, records=records, ladder=ladder, build_spec=build_spec, reservation_timeout_seconds=600,
+                    start_deadline=window(start_by, interval_end), now=now)
 
 
 @pytest.mark.parametrize(
@@ -86,17 +98,47 @@ def test_start_window_caps_the_reservation_wait() -> None:
     assert chosen.deadline_reason == Reason.START_WINDOW_MISSED.value
 
 
-def test_unfinished_try_is_adopted_by_the_next() -> None:
+def test_unfinished_try_is_adopted_by_the_next_with_a_deadline_of_its_own() -> None:
     crashed, _ = plan(1, [])
-    adopted, explanation = plan(2, [], current=crashed.to_dict())
-    assert (adopted.gang, adopted.attempt, adopted.adopted_from) == (crashed.gang, 2, 1)
+    later = NOW + 3600  # try 1's deadline (NOW + 600) has long passed
+    adopted, explanation = adopt(crashed, try_number=2, start_deadline=None, reservation_timeout_seconds=600, now=later)
+    assert (adopted.gang, adopted.attempt, adopted.adopted_from, adopted.step) == (crashed.gang, 2, 1, crashed.step)
+    assert adopted.reservation_deadline == later + 600
     assert "adopting" in explanation
 
 
-def test_same_try_resumes_its_plan() -> None:
-    first, _ = plan(1, [])
-    resumed, explanation = plan(1, [], current=first.to_dict())
-    assert resumed == first and "resuming" in explanation
+def test_start_window_is_checked_before_adopting() -> None:
+    crashed, _ = plan(1, [], start_by=timedelta(hours=1))
+    with pytest.raises(NoTry) as caught:
+        adopt(crashed, try_number=2, start_deadline=window(timedelta(hours=1)), reservation_timeout_seconds=600,
+              now=NOW + 2 * 3600)
+    assert caught.value.reason is Reason.START_WINDOW_MISSED
+
+
+def test_adopted_try_keeps_the_start_window_as_its_limit() -> None:
+    crashed, _ = plan(1, [], start_by=timedelta(minutes=20))
+    adopted, _ = adopt(crashed, try_number=2, start_deadline=window(timedelta(minutes=20)),
+                       reservation_timeout_seconds=600, now=NOW + 15 * 60)
+    assert adopted.reservation_deadline == NOW + 20 * 60
+    assert adopted.deadline_reason == Reason.START_WINDOW_MISSED.value
+
+
+def test_killed_tries_are_no_ladder_input() -> None:
+    records = [record(1, Reason.CAPACITY_NOT_FOUND), record(2, Reason.KILLED, 0)]
+    chosen, _ = plan(3, records)
+    assert chosen.step == "other zone zone-b"  # try 2 was killed: its step is still unused
+    assert [item.attempt for item in current_sequence(records)] == [1]
+
+
+def test_a_stored_ladder_outlives_an_edit_of_the_dag() -> None:
+    stored = ladder_to_plain(LADDER)
+    edited = (ShrinkTo(2), OtherZone("zone-c"))
+    chosen, explanation = plan(2, [record(1, Reason.CAPACITY_NOT_FOUND, ladder=stored)], ladder=edited)
+    assert chosen.step == "other zone zone-b" and list(chosen.ladder) == stored
+    assert "keeps the ladder it started with" in explanation
+    fresh, _ = plan(3, [record(1, Reason.CAPACITY_NOT_FOUND, ladder=stored), record(2, Reason.ALL_SUCCEEDED, 0,
+                                                                                    ladder=stored)], ladder=edited)
+    assert list(fresh.ladder) == ladder_to_plain(edited)  # a new sequence takes the edited ladder
 
 
 def test_without_fallbacks_retries_repeat_the_gang() -> None:

@@ -15,7 +15,7 @@ from airflow_provider_gang.reservation.fallback import (
     ShrinkTo,
     TryOutcome,
 )
-from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.phases import Reason, is_ladder_input
 
 from .builders import gang_spec
 
@@ -235,3 +235,29 @@ def test_try_outcome_round_trips():
     assert outcome.to_dict() == {"try_number": 2, "step_index": 1, "reason": "booking_expired", "message": "expired"}
     assert TryOutcome.from_dict(outcome.to_dict()) == outcome
     assert TryOutcome.from_dict({"try_number": 1, "reason": "deadline"}) == TryOutcome(1, None, R.DEADLINE)
+
+
+def test_a_ladder_round_trips_through_its_stored_form() -> None:
+
+
+    ladder = (fallback.RetryAsIs(), fallback.ShrinkTo(2, divisible_by=2),
+              fallback.OtherZone("b", applies_to=frozenset({Reason.DEADLINE})),
+              fallback.OtherProvisioningClass("queued-provisioning.gke.io",
+                                              parameters=(("maxRunDurationSeconds", "60"),)),
+              fallback.OtherQueue("team-b"), fallback.OnDemand())
+    plain = fallback.ladder_to_plain(ladder)
+    assert plain[2] == {"step": "OtherZone", "applies_to": ["deadline"], "zone": "b", "strict": True}
+    assert fallback.ladder_from_plain(plain) == ladder
+    assert fallback.ladder_from_plain([{"step": "ShrinkTo", "size": 3}]) == (fallback.ShrinkTo(3),)
+
+
+def test_a_stored_step_of_unknown_type_is_named() -> None:
+
+
+    with pytest.raises(GangSpecError, match="stored step 1 has unknown type 'Teleport'"):
+        fallback.ladder_from_plain([{"step": "Teleport"}])
+
+
+def test_only_killed_tries_are_no_ladder_input() -> None:
+    assert not is_ladder_input(Reason.KILLED)
+    assert all(is_ladder_input(reason) for reason in Reason if reason is not Reason.KILLED)
