@@ -39,7 +39,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free one (default)")
     parser.add_argument("--kubeconfig-out", required=True, help="where to write the kubeconfig for clients")
     parser.add_argument(
-        "--faults", type=_faults, default=Faults(), help="fault spec, e.g. 'create:0.1:503,latency:0.01'"
+        "--faults",
+        type=_faults,
+        default=Faults(),
+        help="fault spec (grammar: airflow_provider_gang.sim.api.faults), e.g. "
+        "'create/pods:1.0:503:count:3,list:0.1:reset,watch-expire:1.0:count:1,seed:7'",
     )
     parser.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")
     parser.add_argument(

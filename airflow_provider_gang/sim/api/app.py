@@ -1,12 +1,14 @@
 """The aiohttp application: Kubernetes API paths, discovery, OpenAPI and ``/_sim/`` control endpoints.
 
 Request pipeline for ``/api``, ``/apis`` and ``/openapi``: bearer-token authentication (401), request
-counting, RBAC-like authorization (403), injected faults (latency, errors), then the handler.
+counting and logging, RBAC-like authorization (403), injected faults (latency; errors, resets and
+drops of :mod:`.faults`), then the handler (which applies watch-expire and malformed-answer faults).
 Every :class:`~airflow_provider_gang.sim.errors.ApiError` becomes a ``Status`` response.
 ``/version`` and ``/healthz``/``/readyz``/``/livez`` need no token (anonymous access upstream).
 
 Control endpoints (no token, loopback only): ``GET/PUT/DELETE /_sim/faults`` (JSON, see
-:mod:`.faults`), ``GET /_sim/metrics`` and ``DELETE /_sim/metrics`` (reset).
+:mod:`.faults`), ``GET /_sim/metrics`` and ``DELETE /_sim/metrics`` (reset), ``GET /_sim/requests``
+and ``DELETE /_sim/requests`` (returns, then clears; see :mod:`.requestlog`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from airflow_provider_gang.sim import errors, warning_headers
-from airflow_provider_gang.sim.api import discovery, objects, openapi, paths
+from airflow_provider_gang.sim.api import discovery, objects, openapi, paths, requestlog
 from airflow_provider_gang.sim.api.context import CONTEXT, ApiContext, json_response, status_response
-from airflow_provider_gang.sim.api.faults import Faults
+from airflow_provider_gang.sim.api.faults import Faults, Injection
 
 _log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -37,21 +39,28 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     if request.path.startswith("/_sim/") or request.path in _OPEN_PATHS:
         return await handler(request)
     context = _context(request)
+    injection: Injection | None = None
+    info: paths.RequestInfo | None = None
     try:
         user = context.authorizer.user_for(request.headers.get("Authorization"))
         if user is None:
             raise errors.unauthorized()
         info = paths.parse(request.method, request.path, request.query)
         if info is not None:
+            request[requestlog.ENTRY] = context.requests.record(info)
             context.metrics.count(info.verb, info.metric_resource)
             if not context.authorizer.allows(user, info.verb, info.group, info.rbac_resource):
                 raise errors.forbidden(user, info.verb, info.rbac_resource, info.group, info.namespace, info.name or "")
             faults = context.faults
             if faults.latency_seconds > 0:
                 await asyncio.sleep(faults.latency_seconds)
-            injected = faults.draw_error(info.verb)
-            if injected is not None:
-                raise injected
+            injection = faults.draw_error(info.verb, info)
+            if injection is not None:
+                requestlog.mark(request, injection.kind)
+                if injection.kind == "drop":
+                    return _drop(request)
+                if injection.error is not None:
+                    raise injection.error
         collected = warning_headers.collect()
         response = await handler(request)
         if collected and not response.prepared:
@@ -64,8 +73,37 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     except Exception as error:  # an emulator bug: answer like apiserver's panic handler, keep serving
         _log.exception("unhandled error serving %s %s", request.method, request.path)
         response = status_response(errors.ApiError(500, "InternalError", f"Internal error occurred: {error!r}"))
+    if injection is not None and injection.kind == "reset" and info is not None and info.verb != "watch":
+        response = await _reset(request, response)  # watches cut themselves (watching.serve)
     context.metrics.count_code(response.status)
     return response
+
+
+def _drop(request: web.Request) -> web.StreamResponse:
+    """The ``drop`` fault: abort the connection before anything is handled or answered."""
+    if request.transport is not None:
+        request.transport.abort()
+    return web.Response(status=503)  # never sent: aiohttp finds the transport closed
+
+
+async def _reset(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """The ``reset`` fault: send the status line, headers and half the body, then abort the connection.
+
+    A stream that already ran to its end (``follow`` logs) only loses its clean chunked end.
+    """
+    cut = response
+    try:
+        if not response.prepared and isinstance(response, web.Response):
+            body = bytes(response.body) if isinstance(response.body, (bytes, bytearray)) else b""
+            cut = web.StreamResponse(status=response.status, reason=response.reason, headers=response.headers)
+            cut.content_length = len(body)
+            await cut.prepare(request)
+            await cut.write(body[: len(body) // 2])
+    except ConnectionError:
+        pass
+    if request.transport is not None:
+        request.transport.abort()
+    return cut
 
 
 def _page_not_found() -> web.Response:
@@ -127,14 +165,30 @@ async def _openapi_v3(request: web.Request) -> web.StreamResponse:
 async def _faults(request: web.Request) -> web.StreamResponse:
     context = _context(request)
     if request.method == "DELETE":
-        context.faults = Faults()
+        context.faults = Faults(clock=context.fault_clock)
     elif request.method in ("PUT", "POST"):
-        body = await request.json()
+        clock = context.fault_clock
         try:
-            context.faults = Faults.parse(body["spec"]) if "spec" in body else Faults.from_json(body)
-        except (ValueError, KeyError, TypeError) as error:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError('expected {"spec": "<spec>"} or the JSON of GET /_sim/faults')
+            spec = body.get("spec")
+            if spec is not None and not isinstance(spec, str):
+                raise ValueError("spec must be a string")
+            context.faults = Faults.from_json(body, clock=clock) if spec is None else Faults.parse(spec, clock=clock)
+        except ValueError as error:
             return json_response(errors.bad_request(f"bad faults: {error}").to_status(), status=400)
     return json_response(context.faults.to_json())
+
+
+async def _requests(request: web.Request) -> web.StreamResponse:
+    context = _context(request)
+    entries = context.requests.snapshot()
+    if request.method == "DELETE":
+        context.requests.clear()
+    elif request.method != "GET":
+        raise web.HTTPMethodNotAllowed(request.method, ["GET", "DELETE"])
+    return json_response(entries)
 
 
 async def _metrics(request: web.Request) -> web.StreamResponse:
@@ -149,6 +203,7 @@ def build_app(context: ApiContext) -> web.Application:
     """The application; more ``/_sim/`` routes may be added before it starts."""
     app = web.Application(middlewares=[api_middleware], client_max_size=32 * 1024 * 1024)
     app[CONTEXT] = context
+    app.on_response_prepare.append(requestlog.on_response_prepare)
     for pattern in ("/api", "/api/{tail:.*}", "/apis", "/apis/{tail:.*}"):
         app.router.add_route("*", pattern, _api)
     app.router.add_get("/version", _version)
@@ -160,4 +215,5 @@ def build_app(context: ApiContext) -> web.Application:
     app.router.add_get("/openapi/v3/{tail:.*}", _openapi_v3)
     app.router.add_route("*", "/_sim/faults", _faults)
     app.router.add_route("*", "/_sim/metrics", _metrics)
+    app.router.add_route("*", "/_sim/requests", _requests)
     return app

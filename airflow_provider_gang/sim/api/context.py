@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,18 +13,22 @@ from aiohttp import web
 from airflow_provider_gang.sim.api.auth import Authorizer
 from airflow_provider_gang.sim.api.faults import Faults
 from airflow_provider_gang.sim.api.metrics import RequestMetrics
+from airflow_provider_gang.sim.api.requestlog import RequestLog
 from airflow_provider_gang.sim.errors import ApiError
 from airflow_provider_gang.sim.store import Store
 
 
 @dataclass
 class ApiContext:
-    """Per-server state. ``faults`` is replaced wholesale when changed at run time."""
+    """Per-server state. ``faults`` is replaced wholesale when changed at run time; ``fault_clock``
+    times the windows of faults set over ``/_sim/faults``."""
 
     store: Store
     authorizer: Authorizer = field(default_factory=Authorizer)
     faults: Faults = field(default_factory=Faults)
     metrics: RequestMetrics = field(default_factory=RequestMetrics)
+    requests: RequestLog = field(default_factory=RequestLog)
+    fault_clock: Callable[[], float] = time.monotonic
     bookmark_interval_seconds: float = 5.0
     default_watch_timeout_seconds: float = 1800.0
     server_address: str = "127.0.0.1:0"

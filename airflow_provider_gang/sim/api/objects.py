@@ -3,7 +3,8 @@
 Answers as a real apiserver: create 201 with the stored object; list envelopes with ``kind``,
 ``apiVersion`` and ``metadata.resourceVersion``; PATCH chosen by Content-Type (415 for unknown types
 and for strategic merge on custom resources); DELETE returns the object for built-in kinds and a
-``Status`` Success for custom resources once gone.
+``Status`` Success for custom resources once gone. GET and LIST answers may be altered by the
+``malformed`` fault (:mod:`.faults`); the stored objects never are.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import yaml
 from aiohttp import web
 
 from airflow_provider_gang.sim import errors
-from airflow_provider_gang.sim.api import podlogs, protobuf, tables, watching
+from airflow_provider_gang.sim.api import malformed, podlogs, protobuf, requestlog, tables, watching
 from airflow_provider_gang.sim.api.context import ApiContext, json_response, success_status
 from airflow_provider_gang.sim.api.paths import RequestInfo
 from airflow_provider_gang.sim.registry import ResourceType
@@ -129,6 +130,9 @@ def _list(request: web.Request, context: ApiContext, info: RequestInfo, resource
         return json_response(rendered)
     if not resource_type.custom:  # typed lists drop their items' apiVersion/kind; custom ones keep them
         items = [{k: v for k, v in item.items() if k not in ("apiVersion", "kind")} for item in items]
+    kind = requestlog.malformed_for(request, context.faults, info)
+    if kind is not None:
+        items = [malformed.apply(kind, item) for item in items]
     body = {
         "kind": resource_type.list_kind,
         "apiVersion": resource_type.api_version,
@@ -230,7 +234,8 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
         found = store.get(info.resource_key, info.name or "", namespace)
         if tables.wants_table(request.headers.get("Accept", "")) and not info.subresource:
             return json_response(tables.table(resource_type, [found], found["metadata"]["resourceVersion"]))
-        return json_response(found)
+        kind = requestlog.malformed_for(request, context.faults, info)
+        return json_response(found if kind is None else malformed.apply(kind, found))
     if info.verb == "create":
         if resource_type.key == "authorization.k8s.io/v1/selfsubjectaccessreviews":
             return await _subject_access_review(request, context, user)

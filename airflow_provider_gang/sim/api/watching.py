@@ -6,6 +6,9 @@ Semantics of a real apiserver (``apiserver/pkg/endpoints/handlers/watch.go``):
   ``N``: every change after N; N older than the kept history: HTTP 200 with one ``ERROR`` event
   carrying a 410 Expired ``Status``, then the stream ends (clients relist);
 - ``timeoutSeconds`` ends the stream (default 30 minutes); the ``watch-cut`` fault ends it earlier;
+- faults (:mod:`.faults`): ``watch-expire`` answers a resuming watch like a too old resourceVersion;
+  ``reset`` sends the pending events, then aborts the connection (no chunked end); ``malformed``
+  alters every event object, or (``truncated-watch``) cuts the first line in half and ends the stream;
 - ``allowWatchBookmarks=true``: periodic ``BOOKMARK`` events with the newest resourceVersion;
 - ``/{plural}/{name}?watch`` (legacy form) watches one object (``metadata.name`` field selector);
 - ``sendInitialEvents=true`` is answered 422, so kubectl's ``wait`` falls back to list+watch.
@@ -19,11 +22,11 @@ import json
 from aiohttp import web
 
 from airflow_provider_gang.sim import errors
-from airflow_provider_gang.sim.api import tables
+from airflow_provider_gang.sim.api import malformed, requestlog, tables
 from airflow_provider_gang.sim.api.context import ApiContext
 from airflow_provider_gang.sim.api.paths import RequestInfo, parse_bool
 from airflow_provider_gang.sim.registry import ResourceType
-from airflow_provider_gang.sim.watch import Delivery, Event
+from airflow_provider_gang.sim.watch import Delivery, Event, WatchStream
 
 
 def _line(event_type: str, obj: object) -> bytes:
@@ -31,14 +34,21 @@ def _line(event_type: str, obj: object) -> bytes:
 
 
 class _Encoder:
-    """Watch lines as JSON objects, or as one-row Tables (headers in the first only) for kubectl."""
+    """Watch lines as JSON objects, or as one-row Tables (headers in the first only) for kubectl.
 
-    def __init__(self, resource_type: ResourceType, as_table: bool) -> None:
+    ``malformed``: an object-altering kind of :mod:`.malformed` applied to every event object.
+    """
+
+    def __init__(self, resource_type: ResourceType, as_table: bool, malformed_kind: str | None = None) -> None:
         self.resource_type, self.as_table, self.headers_sent = resource_type, as_table, False
+        self.malformed_kind = malformed_kind
 
     def __call__(self, delivery: Delivery) -> bytes:
         if delivery.type == "BOOKMARK":
             return _line("BOOKMARK", delivery.event.obj)
+        if self.malformed_kind is not None:
+            body = dict(delivery.obj, apiVersion=self.resource_type.api_version)
+            return _line(delivery.type, malformed.apply(self.malformed_kind, body))
         if not self.as_table:
             return delivery.event.encoded(delivery.type, self.resource_type.api_version, delivery.use_old)
         obj = delivery.obj
@@ -78,11 +88,16 @@ async def serve(
         timeout = min(timeout, context.faults.watch_cut_seconds)
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
+    drawn = requestlog.injected(request)  # a fault the middleware drew (``reset``) excludes the others
+    resource_version = query.get("resourceVersion")
     try:
+        if drawn is None and context.faults.draw_watch_expiry(info, resource_version):
+            requestlog.mark(request, "watch-expire")
+            raise errors.expired(f"too old resource version: {resource_version} ({context.store.resource_version})")
         stream = context.store.open_watch(
             info.resource_key,
             info.namespace,
-            resource_version=query.get("resourceVersion"),
+            resource_version=resource_version,
             label_selector=query.get("labelSelector", ""),
             field_selector=field_selector,
         )
@@ -91,9 +106,11 @@ async def serve(
             raise
         await response.prepare(request)
         await response.write(_line("ERROR", error.to_status()))
-        await response.write_eof()
+        await _end(request, response, abort=drawn == "reset")
         return response
-    encode = _Encoder(resource_type, tables.wants_table(request.headers.get("Accept", "")))
+    as_table = tables.wants_table(request.headers.get("Accept", ""))
+    kind = None if as_table else requestlog.malformed_for(request, context.faults, info)
+    encode = _Encoder(resource_type, as_table, kind if kind in malformed.OBJECT_KINDS else None)
     loop = asyncio.get_running_loop()
     timers = [loop.call_later(timeout, stream.close)]
 
@@ -111,22 +128,21 @@ async def serve(
         timers.append(loop.call_later(context.bookmark_interval_seconds, bookmark))
     try:
         await response.prepare(request)
-        while True:
-            delivery = await stream.queue.get()
-            if delivery is None:
-                break
-            chunks = [encode(delivery)]
-            ended = False
-            while not stream.queue.empty():
-                more = stream.queue.get_nowait()
-                if more is None:
-                    ended = True
+        ended = False
+        while not ended:
+            if drawn == "reset":  # what is pending now, then the abort below
+                chunks, ended = _pending(stream, encode)[0], True
+            else:
+                delivery = await stream.queue.get()
+                if delivery is None:
                     break
-                chunks.append(encode(more))
-            await response.write(b"".join(chunks))
-            if ended:
+                chunks, ended = _pending(stream, encode)
+                chunks.insert(0, encode(delivery))
+            if kind == malformed.TRUNCATED_WATCH and chunks:
+                await response.write(malformed.truncate(chunks[0]))
                 break
-        await response.write_eof()
+            await response.write(b"".join(chunks))
+        await _end(request, response, abort=drawn == "reset")
     except (ConnectionResetError, ConnectionError):
         pass
     finally:
@@ -134,3 +150,22 @@ async def serve(
             timer.cancel()
         context.store.close_watch(stream)
     return response
+
+
+def _pending(stream: WatchStream, encode: _Encoder) -> tuple[list[bytes], bool]:
+    """The encoded deliveries queued now (without waiting), and whether the stream's end was among them."""
+    chunks: list[bytes] = []
+    while not stream.queue.empty():
+        delivery = stream.queue.get_nowait()
+        if delivery is None:
+            return chunks, True
+        chunks.append(encode(delivery))
+    return chunks, False
+
+
+async def _end(request: web.Request, response: web.StreamResponse, *, abort: bool) -> None:
+    """End the stream cleanly (last chunk), or abort the connection (the ``reset`` fault)."""
+    if not abort:
+        await response.write_eof()
+    elif request.transport is not None:
+        request.transport.abort()
