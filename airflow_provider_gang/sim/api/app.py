@@ -40,7 +40,6 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
         return await handler(request)
     context = _context(request)
     injection: Injection | None = None
-    info: paths.RequestInfo | None = None
     try:
         user = context.authorizer.user_for(request.headers.get("Authorization"))
         if user is None:
@@ -73,8 +72,8 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     except Exception as error:  # an emulator bug: answer like apiserver's panic handler, keep serving
         _log.exception("unhandled error serving %s %s", request.method, request.path)
         response = status_response(errors.ApiError(500, "InternalError", f"Internal error occurred: {error!r}"))
-    if injection is not None and injection.kind == "reset" and info is not None and info.verb != "watch":
-        response = await _reset(request, response)  # watches cut themselves (watching.serve)
+    if injection is not None and injection.kind == "reset":
+        response = await _reset(request, response)
     context.metrics.count_code(response.status)
     return response
 
@@ -89,7 +88,8 @@ def _drop(request: web.Request) -> web.StreamResponse:
 async def _reset(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     """The ``reset`` fault: send the status line, headers and half the body, then abort the connection.
 
-    A stream that already ran to its end (``follow`` logs) only loses its clean chunked end.
+    A response already streamed (``follow`` logs) only loses its clean chunked end; a watch has cut
+    itself after its pending events (``watching.serve``), so this only makes sure of the abort.
     """
     cut = response
     try:

@@ -339,3 +339,10 @@ def test_an_open_watch_is_logged_with_its_status_once_headers_are_sent(http):
     finally:
         response.release_conn()
         response.close()
+
+
+def test_a_reset_watch_refused_before_streaming_is_cut_too(http):
+    http.faults("watch:1.0:reset")
+    with pytest.raises(urllib3.exceptions.ProtocolError):
+        http.request("GET", "/api/v1/namespaces/default/pods?watch=true&sendInitialEvents=true")
+    assert http.requests()[-1]["code"] == 422 and http.requests()[-1]["injected"] == "reset"
