@@ -191,6 +191,7 @@ class TryRun:
         self.log.info("Gang plan: %s", explanation)
         self.state = self.lifecycle.begin(try_plan)
         spec = try_plan.gang_spec()
+        self.waiter.track(self.connection(), spec)
         earlier = [record.gang for record in records if record.gang and record.gang != try_plan.gang]
 
         async def prepare(client: KubeClient) -> dict[str, Any]:
@@ -264,6 +265,7 @@ class TryRun:
         if state is None or state.plan.attempt != self.lifecycle.try_number:
             raise RuntimeError(f"try {self.lifecycle.try_number} resumed without its state in the task state store")
         self.state = state
+        self.waiter.track(self.connection(), state.plan.gang_spec())
         return state
 
     def reserved(self, event: dict[str, Any]) -> Any:

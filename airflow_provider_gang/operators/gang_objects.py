@@ -26,8 +26,9 @@ from airflow_provider_gang.kube.resources import (
     SERVICES,
     Resource,
 )
-from airflow_provider_gang.reservation import decision, manifests, members, naming
+from airflow_provider_gang.reservation import decision, manifests, members, naming, shape
 from airflow_provider_gang.reservation.decision import Decision, Observed, Policy, Stage
+from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 LOG_TAIL_LINES = 2000
@@ -189,6 +190,10 @@ async def recheck_reservation(client: KubeClient, spec: GangSpec, *, started_at:
     observed = Observed(mode=spec.mode, stage=Stage.RESERVATION, size=spec.size, started_at=started_at,
                         provisioning_request=request, pods=tuple(pods),
                         scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None)
+    problem = shape.malformed_in(observed)
+    if problem is not None:
+        return Decision(phase=Phase.FAILED, terminal=True, reason=Reason.MALFORMED_ANSWER,
+                        message=f"the API server sent an object this provider cannot read: {problem}")
     return decision.decide(observed, now=now, policy=Policy())
 
 

@@ -23,7 +23,7 @@ from airflow_provider_gang.links import GangReservationLink
 from airflow_provider_gang.operators import arguments as checks
 from airflow_provider_gang.operators import execution, plan
 from airflow_provider_gang.operators.member_template import build_member_template
-from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter, Waiter
+from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter
 from airflow_provider_gang.reservation import fallback, naming
 from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
 
@@ -130,7 +130,7 @@ class GangTrainingOperator(BaseOperator):
         self.deferrable = deferrable
         self.kubernetes_conn_id = kubernetes_conn_id
         self.client_options = dict(client_options or {})
-        self._inline_waiter: InlineWaiter | None = None
+        self._active_waiter: DeferringWaiter | InlineWaiter | None = None
         self.check_arguments(rendered=False)
 
     # -- validation ---------------------------------------------------------------------------
@@ -220,16 +220,15 @@ class GangTrainingOperator(BaseOperator):
             log_ranks=self.log_ranks, client_options=ClientOptions.from_dict(self.client_options), log=self.log,
         )
 
-    def _waiter(self) -> Waiter:
-        if self.deferrable:
-            return DeferringWaiter(self.defer)
-        if self._inline_waiter is None:
-            self._inline_waiter = InlineWaiter(self.log, ClientOptions.from_dict(self.client_options))
-        return self._inline_waiter
+    def _waiter(self) -> DeferringWaiter | InlineWaiter:
+        """A new waiter for this entry point of the try; ``on_kill`` reaches it."""
+        options = ClientOptions.from_dict(self.client_options)
+        waiter = DeferringWaiter(self.defer, self.log, options) if self.deferrable else InlineWaiter(self.log, options)
+        self._active_waiter = waiter
+        return waiter
 
     def execute(self, context: Context) -> Any:
         """Start (or adopt after a worker crash) this try; see :mod:`.execution`."""
-        self._inline_waiter = None  # a new try starts unkilled
         return execution.start_try(self.try_settings(), self._waiter(), context)
 
     def execute_reserved(self, context: Context, event: dict[str, Any]) -> Any:
@@ -241,7 +240,7 @@ class GangTrainingOperator(BaseOperator):
         return execution.on_run_event(self.try_settings(), self._waiter(), context, event)
 
     def on_kill(self) -> None:
-        """Blocking mode: record the try as killed and delete its gang (a deferred task has no worker;
-        its trigger's ``on_kill`` cleans up)."""
-        if self._inline_waiter is not None:
-            self._inline_waiter.kill()
+        """Record the try as killed and delete the gang the worker works on (a deferred task has no
+        worker; its trigger's ``on_kill`` cleans up)."""
+        if self._active_waiter is not None:
+            self._active_waiter.kill()

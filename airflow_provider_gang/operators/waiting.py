@@ -3,9 +3,9 @@
 Both run the same trigger code (STYLE point 5). :class:`DeferringWaiter` hands the trigger to
 Airflow (``BaseOperator.defer`` raises ``TaskDeferred``; Airflow resumes the task at
 ``resume_method`` with the event). :class:`InlineWaiter` runs the trigger on a private event loop
-in the worker until its first event and returns it; it also holds what a blocking ``on_kill`` needs,
-and remembers that the try was killed so the try ends as ``killed``, not with whatever the trigger
-saw of the deletion.
+in the worker until its first event and returns it. Both hold what ``on_kill`` needs while the
+worker runs a stage, and remember that the try was killed, so it ends as ``killed``, not with
+whatever the trigger saw of the deletion.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol
+
+from airflow.sdk.exceptions import AirflowTaskTerminated
 
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
@@ -35,28 +37,23 @@ class Waiter(Protocol):
 
     @property
     def killed(self) -> bool:
-        """Whether the try was killed while it waited (its gang deleted by ``on_kill``)."""
+        """Whether ``on_kill`` ran during this entry point of the try."""
+
+    def track(self, connection: ConnectionSettings, spec: GangSpec) -> None:
+        """The gang the worker works on from now on: what ``on_kill`` deletes."""
 
     def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
         """The payload of ``trigger``'s first event; a deferring waiter raises ``TaskDeferred`` instead."""
 
 
-class DeferringWaiter:
-    """Defer with ``defer`` (the operator's ``BaseOperator.defer``)."""
+class _KillSwitch:
+    """``on_kill`` while a worker runs a stage of a try, in either mode: mark the try killed, then
+    delete every object of the gang it works on.
 
-    killed = False  # a deferred task has no worker to kill; its trigger's on_kill cleans up
-
-    def __init__(self, defer: Callable[..., Any]) -> None:
-        self._defer = defer
-
-    def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
-        timeout = timedelta(seconds=max(1.0, deadline - time.time())) + DEFER_SLACK
-        self._defer(trigger=trigger, method_name=resume_method, timeout=timeout)
-        raise RuntimeError("BaseOperator.defer returned instead of raising TaskDeferred")
-
-
-class InlineWaiter:
-    """Run the trigger in the worker; :meth:`kill` is the blocking operator's ``on_kill``."""
+    Airflow calls ``on_kill`` from its SIGTERM handler (``task_runner._on_term``), on the main thread,
+    while that thread may be inside a request or an event loop; so the deletion uses a thread, loop
+    and client of its own. A deferred task has no worker: its trigger's ``on_kill`` cleans up.
+    """
 
     def __init__(self, log: Any, client_options: ClientOptions) -> None:
         self._log = log
@@ -68,19 +65,16 @@ class InlineWaiter:
     def killed(self) -> bool:
         return self._killed.is_set()
 
-    def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
-        self._active = (ConnectionSettings.from_dict(trigger.connection), spec)
-        try:
-            return asyncio.run(_first_event(trigger))
-        finally:
-            self._active = None
+    def track(self, connection: ConnectionSettings, spec: GangSpec) -> None:
+        self._active = (connection, spec)
+
+    def refuse_if_killed(self) -> None:
+        """Raise ``AirflowTaskTerminated`` if ``on_kill`` already ran: a killed try must not start a
+        wait (objects created after the kill's deletion would outlive the task)."""
+        if self.killed:
+            raise AirflowTaskTerminated("on_kill ran while the try was being prepared")
 
     def kill(self) -> None:
-        """Mark the try killed, then delete every object of the gang being waited for.
-
-        Airflow calls ``on_kill`` from its SIGTERM handler, on the main thread, while that thread's
-        event loop runs the trigger; so the deletion uses a thread, loop and client of its own.
-        """
         self._killed.set()
         active = self._active
         if active is None:
@@ -98,6 +92,30 @@ class InlineWaiter:
         worker = threading.Thread(target=run, name="gang-on-kill", daemon=True)
         worker.start()
         worker.join(timeout=KILL_DELETE_TIMEOUT)
+
+
+class DeferringWaiter(_KillSwitch):
+    """Defer with ``defer`` (the operator's ``BaseOperator.defer``)."""
+
+    def __init__(self, defer: Callable[..., Any], log: Any, client_options: ClientOptions) -> None:
+        super().__init__(log, client_options)
+        self._defer = defer
+
+    def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
+        self.refuse_if_killed()
+        timeout = timedelta(seconds=max(1.0, deadline - time.time())) + DEFER_SLACK
+        self._active = None  # the worker leaves the gang to the trigger
+        self._defer(trigger=trigger, method_name=resume_method, timeout=timeout)
+        raise RuntimeError("BaseOperator.defer returned instead of raising TaskDeferred")
+
+
+class InlineWaiter(_KillSwitch):
+    """Run the trigger in the worker until its first event."""
+
+    def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
+        self.refuse_if_killed()
+        self.track(ConnectionSettings.from_dict(trigger.connection), spec)
+        return asyncio.run(_first_event(trigger))
 
 
 async def _first_event(trigger: GangTrigger) -> dict[str, Any]:

@@ -92,6 +92,9 @@ class Reason(str, Enum):
     """A member disappeared: deleted, evicted, or its node was lost."""
     CLUSTER_UNREACHABLE = "cluster_unreachable"
     """The API server did not answer (transport errors, 429/5xx) past the client's retries."""
+    MALFORMED_ANSWER = "malformed_answer"
+    """The API server sent an object with a field of the wrong type (``reservation.shape``); a new
+    try makes new objects."""
     UNEXPECTED_ERROR = "unexpected_error"
     """The try raised an error of no known kind (a bug or the worker's environment); Airflow retries
     plain exceptions, and so does the ladder's ``RetryAsIs``."""
@@ -130,6 +133,7 @@ _RETRYABLE = frozenset(
         Reason.MEMBER_FAILED,
         Reason.MEMBER_LOST,
         Reason.CLUSTER_UNREACHABLE,
+        Reason.MALFORMED_ANSWER,
         Reason.UNEXPECTED_ERROR,
     }
 )

@@ -236,6 +236,14 @@ class GangTrigger(BaseTrigger):
                     now = time.time()
                     if view is not None:
                         seen_any = True
+                        problem = objects.malformed(view)
+                        if problem is not None:
+                            unreadable = Decision(
+                                phase=Phase.FAILED, terminal=True, reason=Reason.MALFORMED_ANSWER,
+                                message=f"the API server sent an object this provider cannot read: {problem}",
+                            )
+                            return build_payload(observed, unreadable, gang_name=self.gang_name,
+                                                 namespace=self.namespace, clock=clock)
                         observed = observe(view)
                     elif not seen_any:
                         # Nothing listed yet: an empty view would read as "the reservation is gone".

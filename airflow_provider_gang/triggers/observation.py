@@ -12,6 +12,7 @@ from typing import Any
 
 from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WORKLOADS
 from airflow_provider_gang.kube.watch import Objects
+from airflow_provider_gang.reservation import shape
 from airflow_provider_gang.reservation.observed import Observed, Stage
 from airflow_provider_gang.reservation.spec import ReservationMode
 
@@ -43,6 +44,15 @@ class GangObjects:
             watches.append({"resource": PODS.key, "label_selector": self.pod_selector})
         return watches
 
+    def malformed(self, view: Mapping[str, Objects]) -> str | None:
+        """The first object of ``view`` the classifiers cannot read (``reservation.shape``), named."""
+        for key, kind in _KIND_OF_RESOURCE.items():
+            for obj in view.get(key, {}).values():
+                problem = shape.malformed(kind, obj)
+                if problem is not None:
+                    return problem
+        return None
+
     def observe(
         self,
         view: Mapping[str, Objects],
@@ -69,6 +79,9 @@ class GangObjects:
             scheduling_gate=scheduling_gate,
             pods_from_job=pods_from_job,
         )
+
+
+_KIND_OF_RESOURCE = {PROVISIONING_REQUESTS.key: "ProvisioningRequest", WORKLOADS.key: "Workload", PODS.key: "Pod"}
 
 
 def _created(obj: Mapping[str, Any]) -> tuple[str, str]:
