@@ -221,8 +221,13 @@ async def launch(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: st
     return f"created {created} member pods concurrently, adopted {size - created}"
 
 
-async def _delete_labelled(client: KubeClient, namespace: str, gang: str) -> int:
-    selector = f"{naming.GANG_LABEL}={gang}"
+TEARDOWN_PASSES = 3
+"""Deleting is idempotent, so a teardown whose calls failed past the client's retries lists and
+deletes again, up to this many passes, before it gives up (the next try withdraws what is left)."""
+
+
+async def _delete_pass(client: KubeClient, namespace: str, selector: str) -> tuple[int, errors.KubeError | None]:
+    """One LIST + DELETE of every kind; the number deleted and the first error, if any."""
 
     async def one_kind(kind: Resource) -> int:
         try:
@@ -231,15 +236,37 @@ async def _delete_labelled(client: KubeClient, namespace: str, gang: str) -> int
             return 0  # kind not served (e.g. no ProvisioningRequest CRD in a Kueue-only cluster)
         deleted = await asyncio.gather(*(
             client.delete(kind, str(item["metadata"]["name"]), namespace) for item in items
-        ))
-        return sum(deleted)
+        ), return_exceptions=True)
+        failure = next((result for result in deleted if isinstance(result, BaseException)), None)
+        if failure is not None:
+            raise failure
+        return sum(bool(result) for result in deleted)
 
-    counts = await asyncio.gather(*(one_kind(kind) for kind in _TEARDOWN_KINDS))
-    return sum(counts)
+    counts = await asyncio.gather(*(one_kind(kind) for kind in _TEARDOWN_KINDS), return_exceptions=True)
+    unexpected = next((count for count in counts if isinstance(count, BaseException)
+                       and not isinstance(count, errors.KubeError)), None)
+    if unexpected is not None:
+        raise unexpected
+    first_error = next((count for count in counts if isinstance(count, errors.KubeError)), None)
+    return sum(count for count in counts if isinstance(count, int)), first_error
+
+
+async def _delete_labelled(client: KubeClient, namespace: str, gang: str) -> int:
+    selector = f"{naming.GANG_LABEL}={gang}"
+    deleted = 0
+    for attempt in range(1, TEARDOWN_PASSES + 1):
+        count, error = await _delete_pass(client, namespace, selector)
+        deleted += count
+        if error is None:
+            return deleted
+        if not error.retryable or attempt == TEARDOWN_PASSES:
+            raise error
+        await asyncio.sleep(client.retry.delay(attempt))
+    return deleted
 
 
 async def teardown(client: KubeClient, spec: GangSpec) -> int:
-    """Delete every object of the gang (members first, owner last); returns how many were deleted."""
+    """Delete every object of the gang; returns how many were deleted (see :data:`TEARDOWN_PASSES`)."""
     return await _delete_labelled(client, spec.namespace, spec.name)
 
 

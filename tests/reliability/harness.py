@@ -1,0 +1,265 @@
+"""What every fault-injection scenario shares: a task driven try by try as Airflow would, a ledger
+of every object the emulator stored, and the invariants checked after the task ends.
+
+Faults are injected from outside the provider only: the emulator's ``/_sim/faults`` (see
+``sim.api.faults`` for the grammar), its request log ``/_sim/requests``, a trigger cancelled and
+rebuilt from ``serialize()``, ``on_kill``, a killed process.
+
+Invariants (``Verdict``), all of which must be zero:
+
+- **duplicates**: two live objects for one role of one gang at the same moment (two ProvisioningRequests,
+  two pods of rank 3...), from the store's committed changes;
+- **orphans**: objects of the task's gangs still stored once the task ended (30 s grace for the
+  garbage collector);
+- **wrong ladder steps**: a try whose recorded step is not the one ``reservation.fallback.choose_step``
+  gives for the recorded outcomes before it (with the ladder the record says it walked);
+- **misrecorded tries**: a try that ran but has no record, a record with an unknown reason, or a last
+  record that disagrees with how the task ended (success, failure, kill).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib
+import json
+import ssl
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from airflow.sdk.exceptions import AirflowTaskTerminated, TaskDeferred
+
+from airflow_provider_gang.demo import SimulatedCluster
+from airflow_provider_gang.operators.failures import GangFailedForGood
+from airflow_provider_gang.operators.history import TryHistory, TryRecord
+from airflow_provider_gang.reservation import fallback, naming
+from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
+from tests.e2e.driving import FakeTaskInstance, context_for
+
+QUICK_CLIENT = {"retry_attempts": 3, "retry_base_delay": 0.02, "retry_max_delay": 0.1, "request_timeout": 10.0}
+"""Every call of a try gives up after 3 attempts within ~0.2 s: "past the client's retries" is cheap."""
+
+
+# -- the emulator's control endpoints --------------------------------------------------------------
+
+class Control:
+    """``/_sim/faults`` and ``/_sim/requests`` of a running emulator, over its HTTPS."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        config = yaml.safe_load(cluster.harness.kubeconfig_path.read_text())
+        cluster_entry = config["clusters"][0]["cluster"]
+        self._url = cluster_entry["server"].rstrip("/")
+        self._tls = ssl.create_default_context(
+            cadata=base64.b64decode(cluster_entry["certificate-authority-data"]).decode())
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self._url}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, context=self._tls, timeout=10) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def set_faults(self, spec: str) -> None:
+        self._call("PUT", "/_sim/faults", {"spec": spec})
+
+    def clear_faults(self) -> None:
+        self._call("DELETE", "/_sim/faults")
+
+    def requests(self, *, clear: bool = False) -> list[dict[str, Any]]:
+        return list(self._call("DELETE" if clear else "GET", "/_sim/requests"))
+
+
+def call_target(entry: dict[str, Any]) -> str:
+    """The fault-item target of a logged request: ``verb/resource[/subresource]``."""
+    sub = entry.get("subresource")
+    return f"{entry['verb']}/{entry['resource']}" + (f"/{sub}" if sub else "")
+
+
+# -- the ledger ------------------------------------------------------------------------------------
+
+@dataclass
+class Ledger:
+    """Every object with a gang label the store committed, as it happened (``Store.subscribe``)."""
+
+    live: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    """``(resource, namespace, name) -> gang`` of the objects stored now."""
+    roles: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict)
+    duplicates: list[str] = field(default_factory=list)
+    created_at: dict[str, float] = field(default_factory=dict)
+    """First moment (wall clock) an object of each gang was stored."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def attach(self, cluster: SimulatedCluster) -> Callable[[], None]:
+        """Follow ``cluster``'s store from now on; returns the unsubscribe function."""
+        unsubscribe: Callable[[], None] = cluster.harness.run(lambda: cluster.harness.store.subscribe(self._changed))
+        return unsubscribe
+
+    def _changed(self, event_type: str, resource: str, obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        gang = (metadata.get("labels") or {}).get(naming.GANG_LABEL)
+        if not gang:
+            return
+        key = (resource, str(metadata.get("namespace") or ""), str(metadata["name"]))
+        labels = metadata.get("labels") or {}
+        rank = labels.get(naming.RANK_LABEL)
+        role = (resource, f"{labels.get(naming.ROLE_LABEL, '')}:{rank if rank is not None else metadata['name']}")
+        with self._lock:
+            if event_type == "DELETED":
+                self.live.pop(key, None)
+                self.roles.pop(key, None)
+                return
+            if event_type == "ADDED":
+                self.created_at.setdefault(gang, time.time())
+                clash = [other for other, value in self.roles.items() if value == role and other != key
+                         and self.live.get(other) == gang]
+                if clash:
+                    self.duplicates.append(f"{key} while {clash[0]} of the same role of gang {gang} is live")
+            self.live[key] = gang
+            self.roles[key] = role
+
+    def objects_of(self, gangs: set[str]) -> list[tuple[str, str, str]]:
+        with self._lock:
+            return [key for key, gang in self.live.items() if gang in gangs]
+
+
+# -- driving a task --------------------------------------------------------------------------------
+
+def rebuild(trigger: Any) -> Any:
+    """A new trigger from ``serialize()``, as a triggerer builds it from the trigger table."""
+    classpath, kwargs = trigger.serialize()
+    module, _, name = classpath.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+async def first_event_of(trigger: Any, timeout: float = 120.0) -> dict[str, Any]:
+    events = trigger.run()
+    try:
+        event = await asyncio.wait_for(anext(events), timeout)
+        return dict(event.payload)
+    finally:
+        await events.aclose()
+        await trigger.cleanup()
+
+
+TriggerRunner = Callable[[Any], dict[str, Any]]
+
+
+def run_in_triggerer(trigger: Any) -> dict[str, Any]:
+    """The default: rebuild the trigger from its serialized form and run it to its first event."""
+    return asyncio.run(first_event_of(rebuild(trigger)))
+
+
+@dataclass
+class TaskRun:
+    """How a task instance ended after all its tries: ``outcome`` is ``success``, ``failed`` or ``killed``."""
+
+    outcome: str
+    tries_run: int
+    records: list[TryRecord]
+    summary: dict[str, Any] | None
+    error: BaseException | None
+    context: dict[str, Any]
+
+
+def run_task(operator: Any, dag_id: str, run_id: str = "run-1", *, max_tries: int | None = None,
+             run_trigger: TriggerRunner = run_in_triggerer,
+             before_try: Callable[[int], None] | None = None,
+             context_changes: dict[str, Any] | None = None) -> TaskRun:
+    """Drive every try of one task instance as Airflow's task runner would: ``execute``; on
+    ``TaskDeferred`` run the trigger and resume at its method; a retryable failure (or any other
+    exception) starts the next try while tries remain; ``GangFailedForGood`` and
+    ``AirflowTaskTerminated`` end the task."""
+    total = max_tries if max_tries is not None else (operator.retries or 0) + 1
+    context: dict[str, Any] = {}
+    error: BaseException | None = None
+    for try_number in range(1, total + 1):
+        if before_try is not None:
+            before_try(try_number)
+        context = context_for(FakeTaskInstance(dag_id, run_id, try_number=try_number, max_tries=total))
+        context.update(context_changes or {})
+        try:
+            summary = _drive(operator, context, run_trigger)
+            return TaskRun("success", try_number, TryHistory(context).finished(), summary, None, context)
+        except (GangFailedForGood, AirflowTaskTerminated) as final:
+            outcome = "killed" if isinstance(final, AirflowTaskTerminated) else "failed"
+            return TaskRun(outcome, try_number, TryHistory(context).finished(), None, final, context)
+        except Exception as failed:  # GangTryFailed, or anything Airflow would retry
+            error = failed
+    return TaskRun("failed", total, TryHistory(context).finished(), None, error, context)
+
+
+def _drive(operator: Any, context: dict[str, Any], run_trigger: TriggerRunner) -> Any:
+    step: Callable[[], Any] = lambda: operator.execute(context)  # noqa: E731
+    while True:
+        try:
+            return step()
+        except TaskDeferred as deferral:
+            event = run_trigger(deferral.trigger)
+            method = getattr(operator, deferral.method_name)
+            step = lambda method=method, event=event: method(context, event)  # noqa: E731
+
+
+# -- the verdict -----------------------------------------------------------------------------------
+
+@dataclass
+class Verdict:
+    duplicates: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    wrong_steps: list[str] = field(default_factory=list)
+    misrecorded: list[str] = field(default_factory=list)
+
+    def problems(self) -> list[str]:
+        return [*self.duplicates, *self.orphans, *self.wrong_steps, *self.misrecorded]
+
+
+def check(run: TaskRun, ledger: Ledger, *, grace: float = 30.0, keeps_objects: bool = False,
+          start_deadline: float | None = None) -> Verdict:
+    """The invariants of the module docstring for a finished ``run``."""
+    verdict = Verdict(duplicates=list(ledger.duplicates))
+    gangs = {record.gang for record in run.records if record.gang} | set(ledger.created_at)
+    if not keeps_objects:
+        deadline = time.monotonic() + grace
+        while ledger.objects_of(gangs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        verdict.orphans = [f"orphan {key}" for key in ledger.objects_of(gangs)]
+    attempts = [record.attempt for record in run.records]
+    if attempts != list(range(1, run.tries_run + 1)):
+        verdict.misrecorded.append(f"tries {list(range(1, run.tries_run + 1))} ran, records say {attempts}")
+    known = {reason.value for reason in Reason}
+    verdict.misrecorded += [f"try {record.attempt}: unknown reason {record.outcome!r}" for record in run.records
+                            if record.outcome not in known]
+    if run.records and run.records[-1].outcome in known:
+        last = Reason(run.records[-1].outcome)
+        expected = {"success": last is Reason.ALL_SUCCEEDED, "killed": last is Reason.KILLED,
+                    "failed": last not in (Reason.ALL_SUCCEEDED, Reason.KILLED)}[run.outcome]
+        if not expected:
+            verdict.misrecorded.append(f"the task ended {run.outcome} but its last try is recorded {last.value}")
+    verdict.wrong_steps = wrong_steps(run.records)
+    if start_deadline is not None:
+        late = [gang for gang, moment in ledger.created_at.items() if moment > start_deadline]
+        verdict.wrong_steps += [f"gang {gang} created after start_by" for gang in late]
+    return verdict
+
+
+def wrong_steps(records: list[TryRecord]) -> list[str]:
+    """Tries whose step differs from the one the recorded history before them calls for."""
+    problems = []
+    sequence: list[TryRecord] = []
+    for record in records:
+        reason = Reason(record.outcome) if record.outcome in {r.value for r in Reason} else Reason.INVALID
+        if record.gang and record.ladder is not None and is_ladder_input(reason) and record.adopted_from is None:
+            ladder = fallback.ladder_from_plain(record.ladder)
+            outcomes = [fallback.TryOutcome(position, item.step_index, Reason(item.outcome))
+                        for position, item in enumerate(sequence, start=1)]
+            choice = fallback.choose_step(ladder, len(sequence) + 1, outcomes)
+            if choice.step_index != record.step_index:
+                problems.append(f"try {record.attempt} used step {record.step_index}, the history calls for "
+                                f"{choice.step_index} ({choice.explanation})")
+        if is_ladder_input(reason):
+            sequence = [] if not is_retryable(reason) else [*sequence, record]
+    return problems
