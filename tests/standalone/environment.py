@@ -1,13 +1,17 @@
-"""What the opt-in real-Airflow suites share: their DAG file, their clusters and Airflow, REST helpers.
+"""What the real-Airflow suites share: their DAG file, their clusters and Airflow, REST helpers.
 
-Each suite (``test_real_triggerer.py``, ``test_ui.py``) writes a DAG file with two
-``GangTrainingOperator`` DAGs (:func:`write_dags`): one gang of 8 that waits (connection
-``gang_waiting``, zone us-central1-a, strict) and one gang of 2 that runs at once (connection
-``gang_fast``). :func:`standalone` starts the ``demo`` cluster at 1.0x (``gang_waiting``: zone A
-stays stocked out), the ``small`` cluster at 4.0x (``gang_fast``) and ``airflow standalone``, waits
-until Airflow is healthy, logs in and waits for both DAGs to be parsed; on exit it stops them in
-reverse order and removes the temporary directory, unless ``GANG_STANDALONE_KEEP=1`` (then it prints
-its path).
+Each suite writes a DAG file of ``GangTrainingOperator`` DAGs (:class:`GangDag`, :func:`write_dags`)
+and enters :func:`running_airflow` with the clusters its DAGs' connections point at
+(:class:`~tests.standalone.clusters.ClusterSpec` per connection id). That starts the clusters and
+Airflow's components (:mod:`.components`) in a temporary directory, waits until Airflow is healthy,
+logs in and waits for the DAGs to be parsed; on exit - also on failure, and when pytest is stopped
+with SIGTERM (``conftest.py``) - it stops everything it started, last started first, and removes
+the directory unless ``GANG_STANDALONE_KEEP=1`` (then it prints its path).
+
+``WAITING_AND_FAST`` is the pair of DAGs and clusters of ``test_real_triggerer.py`` and
+``test_ui.py``: a gang of 8 that waits (connection ``gang_waiting``: the ``demo`` scenario at 1.0x
+keeps zone us-central1-a stocked out for 10 minutes, strict zone) and a gang of 2 that runs at once
+(``gang_fast``: the ``small`` scenario at 4.0x).
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import shutil
 import string
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.standalone.processes import Airflow, Cluster, start_airflow, start_cluster, wait_for
+from tests.standalone.clusters import Cluster, ClusterSpec, start_cluster
+from tests.standalone.components import Airflow, start_airflow
 
 DAGS = string.Template('''
 """$description"""
@@ -42,10 +47,7 @@ def simulated_pod(run_seconds):
     }
 
 
-for dag_id, conn_id, size, zone, run_seconds in (
-    ("$waiting", "gang_waiting", 8, "us-central1-a", 3600),
-    ("$success", "gang_fast", 2, None, $success_run_seconds),
-):
+for dag_id, conn_id, size, zone, run_seconds in $gangs:
     with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
              catchup=False) as dag:
         GangTrainingOperator(
@@ -58,71 +60,88 @@ for dag_id, conn_id, size, zone, run_seconds in (
 
 
 @dataclass(frozen=True)
+class GangDag:
+    """One DAG of the file: task ``train``, a deferrable gang of ``size`` one-GPU members on
+    ``conn_id`` (strictly in ``zone`` if given) whose simulated containers run ``run_seconds``."""
+
+    dag_id: str
+    conn_id: str
+    size: int
+    zone: str | None
+    run_seconds: int
+
+
+@dataclass(frozen=True)
 class Dags:
-    """The DAG file of a suite: its name, docstring, the two DAG ids and how long the fast gang runs."""
+    """The DAG file of a suite: its name, docstring and DAGs."""
 
     file_name: str
     description: str
-    waiting: str
-    success: str
-    success_run_seconds: int
+    gangs: tuple[GangDag, ...]
+
+    @property
+    def dag_ids(self) -> tuple[str, ...]:
+        return tuple(gang.dag_id for gang in self.gangs)
+
+
+WAITING_AND_FAST = {"gang_waiting": ClusterSpec("demo", 1.0), "gang_fast": ClusterSpec("small", 4.0)}
+"""Clusters of :func:`waiting_and_fast` DAGs."""
+
+
+def waiting_and_fast(file_name: str, description: str, waiting: str, success: str, success_run_seconds: int) -> Dags:
+    """A gang of 8 that waits on ``gang_waiting`` and a gang of 2 that runs on ``gang_fast``."""
+    return Dags(file_name, description, (GangDag(waiting, "gang_waiting", 8, "us-central1-a", 3600),
+                                         GangDag(success, "gang_fast", 2, None, success_run_seconds)))
 
 
 def write_dags(directory: Path, dags: Dags) -> Path:
     """Write ``dags`` to ``directory/dags/<file_name>``; return the DAGs folder."""
     folder = directory / "dags"
     folder.mkdir()
-    text = DAGS.substitute(description=dags.description, waiting=dags.waiting, success=dags.success,
-                           success_run_seconds=dags.success_run_seconds)
-    (folder / dags.file_name).write_text(textwrap.dedent(text))
+    gangs = repr(tuple((gang.dag_id, gang.conn_id, gang.size, gang.zone, gang.run_seconds) for gang in dags.gangs))
+    (folder / dags.file_name).write_text(textwrap.dedent(DAGS.substitute(description=dags.description, gangs=gangs)))
     return folder
 
 
 @dataclass
 class Setup:
+    """A running environment: Airflow, the clusters by connection id, the temporary directory."""
+
     airflow: Airflow
-    waiting: Cluster
-    fast: Cluster
+    clusters: dict[str, Cluster]
     directory: Path
+
+    def describe(self) -> str:
+        """The tails of every component's and cluster's log: for failure reports (``conftest.py``)."""
+        return "\n".join([self.airflow.describe(), *(cluster.describe() for cluster in self.clusters.values())])
 
 
 @contextmanager
-def standalone(prefix: str, dags: Dags) -> Iterator[Setup]:
-    """Both clusters and Airflow, healthy, logged in, both DAGs parsed, in a temporary directory
-    named ``prefix...``; everything started is stopped (in reverse order) on exit, also on failure."""
+def running_airflow(prefix: str, dags: Dags, clusters: Mapping[str, ClusterSpec],
+                    config: Mapping[str, str] | None = None) -> Iterator[Setup]:
+    """The clusters and Airflow (with ``config``: extra ``AIRFLOW__SECTION__KEY`` variables), healthy,
+    logged in, the DAGs parsed, in a temporary directory named ``prefix...``; everything started is
+    stopped on exit (last started first), also on failure."""
     directory = Path(tempfile.mkdtemp(prefix=prefix))
     stopping: list[Any] = []
     try:
         folder = write_dags(directory, dags)
-        waiting = start_cluster(directory, "demo", 1.0)
-        stopping.append(waiting.started)
-        fast = start_cluster(directory, "small", 4.0)
-        stopping.append(fast.started)
-        airflow = start_airflow(directory, folder, {"gang_waiting": waiting.connection_json(),
-                                                    "gang_fast": fast.connection_json()})
-        stopping.append(airflow.started)
-        wait_for(lambda: airflow.started.process.poll() is not None or airflow.healthy(), 240, "healthy Airflow", 2)
-        assert airflow.started.process.poll() is None, airflow.started.log()[-4000:]
-        wait_for(lambda: (airflow.home / "simple_auth_manager_passwords.json.generated").exists(), 30, "password")
-        airflow.login()
-        for dag_id in (dags.waiting, dags.success):
-            wait_for(lambda dag_id=dag_id: dag_known(airflow, dag_id), 120, f"DAG {dag_id} parsed", 2)
-        yield Setup(airflow, waiting, fast, directory)
+        started: dict[str, Cluster] = {}
+        for conn_id, spec in clusters.items():
+            started[conn_id] = start_cluster(directory, conn_id, spec)
+            stopping.append(started[conn_id])
+        airflow = start_airflow(directory, folder, {conn_id: cluster.connection_json()
+                                                    for conn_id, cluster in started.items()}, config)
+        stopping.append(airflow)
+        airflow.wait_ready(dags.dag_ids)
+        yield Setup(airflow, started, directory)
     finally:
-        for started in reversed(stopping):
-            started.stop()
+        for running in reversed(stopping):
+            running.stop()
         if os.environ.get("GANG_STANDALONE_KEEP") == "1":
             print(f"kept {directory}")
         else:
             shutil.rmtree(directory, ignore_errors=True)
-
-
-def dag_known(airflow: Airflow, dag_id: str) -> bool:
-    try:
-        airflow.request("GET", f"/api/v2/dags/{dag_id}")
-    except Exception:
-        return False
-    return True
 
 
 def trigger(airflow: Airflow, dag_id: str) -> str:

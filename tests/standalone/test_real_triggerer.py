@@ -1,11 +1,11 @@
-"""Kill and success under a real Airflow triggerer (opt-in: too slow and heavy for ``make test``).
+"""Kill and success under a real Airflow triggerer (part of ``make test``; ``GANG_STANDALONE=0`` skips it).
 
 ``dag.test()`` runs triggers inline, so the trigger's ``on_kill`` guard - it reads the task
 instance state through the triggerer's supervisor channel, as cncf-kubernetes' KubernetesPodTrigger
-does - only runs for real in a triggerer. These tests start ``airflow standalone`` (scheduler,
-dag-processor, api-server, triggerer; LocalExecutor on sqlite) in a temporary ``AIRFLOW_HOME`` on
-free loopback ports, plus two ``gang-sim serve`` clusters, and drive Airflow through its REST API
-(airflow-3.3-notes sections 2a and 7):
+does - only runs for real in a triggerer. These tests start Airflow's components (scheduler,
+dag-processor, api-server, triggerer: what ``airflow standalone`` runs; LocalExecutor on sqlite) in a
+temporary ``AIRFLOW_HOME`` on free loopback ports, plus two ``gang-sim serve`` clusters, and drive
+Airflow through its REST API (airflow-3.3-notes sections 2a and 7):
 
 - ``test_mark_failed_while_reserving_deletes_the_gang``: the ``demo`` scenario at real speed keeps
   zone us-central1-a stocked out for 10 minutes, so an 8-member gang waits in ``ReservationTrigger``;
@@ -20,33 +20,31 @@ free loopback ports, plus two ``gang-sim serve`` clusters, and drive Airflow thr
 
 Run (about 3-4 minutes on 2 cores; needs ~2 GB of RAM)::
 
-    GANG_STANDALONE=1 .venv/bin/python -m pytest -p no:cacheprovider tests/standalone -s
+    .venv/bin/python -m pytest -p no:cacheprovider tests/standalone/test_real_triggerer.py -s
 
 The DAG file, the clusters and Airflow come from :mod:`tests.standalone.environment`; every process
-is started in its own session and stopped by its process group at the end.
+is started in its own session and stopped (with everything in that session) at the end.
 ``GANG_STANDALONE_KEEP=1`` keeps the temporary directory (logs, Airflow home) and prints its path.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from tests.standalone.environment import Dags, Setup, standalone, train_task, trigger
-from tests.standalone.processes import Airflow, wait_for
+from tests.standalone.clusters import Cluster
+from tests.standalone.components import Airflow
+from tests.standalone.environment import WAITING_AND_FAST, Setup, running_airflow, train_task, trigger, waiting_and_fast
+from tests.standalone.processes import wait_for
 
-pytestmark = [
-    pytest.mark.skipif(os.environ.get("GANG_STANDALONE") != "1", reason="opt-in: set GANG_STANDALONE=1"),
-    pytest.mark.timeout(900),
-]
+pytestmark = pytest.mark.timeout(900)
 
 GANG_KINDS = "provisioningrequests,podtemplates,pods,configmaps,services"
 
-DAGS = Dags(
+DAGS = waiting_and_fast(
     file_name="gang_standalone_dags.py",
     description="DAGs of tests/standalone: one gang that waits (zone A stocked out), one that runs at once.",
     waiting="gang_standalone_waiting", success="gang_standalone_success", success_run_seconds=120,
@@ -55,8 +53,16 @@ DAGS = Dags(
 
 @pytest.fixture(scope="module")
 def setup() -> Iterator[Setup]:
-    with standalone("gang-standalone-", DAGS) as started:
+    with running_airflow("gang-standalone-", DAGS, WAITING_AND_FAST) as started:
         yield started
+
+
+def _waiting(setup: Setup) -> Cluster:
+    return setup.clusters["gang_waiting"]
+
+
+def _fast(setup: Setup) -> Cluster:
+    return setup.clusters["gang_fast"]
 
 
 def _gang(dag_id: str, run_id: str, attempt: int) -> str:
@@ -71,11 +77,11 @@ def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
     gang = _gang(dag_id, run_id, train_task(airflow, dag_id, run_id)["try_number"])
     selector = f"{naming.GANG_LABEL}={gang}"
     _wait_trigger_running(airflow, run_id, train_task(airflow, dag_id, run_id)["try_number"])
-    objects = setup.waiting.names(GANG_KINDS, selector)
+    objects = _waiting(setup).names(GANG_KINDS, selector)
     assert any(name.startswith("provisioningrequest") for name in objects), objects
     time.sleep(10)  # it really waits: still deferred, the request still pending
     assert train_task(airflow, dag_id, run_id)["state"] == "deferred"
-    status = setup.waiting.kubectl("get", "provisioningrequests", "-n", "default", "-l", selector,
+    status = _waiting(setup).kubectl("get", "provisioningrequests", "-n", "default", "-l", selector,
                                    "-o", 'jsonpath={.items[*].status.conditions[?(@.type=="Provisioned")].status}')
     assert status.strip() in ("", "False"), f"Provisioned={status!r}: zone A should still be stocked out"
     return gang
@@ -100,7 +106,7 @@ def test_mark_failed_while_reserving_deletes_the_gang(setup: Setup) -> None:
                           {"new_state": "failed"})
     selector = f"{naming.GANG_LABEL}={gang}"
     try:
-        wait_for(lambda: setup.waiting.names(GANG_KINDS, selector) == [], 90, "every gang object deleted", 2)
+        wait_for(lambda: _waiting(setup).names(GANG_KINDS, selector) == [], 90, "every gang object deleted", 2)
     finally:
         _report(setup, gang)
     assert "Trigger cancelled by user action, invoking on_kill" in setup.airflow.trigger_log()
@@ -127,7 +133,7 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
     wait_for(lambda: any(line in setup.airflow.trigger_log() for line in decided), 90, "try 1's on_kill to decide", 2)
     _report(setup, first)
     adopted = f"adopting gang {first}" in setup.airflow.task_log(run_id)
-    gangs = {gang: setup.waiting.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}")
+    gangs = {gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}")
              for gang in (first, _gang(dag_id, run_id, 2))}
     print(f"try 2 adopted try 1's gang: {adopted}; objects per gang: {gangs}")
     assert adopted and gangs[first] and not gangs[_gang(dag_id, run_id, 2)], gangs
@@ -135,7 +141,7 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
     setup.airflow.request("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train",
                           {"new_state": "failed"})
     for gang in gangs:
-        wait_for(lambda gang=gang: setup.waiting.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [], 90,
+        wait_for(lambda gang=gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [], 90,
                  f"{gang}'s objects deleted", 2)
 
 
@@ -146,7 +152,7 @@ def test_success_with_the_real_triggerer(setup: Setup) -> None:
     task = train_task(setup.airflow, dag_id, run_id)
     assert task["state"] == "success", setup.airflow.task_log(run_id)[-6000:]
     gang = _gang(dag_id, run_id, task["try_number"])
-    assert setup.fast.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == []
+    assert _fast(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == []
     _report(setup, gang)
     # The reservation trigger fired (the worker resumed in execute_reserved and launched the members);
     # its triggerer log is gone: the run trigger of the same attempt writes the same log file anew.

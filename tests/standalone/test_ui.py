@@ -1,9 +1,9 @@
-"""The UI integration under a real api-server (opt-in: ``GANG_STANDALONE=1``; no browser here).
+"""The UI integration under a real api-server (``GANG_STANDALONE=0`` skips it; no browser here).
 
-``airflow standalone`` loads :class:`airflow_provider_gang.plugin.GangPlugin` through the
-``airflow.plugins`` entry point, mounts its FastAPI app at ``/gang`` and serves the extra link that
-the worker stored as the XCom ``_link_GangReservationLink`` (airflow-3.3-notes section 4). Two gangs
-run against ``gang-sim serve`` clusters:
+The api-server (started with the other components, as ``airflow standalone`` would) loads
+:class:`airflow_provider_gang.plugin.GangPlugin` through the ``airflow.plugins`` entry point, mounts
+its FastAPI app at ``/gang`` and serves the extra link that the worker stored as the XCom
+``_link_GangReservationLink`` (airflow-3.3-notes section 4). Two gangs run against ``gang-sim serve`` clusters:
 
 - ``gang_ui_waiting``: the ``demo`` scenario at real speed keeps zone us-central1-a stocked out, so
   the task stays deferred in ``ReservationTrigger``; its page shows the reservation;
@@ -19,7 +19,7 @@ page; the page and the JSON behind it answer an authenticated user (Bearer token
 
 Run (about 1 minute on 2 cores; needs ~2 GB of RAM)::
 
-    GANG_STANDALONE=1 .venv/bin/python -m pytest -p no:cacheprovider tests/standalone/test_ui.py -s
+    .venv/bin/python -m pytest -p no:cacheprovider tests/standalone/test_ui.py -s
 
 The DAG file, the clusters and Airflow come from :mod:`tests.standalone.environment`.
 ``GANG_STANDALONE_KEEP=1`` keeps the temporary directory (logs, Airflow home) and prints its path.
@@ -27,27 +27,23 @@ The DAG file, the clusters and Airflow come from :mod:`tests.standalone.environm
 
 from __future__ import annotations
 
-import os
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from tests.standalone.environment import Dags, standalone, train_task, trigger
-from tests.standalone.processes import Airflow, wait_for
+from tests.standalone.components import Airflow
+from tests.standalone.environment import WAITING_AND_FAST, Setup, running_airflow, train_task, trigger, waiting_and_fast
+from tests.standalone.processes import wait_for
 
-pytestmark = [
-    pytest.mark.skipif(os.environ.get("GANG_STANDALONE") != "1", reason="opt-in: set GANG_STANDALONE=1"),
-    pytest.mark.timeout(900),
-]
+pytestmark = pytest.mark.timeout(900)
 
 WAITING, SUCCESS = "gang_ui_waiting", "gang_ui_success"
 
-DAGS = Dags(
+DAGS = waiting_and_fast(
     file_name="gang_ui_dags.py",
     description="DAGs of tests/standalone/test_ui.py: one gang that waits (zone A stocked out), one that succeeds.",
     waiting=WAITING, success=SUCCESS, success_run_seconds=20,
@@ -56,10 +52,13 @@ DAGS = Dags(
 
 @dataclass
 class Runs:
-    airflow: Airflow
+    setup: Setup
     waiting_run: str
     success_run: str
-    directory: Path
+
+    @property
+    def airflow(self) -> Airflow:
+        return self.setup.airflow
 
 
 def start_runs(airflow: Airflow) -> tuple[str, str]:
@@ -75,9 +74,9 @@ def start_runs(airflow: Airflow) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def runs() -> Iterator[Runs]:
-    with standalone("gang-ui-", DAGS) as setup:
+    with running_airflow("gang-ui-", DAGS, WAITING_AND_FAST) as setup:
         waiting_run, success_run = start_runs(setup.airflow)
-        yield Runs(setup.airflow, waiting_run, success_run, setup.directory)
+        yield Runs(setup, waiting_run, success_run)
 
 
 def _get(airflow: Airflow, path: str, headers: dict[str, str]) -> tuple[int, str]:
