@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint unit reservation-coverage demo bench clean
+.PHONY: test lint unit reservation-coverage standalone demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,16 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Every check. The real-Airflow suite runs last, after the quick tests: it is the slowest part
+# (about 7 minutes on 2 cores). GANG_STANDALONE=0 make test skips it for quick local runs.
 test: lint reservation-coverage
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone
+	$(MAKE) --no-print-directory standalone
+
+# tests/standalone: Airflow's scheduler, dag-processor, triggerer(s) and api-server as processes,
+# against emulated clusters, driven through the REST API (GANG_STANDALONE=0 skips it).
+standalone: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=0 tests/standalone
 
 # The pure core is fully decidable from its inputs: every branch of reservation/ is tested.
 reservation-coverage: $(STAMP)
