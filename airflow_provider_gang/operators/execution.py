@@ -237,8 +237,15 @@ class TryRun:
             refusal = self.cluster(lambda client: gang_objects.adoption_refusal(
                 client, spec, attempt=stale.plan.attempt, owner_uid=stale.owner_uid))
         if refusal is None:
-            return plan.adopt(stale.plan, try_number=self.lifecycle.try_number, start_deadline=start_deadline,
-                              reservation_timeout_seconds=self.settings.reservation_timeout.total_seconds(), now=now)
+            adopted = plan.adopt(stale.plan, try_number=self.lifecycle.try_number, start_deadline=start_deadline,
+                                 reservation_timeout_seconds=self.settings.reservation_timeout.total_seconds(),
+                                 now=now)
+            self.lifecycle.end_without_gang(
+                attempt=stale.plan.attempt, reason=Reason.WORKER_LOST, plan=stale.plan, mode=spec.mode.value,
+                size=stale.size_run or spec.size,
+                message=f"its worker stopped before the try finished; try {self.lifecycle.try_number} adopted "
+                        "its intact gang")
+            return adopted
         self.log.info("Try %d did not finish and its gang %s is not adopted: %s", stale.plan.attempt,
                       stale.plan.gang, refusal)
         self.lifecycle.end_without_gang(attempt=stale.plan.attempt, reason=Reason.KILLED, plan=stale.plan,

@@ -112,6 +112,9 @@ class Reason(str, Enum):
     """The task was killed (marked failed or success by a user, SIGTERM, ``execution_timeout``) or its
     gang was deleted from outside while it waited. Not a failure of the gang: it is no input to the
     fallback ladder (:func:`is_ladder_input`)."""
+    WORKER_LOST = "worker_lost"
+    """The worker running the try stopped before the try finished (killed, out of memory, node lost)
+    and the next try adopted its intact gang. No input to the ladder either."""
 
 
 TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED})
@@ -149,5 +152,5 @@ def is_retryable(reason: Reason) -> bool:
 
 def is_ladder_input(reason: Reason) -> bool:
     """Whether a try that ended with ``reason`` counts for the fallback ladder: every reason but
-    ``killed``, which says nothing about the gang's chances on the cluster."""
-    return reason is not Reason.KILLED
+    ``killed`` and ``worker_lost``, which say nothing about the gang's chances on the cluster."""
+    return reason not in (Reason.KILLED, Reason.WORKER_LOST)

@@ -148,7 +148,8 @@ def test_retry_after_worker_crash_adopts_the_pods_already_created(cluster_factor
     summary = op.execute_finished(second, first_event(run_trigger))
     assert summary["gang"] == gang
     assert summary["size_run"] == 4
-    assert [item["attempt"] for item in summary["tries"]] == [2]
+    assert [(item["attempt"], item["outcome"]) for item in summary["tries"]] == [(1, "worker_lost"),
+                                                                                (2, "all_succeeded")]
     wait_until(lambda: gang_objects(cluster, gang) == {})
 
 

@@ -169,15 +169,16 @@ class TaskRun:
 def run_task(operator: Any, dag_id: str, run_id: str = "run-1", *, max_tries: int | None = None,
              run_trigger: TriggerRunner = run_in_triggerer,
              before_try: Callable[[int], None] | None = None,
-             context_changes: dict[str, Any] | None = None) -> TaskRun:
+             context_changes: dict[str, Any] | None = None, first_try: int = 1) -> TaskRun:
     """Drive every try of one task instance as Airflow's task runner would: ``execute``; on
     ``TaskDeferred`` run the trigger and resume at its method; a retryable failure (or any other
     exception) starts the next try while tries remain; ``GangFailedForGood`` and
-    ``AirflowTaskTerminated`` end the task."""
+    ``AirflowTaskTerminated`` end the task. ``first_try`` > 1 continues a task instance whose
+    earlier tries ran elsewhere (``context_changes`` then carries their ``task_state_store``)."""
     total = max_tries if max_tries is not None else (operator.retries or 0) + 1
     context: dict[str, Any] = {}
     error: BaseException | None = None
-    for try_number in range(1, total + 1):
+    for try_number in range(first_try, total + 1):
         if before_try is not None:
             before_try(try_number)
         context = context_for(FakeTaskInstance(dag_id, run_id, try_number=try_number, max_tries=total))

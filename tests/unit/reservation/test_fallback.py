@@ -258,6 +258,6 @@ def test_a_stored_step_of_unknown_type_is_named() -> None:
         fallback.ladder_from_plain([{"step": "Teleport"}])
 
 
-def test_only_killed_tries_are_no_ladder_input() -> None:
-    assert not is_ladder_input(Reason.KILLED)
-    assert all(is_ladder_input(reason) for reason in Reason if reason is not Reason.KILLED)
+def test_only_killed_and_lost_worker_tries_are_no_ladder_input() -> None:
+    assert not is_ladder_input(Reason.KILLED) and not is_ladder_input(Reason.WORKER_LOST)
+    assert all(is_ladder_input(reason) for reason in Reason if reason not in (Reason.KILLED, Reason.WORKER_LOST))
