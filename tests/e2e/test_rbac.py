@@ -12,6 +12,7 @@ Kubernetes OpenAPI models of the official ``kubernetes`` client instead of being
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -30,7 +31,7 @@ from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.sim.api.auth import Rule
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
-from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
+from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import on_kill_with_state, wait_until
 from tests.e2e.test_modes import kueue_queues
 
@@ -101,7 +102,8 @@ def connect_as(cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch, conn_
 
 
 def gang_arguments(mode: str, conn_id: str) -> dict[str, Any]:
-    """A distributed gang (it has a headless Service, so it needs every rule of its mode)."""
+    """A distributed gang (it has a headless Service, so it needs every rule of its mode) of two
+    members that run 20 simulated seconds."""
     return {"size": 2, "gpus": 1, "pod_template": simulated_pod(20), "distributed": "torch", "reservation": mode,
             "kueue_queue": QUEUE if mode == "kueue" else None, "deferrable": True, "kubernetes_conn_id": conn_id,
             "reservation_timeout": timedelta(seconds=60), "startup_timeout": timedelta(seconds=30)}
@@ -186,32 +188,63 @@ def test_role_grants_exactly_what_the_precheck_asks_for(mode: str) -> None:
 # -- a gang with exactly these rules ------------------------------------------------------------------
 
 
+def first_event_advancing(cluster: SimulatedCluster, trigger: Any, seconds: float) -> dict[str, Any]:
+    """``first_event(trigger)`` while the manual clock moves ``seconds`` once the trigger watches all
+    it watches (its WATCH requests counted by the emulator), so it sees the change through its watches
+    as in a real wait. A trigger that decides from its first LIST (nothing to wait for) returns before;
+    the clock then moves after it."""
+    metrics = cluster.harness.emulator.metrics  # type: ignore[union-attr]
+    opened, wanted = metrics.total("watch"), len(trigger.objects.watches())
+    returned, advanced = threading.Event(), threading.Event()
+
+    def advance_once_watching() -> None:
+        while not returned.wait(0.01):
+            if metrics.total("watch") >= opened + wanted:
+                cluster.harness.advance(seconds)
+                advanced.set()
+                return
+
+    mover = threading.Thread(target=advance_once_watching, name="advance-when-watching")
+    mover.start()
+    try:
+        return first_event(trigger)
+    finally:
+        returned.set()
+        mover.join()
+        if not advanced.is_set():
+            cluster.harness.advance(seconds)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_gang_runs_is_adopted_and_killed_with_exactly_the_role(
-        cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    """A whole DAG run succeeds; then a try adopted by the next one (worker crash), launched twice
-    (members adopted) and killed by its trigger's ``on_kill`` leaves nothing. Together they make
-    every request of the mode: the requests made are exactly the Role's rules, none refused."""
-    cluster = start_cluster(cluster_factory, mode, time_scale=60)
+        cluster_factory: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """A gang whose first try's worker died is adopted by try 2, launched by two workers (members
+    adopted) and succeeds; another gang is killed by its trigger's ``on_kill``; nothing is left. Together
+    they make every request of the mode: the requests made are exactly the Role's rules, none refused.
+
+    The cluster runs on a manual clock, so each step happens when the test says (no race with members
+    finishing early on a loaded machine)."""
+    cluster = start_cluster(cluster_factory, mode, time_scale=None)
     conn_id = f"rbac_{mode}"
     granted = grants_of(mode)
     connect_as(cluster, monkeypatch, conn_id, granted)
     metrics = cluster.harness.emulator.metrics  # type: ignore[union-attr]
     metrics.reset()
-
-    dag_run = run_dag(gang_dag(f"rbac_run_{mode}", **gang_arguments(mode, conn_id)))
-    assert task_instance(dag_run).state == "success"
-    assert leftovers(cluster) == {}
-
     op = GangTrainingOperator(task_id="train", **gang_arguments(mode, conn_id))
-    crashed = context_for(FakeTaskInstance(f"rbac_adopt_{mode}", "run-1", try_number=1))
-    deferred(op.execute, crashed)
-    context = context_for(FakeTaskInstance(f"rbac_adopt_{mode}", "run-1", try_number=2))
-    event = first_event(deferred(op.execute, context))  # try 2 adopts every object of try 1
+
+    deferred(op.execute, context_for(FakeTaskInstance(f"rbac_run_{mode}", "run-1", try_number=1)))  # then dies
+    context: Any = context_for(FakeTaskInstance(f"rbac_run_{mode}", "run-1", try_number=2))
+    reservation = deferred(op.execute, context)  # adopts every object of try 1
+    event = first_event_advancing(cluster, reservation, 70)  # nodes provisioned (60 s); Kueue's members run
     assert event["status"] == "success", event
     deferred(op.execute_reserved, context, event)
-    run_trigger = deferred(op.execute_reserved, context, event)  # a second worker: the members are adopted
-    on_kill_with_state(run_trigger, "failed")
+    run = deferred(op.execute_reserved, context, event)  # a second worker: it adopts the members
+    summary = op.execute_finished(context, first_event_advancing(cluster, run, 60))  # members ran their 20 s
+    assert (summary["size_run"], summary["exit_codes"]) == (2, {"0": 0, "1": 0})
+    assert leftovers(cluster) == {}
+
+    killed = deferred(op.execute, context_for(FakeTaskInstance(f"rbac_kill_{mode}", "run-1")))
+    on_kill_with_state(killed, "failed")
     wait_until(lambda: leftovers(cluster) == {})
 
     snapshot = metrics.snapshot()
