@@ -6,7 +6,7 @@ fallback ladder's fit to the mode, ``on_finish``, ``log_ranks``, ``deferrable``,
 source of the pod (``image`` / ``pod_template`` / ``pod_template_file``), ``command``/``args``/``env``
 shapes and the connection id. ``reservation.template`` checks the pod template's content.
 
-The checks run twice (issue 5, behaviour 1): in ``__init__`` at DAG parse time, skipping values that
+The checks run twice: in ``__init__`` at DAG parse time, skipping values that
 still hold Jinja, and again after ``render_template_fields`` with every value final. Each failure is a
 ``GangArgumentError`` naming the argument, what is wrong and how to fix it; nothing has been created
 in the cluster when it is raised.
@@ -88,11 +88,38 @@ class OperatorArguments:
     """(step description, the reservation mode it requires or "") for each fallback step."""
 
 
+def as_duration(value: Any) -> Any:
+    """``value`` as a ``timedelta`` when it is one or a number of seconds (as Airflow's own
+    ``retry_delay`` and sensor ``timeout`` accept); anything else unchanged, for the check to name."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    return value
+
+
+def check_fallbacks_shape(fallbacks: Any) -> tuple[Any, ...]:
+    """``fallbacks`` as a tuple, or a ``GangArgumentError`` for a lone step, a string, a mapping, or
+    an item that is a zone name instead of a step."""
+    from airflow_provider_gang.reservation.fallback import FallbackStep
+
+    if isinstance(fallbacks, FallbackStep):
+        raise GangArgumentError("fallbacks", f"is a single step ({fallbacks.describe()}), not a list of steps",
+                                f"wrap it in a list: fallbacks=[{fallbacks!r}]")
+    if isinstance(fallbacks, (str, bytes, Mapping)) or not isinstance(fallbacks, (list, tuple)):
+        raise GangArgumentError("fallbacks", f"must be a list of reservation.fallback steps, got {fallbacks!r}",
+                                "pass e.g. fallbacks=[OtherZone('us-central1-b'), ShrinkTo(4)]")
+    for index, step in enumerate(fallbacks, start=1):
+        if isinstance(step, str):
+            raise GangArgumentError("fallbacks", f"step {index} is the string {step!r}, not a step",
+                                    f"write a step, e.g. OtherZone({step!r}) or OtherQueue({step!r})")
+    return tuple(fallbacks)
+
+
 def _check_timedelta(argument: str, value: Any, *, optional: bool, example: str) -> None:
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, timedelta):
-        raise GangArgumentError(argument, f"must be a datetime.timedelta, got {value!r}", f"use {example}")
+        raise GangArgumentError(argument, f"must be a datetime.timedelta or a number of seconds, got {value!r}",
+                                f"use {example}")
     if value <= timedelta(0):
         raise GangArgumentError(argument, f"must be positive, got {value}", f"use {example}")
 

@@ -24,7 +24,7 @@ from airflow_provider_gang.operators import arguments as checks
 from airflow_provider_gang.operators import execution, plan
 from airflow_provider_gang.operators.member_template import build_member_template
 from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter
-from airflow_provider_gang.reservation import fallback, naming
+from airflow_provider_gang.reservation import fallback, naming, validation
 from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
 
 # GangSpec field -> the operator argument a user wrote.
@@ -97,10 +97,10 @@ class GangTrainingOperator(BaseOperator):
         spot: bool = False,
         namespace: str = "default",
         labels: Mapping[str, str] | None = None,
-        reservation_timeout: timedelta = timedelta(minutes=30),
-        startup_timeout: timedelta = timedelta(minutes=10),
-        run_timeout: timedelta | None = None,
-        start_by: timedelta | None = None,
+        reservation_timeout: timedelta | float = timedelta(minutes=30),
+        startup_timeout: timedelta | float = timedelta(minutes=10),
+        run_timeout: timedelta | float | None = None,
+        start_by: timedelta | float | None = None,
         fallbacks: Sequence[fallback.FallbackStep] = (),
         on_finish: str = "delete",
         log_ranks: Sequence[int] | str = (0,),
@@ -123,15 +123,18 @@ class GangTrainingOperator(BaseOperator):
         self.kueue_queue, self.zone, self.strict_zone, self.spot = kueue_queue, zone, strict_zone, spot
         self.namespace = namespace
         self.labels = dict(labels or {})
-        self.reservation_timeout, self.startup_timeout = reservation_timeout, startup_timeout
-        self.run_timeout, self.start_by = run_timeout, start_by
-        self.fallbacks = tuple(fallbacks)
+        self.reservation_timeout = checks.as_duration(reservation_timeout)
+        self.startup_timeout = checks.as_duration(startup_timeout)
+        self.run_timeout, self.start_by = checks.as_duration(run_timeout), checks.as_duration(start_by)
+        self.fallbacks = checks.check_fallbacks_shape(fallbacks)
         self.on_finish, self.log_ranks = on_finish, log_ranks
         self.deferrable = deferrable
         self.kubernetes_conn_id = kubernetes_conn_id
         self.client_options = dict(client_options or {})
         self._active_waiter: DeferringWaiter | InlineWaiter | None = None
         self.check_arguments(rendered=False)
+        for warning in self.argument_warnings():
+            self.log.warning("GangTrainingOperator %s: %s", self.task_id, warning)
 
     # -- validation ---------------------------------------------------------------------------
 
@@ -159,6 +162,21 @@ class GangTrainingOperator(BaseOperator):
             fallback.check_ladder(self.fallbacks, base)
         except GangSpecError as error:
             raise checks.GangArgumentError("fallbacks", error.message) from error
+
+    def argument_warnings(self) -> list[str]:
+        """What is allowed but probably not meant, said once at parse time: steps that change nothing,
+        a ladder longer than ``retries`` allows, ``provisioning_parameters`` no controller reads."""
+        warnings = [f"fallbacks {step} changes nothing for this gang; remove it or change it"
+                    for step in fallback.no_op_steps(self.fallbacks, self.build_spec(PARSE_TIME_NAME, stand_ins=True))]
+        retries = self.retries or 0
+        if len(self.fallbacks) > retries:
+            warnings.append(f"fallbacks has {len(self.fallbacks)} steps but retries={retries}: only the first "
+                            f"{retries} can be used; set retries={len(self.fallbacks)}")
+        if self.reservation != "kueue":
+            unread = validation.unknown_parameters(self.provisioning_class, self.provisioning_parameters)
+            if unread:
+                warnings.append(unread)
+        return warnings
 
     def _templated(self, *, stand_ins: bool) -> dict[str, Any]:
         """The templated fields' values; with ``stand_ins``, a valid neutral value replaces any that

@@ -13,7 +13,7 @@ Default reasons per step (override with ``applies_to``):
 ``RetryAsIs``               any retryable reason (booking expired, revoked, member failed...)
 ``ShrinkTo``                capacity refused, deadline, provisioning failed, Kueue retry/reject
 ``OtherZone``               capacity refused, deadline, provisioning failed, revoked, booking expired
-``OtherProvisioningClass``  capacity refused, deadline, provisioning failed
+``OtherProvisioningClass``  capacity refused, deadline, provisioning failed, revoked
 ``OtherQueue``              deadline, Kueue retry/reject, preempted, evicted, deactivated
 ``OnDemand``                revoked, preempted, evicted, member lost, capacity refused, deadline
 =========================  =================================================================
@@ -127,7 +127,9 @@ class OtherProvisioningClass(FallbackStep):
 
     provisioning_class: str
     parameters: tuple[tuple[str, str], ...] = ()
-    default_reasons: ClassVar[frozenset[Reason]] = _CAPACITY
+    default_reasons: ClassVar[frozenset[Reason]] = _CAPACITY | {Reason.CAPACITY_REVOKED}
+    """``capacity_revoked`` too: a Dynamic Workload Scheduler run cut at ``maxRunDurationSeconds`` is
+    exactly when a user moves to another class."""
 
     def describe(self) -> str:
         return f"other provisioning class {self.provisioning_class}"
@@ -250,6 +252,9 @@ def check_ladder(ladder: Sequence[FallbackStep], base: GangSpec) -> None:
     for index, step in enumerate(ladder):
         if not isinstance(step, FallbackStep):
             raise GangSpecError("fallbacks", f"step {index + 1} is {step!r}, not a reservation.fallback step")
+        if isinstance(step.applies_to, str) or not isinstance(step.applies_to, (set, frozenset, list, tuple)):
+            raise GangSpecError("fallbacks", f"step {index + 1} ({step.describe()}): applies_to must be a set of "
+                                f"reasons, got {step.applies_to!r}; write e.g. applies_to={{{step.applies_to!r}}}")
         unknown = [reason for reason in step.applies_to if reason not in set(Reason)]
         if unknown:
             raise GangSpecError("fallbacks", f"step {index + 1}: unknown reasons {unknown}")
@@ -258,6 +263,19 @@ def check_ladder(ladder: Sequence[FallbackStep], base: GangSpec) -> None:
             spec = step.apply(spec)
         except GangSpecError as error:
             raise GangSpecError("fallbacks", f"step {index + 1} ({step.describe()}): {error}") from None
+
+
+def no_op_steps(ladder: Sequence[FallbackStep], base: GangSpec) -> list[str]:
+    """Descriptions of the steps that change nothing when applied right after the steps before them
+    (``ShrinkTo(16)`` on a gang of 4): worth a warning, not an error."""
+    found, spec = [], base
+    for index, step in enumerate(ladder):
+        after = step.apply(spec)
+        unchanged = after.size == spec.size if isinstance(step, ShrinkTo) else after == spec
+        if unchanged and not isinstance(step, RetryAsIs):
+            found.append(f"step {index + 1} ({step.describe()})")
+        spec = after
+    return found
 
 
 def required_modes(ladder: Sequence[FallbackStep]) -> tuple[tuple[str, str], ...]:

@@ -23,6 +23,26 @@ CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 QUEUED_PROVISIONING = "queued-provisioning.gke.io"
 KNOWN_PROVISIONING_CLASSES = (CHECK_CAPACITY, BEST_EFFORT_ATOMIC, QUEUED_PROVISIONING)
+KNOWN_PARAMETERS: dict[str, frozenset[str]] = {
+    CHECK_CAPACITY: frozenset({"noRetry", "processorInstance"}),
+    BEST_EFFORT_ATOMIC: frozenset(),
+    QUEUED_PROVISIONING: frozenset({"maxRunDurationSeconds"}),
+}
+"""``spec.parameters`` keys each class is known to read (cluster-autoscaler ``provisioningrequest``
+processors; GKE's Dynamic Workload Scheduler documentation); others are passed on unread."""
+
+
+def unknown_parameters(provisioning_class: str | None, parameters: Mapping[str, str]) -> str | None:
+    """A warning naming the ``parameters`` keys no controller of ``provisioning_class`` is known to
+    read (and the keys it does read), or ``None``. Not an error: a newer controller may read them."""
+    known = KNOWN_PARAMETERS.get(provisioning_class or "")
+    if known is None:
+        return None
+    unknown = sorted(set(parameters) - known)
+    if not unknown:
+        return None
+    listed = ", ".join(sorted(known)) or "none"
+    return f"provisioning_parameters {unknown} are not read by {provisioning_class} (known keys: {listed})"
 
 MAX_PARAMETERS = 100
 MAX_PARAMETER_VALUE_LENGTH = 255

@@ -14,6 +14,7 @@ import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.arguments import GangArgumentError
+from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs
 
 GOOD: dict[str, Any] = {"task_id": "train", "image": "trainer:1", "size": 4, "gpus": 1}
 
@@ -55,7 +56,15 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("zone-not-label-value", {"zone": "us central"}, "zone"),
     ("namespace-not-dns", {"namespace": "ML_Team"}, "namespace"),
     ("label-reserved-prefix", {"labels": {"airflow-gang.io/gang": "x"}}, "labels['airflow-gang.io/gang']"),
-    ("reservation-timeout-number", {"reservation_timeout": 600}, "reservation_timeout"),
+    ("reservation-timeout-negative-seconds", {"reservation_timeout": -600}, "reservation_timeout"),
+    ("startup-timeout-bool", {"startup_timeout": True}, "startup_timeout"),
+    ("fallbacks-a-single-step", {"fallbacks": OtherZone("us-central1-b")}, "fallbacks"),
+    ("fallbacks-zone-names", {"fallbacks": ["us-central1-b"]}, "fallbacks"),
+    ("fallbacks-a-string", {"fallbacks": "us-central1-b"}, "fallbacks"),
+    ("applies-to-a-string", {"retries": 1, "fallbacks": [RetryAsIs(applies_to="capacity_revoked")]}, "fallbacks"),
+    ("applies-to-unknown-reason", {"retries": 1, "fallbacks": [RetryAsIs(applies_to={"gremlins"})]}, "fallbacks"),
+    ("client-options-unknown-key", {"client_options": {"retries": 3}}, "client_options"),
+    ("client-options-zero-attempts", {"client_options": {"retry_attempts": 0}}, "client_options"),
     ("reservation-timeout-zero", {"reservation_timeout": timedelta(0)}, "reservation_timeout"),
     ("startup-timeout-negative", {"startup_timeout": timedelta(seconds=-5)}, "startup_timeout"),
     ("run-timeout-string", {"run_timeout": "6h"}, "run_timeout"),

@@ -261,3 +261,16 @@ def test_a_stored_step_of_unknown_type_is_named() -> None:
 def test_only_killed_and_lost_worker_tries_are_no_ladder_input() -> None:
     assert not is_ladder_input(Reason.KILLED) and not is_ladder_input(Reason.WORKER_LOST)
     assert all(is_ladder_input(reason) for reason in Reason if reason not in (Reason.KILLED, Reason.WORKER_LOST))
+
+
+def test_steps_that_change_nothing_are_found() -> None:
+    base = gang_spec(size=4, min_size=2, zone="zone-a", strict_zone=True)
+    ladder = (fallback.ShrinkTo(16), fallback.OtherZone("zone-a"), fallback.RetryAsIs(), fallback.ShrinkTo(2),
+              fallback.OnDemand())
+    assert fallback.no_op_steps(ladder, base) == ["step 1 (shrink to 16 members)", "step 2 (other zone zone-a)",
+                                                  "step 5 (spot to on-demand)"]
+
+
+def test_applies_to_written_as_a_string_is_refused() -> None:
+    with pytest.raises(GangSpecError, match="applies_to must be a set of reasons, got 'deadline'"):
+        fallback.check_ladder([fallback.RetryAsIs(applies_to="deadline")], gang_spec())  # type: ignore[arg-type]
