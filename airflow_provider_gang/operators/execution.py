@@ -215,7 +215,7 @@ class TryRun:
         })
         watch = gang_objects.watch_targets(spec, facts["job_uid"])
         trigger = ReservationTrigger(
-            connection=self.connection().to_dict(), gang_name=try_plan.gang, namespace=spec.namespace,
+            kubernetes_conn_id=self.settings.kubernetes_conn_id, gang_name=try_plan.gang, namespace=spec.namespace,
             deadline=try_plan.reservation_deadline, mode=spec.mode.value, size=spec.size,
             started_at=try_plan.requested_at, provisioning_request=watch.provisioning_request,
             workload_selector=watch.workload_selector, pod_selector=watch.gated_pod_selector,
@@ -302,8 +302,8 @@ class TryRun:
         self.state = state = self.lifecycle.update(state, launched_at=now, size_run=size)
         watch = gang_objects.watch_targets(spec, state.job_uid)
         trigger = GangRunTrigger(
-            connection=self.connection().to_dict(), gang_name=spec.name, namespace=spec.namespace, deadline=deadline,
-            mode=spec.mode.value, size=size, started_at=now, pod_selector=watch.member_selector,
+            kubernetes_conn_id=self.settings.kubernetes_conn_id, gang_name=spec.name, namespace=spec.namespace,
+            deadline=deadline, mode=spec.mode.value, size=size, started_at=now, pod_selector=watch.member_selector,
             provisioning_request=watch.provisioning_request, workload_selector=watch.workload_selector,
             startup_deadline=now + self.settings.startup_timeout.total_seconds(),
             delete_on_kill=gang_objects.kill_targets(spec), try_number=state.plan.attempt,

@@ -114,7 +114,6 @@ class InlineWaiter(_KillSwitch):
 
     def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
         self.refuse_if_killed()
-        self.track(ConnectionSettings.from_dict(trigger.connection), spec)
         return asyncio.run(_first_event(trigger))
 
 

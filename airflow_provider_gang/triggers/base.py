@@ -2,7 +2,11 @@
 
 Arguments common to every gang trigger (all plain values, part of the stored format):
 
-- ``connection``: :meth:`ConnectionSettings.to_dict` output, produced on the worker by ``GangHook``.
+- ``kubernetes_conn_id``: the Airflow ``kubernetes`` connection, resolved by ``GangHook`` in the
+  triggerer (credentials never travel in the kwargs: Airflow 3.3 stores a deferred task's trigger
+  kwargs in clear text in the ``trigger`` table). ``connection``: :meth:`ConnectionSettings.to_dict`
+  output instead, for triggers serialized before ``kubernetes_conn_id`` existed and for tests; give
+  exactly one of the two.
 - ``gang_name``, ``namespace``: identity of the gang (the names of its objects derive from it).
 - ``mode``: ``ReservationMode`` value the gang is reserved with; ``size``: members (requested, or
   launched after partial admission); ``started_at``: UNIX time the wait started (timings, messages).
@@ -36,7 +40,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
 
+from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
@@ -64,7 +70,6 @@ class GangTrigger(BaseTrigger):
     def __init__(
         self,
         *,
-        connection: Mapping[str, Any],
         gang_name: str,
         namespace: str,
         deadline: float,
@@ -79,9 +84,14 @@ class GangTrigger(BaseTrigger):
         watch_timeout_seconds: int = 300,
         try_number: int | None = None,
         unreachable_seconds: float = 600.0,
+        kubernetes_conn_id: str | None = None,
+        connection: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        self.connection = dict(connection)
+        if (kubernetes_conn_id is None) == (connection is None):
+            raise ValueError("give a gang trigger exactly one of kubernetes_conn_id and connection")
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.connection = None if connection is None else dict(connection)
         self.gang_name = gang_name
         self.namespace = namespace
         self.deadline = float(deadline)
@@ -117,7 +127,8 @@ class GangTrigger(BaseTrigger):
     def common_kwargs(self) -> dict[str, Any]:
         """The base arguments as plain values (part of the stored format)."""
         return {
-            "connection": dict(self.connection),
+            "kubernetes_conn_id": self.kubernetes_conn_id,
+            "connection": None if self.connection is None else dict(self.connection),
             "gang_name": self.gang_name,
             "namespace": self.namespace,
             "deadline": self.deadline,
@@ -160,7 +171,21 @@ class GangTrigger(BaseTrigger):
 
     async def connect(self) -> KubeClient:
         """A new client with the trigger's connection and ``client_options``; the caller closes it."""
-        return await ClientOptions.from_dict(self.client_options).connect(ConnectionSettings.from_dict(self.connection))
+        return await ClientOptions.from_dict(self.client_options).connect(await self.connection_settings())
+
+    async def connection_settings(self) -> ConnectionSettings:
+        """The cluster to talk to: ``kubernetes_conn_id`` resolved here, in the triggerer, by
+        ``GangHook`` - run in a thread (``sync_to_async``), as the hook reads the connection
+        synchronously (``BaseHook.aget_hook``'s docstring: a sync read on the loop can deadlock)."""
+        if self.connection is not None:
+            return ConnectionSettings.from_dict(self.connection)
+        hook = GangHook(conn_id=self.kubernetes_conn_id)
+        settings: ConnectionSettings = await sync_to_async(hook.connection_settings)()
+        return settings
+
+    def __repr__(self) -> str:
+        """Without the ``connection`` kwarg (``BaseTrigger.__repr__`` prints every kwarg)."""
+        return f"<{type(self).__qualname__} gang={self.gang_name} namespace={self.namespace} try={self.try_number}>"
 
     async def views(
         self, watches: Sequence[Mapping[str, str]], wake_times: Sequence[float | None] = ()

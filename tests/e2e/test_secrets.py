@@ -2,18 +2,16 @@
 never show in task logs, XComs, the Kubernetes objects and Events of the gang, the UI plugin's page or
 the metadata database outside the ``trigger`` table, for a successful and a failed try.
 
-How they travel: the worker resolves the Airflow connection (``hooks.gang.GangHook``) and hands the
-triggers a self-contained kubeconfig dict in their ``connection`` kwarg (``kube.settings``); the
-connection id is *not* resolved in the triggerer. Airflow encrypts trigger kwargs with its Fernet key
-when a ``Trigger`` row is built from a trigger object (``Trigger.from_object`` -> ``encrypt_kwargs``,
-``airflow/models/trigger.py``), but the Airflow 3.3 execution API stores a *deferred task's* trigger
-kwargs as the plain JSON the Task SDK sends (``api_fastapi/execution_api/routes/task_instances.py``:
-"If it's passed as a string, assume the client encrypted it, otherwise assume it doesn't need to
-be"), Fernet key or not. https://airflow.apache.org/docs/apache-airflow/stable/security/secrets/fernet.html
+How they travel: not at all. Triggers carry the connection id (``kubernetes_conn_id``) and resolve
+it in the triggerer (``triggers.base.GangTrigger.connection_settings``), because the Airflow 3.3
+execution API stores a *deferred task's* trigger kwargs as the plain JSON the Task SDK sends
+(``api_fastapi/execution_api/routes/task_instances.py``: "If it's passed as a string, assume the
+client encrypted it, otherwise assume it doesn't need to be"), Fernet key or not - only
+``Trigger.from_object`` encrypts (``airflow/models/trigger.py``).
+https://airflow.apache.org/docs/apache-airflow/stable/security/secrets/fernet.html
 
-Known leaks, recorded as xfails because the fix belongs to the triggers' kwargs format: that
-``trigger`` row, the trigger's ``repr``, and the ``DeferTask`` message Airflow's task supervisor logs
-at DEBUG (all three print the kwargs, credentials included).
+So the ``trigger`` rows, the trigger's ``repr`` and the ``DeferTask`` message Airflow's task supervisor
+logs at DEBUG hold no credential either.
 """
 
 from __future__ import annotations
@@ -120,9 +118,9 @@ def offline_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cred
 
 
 def reservation_trigger() -> ReservationTrigger:
-    """The trigger as ``operators.execution.start_try`` builds it: the hook's settings as kwargs."""
+    """The trigger as ``operators.execution.start_try`` builds it: the connection id, no credentials."""
     return ReservationTrigger(
-        connection=GangHook(conn_id=CONN_ID).connection_settings().to_dict(), gang_name="g-t1-abc",
+        kubernetes_conn_id=CONN_ID, gang_name="g-t1-abc",
         namespace="default", deadline=time.time() + 600, mode="provisioning_request", size=2,
         started_at=time.time(), provisioning_request="g-t1-abc", try_number=1,
     )
@@ -146,32 +144,23 @@ def raw_trigger_row(trigger: ReservationTrigger) -> tuple[str, dict[str, Any]]:
     return str(raw), decrypted
 
 
-KUBECONFIG_MARKERS = {"bearer token", "client key (kubeconfig data)", "client certificate (kubeconfig data)",
-                      "kubeconfig (its CA data)"}
-"""What the kwargs carry (the hook inlines the PEM files as base64 ``*-data``)."""
-
-
-def test_trigger_row_built_from_the_trigger_object_is_encrypted(
+def test_trigger_kwargs_carry_the_connection_id_and_no_credential(
         fernet_key: str, offline_credentials: Credentials) -> None:
-    raw, decrypted = raw_trigger_row(reservation_trigger())
-    assert set(offline_credentials.leaks(json.dumps(decrypted))) == KUBECONFIG_MARKERS  # carried
-    assert not raw.startswith("{")  # a Fernet token, not Airflow's unencrypted JSON fallback
-    assert offline_credentials.leaks(raw) == []
+    trigger = reservation_trigger()
+    raw, decrypted = raw_trigger_row(trigger)
+    assert decrypted["kubernetes_conn_id"] == CONN_ID and decrypted["connection"] is None
+    assert offline_credentials.leaks(json.dumps(decrypted)) == [] and offline_credentials.leaks(raw) == []
 
 
-REPR_LEAK = ("BaseTrigger.__repr__ prints serialize(), connection included; needs a GangTrigger.__repr__ "
-             "without it (triggers/base.py), cf. apache/airflow#30097")
-DEBUG_LEAK = ("Airflow's task supervisor logs every DeferTask at DEBUG with its trigger kwargs (supervisor.py "
-              "'Received message from task runner'), which the secrets masker does not look inside; needs the "
-              "connection id resolved in the triggerer instead of credentials in the kwargs")
+async def test_the_trigger_resolves_its_connection_in_the_triggerer(offline_credentials: Credentials) -> None:
+    settings = await reservation_trigger().connection_settings()
+    assert settings == GangHook(conn_id=CONN_ID).connection_settings()  # what the worker would have resolved
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=REPR_LEAK)
 def test_trigger_repr_hides_the_credentials(offline_credentials: Credentials) -> None:
     assert offline_credentials.leaks(repr(reservation_trigger())) == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=DEBUG_LEAK)
 def test_defer_message_the_supervisor_logs_at_debug_hides_the_credentials(offline_credentials: Credentials) -> None:
     from types import SimpleNamespace
 
@@ -299,8 +288,7 @@ def test_a_success_and_a_failed_try_leave_no_secret_behind(
     assert pods and all('"env"' in obj for obj in pods)
     assert any(resource == "v1/events" for resource, _ in committed)
     triggers = triggers_of(set(gangs.values()))  # two per gang: reservation, run
-    assert len(triggers) == 4 and all(set(credentials.leaks(json.dumps(kwargs))) == KUBECONFIG_MARKERS
-                                      for _, kwargs in triggers.values())  # what the kwargs carry
+    assert len(triggers) == 4 and all(kwargs["kubernetes_conn_id"] for _, kwargs in triggers.values())
     pages = [plugin_page(dag_run, task) for task in ("train", "fail")]
     assert all(gangs[task] in page for task, page in zip(("train", "fail"), pages, strict=True))
 
@@ -312,7 +300,4 @@ def test_a_success_and_a_failed_try_leave_no_secret_behind(
     leaked = {table: credentials.leaks(text) for table, text in tables.items() if table != "trigger"}
     assert {table: found for table, found in leaked.items() if found} == {}
 
-    if any(credentials.leaks(raw) for raw, _ in triggers.values()):
-        pytest.xfail("every other check passed; known leak: Airflow 3.3 stores a deferred task's trigger kwargs "
-                     "unencrypted even with a Fernet key, and the connection kwarg holds the kubeconfig; needs the "
-                     "connection id resolved in the triggerer")
+    assert [credentials.leaks(raw) for raw, _ in triggers.values()] == [[], [], [], []]
