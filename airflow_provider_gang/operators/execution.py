@@ -46,7 +46,7 @@ from airflow_provider_gang.operators.waiting import Waiter
 from airflow_provider_gang.reservation import cost, fallback, validation
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.phases import Phase, Reason
-from airflow_provider_gang.reservation.spec import GangSpec
+from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
@@ -196,7 +196,7 @@ class TryRun:
 
         async def prepare(client: KubeClient) -> dict[str, Any]:
             await precheck.precheck(client, spec)
-            withdrawn = await gang_objects.withdraw(client, spec.namespace, earlier)
+            withdrawn = await gang_objects.withdraw(client, spec.namespace, earlier, spec.mode)
             if withdrawn:
                 self.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
             return await gang_objects.ensure_reservation(client, spec, owner_try=try_plan.attempt)
@@ -260,7 +260,8 @@ class TryRun:
         if not gangs:
             return
         try:
-            withdrawn = self.cluster(lambda client: gang_objects.withdraw(client, self.settings.namespace, gangs))
+            withdrawn = self.cluster(lambda client: gang_objects.withdraw(
+                client, self.settings.namespace, gangs, ReservationMode(self.settings.mode)))
         except Exception as error:  # the task fails anyway; the reason it fails matters more
             self.log.warning("Could not withdraw what earlier tries left: %s", error)
             return

@@ -34,7 +34,13 @@ from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 LOG_TAIL_LINES = 2000
 LOG_READ_TIMEOUT = 30.0
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-_TEARDOWN_KINDS = (PODS, JOBS, PROVISIONING_REQUESTS, POD_TEMPLATES, SERVICES, CONFIG_MAPS)
+_COMMON_KINDS = (PODS, SERVICES, CONFIG_MAPS)
+
+
+def gang_kinds(mode: ReservationMode) -> tuple[Resource, ...]:
+    """The kinds a gang of ``mode`` creates: what teardown, withdrawal and ``on_kill`` look for."""
+    own = (JOBS,) if mode is ReservationMode.KUEUE else (PROVISIONING_REQUESTS, POD_TEMPLATES)
+    return (*own, *_COMMON_KINDS)
 
 
 @dataclass(frozen=True)
@@ -226,7 +232,8 @@ TEARDOWN_PASSES = 3
 deletes again, up to this many passes, before it gives up (the next try withdraws what is left)."""
 
 
-async def _delete_pass(client: KubeClient, namespace: str, selector: str) -> tuple[int, errors.KubeError | None]:
+async def _delete_pass(client: KubeClient, namespace: str, selector: str, kinds: tuple[Resource, ...]) -> tuple[
+        int, errors.KubeError | None]:
     """One LIST + DELETE of every kind; the number deleted and the first error, if any."""
 
     async def one_kind(kind: Resource) -> int:
@@ -242,7 +249,7 @@ async def _delete_pass(client: KubeClient, namespace: str, selector: str) -> tup
             raise failure
         return sum(bool(result) for result in deleted)
 
-    counts = await asyncio.gather(*(one_kind(kind) for kind in _TEARDOWN_KINDS), return_exceptions=True)
+    counts = await asyncio.gather(*(one_kind(kind) for kind in kinds), return_exceptions=True)
     unexpected = next((count for count in counts if isinstance(count, BaseException)
                        and not isinstance(count, errors.KubeError)), None)
     if unexpected is not None:
@@ -251,11 +258,11 @@ async def _delete_pass(client: KubeClient, namespace: str, selector: str) -> tup
     return sum(count for count in counts if isinstance(count, int)), first_error
 
 
-async def _delete_labelled(client: KubeClient, namespace: str, gang: str) -> int:
+async def _delete_labelled(client: KubeClient, namespace: str, gang: str, mode: ReservationMode) -> int:
     selector = f"{naming.GANG_LABEL}={gang}"
     deleted = 0
     for attempt in range(1, TEARDOWN_PASSES + 1):
-        count, error = await _delete_pass(client, namespace, selector)
+        count, error = await _delete_pass(client, namespace, selector, gang_kinds(mode))
         deleted += count
         if error is None:
             return deleted
@@ -267,21 +274,19 @@ async def _delete_labelled(client: KubeClient, namespace: str, gang: str) -> int
 
 async def teardown(client: KubeClient, spec: GangSpec) -> int:
     """Delete every object of the gang; returns how many were deleted (see :data:`TEARDOWN_PASSES`)."""
-    return await _delete_labelled(client, spec.namespace, spec.name)
+    return await _delete_labelled(client, spec.namespace, spec.name, spec.mode)
 
 
-async def withdraw(client: KubeClient, namespace: str, gangs: Iterable[str]) -> int:
-    """Delete what earlier tries left (their reservation requests, gated or stray pods)."""
-    counts: list[Awaitable[int]] = [_delete_labelled(client, namespace, gang) for gang in dict.fromkeys(gangs)]
+async def withdraw(client: KubeClient, namespace: str, gangs: Iterable[str], mode: ReservationMode) -> int:
+    """Delete what earlier tries of a ``mode`` task left (their reservation requests, gated or stray pods)."""
+    counts: list[Awaitable[int]] = [_delete_labelled(client, namespace, gang, mode) for gang in dict.fromkeys(gangs)]
     return sum(await asyncio.gather(*counts))
 
 
 def kill_targets(spec: GangSpec) -> list[dict[str, Any]]:
     """``delete_on_kill`` for the triggers: every kind the gang may have, by the gang's label."""
     selector = manifests.common.gang_selector(spec)
-    kinds = [PODS, CONFIG_MAPS, SERVICES]
-    kinds += [JOBS] if spec.mode is ReservationMode.KUEUE else [PROVISIONING_REQUESTS, POD_TEMPLATES]
-    return [{"resource": kind.key, "name": None, "label_selector": selector} for kind in kinds]
+    return [{"resource": kind.key, "name": None, "label_selector": selector} for kind in gang_kinds(spec.mode)]
 
 
 async def read_logs(client: KubeClient, spec: GangSpec, ranks: Iterable[int]) -> dict[int, str]:

@@ -81,7 +81,6 @@ _ALL = frozenset(ReservationMode)
 _REQUEST = frozenset({ReservationMode.PROVISIONING_REQUEST, ReservationMode.GATES})
 _GATES = frozenset({ReservationMode.GATES})
 _KUEUE = frozenset({ReservationMode.KUEUE})
-_TEARDOWN = "teardown/withdraw list every kind of every mode (gang_objects._TEARDOWN_KINDS)"
 
 
 def _need(verb: str, resource: Resource, modes: frozenset[ReservationMode], used_by: str, *,
@@ -108,16 +107,16 @@ NEEDS: tuple[Need, ...] = (
     _need("delete", SERVICES, _ALL, "teardown, on_kill", distributed_only=True),
     _need("create", POD_TEMPLATES, _REQUEST, "the ProvisioningRequest's PodTemplate"),
     _need("get", POD_TEMPLATES, _REQUEST, "adopting the PodTemplate"),
-    _need("list", POD_TEMPLATES, _ALL, _TEARDOWN),
+    _need("list", POD_TEMPLATES, _REQUEST, "teardown, withdraw and on_kill"),
     _need("delete", POD_TEMPLATES, _REQUEST, "teardown, on_kill"),
     _need("create", PROVISIONING_REQUESTS, _REQUEST, "the reservation"),
     _need("get", PROVISIONING_REQUESTS, _REQUEST, "adopting it; the recheck before launch"),
-    _need("list", PROVISIONING_REQUESTS, _ALL, f"the triggers' watches; {_TEARDOWN}"),
+    _need("list", PROVISIONING_REQUESTS, _REQUEST, "the triggers' watches; teardown, withdraw and on_kill"),
     _need("watch", PROVISIONING_REQUESTS, _REQUEST, "the triggers' watches"),
     _need("delete", PROVISIONING_REQUESTS, _REQUEST, "teardown, on_kill"),
     _need("create", JOBS, _KUEUE, "the suspended Job"),
     _need("get", JOBS, _KUEUE, "adopting the Job"),
-    _need("list", JOBS, _ALL, _TEARDOWN),
+    _need("list", JOBS, _KUEUE, "teardown, withdraw and on_kill"),
     _need("delete", JOBS, _KUEUE, "teardown, on_kill"),
     _need("list", WORKLOADS, _KUEUE, "the triggers' watches"),
     _need("watch", WORKLOADS, _KUEUE, "the triggers' watches"),
