@@ -17,7 +17,12 @@ from airflow_provider_gang.reservation.manifests import common, rank_env
 from airflow_provider_gang.reservation.spec import GangSpec
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
-SPOT_NODE_SELECTOR = {"cloud.google.com/gke-spot": "true"}
+SPOT_LABEL = "cloud.google.com/gke-spot"
+SPOT_NODE_SELECTOR = {SPOT_LABEL: "true"}
+NOT_SPOT = {"key": SPOT_LABEL, "operator": "NotIn", "values": ["true"]}
+"""On-demand members require nodes without ``gke-spot=true``: GKE does not taint spot node pools by
+default, so leaving out the spot selector is not enough (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#scheduling-workloads).
+``NotIn`` also matches nodes without the label (``v1.NodeSelectorRequirement``)."""
 SPOT_TOLERATION = {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
@@ -53,6 +58,8 @@ def _place(pod_spec: dict[str, Any], spec: GangSpec) -> None:
         if SPOT_TOLERATION not in tolerations:
             tolerations.append(dict(SPOT_TOLERATION))
         pod_spec["tolerations"] = tolerations
+    else:
+        _require(pod_spec, NOT_SPOT)
     if spec.zone is not None and spec.strict_zone:
         selector[ZONE_LABEL] = spec.zone
     elif spec.zone is not None:
@@ -62,6 +69,19 @@ def _place(pod_spec: dict[str, Any], spec: GangSpec) -> None:
         preferred.append({"weight": 100, "preference": {"matchExpressions": [expression]}})
     if selector:
         pod_spec["nodeSelector"] = selector
+
+
+def _require(pod_spec: dict[str, Any], expression: dict[str, Any]) -> None:
+    """AND ``expression`` into the required node affinity: terms are ORed, so it joins every term (or
+    is the only term when the template has none)."""
+    node_affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = list(required.get("nodeSelectorTerms") or [{}])
+    required["nodeSelectorTerms"] = [
+        {**term, "matchExpressions": [*(term.get("matchExpressions") or []), dict(expression)]}
+        if dict(expression) not in (term.get("matchExpressions") or []) else term
+        for term in terms
+    ]
 
 
 def member_template(spec: GangSpec) -> dict[str, Any]:

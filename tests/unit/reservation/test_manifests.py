@@ -88,6 +88,9 @@ def test_provisioning_request_refuses_kueue_mode():
         provisioning.provisioning_request(gang_spec(mode="kueue"), owner_uid=UID)
 
 
+ON_DEMAND_ONLY = {"nodeSelectorTerms": [{"matchExpressions": [
+    {"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]}]}]}
+
 PLACEMENT = [
     ("strict-zone", {"zone": "us-a", "strict_zone": True}, {"nodeSelector": {"topology.kubernetes.io/zone": "us-a"}}),
     (
@@ -96,6 +99,7 @@ PLACEMENT = [
         {
             "affinity": {
                 "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": ON_DEMAND_ONLY,
                     "preferredDuringSchedulingIgnoredDuringExecution": [
                         {
                             "weight": 100,
@@ -121,7 +125,26 @@ PLACEMENT = [
         {"zone": "us-a", "strict_zone": True, "pod_template": template(nodeSelector={"pool": "a"})},
         {"nodeSelector": {"pool": "a", "topology.kubernetes.io/zone": "us-a"}},
     ),
-    ("nothing", {}, {"nodeSelector": None, "affinity": None, "tolerations": None}),
+    ("nothing-but-on-demand", {}, {"nodeSelector": None, "tolerations": None,
+                                   "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                                                 ON_DEMAND_ONLY}}}),
+    ("spot-has-no-on-demand-rule", {"spot": True}, {"affinity": None}),
+    (
+        "on-demand-joins-every-user-term",
+        {"pod_template": template(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+                                  {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}})},
+        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}, pods.NOT_SPOT]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}],
+             "matchExpressions": [pods.NOT_SPOT]}]}}}},
+    ),
+    (
+        "on-demand-rule-not-duplicated",
+        {"pod_template": template(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [pods.NOT_SPOT]}]}}})},
+        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ON_DEMAND_ONLY}}},
+    ),
 ]
 
 
