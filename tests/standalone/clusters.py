@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ class ClusterSpec:
 
 
 @dataclass
-class Cluster:
+class Cluster(ABC):
     """What both kinds share: the kubeconfig and kubectl."""
 
     name: str
@@ -53,12 +54,13 @@ class Cluster:
         """``kind/name`` of every object of ``kinds`` (comma separated) matching the selector."""
         return self.kubectl("get", kinds, "-n", "default", "-l", label_selector, "-o", "name").split()
 
+    @abstractmethod
     def describe(self) -> str:
-        """State for failure messages."""
-        raise NotImplementedError
+        """State and recent log for failure messages (also once stopped)."""
 
+    @abstractmethod
     def stop(self) -> None:
-        raise NotImplementedError
+        """Stop the cluster (idempotent)."""
 
 
 @dataclass
@@ -96,10 +98,13 @@ class ManualCluster(Cluster):
         return [(event, obj) for event, resource, obj in recorded if resource.endswith(resource_suffix)]
 
     def describe(self) -> str:
-        clock = self.harness.run(lambda: self.harness.control.describe() if self.harness.control else {})
-        lines = [f"{event} {obj['kind']}/{obj['metadata']['name']}" for event, _, obj in
-                 self.harness.run(lambda: list(self._changes))]
-        return f"--- cluster {self.name} (manual clock {clock}), last changes:\n{tail(chr(10).join(lines), 20)}"
+        control = self.harness.control
+        try:
+            clock = self.harness.run(lambda: control.describe() if control else {})
+        except RuntimeError:  # stopped
+            clock = "stopped"
+        lines = "\n".join(f"{event} {obj['kind']}/{obj['metadata']['name']}" for event, _, obj in list(self._changes))
+        return f"--- cluster {self.name} (manual clock: {clock}), last changes:\n{tail(lines, 20)}"
 
     def stop(self) -> None:
         self.harness.stop()

@@ -72,10 +72,10 @@ class Airflow:
 
     def start_component(self, component: str) -> Started:
         """Start ``airflow <component>``; the n-th process of a component logs to ``<component>-<n>.log``."""
-        count = sum(1 for process in self.started if process.name.split("#")[0] == component)
-        name = component if count == 0 else f"{component}#{count + 1}"
-        log = self.directory / (f"{component}.log" if count == 0 else f"{component}-{count + 1}.log")
-        process = start(name, [str(BIN / "airflow"), component, *OPTIONS.get(component, [])], log, self.env)
+        count = sum(1 for process in self.started if process.name.rstrip("-0123456789") == component)
+        name = component if count == 0 else f"{component}-{count + 1}"
+        process = start(name, [str(BIN / "airflow"), component, *OPTIONS.get(component, [])],
+                        self.directory / f"{name}.log", self.env)
         self.components[component] = process
         self.started.append(process)
         return process
@@ -90,7 +90,9 @@ class Airflow:
         return "\n".join(process.describe() for process in self.started)
 
     def stop(self) -> None:
-        """Stop every process started, the last started first."""
+        """Stop every process started: SIGTERM to all (the last started first), then wait for each."""
+        for process in reversed(self.started):
+            process.terminate()
         for process in reversed(self.started):
             process.stop()
 

@@ -9,9 +9,9 @@ with SIGTERM (``conftest.py``) - it stops everything it started, last started fi
 the directory unless ``GANG_STANDALONE_KEEP=1`` (then it prints its path).
 
 ``WAITING_AND_FAST`` is the pair of DAGs and clusters of ``test_real_triggerer.py`` and
-``test_ui.py``: a gang of 8 that waits (connection ``gang_waiting``: the ``demo`` scenario at 1.0x
-keeps zone us-central1-a stocked out for 10 minutes, strict zone) and a gang of 2 that runs at once
-(``gang_fast``: the ``small`` scenario at 4.0x).
+``test_ui.py``: a gang of 8 that waits (connection ``gang_waiting``: the ``demo`` scenario on a
+manual clock that never moves, so zone us-central1-a stays stocked out however slow the machine;
+strict zone) and a gang of 2 that runs at once (``gang_fast``: the ``small`` scenario at 4.0x).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Dags:
         return tuple(gang.dag_id for gang in self.gangs)
 
 
-WAITING_AND_FAST = {"gang_waiting": ClusterSpec("demo", 1.0), "gang_fast": ClusterSpec("small", 4.0)}
+WAITING_AND_FAST = {"gang_waiting": ClusterSpec("demo", None), "gang_fast": ClusterSpec("small", 4.0)}
 """Clusters of :func:`waiting_and_fast` DAGs."""
 
 

@@ -70,7 +70,11 @@ class Started:
     log_file: IO[bytes]
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        """Everything the process wrote so far ("" once the directory is removed)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -99,15 +103,19 @@ class Started:
         self.signal_session(signal.SIGKILL)
         self.wait_exit(30)
 
+    def terminate(self) -> None:
+        """SIGTERM the leader (if it still runs) without waiting: a graceful stop, as an orchestrator does."""
+        if self.running():
+            os.kill(self.process.pid, signal.SIGTERM)
+
     def stop(self, grace: float = 30.0) -> None:
         """SIGTERM the leader, SIGKILL the session once the leader exited or ``grace`` seconds passed.
 
         Idempotent. What is still in the session after the leader exits (a task runner, a log
         server) is killed too, so nothing started here outlives the suite.
         """
-        if self.running():
-            os.kill(self.process.pid, signal.SIGTERM)
-            self.wait_exit(grace)
+        self.terminate()
+        self.wait_exit(grace)
         deadline = time.monotonic() + 10
         while session_members(self.process.pid) and time.monotonic() < deadline:
             self.signal_session(signal.SIGKILL)

@@ -4,11 +4,11 @@
 instance state through the triggerer's supervisor channel, as cncf-kubernetes' KubernetesPodTrigger
 does - only runs for real in a triggerer. These tests start Airflow's components (scheduler,
 dag-processor, api-server, triggerer: what ``airflow standalone`` runs; LocalExecutor on sqlite) in a
-temporary ``AIRFLOW_HOME`` on free loopback ports, plus two ``gang-sim serve`` clusters, and drive
-Airflow through its REST API (airflow-3.3-notes sections 2a and 7):
+temporary ``AIRFLOW_HOME`` on free loopback ports, plus two emulated clusters, and drive Airflow
+through its REST API (airflow-3.3-notes sections 2a and 7):
 
-- ``test_mark_failed_while_reserving_deletes_the_gang``: the ``demo`` scenario at real speed keeps
-  zone us-central1-a stocked out for 10 minutes, so an 8-member gang waits in ``ReservationTrigger``;
+- ``test_mark_failed_while_reserving_deletes_the_gang``: the ``demo`` scenario, its clock standing
+  still, keeps zone us-central1-a stocked out, so an 8-member gang waits in ``ReservationTrigger``;
   the task is marked failed through ``PATCH .../taskInstances/train``; the trigger's ``on_kill``
   must delete every object of the gang (checked with kubectl) and log why.
 - ``test_clear_while_reserving_leaves_one_gang``: the same, but the task is cleared
@@ -18,7 +18,7 @@ Airflow through its REST API (airflow-3.3-notes sections 2a and 7):
   a 2-member gang defers to ``ReservationTrigger`` until reserved, then runs for 30 s watched by
   ``GangRunTrigger``; both fire in the triggerer, the task succeeds and leaves nothing behind.
 
-Run (about 3-4 minutes on 2 cores; needs ~2 GB of RAM)::
+Run (about 2-3 minutes on 2 cores; needs ~2 GB of RAM)::
 
     .venv/bin/python -m pytest -p no:cacheprovider tests/standalone/test_real_triggerer.py -s
 

@@ -32,7 +32,6 @@ Run (about 4-5 minutes on 2 cores)::
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Iterator
 
@@ -137,7 +136,7 @@ def test_waiting_gangs_move_to_a_new_triggerer_after_a_stop_and_after_a_crash(se
 
     # 2. A graceful stop: the job ends, its triggers are free at once.
     stopped = airflow.components["triggerer"]
-    stopped.process.send_signal(signal.SIGTERM)
+    stopped.terminate()
     assert stopped.wait_exit(120), f"the triggerer did not exit on SIGTERM\n{stopped.describe()}"
     assert stopped.process.returncode == 0, stopped.describe()
     assert airflow.triggerer_jobs()[first]["end_date"] is not None

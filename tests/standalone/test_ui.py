@@ -3,10 +3,10 @@
 The api-server (started with the other components, as ``airflow standalone`` would) loads
 :class:`airflow_provider_gang.plugin.GangPlugin` through the ``airflow.plugins`` entry point, mounts
 its FastAPI app at ``/gang`` and serves the extra link that the worker stored as the XCom
-``_link_GangReservationLink`` (airflow-3.3-notes section 4). Two gangs run against ``gang-sim serve`` clusters:
+``_link_GangReservationLink`` (airflow-3.3-notes section 4). Two gangs run against emulated clusters:
 
-- ``gang_ui_waiting``: the ``demo`` scenario at real speed keeps zone us-central1-a stocked out, so
-  the task stays deferred in ``ReservationTrigger``; its page shows the reservation;
+- ``gang_ui_waiting``: the ``demo`` scenario, its clock standing still, keeps zone us-central1-a
+  stocked out, so the task stays deferred in ``ReservationTrigger``; its page shows the reservation;
 - ``gang_ui_success``: the ``small`` scenario at 4x; the task succeeds and its page shows the summary.
 
 Checked over HTTP, as the UI does: the plugin is listed by ``GET /api/v2/plugins`` with its FastAPI
