@@ -137,7 +137,8 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
     """Poll ``condition()`` every ``interval`` seconds until it returns a truthy value; return it.
 
     After ``timeout`` seconds, raise ``AssertionError`` naming ``what``, followed by ``diagnose()``
-    (for example the tails of the component logs) when given.
+    when given: the tails of the logs, for waits before a test has its ``Setup`` (in a test,
+    ``conftest.py`` adds them to the report).
     """
     deadline = time.monotonic() + timeout
     while True:
