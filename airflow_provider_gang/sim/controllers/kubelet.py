@@ -12,6 +12,18 @@ annotation                        default  meaning (simulated seconds)
 ``sim.gang.dev/exit-code``        ``0``    the exit code of every container when it exits
 ================================  =======  ==========================================================
 
+Before it starts the containers (and before each restart) the kubelet builds their environment
+(:mod:`.container_env`). An env entry ``valueFrom.configMapKeyRef`` whose ConfigMap or key does not
+exist (and is not ``optional``) keeps the pod ``Pending`` with each such container ``Waiting``, reason
+``CreateContainerConfigError`` and upstream's message (``configmap "<name>" not found`` /
+``couldn't find key <key> in ConfigMap <ns>/<name>``), plus one ``Warning Failed`` Event ``Error:
+<message>`` per distinct message, as ``kuberuntime_container.go`` ``startContainer`` reports it. The
+pod is retried like a failed pod sync upstream (``pod_workers.go``: requeued after the kubelet's
+``backOffPeriod`` of 10 s with jitter factor 0.5, here simulated seconds from the seeded RNG), not on
+the ConfigMap's creation, and starts at the first retry that finds every value. Containers that could
+be configured wait as ``ContainerCreating`` meanwhile (upstream would start them; every container of
+a gang member reads the same env). The same holds for local-process pods.
+
 ``restartPolicy`` is honoured as the kubelet does: ``Never`` ends in a terminal phase, ``OnFailure``
 restarts containers that exit non-zero and ``Always`` restarts every exit (``restartCount`` grows).
 Each pod gets its own loopback IP as ``status.podIP``: ``127.B.0.2`` upwards, where ``B`` is picked at
@@ -22,7 +34,7 @@ status) and is then removed with grace period 0, as the kubelet confirms a grace
 to a node that no longer exists are removed too (the pod garbage collector's orphan rule).
 
 Not modelled: probes (a running container is Ready at once), init containers' own lifecycle,
-ephemeral containers, resource enforcement.
+ephemeral containers, resource enforcement, ``envFrom`` and ``secretKeyRef`` (never waited for).
 """
 
 from __future__ import annotations
@@ -33,7 +45,9 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_gang.sim.controllers.base import Controller, Obj, earliest, set_condition, wall_time
+from airflow_provider_gang.sim.controllers import container_env, kubelet_status
+from airflow_provider_gang.sim.controllers.base import Controller, Obj, earliest, wall_time
+from airflow_provider_gang.sim.controllers.kubelet_status import container_statuses, pod_conditions
 from airflow_provider_gang.sim.controllers.processes import ProcessRuntime
 
 ANNOTATION_PREFIX = "sim.gang.dev/"
@@ -42,6 +56,10 @@ RUN_SECONDS = ANNOTATION_PREFIX + "run-seconds"
 EXIT_CODE = ANNOTATION_PREFIX + "exit-code"
 DEFAULT_START_SECONDS = 2.0
 TERMINATED_BY_SIGTERM = 143
+SYNC_BACKOFF_SECONDS = 10.0
+"""Upstream kubelet ``backOffPeriod``: a pod whose sync failed is retried this long after."""
+SYNC_BACKOFF_JITTER = 0.5
+"""Upstream ``workerBackOffPeriodJitterFactor``: the retry comes up to this fraction later."""
 
 
 @dataclass(frozen=True)
@@ -86,43 +104,10 @@ class PodRun:
     admitted_at: float
     started_at: float | None = None
     restarts: int = 0
-
-
-def container_statuses(pod: Obj, state: dict[str, Any], *, ready: bool, restarts: int) -> list[Obj]:
-    return [
-        {
-            "name": container["name"],
-            "image": container.get("image", ""),
-            "imageID": "",
-            "containerID": f"sim://{pod['metadata'].get('uid', '')}-{container['name']}",
-            "state": state,
-            "ready": ready,
-            "started": "running" in state,
-            "restartCount": restarts,
-        }
-        for container in (pod.get("spec") or {}).get("containers") or []
-    ]
-
-
-def pod_conditions(pod: Obj, *, ready: bool, reason: str = "") -> list[Obj]:
-    conditions = list((pod.get("status") or {}).get("conditions") or [])
-    conditions = set_condition(conditions, "PodReadyToStartContainers", "True", "", "")
-    conditions = set_condition(conditions, "Initialized", "True", "", "")
-    for kind in ("Ready", "ContainersReady"):
-        if ready:
-            conditions = set_condition(conditions, kind, "True", "", "")
-        else:
-            message = (
-                "containers with unready status: ["
-                + " ".join(container["name"] for container in (pod.get("spec") or {}).get("containers") or [])
-                + "]"
-            )
-            conditions = set_condition(conditions, kind, "False", reason or "ContainersNotReady", message)
-    for item in conditions:
-        if item.get("status") == "True" and item["type"] != "PodScheduled":
-            item.pop("reason", None)
-            item.pop("message", None)
-    return conditions
+    retry_at: float | None = None
+    """When a pod waiting in ``CreateContainerConfigError`` is synced again."""
+    config_errors: dict[str, str] | None = None
+    """The ``CreateContainerConfigError`` messages last reported, by container."""
 
 
 class Kubelet(Controller):
@@ -195,8 +180,7 @@ class Kubelet(Controller):
         if phase in ("Succeeded", "Failed"):
             return None
         if self.processes is not None and self.processes.handles(pod):
-            self._step_process(pod, now)
-            return None
+            return self._step_process(pod, now)
         spec = runtime_spec(pod)
         uid = pod["metadata"]["uid"]
         run = self.runs.get(uid)
@@ -206,6 +190,9 @@ class Kubelet(Controller):
         if run.started_at is None:
             if now < run.admitted_at + spec.start_seconds:
                 return run.admitted_at + spec.start_seconds
+            waiting = self._wait_for_config(pod, run, now)
+            if waiting is not None:
+                return waiting
             self._start(pod, run, now)
         assert run.started_at is not None
         if spec.run_seconds is None:
@@ -253,6 +240,10 @@ class Kubelet(Controller):
         policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
         if policy == "Always" or (policy == "OnFailure" and exit_code != 0):
             run.restarts += 1
+            waiting = self._wait_for_config(pod, run, now)
+            if waiting is not None:
+                run.started_at = None
+                return waiting
             self._start(pod, run, now)
             return None
         terminated = {
@@ -273,20 +264,49 @@ class Kubelet(Controller):
         )
         return None
 
-    def _step_process(self, pod: Obj, now: float) -> None:
-        """Local-process runtime (see :mod:`.processes`): start once, then report the exit codes."""
+    def _config_map(self, namespace: str, name: str) -> Obj | None:
+        return container_env.config_map_in(self.store, namespace, name)
+
+    def _wait_for_config(self, pod: Obj, run: PodRun, now: float) -> float | None:
+        """``None`` when every container's env can be built now; else keep (or put) the pod in
+        ``CreateContainerConfigError`` and return when to sync it again (module docstring)."""
+        if run.retry_at is not None and now < run.retry_at:
+            return run.retry_at
+        errors = container_env.config_errors(pod, self._config_map)
+        if not errors:
+            run.retry_at, run.config_errors = None, None
+            return None
+        if errors != run.config_errors:
+            self._report_config_errors(pod, run, errors)
+        run.config_errors = errors
+        run.retry_at = now + SYNC_BACKOFF_SECONDS * (1 + SYNC_BACKOFF_JITTER * self.plane.rng.random())
+        return run.retry_at
+
+    def _report_config_errors(self, pod: Obj, run: PodRun, errors: dict[str, str]) -> None:
+        reported = set((run.config_errors or {}).values())
+        for message in dict.fromkeys(errors.values()):
+            if message not in reported:
+                self.plane.record_event(pod, "Failed", f"Error: {message}", warning=True, component=self.component)
+        self._write(pod, kubelet_status.config_error_status(pod, errors, restarts=run.restarts))
+
+    def _step_process(self, pod: Obj, now: float) -> float | None:
+        """Local-process runtime (see :mod:`.processes`): start once the env can be built, then report
+        the exit codes."""
         assert self.processes is not None
         uid = pod["metadata"]["uid"]
-        if uid not in self.runs:
-            ip = self._admit(pod, PodRun(admitted_at=now, started_at=now))
-            self.processes.update_hosts(
-                self.store.list("v1/pods")[0], self.store.list("v1/services")[0], self.plane.pod_ips
-            )
-            self._spawn(self._launch(pod, ip))
-            return
+        run = self.runs.get(uid)
+        if run is None:
+            run = PodRun(admitted_at=now)
+            self._admit(pod, run)
+        if run.started_at is None:
+            waiting = self._wait_for_config(pod, run, now)
+            if waiting is not None:
+                return waiting
+            self._start_processes(pod, run, now)
+            return None
         codes = self.processes.exit_codes(uid)
         if codes is None:
-            return
+            return None
         statuses = []
         for status in container_statuses(pod, {}, ready=False, restarts=0):
             code = codes.get(status["name"], 0)
@@ -307,23 +327,41 @@ class Kubelet(Controller):
                 "containerStatuses": statuses,
             },
         )
+        return None
 
-    async def _launch(self, pod: Obj, ip: str) -> None:
+    def _start_processes(self, pod: Obj, run: PodRun, now: float) -> None:
+        assert self.processes is not None
+        ip = self._pod_ip(pod["metadata"]["uid"])
+        pods, services = self.store.list("v1/pods")[0], self.store.list("v1/services")[0]
+        self.processes.update_hosts(pods, services, self.plane.pod_ips)
+        try:
+            environments = self.processes.environments(pod, ip)
+        except ValueError as error:
+            run.started_at = now
+            self._fail_start(pod, error)
+            return
+        run.started_at = now
+        self._spawn(self._launch(pod, environments))
+
+    def _fail_start(self, pod: Obj, error: BaseException) -> None:
+        message = f"Error: failed to start container: {error}"
+        self.plane.record_event(pod, "Failed", message, warning=True, component=self.component)
+        terminated = {"exitCode": 128, "reason": "StartError", "message": message, "finishedAt": wall_time()}
+        self._write(
+            pod,
+            {
+                "phase": "Failed",
+                "conditions": pod_conditions(pod, ready=False, reason="PodCompleted"),
+                "containerStatuses": container_statuses(pod, {"terminated": terminated}, ready=False, restarts=0),
+            },
+        )
+
+    async def _launch(self, pod: Obj, environments: dict[str, dict[str, str]]) -> None:
         assert self.processes is not None
         try:
-            await self.processes.start(pod, ip)
+            await self.processes.start(pod, environments)
         except (OSError, ValueError) as error:
-            message = f"Error: failed to start container: {error}"
-            self.plane.record_event(pod, "Failed", message, warning=True, component=self.component)
-            terminated = {"exitCode": 128, "reason": "StartError", "message": message, "finishedAt": wall_time()}
-            self._write(
-                pod,
-                {
-                    "phase": "Failed",
-                    "conditions": pod_conditions(pod, ready=False, reason="PodCompleted"),
-                    "containerStatuses": container_statuses(pod, {"terminated": terminated}, ready=False, restarts=0),
-                },
-            )
+            self._fail_start(pod, error)
             if self.processes is not None:
                 await self.processes.kill(pod["metadata"]["uid"])
             return

@@ -5,10 +5,10 @@ in the simulated runtime. Each container's ``command`` + ``args`` (required: the
 supply an entrypoint) is started with ``asyncio.create_subprocess_exec`` in ``workingDir`` (else a
 private temporary directory), with this environment:
 
-- ``PATH``, ``HOME``, ``LANG``, ``TMPDIR`` of the emulator, the container's ``env`` (``value`` and
-  downward-API ``fieldRef``: ``metadata.name``, ``metadata.namespace``, ``metadata.uid``,
-  ``metadata.labels['k']``, ``metadata.annotations['k']``, ``spec.nodeName``,
-  ``spec.serviceAccountName``, ``status.podIP``, ``status.hostIP``); ``HOSTNAME`` = the pod hostname;
+- ``PATH``, ``HOME``, ``LANG``, ``TMPDIR`` of the emulator, the container's ``env`` as the kubelet
+  builds it (:mod:`.container_env`: ``value``, downward-API ``fieldRef``, ``configMapKeyRef`` read
+  from the Store when the pod starts - a missing ConfigMap or key keeps the pod ``Pending`` in
+  ``CreateContainerConfigError`` until it exists, see the kubelet); ``HOSTNAME`` = the pod hostname;
 - **name resolution** (:mod:`.resolver`): hostnames of pods behind a headless Service
   (``<hostname>.<subdomain>[.<namespace>[.svc[.cluster.local]]]``) resolve to pod IPs through a
   ``sitecustomize.py`` on ``PYTHONPATH`` and, when ``cc`` is available, an ``LD_PRELOAD`` libc
@@ -25,8 +25,8 @@ deletion the processes get SIGTERM, then SIGKILL after ``terminationGracePeriodS
 30, simulated seconds on the control plane's clock).
 
 Not supported here: ``restartPolicy`` restarts (an exited process ends the pod), ``envFrom``,
-``configMapKeyRef``/``secretKeyRef``/``resourceFieldRef`` env sources, volumes, probes, and resource
-limits (processes run unconfined as the emulator's user).
+``secretKeyRef``/``resourceFieldRef`` env sources, volumes, probes, and resource limits (processes
+run unconfined as the emulator's user).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import tempfile
 from collections.abc import Callable
@@ -43,43 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_gang.sim.clock import Clock
+from airflow_provider_gang.sim.controllers import container_env
 from airflow_provider_gang.sim.controllers.resolver import Resolver
 
 Obj = dict[str, Any]
-_FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
-
-
-def field_value(pod: Obj, path: str, pod_ip: str) -> str:
-    """The downward-API value of ``fieldRef.fieldPath``; ValueError for unsupported paths."""
-    metadata = pod.get("metadata") or {}
-    simple = {
-        "metadata.name": metadata.get("name", ""),
-        "metadata.namespace": metadata.get("namespace", ""),
-        "metadata.uid": metadata.get("uid", ""),
-        "spec.nodeName": (pod.get("spec") or {}).get("nodeName", ""),
-        "spec.serviceAccountName": (pod.get("spec") or {}).get("serviceAccountName", "default"),
-        "status.podIP": pod_ip,
-        "status.hostIP": "127.0.0.1",
-    }
-    if path in simple:
-        return str(simple[path])
-    match = _FIELD.match(path)
-    if match:
-        return str((metadata.get(match.group(1)) or {}).get(match.group(2), ""))
-    raise ValueError(f"unsupported downward API fieldPath {path!r}")
-
-
-def container_environment(pod: Obj, container: Obj, pod_ip: str) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for item in container.get("env") or []:
-        if "value" in item:
-            env[item["name"]] = str(item["value"])
-            continue
-        reference = (item.get("valueFrom") or {}).get("fieldRef")
-        if reference is None:
-            raise ValueError(f"env {item.get('name')!r}: only value and valueFrom.fieldRef are supported")
-        env[item["name"]] = field_value(pod, reference["fieldPath"], pod_ip)
-    return env
 
 
 def pod_hostname(pod: Obj) -> str:
@@ -122,8 +88,29 @@ class ProcessRuntime:
             return None
         return dict(running.exit_codes)
 
-    async def start(self, pod: Obj, pod_ip: str) -> None:
-        """Start every container of ``pod`` (raises ValueError/OSError when one cannot start)."""
+    def environments(self, pod: Obj, pod_ip: str) -> dict[str, dict[str, str]]:
+        """Each container's process environment (module docstring), resolved now from the Store;
+        raises ``container_env.ContainerConfigError`` (retried by the kubelet) or ``ValueError``."""
+        namespace = pod["metadata"]["namespace"]
+        result: dict[str, dict[str, str]] = {}
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TMPDIR") if key in os.environ}
+            env.update(container_env.container_environment(pod, container, pod_ip, self._config_map))
+            preload = env.get("LD_PRELOAD", "")
+            env.update(self.resolver.environment(namespace, env.get("PYTHONPATH", "")))
+            if preload and "LD_PRELOAD" in env:
+                env["LD_PRELOAD"] = f"{env['LD_PRELOAD']}:{preload}"
+            env.update({"HOSTNAME": pod_hostname(pod), "GANG_SIM_POD_IP": pod_ip})
+            result[container["name"]] = env
+        return result
+
+    def _config_map(self, namespace: str, name: str) -> Obj | None:
+        return container_env.config_map_in(self.store, namespace, name)
+
+    async def start(self, pod: Obj, environments: dict[str, dict[str, str]]) -> None:
+        """Start every container of ``pod`` with its environment from :meth:`environments` (resolved
+        by the kubelet when it decided to start the pod); raises ValueError/OSError when one cannot
+        start."""
         metadata, spec = pod["metadata"], pod.get("spec") or {}
         running = PodProcesses(
             metadata["namespace"], metadata["name"], float(spec.get("terminationGracePeriodSeconds", 30))
@@ -135,13 +122,7 @@ class ProcessRuntime:
                 raise ValueError(
                     f"container {container['name']!r} has no command: the local-process runtime has no image entrypoint"
                 )
-            env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TMPDIR") if key in os.environ}
-            env.update(container_environment(pod, container, pod_ip))
-            preload = env.get("LD_PRELOAD", "")
-            env.update(self.resolver.environment(metadata["namespace"], env.get("PYTHONPATH", "")))
-            if preload and "LD_PRELOAD" in env:
-                env["LD_PRELOAD"] = f"{env['LD_PRELOAD']}:{preload}"
-            env.update({"HOSTNAME": pod_hostname(pod), "GANG_SIM_POD_IP": pod_ip})
+            env = environments[container["name"]]
             workdir = container.get("workingDir") or tempfile.mkdtemp(prefix=f"gang-sim-{metadata['name']}-")
             process = await asyncio.create_subprocess_exec(
                 *command,
