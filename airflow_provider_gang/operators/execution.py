@@ -286,6 +286,9 @@ class TryRun:
         now = time.time()
 
         async def launch(client: KubeClient) -> Decision | None:
+            told = await gang_objects.publish_world(client, spec, size=size, owner_uid=str(state.owner_uid))
+            if told is not None:
+                self.log.info("Gang %s: %s", spec.name, told)
             recheck = await gang_objects.recheck_reservation(client, spec, started_at=state.plan.requested_at, now=now)
             if recheck is not None and recheck.phase is not Phase.RESERVED:
                 return recheck

@@ -227,6 +227,24 @@ async def launch(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: st
     return f"created {created} member pods concurrently, adopted {size - created}"
 
 
+async def publish_world(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str) -> str | None:
+    """Tell the members of a partially admitted Kueue gang how many they are: create (or adopt) the
+    world ConfigMap with ``size``, the admitted count (``reservation.manifests.world``); one that
+    exists with another count (an earlier worker of this try saw another admission) is patched to
+    ``size``. ``None`` when ``spec``'s members read no world ConfigMap; else what was done, for the
+    log. Called first when the reservation is granted: until then no member container can start."""
+    if not manifests.world.uses_world_config_map(spec):
+        return None
+    body = manifests.world.world_config_map(spec, size=size, owner_uid=owner_uid)
+    name = str(body["metadata"]["name"])
+    existing, created = await _create_or_adopt(client, CONFIG_MAPS, body, spec.namespace)
+    told = manifests.world.recorded_size(existing)
+    if created or told == size:
+        return f"ConfigMap {name} tells the members {size} of {spec.size} ({'created' if created else 'adopted'})"
+    await client.patch(CONFIG_MAPS, name, {"data": body["data"]}, namespace=spec.namespace)
+    return f"ConfigMap {name} tells the members {size} of {spec.size} (corrected from {told})"
+
+
 TEARDOWN_PASSES = 3
 """Deleting is idempotent, so a teardown whose calls failed past the client's retries lists and
 deletes again, up to this many passes, before it gives up (the next try withdraws what is left)."""

@@ -89,9 +89,9 @@ def _need(verb: str, resource: Resource, modes: frozenset[ReservationMode], used
 
 
 NEEDS: tuple[Need, ...] = (
-    _need("create", CONFIG_MAPS, _ALL, "claim_owner creates the owner"),
-    _need("patch", CONFIG_MAPS, _ALL, "claim_owner marks an adopted owner with its try"),
-    _need("get", CONFIG_MAPS, _ALL, "adoption and on_kill read the owner"),
+    _need("create", CONFIG_MAPS, _ALL, "claim_owner creates the owner; publish_world the world ConfigMap"),
+    _need("patch", CONFIG_MAPS, _ALL, "claim_owner marks an adopted owner; publish_world corrects a size"),
+    _need("get", CONFIG_MAPS, _ALL, "adoption and on_kill read the owner; publish_world adopts"),
     _need("list", CONFIG_MAPS, _ALL, "teardown, withdraw and on_kill find the gang by label"),
     _need("delete", CONFIG_MAPS, _ALL, "teardown; on_kill's compare-and-delete"),
     _need("create", PODS, _REQUEST, "members (gates: up front, gated)"),

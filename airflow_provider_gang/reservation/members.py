@@ -12,7 +12,8 @@ Member state, by pod (first match wins)::
       Unknown, or Failed with a reason in
       LOST_POD_REASONS (Evicted, NodeLost, ...)       -> LOST      (killed from outside the program)
     phase Failed, or a container terminated non-zero,
-      or waiting with an unrecoverable reason          -> FAILED    (exit code and reason recorded)
+      or waiting with an unrecoverable reason
+      (FATAL_WAITING_REASONS)                         -> FAILED    (exit code and reason recorded)
     phase Running                                     -> RUNNING
     otherwise                                         -> PENDING
 
@@ -38,8 +39,13 @@ LOST_POD_REASONS = frozenset(
     {"Evicted", "NodeLost", "Shutdown", "Terminated", "NodeAffinity", "UnexpectedAdmissionError"}
 )
 FATAL_WAITING_REASONS = frozenset(
-    {"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+    {"InvalidImageName", "ErrImageNeverPull", "CreateContainerError", "RunContainerError"}
 )
+"""Waiting reasons that no retry of the kubelet can fix. Not ``CreateContainerConfigError``: the
+kubelet retries it (a ConfigMap or Secret an env entry needs may appear later, ``kubelet_pods.go``
+``makeEnvironmentVariables``), and Kueue partially admitted members wait in it on purpose until the
+operator writes their world ConfigMap (``manifests.world``); such a member is PENDING, and a gang
+that never gets past it ends at ``startup_timeout``."""
 
 
 class MemberState(str, Enum):

@@ -10,9 +10,13 @@ the Workload (``job-<name>-<hash>``, label ``kueue.x-k8s.io/job-uid``) and, when
 the Job; the Job controller then creates pods ``<job>-<index>-<suffix>`` whose hostnames are
 ``<job>-<index>``.
 
-Limitation: after partial admission Kueue lowers ``spec.parallelism`` but not the env, so
-``WORLD_SIZE``/``GANG_SIZE`` in the pods still name the requested size; use
-``Decision.admitted_count`` (or the Workload) for the admitted size.
+Partial admission lowers ``spec.parallelism`` (and, with the annotation above, ``completions``) but
+never the pod template (gang-reservation-apis 2.7), so a size written into the env would be the
+requested one. With ``min_size < size`` the template's size-dependent variables (``GANG_SIZE``,
+``WORLD_SIZE``, ``PET_NNODES``, ``JAX_NUM_PROCESSES``) therefore read key ``size`` of the gang's
+world ConfigMap through ``valueFrom.configMapKeyRef`` (:mod:`.world`): the operator writes it with
+``Decision.admitted_count`` once the Workload is admitted, and the kubelet holds every container in
+``CreateContainerConfigError`` until then, so the admitted members all start with the admitted size.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal
 
 def job(spec: GangSpec, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
     """The suspended Indexed Job of ``size`` completions, ``backoffLimit: 0`` (one member failing
-    fails the Job, hence the gang), rank environment from the completion index."""
+    fails the Job, hence the gang), rank environment from the completion index and, with partial
+    admission, sizes from the world ConfigMap (module docstring)."""
     if spec.mode is not ReservationMode.KUEUE or spec.queue is None:
         raise ValueError("job needs reservation='kueue' with a queue")
     names = naming.GangNames(spec.name)

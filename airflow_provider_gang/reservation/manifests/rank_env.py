@@ -16,6 +16,14 @@ before a fallback shrink, so training code can compensate, e.g. by gradient accu
 Rank 0 is addressable as ``<gang>-0.<service>`` (pod ``hostname`` + ``subdomain`` + headless
 Service). When the rank is not known per pod (Kueue Job launch), rank variables read the Job's
 completion index through the downward API and rank 0's host is ``<job>-0`` (Indexed Job hostnames).
+
+Size-dependent variables (:data:`SIZE_VARIABLES`: ``GANG_SIZE``, ``WORLD_SIZE``, ``PET_NNODES``,
+``JAX_NUM_PROCESSES``) are the gang's ``size``, except when the number of members is decided after
+they are created - Kueue partial admission (``reservation="kueue"``, ``min_size < size``) - where
+they read the admitted count from the gang's world ConfigMap (``valueFrom.configMapKeyRef``); the
+kubelet starts no container before it exists, so no member is told a size other than the number
+that runs (:mod:`.world` explains the mechanism). ``GANG_ORIGINAL_SIZE`` stays the requested size, so
+training code can still compensate for the members it did not get.
 """
 
 from __future__ import annotations
@@ -23,9 +31,12 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation.manifests import world
 from airflow_provider_gang.reservation.spec import Distributed, GangSpec
 
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+SIZE_VARIABLES = frozenset({"GANG_SIZE", "WORLD_SIZE", "PET_NNODES", "JAX_NUM_PROCESSES"})
+"""The variables whose value is the number of members (see the module docstring)."""
 
 
 def rendezvous_host(spec: GangSpec) -> str:
@@ -45,6 +56,12 @@ def _rank(name: str, rank: int | None) -> dict[str, Any]:
     return _value(name, rank)
 
 
+def _size(name: str, spec: GangSpec) -> dict[str, Any]:
+    if world.uses_world_config_map(spec):
+        return world.size_reference(spec, name)
+    return _value(name, spec.size)
+
+
 def rank_environment(spec: GangSpec, rank: int | None, *, master_address: str | None = None) -> list[dict[str, Any]]:
     """Env entries for member ``rank`` (``None``: from the Job completion index), in a stable order.
 
@@ -55,17 +72,17 @@ def rank_environment(spec: GangSpec, rank: int | None, *, master_address: str | 
     env = [
         _value("GANG_NAME", spec.name),
         _rank("GANG_RANK", rank),
-        _value("GANG_SIZE", spec.size),
+        _size("GANG_SIZE", spec),
         _value("GANG_ORIGINAL_SIZE", spec.size_before_shrink),
     ]
     if spec.distributed is Distributed.TORCH:
         env += [
             _value("MASTER_ADDR", host),
             _value("MASTER_PORT", port),
-            _value("WORLD_SIZE", spec.size),
+            _size("WORLD_SIZE", spec),
             _rank("RANK", rank),
             _value("LOCAL_RANK", 0),
-            _value("PET_NNODES", spec.size),
+            _size("PET_NNODES", spec),
             _rank("PET_NODE_RANK", rank),
             _value("PET_MASTER_ADDR", host),
             _value("PET_MASTER_PORT", port),
@@ -74,7 +91,7 @@ def rank_environment(spec: GangSpec, rank: int | None, *, master_address: str | 
     elif spec.distributed is Distributed.JAX:
         env += [
             _value("JAX_COORDINATOR_ADDRESS", f"{host}:{port}"),
-            _value("JAX_NUM_PROCESSES", spec.size),
+            _size("JAX_NUM_PROCESSES", spec),
             _rank("JAX_PROCESS_ID", rank),
         ]
     return env
