@@ -2,9 +2,10 @@
 
 ``reservation.spec.GangSpec`` validates what describes the gang itself (sizes, resources, names, mode,
 class, parameters). This module validates what only the operator has: time limits, ``start_by``, the
-fallback ladder's fit to the mode, ``on_finish``, ``log_ranks``, ``deferrable``, ``distributed``, the
-source of the pod (``image`` / ``pod_template`` / ``pod_template_file``), ``command``/``args``/``env``
-shapes and the connection id. ``reservation.template`` checks the pod template's content.
+fallback ladder's fit to the mode, ``on_finish``, ``log_ranks``, ``deferrable``, ``distributed`` (and
+``"jax"`` refused with Kueue partial admission, ``min_size < size``), the source of the pod
+(``image`` / ``pod_template`` / ``pod_template_file``), ``command``/``args``/``env`` shapes and the
+connection id. ``reservation.template`` checks the pod template's content.
 
 The checks run twice: in ``__init__`` at DAG parse time, skipping values that
 still hold Jinja, and again after ``render_template_fields`` with every value final. Each failure is a
@@ -67,6 +68,7 @@ class OperatorArguments:
     """The operator-level arguments, as given (parse time) or rendered (execution time)."""
 
     size: int
+    min_size: Any = None
     image: str | None = None
     command: Any = None
     args: Any = None
@@ -184,6 +186,23 @@ def _check_mode(arguments: OperatorArguments) -> None:
                                     f"not {mode!r}", "remove the step or change the reservation mode")
 
 
+def _check_jax_partial_admission(arguments: OperatorArguments) -> None:
+    """JAX cannot run under Kueue partial admission: ``jax.distributed.initialize`` takes a fixed
+    ``num_processes`` and has no elastic rendezvous, and a JAX program's device mesh and sharding
+    are usually written for one process count, so a gang that may start with fewer members than
+    ``size`` is refused (torch members read the admitted size, ``reservation.manifests.world``)."""
+    size, min_size = arguments.size, arguments.min_size
+    numbers = all(isinstance(value, int) and not isinstance(value, bool) for value in (size, min_size))
+    if arguments.distributed != "jax" or arguments.reservation != "kueue" or not numbers or min_size >= size:
+        return
+    raise GangArgumentError(
+        "min_size", f"min_size={min_size} < size={size} lets Kueue admit fewer members than size, and "
+        "distributed='jax' needs a fixed process count (jax.distributed.initialize has no elastic rendezvous)",
+        f"set min_size={size} (or leave it unset) for distributed='jax', or use distributed='torch', whose "
+        "members are told the admitted size",
+    )
+
+
 def _check_log_ranks(log_ranks: Any, size: Any) -> None:
     if log_ranks == "all":
         return
@@ -219,6 +238,7 @@ def check_arguments(arguments: OperatorArguments, *, rendered: bool) -> None:
         raise GangArgumentError("distributed", f"unknown framework {arguments.distributed!r}",
                                 "use 'torch', 'jax' or None")
     _check_mode(arguments)
+    _check_jax_partial_admission(arguments)
     _check_timedelta("reservation_timeout", arguments.reservation_timeout, optional=False,
                      example="reservation_timeout=timedelta(minutes=30)")
     _check_timedelta("startup_timeout", arguments.startup_timeout, optional=False,

@@ -142,7 +142,8 @@ class GangTrainingOperator(BaseOperator):
         """Raise ``GangArgumentError`` naming the first invalid argument (see module docstring)."""
         checks.check_arguments(
             checks.OperatorArguments(
-                size=self.size, image=self.image, command=self.command, args=self.args, env=self.env,
+                size=self.size, min_size=self.min_size, image=self.image, command=self.command, args=self.args,
+                env=self.env,
                 pod_template=self.pod_template, pod_template_file=self.pod_template_file,
                 distributed=self.distributed, reservation=self.reservation,
                 provisioning_class=self.provisioning_class if self.reservation == "kueue" else None,
