@@ -335,10 +335,8 @@ class TryRun:
 
         async def finish(client: KubeClient) -> tuple[dict[int, str], int]:
             logs = await gang_objects.read_logs(client, spec, ranks) if run_event is not None else {}
-            deleted = 0
-            if not succeeded or self.settings.on_finish == "delete":
-                deleted = await gang_objects.teardown(client, spec)
-            return logs, deleted
+            keep = succeeded and self.settings.on_finish == "keep"
+            return logs, await gang_objects.teardown(client, spec, keep_members=keep)
 
         try:
             logs, deleted = self.cluster(finish)
@@ -354,6 +352,8 @@ class TryRun:
         record = results.try_record(state, spec, reservation_event, run_event, final,
                                     gpus=cost.gpus_per_member(spec), now=time.time())
         records = self.lifecycle.end(record)
+        for line in results.story(records):
+            self.log.info("%s", line)
         if succeeded:
             return results.summary(state.plan, spec, record, records)
         return self._raise_ended(record, records, killed)

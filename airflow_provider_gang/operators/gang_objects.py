@@ -276,11 +276,11 @@ async def _delete_pass(client: KubeClient, namespace: str, selector: str, kinds:
     return sum(count for count in counts if isinstance(count, int)), first_error
 
 
-async def _delete_labelled(client: KubeClient, namespace: str, gang: str, mode: ReservationMode) -> int:
+async def _delete_labelled(client: KubeClient, namespace: str, gang: str, kinds: tuple[Resource, ...]) -> int:
     selector = f"{naming.GANG_LABEL}={gang}"
     deleted = 0
     for attempt in range(1, TEARDOWN_PASSES + 1):
-        count, error = await _delete_pass(client, namespace, selector, gang_kinds(mode))
+        count, error = await _delete_pass(client, namespace, selector, kinds)
         deleted += count
         if error is None:
             return deleted
@@ -290,14 +290,24 @@ async def _delete_labelled(client: KubeClient, namespace: str, gang: str, mode: 
     return deleted
 
 
-async def teardown(client: KubeClient, spec: GangSpec) -> int:
-    """Delete every object of the gang; returns how many were deleted (see :data:`TEARDOWN_PASSES`)."""
-    return await _delete_labelled(client, spec.namespace, spec.name, spec.mode)
+async def teardown(client: KubeClient, spec: GangSpec, *, keep_members: bool = False) -> int:
+    """Delete every object of the gang; returns how many were deleted (see :data:`TEARDOWN_PASSES`).
+
+    ``keep_members`` (``on_finish="keep"`` after a success) deletes only what holds or describes the
+    reservation - ProvisioningRequest, PodTemplate, Service - and keeps the finished member pods with
+    what owns them (the owner ConfigMap; in ``kueue`` mode the finished Job, whose Workload holds no
+    quota any more), so deleting the owner ConfigMap later removes the rest.
+    """
+    kinds = gang_kinds(spec.mode)
+    if keep_members:
+        kinds = tuple(kind for kind in kinds if kind not in (PODS, CONFIG_MAPS, JOBS))
+    return await _delete_labelled(client, spec.namespace, spec.name, kinds)
 
 
 async def withdraw(client: KubeClient, namespace: str, gangs: Iterable[str], mode: ReservationMode) -> int:
     """Delete what earlier tries of a ``mode`` task left (their reservation requests, gated or stray pods)."""
-    counts: list[Awaitable[int]] = [_delete_labelled(client, namespace, gang, mode) for gang in dict.fromkeys(gangs)]
+    counts: list[Awaitable[int]] = [_delete_labelled(client, namespace, gang, gang_kinds(mode))
+                                    for gang in dict.fromkeys(gangs)]
     return sum(await asyncio.gather(*counts))
 
 

@@ -156,6 +156,16 @@ def adopt(stale: TryPlan, *, try_number: int, start_deadline: float | None, rese
                   "(its worker stopped before the try finished; the gang is intact)")
 
 
+def describe_step(step: fallback.FallbackStep | None, spec: GangSpec) -> str:
+    """The step as the try ran it: a ``ShrinkTo`` clamped by ``divisible_by`` or by an earlier, smaller
+    shrink says the size it gave (``"shrink to 8 members, ran 6"``)."""
+    if step is None:
+        return "as configured"
+    if isinstance(step, fallback.ShrinkTo) and spec.size != step.size:
+        return f"{step.describe()}, ran {spec.size}"
+    return step.describe()
+
+
 def plan_try(
     *,
     ti: Any,
@@ -187,7 +197,7 @@ def plan_try(
         raise NoTry(Reason.INVALID, f"{choice.explanation}, but the step cannot apply: {error}") from error
     deadline, deadline_reason = _reservation_deadline(now, reservation_timeout_seconds, start_deadline)
     plan = TryPlan(
-        attempt=ti.try_number, gang=name, step=choice.step.describe() if choice.step else "as configured",
+        attempt=ti.try_number, gang=name, step=describe_step(choice.step, spec),
         step_index=choice.step_index, spec=spec.to_dict(), requested_at=now, reservation_deadline=deadline,
         deadline_reason=deadline_reason, start_deadline=start_deadline,
         ladder=tuple(fallback.ladder_to_plain(walked)),

@@ -121,5 +121,28 @@ def summary(plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryR
         "exit_codes": record.exit_codes,
         **this_try,
         "all_tries": totals(records),
-        "tries": [item.to_dict() for item in records],
+        "tries": [try_summary(item) for item in records],
     }
+
+
+def try_summary(record: TryRecord) -> dict[str, Any]:
+    """One try for the summary: its record with GPU time in the units and names of the summary's
+    own figures (``gpu_hours_reserved/used/idle``), without the stored ladder."""
+    values = {key: value for key, value in record.to_dict().items()
+              if not key.startswith("gpu_seconds_") and key != "ladder"}
+    return {**values, **totals([record])}
+
+
+def story(records: Sequence[TryRecord]) -> list[str]:
+    """The lines printed at the end of the task log, success or failure: one per try (step, size,
+    outcome, GPU-hours), then the totals - so a user without database access can read the run."""
+    lines = ["Gang summary: try | step | mode | size | outcome | GPU-h reserved / used / idle"]
+    for record in records:
+        hours = totals([record])
+        lines.append(f"  try {record.attempt} | {record.step} | {record.mode} | {record.size} | {record.outcome}"
+                     f" | {hours['gpu_hours_reserved']:.3f} / {hours['gpu_hours_used']:.3f} / "
+                     f"{hours['gpu_hours_idle']:.3f}" + (f" | {record.message}" if record.message else ""))
+    overall = totals(list(records))
+    lines.append(f"  all tries: {overall['gpu_hours_reserved']:.3f} GPU-h reserved, {overall['gpu_hours_used']:.3f} "
+                 f"used, {overall['gpu_hours_idle']:.3f} idle")
+    return lines

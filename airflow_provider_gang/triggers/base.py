@@ -37,6 +37,7 @@ import contextlib
 import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -49,6 +50,7 @@ from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import by_key
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Objects, Reflector, watch_together
+from airflow_provider_gang.reservation import member_history
 from airflow_provider_gang.reservation.decision import Decision, Policy, decide
 from airflow_provider_gang.reservation.observed import Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
@@ -252,6 +254,7 @@ class GangTrigger(BaseTrigger):
         observed = observe({})
         clock = PhaseClock(self.started_at)
         seen_any = False
+        started: dict[int, float] = {}  # rank -> start time last seen, for members lost later
         give_up_at = self.unreachable_give_up_at(policy)
         try:
             async with contextlib.aclosing(
@@ -283,7 +286,10 @@ class GangTrigger(BaseTrigger):
                         )
                     decision = decide(observed, now=now, policy=policy)
                     clock.saw(decision.phase, now)
+                    started = member_history.remember(started, decision.members)
                     if decision.terminal:
+                        decision = replace(decision, members=member_history.carry_forward(
+                            started, decision.members, now=now))
                         return build_payload(
                             observed, decision, gang_name=self.gang_name, namespace=self.namespace, clock=clock
                         )
