@@ -5,7 +5,11 @@ LIST gives the current objects and a resourceVersion; one long WATCH from that r
 changes. The watch is re-opened from the *last seen* resourceVersion (bookmarks included) when the server
 ends it (``timeoutSeconds``), when the stream is cut, or when no byte arrives within ``read_timeout``
 (a half-open socket). Only a ``410 Gone`` - the server's history no longer reaches that resourceVersion
-(API concepts, "Efficient detection of changes") - forces a new LIST.
+(API concepts, "Efficient detection of changes") - forces a new LIST. The first LIST after a 410 is
+immediate; a 410 to the watch opened from that LIST's own resourceVersion means the server cannot
+watch from anything it lists, and each further relist waits for the client's backoff, as client-go's
+reflector waits for its backoff manager between ``ListAndWatch`` calls - without it a server that
+answers 410 to every watch gets a LIST and a WATCH per round trip for as long as the wait lasts.
 
 So a quiet wait costs one LIST plus one WATCH per ``watch_timeout_seconds`` per kind, whatever the
 number of objects or their changes.
@@ -92,6 +96,7 @@ class Reflector:
         await self._relist_until_done()
         yield dict(self.objects)
         failures = 0
+        expired_in_a_row = 0  # 410s with no event and no watch ended by the server in between
         unauthorized_retried = False
         while True:
             opened_at = self._monotonic()
@@ -102,12 +107,16 @@ class Reflector:
                         failures, delivered, unauthorized_retried = 0, True, False
                         if changed:
                             yield dict(self.objects)
+                expired_in_a_row = 0
                 if not delivered and self._monotonic() - opened_at < MIN_QUIET_WATCH_SECONDS:
                     # Ended at once with nothing: a proxy or a sick server. Back off, do not spin.
                     failures += 1
                     await self._sleep(self.client.retry.delay(failures))
             except errors.Gone:
                 self.stats.relists += 1
+                expired_in_a_row = 1 if delivered else expired_in_a_row + 1
+                if expired_in_a_row > 1:
+                    await self._sleep(self.client.retry.delay(expired_in_a_row - 1))
                 await self._relist_until_done()
                 yield dict(self.objects)
                 continue
