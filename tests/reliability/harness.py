@@ -264,3 +264,105 @@ def wrong_steps(records: list[TryRecord]) -> list[str]:
         if is_ladder_input(reason):
             sequence = [] if not is_retryable(reason) else [*sequence, record]
     return problems
+
+
+# -- more ways to drive and read a run -------------------------------------------------------------
+
+@dataclass
+class TriggerRun:
+    """One trigger as :class:`RecordingTriggerRunner` ran it: the rebuilt trigger (its reflectors'
+    ``stats`` stay readable), the payload of its first event and the wall-clock seconds it took."""
+
+    trigger: Any
+    payload: dict[str, Any]
+    seconds: float
+
+
+@dataclass
+class RecordingTriggerRunner:
+    """A ``run_trigger`` for :func:`run_task` that keeps every trigger it ran.
+
+    Each trigger is rebuilt from ``serialize()`` as a triggerer would, with ``changes(trigger_class,
+    kwargs)`` applied to the serialized kwargs first (e.g. a shorter ``watch_timeout_seconds`` for
+    one class), then run to its first event within ``timeout`` seconds.
+    """
+
+    changes: Callable[[type, dict[str, Any]], dict[str, Any]] | None = None
+    timeout: float = 120.0
+    runs: list[TriggerRun] = field(default_factory=list)
+
+    def __call__(self, trigger: Any) -> dict[str, Any]:
+        classpath, kwargs = trigger.serialize()
+        module, _, name = classpath.rpartition(".")
+        cls = getattr(importlib.import_module(module), name)
+        if self.changes is not None:
+            kwargs = self.changes(cls, dict(kwargs))
+        rebuilt = cls(**kwargs)
+        started = time.monotonic()
+        payload = asyncio.run(first_event_of(rebuilt, timeout=self.timeout))
+        self.runs.append(TriggerRun(rebuilt, payload, time.monotonic() - started))
+        return payload
+
+    def of_class(self, cls: type) -> list[TriggerRun]:
+        return [run for run in self.runs if isinstance(run.trigger, cls)]
+
+
+def dag_task_run(dag_id: str, run_id: str, task_id: str = "train") -> TaskRun:
+    """How one task instance of a finished ``dag.test()`` run ended, as a :class:`TaskRun` for
+    :func:`check`: ``outcome`` from its state, ``tries_run`` its try number, ``records`` the ``tries``
+    of its XCom summary (only a successful task pushes one: a failed task has no records)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        ti = session.scalars(select(TaskInstance).where(
+            TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id, TaskInstance.task_id == task_id)).one()
+        row = session.scalars(XComModel.get_many(run_id=run_id, key="return_value", task_ids=task_id,
+                                                 dag_ids=dag_id)).first()
+        summary = XComModel.deserialize_value(row) if row is not None else None
+        state, tries_run = str(ti.state), int(ti.try_number)
+    records = [TryRecord.from_dict(item) for item in (summary or {}).get("tries", [])]
+    outcome = "success" if state == "success" else "failed"
+    return TaskRun(outcome, tries_run, records, summary, None, {"state": state})
+
+
+def dag_run_ids(dag_id: str) -> set[str]:
+    """The run ids of ``dag_id`` in the metadata database (to find the one a ``dag.test()`` added)."""
+    from airflow.models.dagrun import DagRun
+
+    return {str(run.run_id) for run in DagRun.find(dag_id=dag_id)}
+
+
+class BackgroundWrites:
+    """Another client writing one ConfigMap every ``interval`` seconds while the block runs, so an
+    emulator with a small ``history_limit`` compacts its watch history past the resourceVersion of a
+    quiet watch, as a busy real API server's watch cache does: resuming from it is answered 410.
+
+    ``with BackgroundWrites(cluster, 0.2) as writes: ...``; ``writes.count`` is the writes made.
+    """
+
+    def __init__(self, cluster: SimulatedCluster, interval: float, name: str = "background-writes") -> None:
+        self._cluster, self._interval, self._name = cluster, interval, name
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._write, name=name, daemon=True)
+        self.count = 0
+
+    def __enter__(self) -> BackgroundWrites:
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": self._name}, "data": {"n": "0"}}
+        self._cluster.create("v1/configmaps", body, "default")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _write(self) -> None:
+        store = self._cluster.harness.store
+        while not self._stop.wait(self._interval):
+            self.count += 1
+            patch = {"data": {"n": str(self.count)}}
+            self._cluster.harness.run(lambda patch=patch: store.patch("v1/configmaps", self._name, patch,
+                                                                      namespace="default"))
