@@ -57,7 +57,11 @@ class Reflector:
         read_timeout: longest silence tolerated on an open watch; defaults to
             ``watch_timeout_seconds + 30`` (bookmarks arrive about every minute on a real server).
         sleep: awaited between reconnect attempts after errors (inject a fake in tests).
-        monotonic: clock that measures how long each watch lasted.
+        monotonic: clock that measures how long each watch lasted and how long the server has
+            been failing.
+        on_retry: called as ``on_retry(reflector, error, delay)`` before each wait for a retry after
+            a retryable error (for the caller's log); :attr:`failing_since` says since when the
+            server has not answered.
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class Reflector:
         read_timeout: float | None = None,
         sleep: Sleep | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        on_retry: Callable[[Reflector, errors.KubeError, float], None] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -85,6 +90,28 @@ class Reflector:
         self.stats = ReflectorStats()
         self._sleep = sleep or asyncio.sleep
         self._monotonic = monotonic
+        self._on_retry = on_retry
+        self.failing_since: float | None = None
+        """``monotonic()`` of the first of the retryable failures since the server last answered."""
+        self.last_error: errors.KubeError | None = None
+
+    def failing_for(self) -> float:
+        """Seconds the server has failed to answer this reflector without a success in between."""
+        return 0.0 if self.failing_since is None else self._monotonic() - self.failing_since
+
+    async def _retry_after_failure(self, error: errors.KubeError, failures: int) -> None:
+        """Note the failure, tell ``on_retry``, wait the client's backoff (``Retry-After`` honoured)."""
+        if self.failing_since is None:
+            self.failing_since = self._monotonic()
+        self.last_error = error
+        retry_after = error.retry_after if isinstance(error, errors.Unavailable) else None
+        delay = self.client.retry.delay(failures, retry_after)
+        if self._on_retry is not None:
+            self._on_retry(self, error, delay)
+        await self._sleep(delay)
+
+    def _answered(self) -> None:
+        self.failing_since, self.last_error = None, None
 
     async def snapshots(self) -> AsyncIterator[Objects]:
         """Yield the cached objects (name -> object) after the first LIST and after every change.
@@ -105,9 +132,12 @@ class Reflector:
                 async with contextlib.aclosing(self._watch_once()) as events:
                     async for changed in events:
                         failures, delivered, unauthorized_retried = 0, True, False
+                        self._answered()
                         if changed:
                             yield dict(self.objects)
                 expired_in_a_row = 0
+                if delivered or self._monotonic() - opened_at >= MIN_QUIET_WATCH_SECONDS:
+                    self._answered()  # a watch the server ended on time is an answer too
                 if not delivered and self._monotonic() - opened_at < MIN_QUIET_WATCH_SECONDS:
                     # Ended at once with nothing: a proxy or a sick server. Back off, do not spin.
                     failures += 1
@@ -129,8 +159,7 @@ class Reflector:
                 if not error.retryable:
                     raise
                 failures += 1
-                retry_after = error.retry_after if isinstance(error, errors.Unavailable) else None
-                await self._sleep(self.client.retry.delay(failures, retry_after))
+                await self._retry_after_failure(error, failures)
             self.stats.reconnects += 1
 
     async def _relist_until_done(self) -> None:
@@ -147,8 +176,9 @@ class Reflector:
                 if not error.retryable:
                     raise
                 failures += 1
-                await self._sleep(self.client.retry.delay(failures))
+                await self._retry_after_failure(error, failures)
                 continue
+            self._answered()
             self.stats.lists += 1
             self.objects = {_name(item): item for item in items}
             self.resource_version = resource_version

@@ -82,6 +82,7 @@ class OperatorArguments:
     startup_timeout: Any = timedelta(minutes=5)
     run_timeout: Any = None
     start_by: Any = None
+    unreachable_timeout: Any = timedelta(minutes=10)
     on_finish: Any = "delete"
     log_ranks: Any = (0,)
     deferrable: Any = False
@@ -244,6 +245,8 @@ def check_arguments(arguments: OperatorArguments, *, rendered: bool) -> None:
     _check_timedelta("startup_timeout", arguments.startup_timeout, optional=False,
                      example="startup_timeout=timedelta(minutes=5)")
     _check_timedelta("run_timeout", arguments.run_timeout, optional=True, example="run_timeout=timedelta(hours=6)")
+    _check_timedelta("unreachable_timeout", arguments.unreachable_timeout, optional=False,
+                     example="unreachable_timeout=timedelta(minutes=10)")
     _check_timedelta("start_by", arguments.start_by, optional=True,
                      example="start_by=timedelta(hours=4) (after the data interval end)")
     if arguments.on_finish not in ON_FINISH_CHOICES:

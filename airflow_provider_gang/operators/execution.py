@@ -77,6 +77,7 @@ class TrySettings:
     startup_timeout: timedelta
     run_timeout: timedelta | None
     start_by: timedelta | None
+    unreachable_timeout: timedelta
     on_finish: str
     log_ranks: Sequence[int] | str
     client_options: ClientOptions
@@ -222,6 +223,7 @@ class TryRun:
             scheduling_gate=watch.scheduling_gate, deadline_reason=try_plan.deadline_reason,
             delete_on_kill=gang_objects.kill_targets(spec), try_number=try_plan.attempt,
             client_options=self.settings.client_options.to_dict(),
+            unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),
         )
         event = self.waiter.wait(trigger, resume_method="execute_reserved", deadline=try_plan.reservation_deadline,
                                  spec=spec)
@@ -312,6 +314,7 @@ class TryRun:
             startup_deadline=now + self.settings.startup_timeout.total_seconds(),
             delete_on_kill=gang_objects.kill_targets(spec), try_number=state.plan.attempt,
             client_options=self.settings.client_options.to_dict(),
+            unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),
         )
         run_event = self.waiter.wait(trigger, resume_method="execute_finished", deadline=deadline, spec=spec)
         return self.finished(run_event)

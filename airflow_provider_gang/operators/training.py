@@ -47,8 +47,11 @@ class GangTrainingOperator(BaseOperator):
     ``kueue_queue`` (the Kueue LocalQueue; not ``queue``, which ``BaseOperator`` already uses for the
     executor queue), ``zone`` / ``strict_zone``, ``spot``.
 
-    Time limits: ``reservation_timeout`` per try (default 30 minutes), ``startup_timeout`` for all
-    members to run once launched (default 10 minutes), ``run_timeout`` (default none), and
+    Time limits (each a ``timedelta`` or seconds): ``reservation_timeout`` per try (default 30
+    minutes), ``startup_timeout`` for all members to run once launched (default 10 minutes),
+    ``run_timeout`` (default none), ``unreachable_timeout`` (default 10 minutes: how long any wait
+    tolerates an API server that does not answer before the try fails with
+    ``cluster_unreachable``), and
     ``start_by``: how long after the run's data interval end the gang may still start, across all
     tries; past it the task fails without retrying.
 
@@ -101,6 +104,7 @@ class GangTrainingOperator(BaseOperator):
         startup_timeout: timedelta | float = timedelta(minutes=10),
         run_timeout: timedelta | float | None = None,
         start_by: timedelta | float | None = None,
+        unreachable_timeout: timedelta | float = timedelta(minutes=10),
         fallbacks: Sequence[fallback.FallbackStep] = (),
         on_finish: str = "delete",
         log_ranks: Sequence[int] | str = (0,),
@@ -126,6 +130,7 @@ class GangTrainingOperator(BaseOperator):
         self.reservation_timeout = checks.as_duration(reservation_timeout)
         self.startup_timeout = checks.as_duration(startup_timeout)
         self.run_timeout, self.start_by = checks.as_duration(run_timeout), checks.as_duration(start_by)
+        self.unreachable_timeout = checks.as_duration(unreachable_timeout)
         self.fallbacks = checks.check_fallbacks_shape(fallbacks)
         self.on_finish, self.log_ranks = on_finish, log_ranks
         self.deferrable = deferrable
@@ -149,7 +154,8 @@ class GangTrainingOperator(BaseOperator):
                 provisioning_class=self.provisioning_class if self.reservation == "kueue" else None,
                 reservation_timeout=self.reservation_timeout, startup_timeout=self.startup_timeout,
                 run_timeout=self.run_timeout, start_by=self.start_by, on_finish=self.on_finish,
-                log_ranks=self.log_ranks, deferrable=self.deferrable, kubernetes_conn_id=self.kubernetes_conn_id,
+                unreachable_timeout=self.unreachable_timeout, log_ranks=self.log_ranks, deferrable=self.deferrable,
+                kubernetes_conn_id=self.kubernetes_conn_id,
                 fallback_modes=fallback.required_modes(self.fallbacks),
             ),
             rendered=rendered,
@@ -236,7 +242,8 @@ class GangTrainingOperator(BaseOperator):
             build_spec=self.build_spec, check_rendered=lambda: self.check_arguments(rendered=True),
             reservation_timeout=self.reservation_timeout, startup_timeout=self.startup_timeout,
             run_timeout=self.run_timeout, start_by=self.start_by, on_finish=self.on_finish,
-            log_ranks=self.log_ranks, client_options=ClientOptions.from_dict(self.client_options), log=self.log,
+            unreachable_timeout=self.unreachable_timeout, log_ranks=self.log_ranks,
+            client_options=ClientOptions.from_dict(self.client_options), log=self.log,
         )
 
     def _waiter(self) -> DeferringWaiter | InlineWaiter:

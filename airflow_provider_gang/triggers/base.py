@@ -19,8 +19,10 @@ Arguments common to every gang trigger (all plain values, part of the stored for
   deleted by :meth:`on_kill` only.
 - ``client_options``: :class:`kube.options.ClientOptions` as a dict.
 - ``watch_timeout_seconds``: length of each WATCH request.
-- ``unreachable_seconds``: how long past its first deadline a trigger whose LIST never succeeded
-  waits for the API server before it ends with reason ``cluster_unreachable``.
+- ``unreachable_seconds``: how long the API server may fail to answer (transport errors, 429/5xx past
+  every retry, consecutively) before the wait ends with reason ``cluster_unreachable``; each retry
+  is logged with its backoff. Before its first successful LIST a trigger decides nothing else: a
+  deadline that passes meanwhile waits for that LIST.
 - ``try_number``: the Airflow try that deferred to this trigger; :mod:`.kill` compares it with the try
   that owns the gang now. ``None`` (the default, for triggers serialized before it existed) falls
   back to the trigger's task instance's try number in a triggerer.
@@ -108,7 +110,6 @@ class GangTrigger(BaseTrigger):
         self.watch_timeout_seconds = int(watch_timeout_seconds)
         self.try_number = None if try_number is None else int(try_number)
         self.unreachable_seconds = float(unreachable_seconds)
-        self.created_at = time.time()
         self.fired = False
         self.reflectors: list[Reflector] = []
         self._client: KubeClient | None = None
@@ -190,13 +191,14 @@ class GangTrigger(BaseTrigger):
         return f"<{type(self).__qualname__} gang={self.gang_name} namespace={self.namespace} try={self.try_number}>"
 
     async def views(
-        self, watches: Sequence[Mapping[str, str]], wake_times: Sequence[float | None] = ()
+        self, watches: Sequence[Mapping[str, str]], wake_times: Sequence[float | None] = (), tick: float | None = None
     ) -> AsyncGenerator[dict[str, Objects] | None, None]:
         """List then watch every ``{"resource", "label_selector", "field_selector"}`` of ``watches``.
 
         Yields ``{resource key: {name: object}}`` after every change, and ``None`` when one of
-        ``wake_times`` (absolute UNIX times, e.g. the policy's deadlines) passes with no change, so the
-        caller decides again on the last view. The caller stops iterating once it has decided.
+        ``wake_times`` (absolute UNIX times, e.g. the policy's deadlines) passes with no change, and
+        every ``tick`` seconds without a change, so the caller decides again on the last view. The
+        caller stops iterating once it has decided.
         """
         client = await self.client()
         self.reflectors = [
@@ -207,6 +209,7 @@ class GangTrigger(BaseTrigger):
                 label_selector=watch.get("label_selector", ""),
                 field_selector=watch.get("field_selector", ""),
                 watch_timeout_seconds=self.watch_timeout_seconds,
+                on_retry=self._log_retry,
             )
             for watch in watches
         ]
@@ -222,11 +225,13 @@ class GangTrigger(BaseTrigger):
                     yield None
                 if next_view is None:
                     next_view = asyncio.ensure_future(anext(stream))
-                timeout = pending[0] - now if pending else None
-                done, _ = await asyncio.wait({next_view}, timeout=timeout)
+                timeouts = [moment - now for moment in pending[:1]] + ([tick] if tick is not None else [])
+                done, _ = await asyncio.wait({next_view}, timeout=min(timeouts, default=None))
                 if done:
                     view, next_view = next_view.result(), None
                     yield view
+                elif tick is not None and not (pending and pending[0] <= time.time()):
+                    yield None
         finally:
             if next_view is not None:
                 next_view.cancel()
@@ -255,13 +260,18 @@ class GangTrigger(BaseTrigger):
         clock = PhaseClock(self.started_at)
         seen_any = False
         started: dict[int, float] = {}  # rank -> start time last seen, for members lost later
-        give_up_at = self.unreachable_give_up_at(policy)
+        tick = min(5.0, max(0.05, self.unreachable_seconds / 10))
         try:
             async with contextlib.aclosing(
-                self.views(objects.watches(), wake_times=(policy.deadline, policy.startup_deadline, give_up_at))
+                self.views(objects.watches(), wake_times=(policy.deadline, policy.startup_deadline), tick=tick)
             ) as views:
                 async for view in views:
                     now = time.time()
+                    unreachable = self.unreachable()
+                    if unreachable is not None:
+                        return build_payload(
+                            observed, unreachable, gang_name=self.gang_name, namespace=self.namespace, clock=clock
+                        )
                     if view is not None:
                         seen_any = True
                         problem = objects.malformed(view)
@@ -274,16 +284,7 @@ class GangTrigger(BaseTrigger):
                                                  namespace=self.namespace, clock=clock)
                         observed = observe(view)
                     elif not seen_any:
-                        # Nothing listed yet: an empty view would read as "the reservation is gone".
-                        if now < give_up_at:
-                            continue
-                        decision = Decision(
-                            phase=Phase.FAILED, terminal=True, reason=Reason.CLUSTER_UNREACHABLE,
-                            message=f"no answer from the API server for {now - self.created_at:.0f} s",
-                        )
-                        return build_payload(
-                            observed, decision, gang_name=self.gang_name, namespace=self.namespace, clock=clock
-                        )
+                        continue  # nothing listed yet: an empty view would read as "the reservation is gone"
                     decision = decide(observed, now=now, policy=policy)
                     clock.saw(decision.phase, now)
                     started = member_history.remember(started, decision.members)
@@ -304,12 +305,20 @@ class GangTrigger(BaseTrigger):
             )
         raise RuntimeError("the watch ended without a terminal decision")  # views() never ends on its own
 
-    def unreachable_give_up_at(self, policy: Policy) -> float:
-        """When a trigger that has not listed anything yet stops waiting for the API server: the later
-        of its start and its first deadline, plus ``unreachable_seconds``. Before its first successful
-        LIST a trigger never decides anything else (a passed deadline waits for that LIST)."""
-        deadlines = [moment for moment in (policy.deadline, policy.startup_deadline) if moment is not None]
-        return max(self.created_at, min(deadlines, default=self.created_at)) + self.unreachable_seconds
+    def unreachable(self) -> Decision | None:
+        """The ``cluster_unreachable`` decision once a reflector has had no answer for
+        ``unreachable_seconds`` in a row, else ``None``."""
+        failing = max(self.reflectors, key=lambda reflector: reflector.failing_for(), default=None)
+        if failing is None or failing.failing_for() < self.unreachable_seconds:
+            return None
+        return Decision(phase=Phase.FAILED, terminal=True, reason=Reason.CLUSTER_UNREACHABLE,
+                        message=f"no answer from the API server for {failing.failing_for():.0f} s "
+                                f"(last: {failing.resource.plural}: {failing.last_error})")
+
+    def _log_retry(self, reflector: Reflector, error: errors.KubeError, delay: float) -> None:
+        self.log.warning("Gang %s: API server did not answer (%s: %s); retrying in %.1f s, no answer for %.0f s "
+                         "of the %.0f s allowed", self.gang_name, reflector.resource.plural, error, delay,
+                         reflector.failing_for(), self.unreachable_seconds)
 
     async def cleanup(self) -> None:
         """Close the client. Deletes nothing: cleanup runs on every exit, triggerer restarts included."""
