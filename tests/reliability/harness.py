@@ -43,6 +43,9 @@ from tests.e2e.driving import FakeTaskInstance, context_for
 
 QUICK_CLIENT = {"retry_attempts": 3, "retry_base_delay": 0.02, "retry_max_delay": 0.1, "request_timeout": 10.0}
 """Every call of a try gives up after 3 attempts within ~0.2 s: "past the client's retries" is cheap."""
+SIM_SPEED = 40.0
+"""Simulated seconds per wall second: node provisioning (60 s) takes 1.5 s, and a 10-minute booking
+15 s - room for a deferred task to resume on a loaded 2-core machine before it expires."""
 
 
 # -- the emulator's control endpoints --------------------------------------------------------------

@@ -20,13 +20,13 @@ from airflow_provider_gang.reservation.fallback import RetryAsIs
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_modes import kueue_queues
 from tests.reliability.conftest import FaultCluster, report
-from tests.reliability.harness import QUICK_CLIENT, call_target, check, run_task
+from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, call_target, check, run_task
 
 MODES = ("provisioning_request", "gates", "kueue")
 
 
 def prepared(factory: Any, mode: str) -> FaultCluster:
-    cluster = factory("small", time_scale=120)
+    cluster = factory("small", time_scale=SIM_SPEED)
     if mode == "kueue":
         kueue_queues(cluster.cluster, {"team": 8})
     return cluster

@@ -24,7 +24,7 @@ from airflow_provider_gang.reservation import naming
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.reliability.conftest import FaultCluster, report
-from tests.reliability.harness import QUICK_CLIENT, TaskRun, check
+from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, TaskRun, check
 
 PHASES = ("reserving", "launching", "running")
 
@@ -142,7 +142,7 @@ def kill_the_deferred_trigger(cluster: FaultCluster, op: GangTrainingOperator, p
 def test_a_kill_in_every_phase_leaves_nothing_and_is_recorded_as_killed(fault_cluster_factory: Any,
                                                                           deferrable: bool) -> None:
     for phase in PHASES:
-        cluster = fault_cluster_factory("small", time_scale=None if phase == "reserving" else 120)
+        cluster = fault_cluster_factory("small", time_scale=None if phase == "reserving" else SIM_SPEED)
         op = operator(cluster, deferrable=deferrable)
         dag_id = f"kill_{phase}_{'deferrable' if deferrable else 'blocking'}"
         worker_stage = not deferrable or phase == "launching"

@@ -15,7 +15,7 @@ from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.fallback import RetryAsIs
 from tests.e2e.gang_dags import simulated_pod
 from tests.reliability.conftest import report
-from tests.reliability.harness import QUICK_CLIENT, check, run_task
+from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, check, run_task
 
 CASES = [
     # (fault, outcomes of the tries, what try 1's message names)
@@ -34,7 +34,7 @@ CASES = [
 @pytest.mark.timeout(300)
 def test_malformed_answers_end_the_try_as_the_answer_warrants(fault_cluster_factory: Any) -> None:
     for number, (fault, outcomes, named) in enumerate(CASES):
-        cluster = fault_cluster_factory("small", time_scale=120)
+        cluster = fault_cluster_factory("small", time_scale=SIM_SPEED)
         op = GangTrainingOperator(
             task_id="train", size=2, gpus=1, pod_template=simulated_pod(10), deferrable=True, retries=1,
             fallbacks=[RetryAsIs()], client_options=QUICK_CLIENT, kubernetes_conn_id=cluster.cluster.conn_id,

@@ -21,7 +21,7 @@ import pytest
 from airflow_provider_gang.reservation import naming
 from tests.reliability import worker
 from tests.reliability.conftest import FaultCluster, report
-from tests.reliability.harness import check, run_task
+from tests.reliability.harness import SIM_SPEED, check, run_task
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 OBJECTS_OF_A_TRY = {"provisioning_request": 6, "gates": 6}
@@ -55,7 +55,7 @@ def kill_after_creates(cluster: FaultCluster, process: subprocess.Popen[bytes], 
 def test_a_worker_killed_after_any_number_of_creates_is_adopted_without_duplicates(
         fault_cluster_factory: Any, tmp_path: Path, mode: str) -> None:
     for creates in range(1, OBJECTS_OF_A_TRY[mode] + 1):
-        cluster = fault_cluster_factory("small", time_scale=120)
+        cluster = fault_cluster_factory("small", time_scale=SIM_SPEED)
         state, dag_id = tmp_path / f"state-{mode}-{creates}.json", f"worker_death_{mode}_{creates}"
         log = tmp_path / f"worker-{mode}-{creates}.log"
         process = start_worker(state, dag_id, mode, log)
