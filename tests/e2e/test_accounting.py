@@ -82,3 +82,11 @@ def test_on_finish_keep_keeps_the_finished_members_and_their_owner_only(cluster_
     (owner,) = left["v1/configmaps"]
     cluster.harness.run(lambda: cluster.harness.store.delete("v1/configmaps", owner, "default"))
     wait_until(lambda: gang_objects(cluster, gang) == {})  # the owner takes its members with it
+
+
+def test_timeouts_given_in_seconds_run_a_gang(cluster_factory: Any, run_dag: Any) -> None:
+    """``reservation_timeout=60`` is right, as ``retry_delay=60`` is in Airflow."""
+    cluster_factory("small", time_scale=60)
+    dag = gang_dag("seconds", size=2, gpus=1, pod_template=simulated_pod(10), deferrable=True,
+                   reservation_timeout=60, startup_timeout=60, run_timeout=120, unreachable_timeout=60)
+    assert task_instance(run_dag(dag)).state == "success"
