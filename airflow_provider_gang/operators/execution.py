@@ -196,7 +196,8 @@ class TryRun:
         earlier = [record.gang for record in records if record.gang and record.gang != try_plan.gang]
 
         async def prepare(client: KubeClient) -> dict[str, Any]:
-            await precheck.precheck(client, spec)
+            for warning in await precheck.precheck(client, spec):
+                self.log.warning("Gang %s precheck: %s", spec.name, warning)
             withdrawn = await gang_objects.withdraw(client, spec.namespace, earlier, spec.mode)
             if withdrawn:
                 self.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)

@@ -1,14 +1,15 @@
-"""Fail fast before anything of a gang is created: the API kinds its mode needs are served and the
-connection's identity holds every permission a try uses.
+"""Fail fast before anything of a gang is created: the API kinds its mode needs are served, the
+connection's identity holds every permission a try uses, and what the cluster offers can serve the gang
+(``operators.cluster_fit``: a kueue gang's LocalQueue and ClusterQueue; a warning for a zone no node is in).
 
-Kinds are read from discovery (``kube.discovery.is_served``); permissions are asked with one
+Kinds are read from discovery (``kube.discovery.served_plurals``, once per API version); permissions are asked with one
 SelfSubjectAccessReview each (``kube.discovery.can_i``,
 https://kubernetes.io/docs/reference/access-authn-authz/authorization/#checking-api-access), which every
 authenticated user may create (``system:basic-user``). A failure names what is missing and how to fix
 it; it is never retried (the same try on the same cluster cannot do better).
 
-:data:`NEEDS` is the one list of the API calls a try makes - the operator (``operators.gang_objects``)
-and both triggers (``triggers.base``, ``triggers.kill``) - as RBAC verbs on resources
+:data:`NEEDS` is the one list of the API calls a try makes - the operator (``operators.gang_objects``),
+both triggers (``triggers.base``, ``triggers.kill``) and this precheck's own reads - as RBAC verbs on resources
 (https://kubernetes.io/docs/reference/access-authn-authz/authorization/#determine-the-request-verb):
 ``get``/``list``/``watch``/``create``/``patch``/``delete``, a LIST with a field selector is still
 ``list``, a DELETE with preconditions still ``delete``, a pod's log is ``get`` on ``pods/log``.
@@ -16,8 +17,12 @@ and both triggers (``triggers.base``, ``triggers.kill``) - as RBAC verbs on reso
 two agree, that a gang runs with nothing more, and that each single permission removed is caught here.
 Discovery (``/api``, ``/apis``) and SelfSubjectAccessReviews need no grant: the bootstrap ClusterRoles
 ``system:discovery`` and ``system:basic-user`` give them to every authenticated user
-(https://kubernetes.io/docs/reference/access-authn-authz/rbac/#discovery-roles). Nothing a try does is
-cluster-scoped, so no ClusterRole is needed.
+(https://kubernetes.io/docs/reference/access-authn-authz/rbac/#discovery-roles). One call is cluster-scoped:
+a kueue gang's precheck reads its LocalQueue's ClusterQueue (ClusterQueues are cluster-scoped, Kueue
+``clusterqueue_types.go``), so that mode also needs a ClusterRole; the SelfSubjectAccessReview for it is
+asked without a namespace (``ResourceAttributes.namespace`` empty means all namespaces and cluster-scoped
+kinds, https://kubernetes.io/docs/reference/kubernetes-api/authorization-resources/self-subject-access-review-v1/).
+``list nodes`` (the zone warning) is optional and not in :data:`NEEDS`: without it the check is skipped.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from dataclasses import dataclass, field
 from airflow_provider_gang.kube import discovery
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import (
+    CLUSTER_QUEUES,
     CONFIG_MAPS,
     JOBS,
+    LOCAL_QUEUES,
     POD_TEMPLATES,
     PODS,
     PROVISIONING_REQUESTS,
@@ -37,16 +44,19 @@ from airflow_provider_gang.kube.resources import (
     WORKLOADS,
     Resource,
 )
+from airflow_provider_gang.operators import cluster_fit
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 
 class PrecheckFailed(Exception):
-    """The cluster cannot run this gang: an API kind is not served or a permission is missing."""
+    """The cluster cannot run this gang: an API kind is not served, a permission is missing, or the
+    gang's Kueue queue cannot admit it."""
 
 
 @dataclass(frozen=True)
 class Permission:
-    """One RBAC permission: ``verb`` on ``resource`` (optionally its ``subresource``), namespaced.
+    """One RBAC permission: ``verb`` on ``resource`` (optionally its ``subresource``), in the gang's
+    namespace or, for a cluster-scoped ``resource`` (``Resource.namespaced`` false), cluster-wide.
 
     ``used_by`` says which call needs it (for the failure message); it is not part of equality.
     """
@@ -55,6 +65,11 @@ class Permission:
     resource: Resource
     subresource: str = ""
     used_by: str = field(default="", compare=False)
+
+    @property
+    def cluster_scoped(self) -> bool:
+        """Granted by a ClusterRole, asked without a namespace."""
+        return not self.resource.namespaced
 
     @property
     def rbac_resource(self) -> str:
@@ -120,6 +135,9 @@ NEEDS: tuple[Need, ...] = (
     _need("delete", JOBS, _KUEUE, "teardown, on_kill"),
     _need("list", WORKLOADS, _KUEUE, "the triggers' watches"),
     _need("watch", WORKLOADS, _KUEUE, "the triggers' watches"),
+    _need("get", LOCAL_QUEUES, _KUEUE, "precheck: the gang's LocalQueue exists and is active"),
+    _need("list", LOCAL_QUEUES, _KUEUE, "precheck: naming the LocalQueues there when it does not"),
+    _need("get", CLUSTER_QUEUES, _KUEUE, "precheck: its ClusterQueue is active and covers the resources"),
 )
 """Every API call of a try, as permissions, and when it is made (see the module docstring)."""
 
@@ -128,7 +146,7 @@ def kinds_needed(spec: GangSpec) -> list[Resource]:
     """The API kinds that must be served for ``spec``'s mode (ProvisioningRequest v1, or Kueue)."""
     kinds = [CONFIG_MAPS, PODS, SERVICES]
     if spec.mode is ReservationMode.KUEUE:
-        kinds += [JOBS, WORKLOADS]
+        kinds += [JOBS, WORKLOADS, LOCAL_QUEUES, CLUSTER_QUEUES]
     else:
         kinds += [POD_TEMPLATES, PROVISIONING_REQUESTS]
     return kinds
@@ -142,27 +160,48 @@ def permissions_needed(spec: GangSpec) -> list[Permission]:
     ]
 
 
-async def precheck(client: KubeClient, spec: GangSpec) -> None:
-    """Raise :class:`PrecheckFailed` naming every kind not served (first) or every permission of
-    :func:`permissions_needed` the connection lacks in ``spec.namespace`` (as ``get pods/log``);
-    creates nothing."""
+async def precheck(client: KubeClient, spec: GangSpec) -> list[str]:
+    """Raise :class:`PrecheckFailed` naming every kind not served (first), every permission of
+    :func:`permissions_needed` the connection lacks (as ``get pods/log``; in ``spec.namespace`` or
+    cluster-wide), or why the gang's Kueue queue cannot admit it; creates nothing. Returns warnings for
+    the caller to log (a zone no node is in yet), which never refuse the gang."""
+    served: dict[str, frozenset[str]] = {}
     missing_kinds = []
     for kind in kinds_needed(spec):
-        if not await discovery.is_served(client, kind):
+        if kind.api_version not in served:
+            served[kind.api_version] = await discovery.served_plurals(client, kind.api_version)
+        if kind.plural not in served[kind.api_version]:
             missing_kinds.append(f"{kind.plural}.{kind.group or 'core'}/{kind.version}")
     if missing_kinds:
         raise PrecheckFailed(
             f"the cluster does not serve {', '.join(missing_kinds)}, needed by reservation={spec.mode.value!r}; "
             "install the CRD / controller (cluster-autoscaler ProvisioningRequest v1, or Kueue) or change the mode"
         )
+    await _check_permissions(client, spec)
+    if spec.mode is ReservationMode.KUEUE:
+        refusal = await cluster_fit.queue_refusal(client, spec)
+        if refusal is not None:
+            raise PrecheckFailed(refusal)
+    return await cluster_fit.zone_warnings(client, spec)
+
+
+async def _check_permissions(client: KubeClient, spec: GangSpec) -> None:
     wanted = permissions_needed(spec)
     answers = await asyncio.gather(*(
         discovery.can_i(client, need.verb, need.resource, spec.namespace, subresource=need.subresource)
         for need in wanted
     ))
-    denied = [f"{need} ({need.used_by})" for need, answer in zip(wanted, answers, strict=True) if not answer.allowed]
-    if denied:
-        raise PrecheckFailed(
-            f"missing permission in namespace {spec.namespace!r}: {', '.join(denied)}; grant them to the "
-            f"connection's identity (Role + RoleBinding, see deploy/rbac.yaml for reservation={spec.mode.value!r})"
-        )
+    denied = [need for need, answer in zip(wanted, answers, strict=True) if not answer.allowed]
+    if not denied:
+        return
+    in_namespace = [f"{need} ({need.used_by})" for need in denied if not need.cluster_scoped]
+    cluster_wide = [f"{need} ({need.used_by})" for need in denied if need.cluster_scoped]
+    missing = [f"missing permission in namespace {spec.namespace!r}: {', '.join(in_namespace)}"] if in_namespace else []
+    if cluster_wide:
+        missing.append(f"missing cluster-wide permission: {', '.join(cluster_wide)}")
+    grants = [kind for kind, needed in (("Role + RoleBinding", in_namespace),
+                                        ("ClusterRole + ClusterRoleBinding", cluster_wide)) if needed]
+    raise PrecheckFailed(
+        f"{'; '.join(missing)}; grant them to the connection's identity ({' and '.join(grants)}, see "
+        f"deploy/rbac.yaml for reservation={spec.mode.value!r})"
+    )

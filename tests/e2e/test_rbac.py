@@ -1,6 +1,7 @@
-"""``deploy/rbac.yaml`` is exactly minimal: per reservation mode its Role is what the precheck asks for,
-a gang runs (and is adopted and killed) with nothing more and uses every rule, and each single rule
-removed is refused by the precheck, by name, before anything is created.
+"""``deploy/rbac.yaml`` is exactly minimal: per reservation mode its Role (and for kueue its ClusterRole,
+for the cluster-scoped ClusterQueue) is what the precheck asks for, a gang runs (and is adopted and
+killed) with nothing more and uses every rule, and each single rule removed is refused by the precheck,
+by name, before anything is created.
 
 Rules are read from the YAML and given to the emulator as one ``sim.api.auth.Rule`` per (verb, API
 group, resource) triple - RBAC's own model (https://kubernetes.io/docs/reference/access-authn-authz/rbac/).
@@ -38,6 +39,7 @@ from tests.e2e.test_modes import kueue_queues
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
 MODE_LABEL = "airflow-gang.io/reservation-mode"
 RBAC_API = "rbac.authorization.k8s.io"
+ROLE_KINDS = ("Role", "ClusterRole")
 MODES = [mode.value for mode in ReservationMode]
 GANG_KINDS = ("v1/configmaps", "v1/pods", "v1/podtemplates", "v1/services", "batch/v1/jobs",
               "autoscaling.x-k8s.io/v1/provisioningrequests")
@@ -66,17 +68,18 @@ def documents() -> list[dict[str, Any]]:
     return [document for document in yaml.safe_load_all(RBAC_FILE.read_text()) if document is not None]
 
 
-def role_of(mode: str) -> dict[str, Any]:
-    (role,) = [document for document in documents()
-               if document["kind"] == "Role" and document["metadata"]["labels"][MODE_LABEL] == mode]
-    return role
+def roles_of(mode: str, kinds: tuple[str, ...] = ROLE_KINDS) -> list[dict[str, Any]]:
+    """The mode's Role and ClusterRole (only those of ``kinds``)."""
+    return [document for document in documents()
+            if document["kind"] in kinds and document["metadata"]["labels"][MODE_LABEL] == mode]
 
 
-def grants_of(mode: str) -> frozenset[Grant]:
-    """Every triple the mode's Role grants; wildcards, ``resourceNames`` and ``nonResourceURLs`` are
-    refused (a minimal Role names every verb and resource, and the emulator could not check them)."""
+def grants_of(mode: str, kinds: tuple[str, ...] = ROLE_KINDS) -> frozenset[Grant]:
+    """Every triple the mode's Role and ClusterRole (of ``kinds``) grant; wildcards, ``resourceNames`` and
+    ``nonResourceURLs`` are refused (a minimal Role names every verb and resource, and the emulator could
+    not check them)."""
     found: set[Grant] = set()
-    for rule in role_of(mode)["rules"]:
+    for rule in [rule for role in roles_of(mode, kinds) for rule in role["rules"]]:
         assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
         for verb in rule["verbs"]:
             for group in rule["apiGroups"]:
@@ -150,22 +153,26 @@ def _check_model(value: Any, type_name: str, where: str) -> None:
     model(**{attribute_of[key]: item for key, item in value.items()})  # ValueError if a required field is missing
 
 
-def test_rbac_yaml_is_one_role_and_binding_per_mode_of_valid_rbac_v1_objects() -> None:
+def test_rbac_yaml_is_a_role_and_binding_per_mode_and_a_cluster_role_for_kueue_of_valid_rbac_v1_objects() -> None:
     docs = documents()
-    assert {(doc["apiVersion"], doc["kind"]) for doc in docs} == {(f"{RBAC_API}/v1", "Role"),
-                                                                 (f"{RBAC_API}/v1", "RoleBinding")}
+    assert {(doc["apiVersion"], doc["kind"]) for doc in docs} == {
+        (f"{RBAC_API}/v1", kind) for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")}
     for index, doc in enumerate(docs):
         _check_model(doc, f"V1{doc['kind']}", f"document {index} ({doc['kind']})")
     for mode in MODES:
-        (role,) = [doc for doc in docs if doc["kind"] == "Role" and doc["metadata"]["labels"][MODE_LABEL] == mode]
-        (binding,) = [doc for doc in docs
-                      if doc["kind"] == "RoleBinding" and doc["metadata"]["labels"][MODE_LABEL] == mode]
         name = f"airflow-gang-{mode.replace('_', '-')}"
-        assert role["metadata"] == {"name": name, "namespace": "default", "labels": {MODE_LABEL: mode}}
-        assert binding["metadata"]["namespace"] == "default"
-        assert binding["roleRef"] == {"apiGroup": RBAC_API, "kind": "Role", "name": name}
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "airflow-gang", "namespace": "default"}]
-    assert len(docs) == 2 * len(MODES)  # and no ClusterRole: nothing a try does is cluster-scoped
+        scopes: list[tuple[str, dict[str, str]]] = [("Role", {"namespace": "default"})]
+        if mode == "kueue":  # the only mode that reads a cluster-scoped kind (the LocalQueue's ClusterQueue)
+            scopes.append(("ClusterRole", {}))
+        for kind, namespace in scopes:
+            (role,) = [doc for doc in docs if doc["kind"] == kind and doc["metadata"]["labels"][MODE_LABEL] == mode]
+            (binding,) = [doc for doc in docs
+                          if doc["kind"] == f"{kind}Binding" and doc["metadata"]["labels"][MODE_LABEL] == mode]
+            assert role["metadata"] == {"name": name, **namespace, "labels": {MODE_LABEL: mode}}
+            assert binding["metadata"] == {"name": name, **namespace, "labels": {MODE_LABEL: mode}}
+            assert binding["roleRef"] == {"apiGroup": RBAC_API, "kind": kind, "name": name}
+            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "airflow-gang", "namespace": "default"}]
+    assert len(docs) == 2 * len(MODES) + 2
 
 
 def test_model_check_refuses_a_misspelled_field() -> None:
@@ -180,9 +187,13 @@ def test_model_check_refuses_a_misspelled_field() -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_role_grants_exactly_what_the_precheck_asks_for(mode: str) -> None:
+    """The Role the namespaced permissions, the ClusterRole the cluster-wide ones (kueue: get clusterqueues)."""
     spec = GangTrainingOperator(task_id="train", **gang_arguments(mode, "unused")).build_spec("g")
-    asked = {Grant(need.verb, need.resource.group, need.rbac_resource) for need in permissions_needed(spec)}
-    assert grants_of(mode) == asked
+    asked = {kind: {Grant(need.verb, need.resource.group, need.rbac_resource) for need in permissions_needed(spec)
+                    if need.cluster_scoped is (kind == "ClusterRole")} for kind in ROLE_KINDS}
+    assert grants_of(mode, ("Role",)) == asked["Role"]
+    assert grants_of(mode, ("ClusterRole",)) == asked["ClusterRole"]
+    assert asked["ClusterRole"] == ({Grant("get", "kueue.x-k8s.io", "clusterqueues")} if mode == "kueue" else set())
 
 
 # -- a gang with exactly these rules ------------------------------------------------------------------
@@ -219,8 +230,10 @@ def first_event_advancing(cluster: SimulatedCluster, trigger: Any, seconds: floa
 def test_gang_runs_is_adopted_and_killed_with_exactly_the_role(
         cluster_factory: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     """A gang whose first try's worker died is adopted by try 2, launched by two workers (members
-    adopted) and succeeds; another gang is killed by its trigger's ``on_kill``; nothing is left. Together
-    they make every request of the mode: the requests made are exactly the Role's rules, none refused.
+    adopted) and succeeds; another gang is killed by its trigger's ``on_kill``; nothing is left; (kueue) a
+    third names a LocalQueue that does not exist and is refused, naming those that do. Together they make
+    every request of the mode: the requests made are exactly the Role's (and ClusterRole's) rules, none
+    refused.
 
     The cluster runs on a manual clock, so each step happens when the test says (no race with members
     finishing early on a loaded machine)."""
@@ -247,6 +260,12 @@ def test_gang_runs_is_adopted_and_killed_with_exactly_the_role(
     on_kill_with_state(killed, "failed")
     wait_until(lambda: leftovers(cluster) == {})
 
+    if mode == "kueue":
+        no_queue = GangTrainingOperator(task_id="train", **{**gang_arguments(mode, conn_id), "kueue_queue": "absent"})
+        no_queue_context: Any = context_for(FakeTaskInstance(f"rbac_no_queue_{mode}", "run-1"))
+        with pytest.raises(GangFailedForGood, match=f"LocalQueues there: {QUEUE}\\)"):
+            no_queue.execute(no_queue_context)
+
     snapshot = metrics.snapshot()
     assert "403" not in snapshot["codes"], snapshot
     used = {(verb, resource) for verb, by_resource in snapshot["requests"].items() for resource in by_resource
@@ -259,6 +278,7 @@ def test_each_rule_removed_is_refused_by_the_precheck_by_name(
         cluster_factory: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     cluster = start_cluster(cluster_factory, mode, time_scale=None)  # nothing needs to move
     granted = grants_of(mode)
+    cluster_wide = grants_of(mode, ("ClusterRole",))
     for index, removed in enumerate(sorted(granted)):
         conn_id = f"rbac_{mode}_without_{index}"
         connect_as(cluster, monkeypatch, conn_id, granted - {removed})
@@ -268,7 +288,8 @@ def test_each_rule_removed_is_refused_by_the_precheck_by_name(
             op.execute(context)
         message = str(refused.value)
         assert refused.value.reason is Reason.INVALID, message
-        assert "missing permission in namespace 'default'" in message, message
+        scope = "cluster-wide permission: " if removed in cluster_wide else "permission in namespace 'default': "
+        assert f"missing {scope}" in message, message
         assert f"{removed} (" in message, message
         assert [str(other) for other in granted if f"{other} (" in message] == [str(removed)], message
         assert leftovers(cluster) == {}, f"{removed} removed: {message}"
