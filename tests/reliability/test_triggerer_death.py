@@ -47,6 +47,7 @@ from tests.reliability.triggerer import (
     DyingTriggerer,
     TaskStateFeed,
     TwinTriggerers,
+    background_done,
     die,
     eventually,
     is_watching,
@@ -293,6 +294,7 @@ async def user_kill_cut(cluster: FaultCluster, trigger: Any, gang: str, point: s
             return not gang_objects(cluster, gang)
 
         await eventually(deleted, "the deletion of the surviving triggerer")
+        await background_done()
     finally:
         await asyncio.to_thread(cluster.control.clear_faults)
 

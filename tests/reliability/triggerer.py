@@ -189,6 +189,22 @@ async def die() -> None:
     for task in others:
         task.cancel()
     await asyncio.gather(*others, return_exceptions=True)
+    await settle()
+
+
+async def settle() -> None:
+    """Let the loop close what the ended tasks left closing: a TLS transport closes over the next
+    loop iterations (aiohttp "Graceful Shutdown": https://docs.aiohttp.org/en/stable/client_advanced.html),
+    and ``asyncio.run`` would otherwise end the loop first and leave it to the garbage collector."""
+    await asyncio.sleep(0.25)
+
+
+async def background_done(timeout: float = 30.0) -> None:
+    """The triggerer lives on: wait for the work it still runs (a detached ``on_kill`` deletion), then settle."""
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    if others:
+        await asyncio.wait(others, timeout=timeout)
+    await settle()
 
 
 # -- runners for run_task --------------------------------------------------------------------------
