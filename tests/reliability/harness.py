@@ -29,8 +29,10 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 import yaml
 from airflow.sdk.exceptions import AirflowTaskTerminated, TaskDeferred
 
@@ -40,6 +42,7 @@ from airflow_provider_gang.operators.history import TryHistory, TryRecord
 from airflow_provider_gang.reservation import fallback, naming
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from tests.e2e.driving import FakeTaskInstance, context_for
+from tests.integration.triggers.gangs import first_event
 
 QUICK_CLIENT = {"retry_attempts": 3, "retry_base_delay": 0.02, "retry_max_delay": 0.1, "request_timeout": 10.0}
 """Every call of a try gives up after 3 attempts within ~0.2 s: "past the client's retries" is cheap."""
@@ -140,13 +143,22 @@ def rebuild(trigger: Any) -> Any:
 
 
 async def first_event_of(trigger: Any, timeout: float = 120.0) -> dict[str, Any]:
-    events = trigger.run()
-    try:
-        event = await asyncio.wait_for(anext(events), timeout)
-        return dict(event.payload)
-    finally:
-        await events.aclose()
-        await trigger.cleanup()
+    """The trigger's first event as a triggerer gets it (``cleanup()`` always runs); a wait may last
+    the whole reservation window, hence the longer default."""
+    return await first_event(trigger, timeout)
+
+
+def record_the_killed_try(op: Any, dag_id: str) -> TaskRun:
+    """The next try, refused by ``start_by``, records the try a user killed while it was deferred (a
+    trigger cannot write the task state store); it also withdraws leftovers, so callers check for
+    those before."""
+    later: Any = context_for(FakeTaskInstance(dag_id, "run-1", try_number=2))
+    later["data_interval_end"] = datetime.now(timezone.utc) - timedelta(hours=2)
+    with pytest.raises(Exception, match="start_window_missed"):
+        op.execute(later)
+    records = TryHistory(later).finished()
+    assert [(record.attempt, record.outcome) for record in records][:1] == [(1, "killed")]
+    return TaskRun("failed", 2, records, None, None, later)
 
 
 TriggerRunner = Callable[[Any], dict[str, Any]]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -24,7 +24,7 @@ from airflow_provider_gang.reservation import naming
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.reliability.conftest import FaultCluster, report
-from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, TaskRun, check
+from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, TaskRun, check, record_the_killed_try
 
 PHASES = ("reserving", "launching", "running")
 
@@ -128,13 +128,7 @@ def kill_the_deferred_trigger(cluster: FaultCluster, op: GangTrainingOperator, p
 
     trigger.task_state = final
     asyncio.run(on_kill())
-    later = context_for(FakeTaskInstance(dag_id, "run-1", try_number=2))
-    later["data_interval_end"] = datetime.now(timezone.utc) - timedelta(hours=2)
-    with pytest.raises(Exception, match="start_window_missed"):
-        op.execute(later)
-    records = TryHistory(later).finished()
-    assert [(record.attempt, record.outcome) for record in records][:1] == [(1, "killed")]
-    return TaskRun("failed", 2, records, None, None, later)
+    return record_the_killed_try(op, dag_id)
 
 
 @pytest.mark.timeout(300)

@@ -23,13 +23,12 @@ import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation.fallback import RetryAsIs
 from airflow_provider_gang.reservation.naming import GangNames
 from airflow_provider_gang.sim.errors import ApiError
@@ -39,7 +38,7 @@ from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import wait_until
 from tests.e2e.test_modes import kueue_queues
 from tests.reliability.conftest import FaultCluster, report
-from tests.reliability.harness import QUICK_CLIENT, TaskRun, check, rebuild, run_task
+from tests.reliability.harness import QUICK_CLIENT, TaskRun, check, rebuild, record_the_killed_try, run_task
 from tests.reliability.triggerer import (
     KINDS,
     LIST_LATENCY,
@@ -297,18 +296,6 @@ async def user_kill_cut(cluster: FaultCluster, trigger: Any, gang: str, point: s
         await background_done()
     finally:
         await asyncio.to_thread(cluster.control.clear_faults)
-
-
-def record_the_killed_try(op: GangTrainingOperator, dag_id: str) -> TaskRun:
-    """The next try, refused by ``start_by``, records the try the user killed (as tests/reliability/
-    test_kills.py does); it also withdraws leftovers, so the caller checks for those before."""
-    later: Any = context_for(FakeTaskInstance(dag_id, "run-1", try_number=2))
-    later["data_interval_end"] = datetime.now(timezone.utc) - timedelta(hours=2)
-    with pytest.raises(Exception, match="start_window_missed"):
-        op.execute(later)
-    records = TryHistory(later).finished()
-    assert [(record.attempt, record.outcome) for record in records][:1] == [(1, "killed")]
-    return TaskRun("failed", 2, records, None, None, later)
 
 
 @pytest.mark.timeout(240)
