@@ -6,13 +6,17 @@ below are put in the environment before anything imports ``airflow``.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 _REPOSITORY = Path(__file__).resolve().parents[1]
 
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="gang-airflow-home-"))
+if "AIRFLOW_HOME" not in os.environ:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="gang-airflow-home-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)  # ours: remove it after the run
 os.environ.update(
     {
         "AIRFLOW__CORE__DAGS_FOLDER": str(_REPOSITORY / "dags"),
