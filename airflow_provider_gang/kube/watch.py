@@ -9,7 +9,11 @@ ends it (``timeoutSeconds``), when the stream is cut, or when no byte arrives wi
 immediate; a 410 to the watch opened from that LIST's own resourceVersion means the server cannot
 watch from anything it lists, and each further relist waits for the client's backoff, as client-go's
 reflector waits for its backoff manager between ``ListAndWatch`` calls - without it a server that
-answers 410 to every watch gets a LIST and a WATCH per round trip for as long as the wait lasts.
+answers 410 to every watch gets a LIST and a WATCH per round trip for as long as the wait lasts. A
+relist that finds the objects changed ends that backoff: events happened that the watch could not
+deliver, so the next ones are listed without delay. A caller that is about to decide because time
+passed (a deadline) reads the objects afresh with :meth:`Reflector.read_now`, since the cache may be as
+old as one backoff.
 
 So a quiet wait costs one LIST plus one WATCH per ``watch_timeout_seconds`` per kind, whatever the
 number of objects or their changes.
@@ -147,7 +151,10 @@ class Reflector:
                 expired_in_a_row = 1 if delivered else expired_in_a_row + 1
                 if expired_in_a_row > 1:
                     await self._sleep(self.client.retry.delay(expired_in_a_row - 1))
+                before = self.objects
                 await self._relist_until_done()
+                if _versions(self.objects) != _versions(before):
+                    expired_in_a_row = 0  # the LIST found changes the watch missed: events happened
                 yield dict(self.objects)
                 continue
             except errors.Unauthorized:
@@ -161,6 +168,15 @@ class Reflector:
                 failures += 1
                 await self._retry_after_failure(error, failures)
             self.stats.reconnects += 1
+
+    async def read_now(self) -> Objects:
+        """One fresh LIST (the client's retries and timeouts), name -> object, without touching the
+        cache: for a caller about to decide on time passing, whose cached view may be as old as the
+        backoff between relists. Raises :class:`errors.KubeError` when the server does not answer."""
+        items, _ = await self.client.list(
+            self.resource, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
+        )
+        return {_name(item): item for item in items}
 
     async def _relist_until_done(self) -> None:
         failures = 0
@@ -255,6 +271,10 @@ async def watch_together(reflectors: Sequence[Reflector]) -> AsyncGenerator[dict
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _versions(objects: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    return {name: str(obj.get("metadata", {}).get("resourceVersion", "")) for name, obj in objects.items()}
 
 
 def _name(obj: Mapping[str, Any]) -> str:

@@ -22,7 +22,8 @@ Arguments common to every gang trigger (all plain values, part of the stored for
 - ``unreachable_seconds``: how long the API server may fail to answer (transport errors, 429/5xx past
   every retry, consecutively) before the wait ends with reason ``cluster_unreachable``; each retry
   is logged with its backoff. Before its first successful LIST a trigger decides nothing else: a
-  deadline that passes meanwhile waits for that LIST.
+  deadline that passes meanwhile waits for that LIST. A deadline is decided on a fresh LIST of every
+  watched kind (:meth:`GangTrigger.read_now`), never on the watch caches alone.
 - ``try_number``: the Airflow try that deferred to this trigger; :mod:`.kill` compares it with the try
   that owns the gang now. ``None`` (the default, for triggers serialized before it existed) falls
   back to the trigger's task instance's try number in a triggerer.
@@ -61,6 +62,8 @@ from airflow_provider_gang.triggers import kill
 from airflow_provider_gang.triggers.events import PhaseClock, build_payload
 from airflow_provider_gang.triggers.observation import GangObjects
 
+FRESH_READ_TIMEOUT_SECONDS = 30.0
+"""Longest wait for the fresh LIST a deadline is decided on (capped by ``unreachable_seconds``)."""
 
 class GangTrigger(BaseTrigger):
     """Base of the gang triggers: ``run`` is shared; subclasses set ``stage`` and implement ``policy``,
@@ -286,6 +289,11 @@ class GangTrigger(BaseTrigger):
                     elif not seen_any:
                         continue  # nothing listed yet: an empty view would read as "the reservation is gone"
                     decision = decide(observed, now=now, policy=policy)
+                    if decision.terminal and decision.reason == Reason.DEADLINE:
+                        fresh = await self.read_now()
+                        if fresh is not None and objects.malformed(fresh) is None:
+                            observed = observe(fresh)
+                            decision = decide(observed, now=now, policy=policy)
                     clock.saw(decision.phase, now)
                     started = member_history.remember(started, decision.members)
                     if decision.terminal:
@@ -304,6 +312,24 @@ class GangTrigger(BaseTrigger):
                 observed, refused, gang_name=self.gang_name, namespace=self.namespace, clock=clock, api_error=error
             )
         raise RuntimeError("the watch ended without a terminal decision")  # views() never ends on its own
+
+    async def read_now(self) -> dict[str, Objects] | None:
+        """A fresh LIST of every watched kind, or ``None`` if the server does not answer in time.
+
+        A deadline is decided on this, not on the reflectors' caches: after 410s with no event a
+        reflector relists only after its backoff (up to the client's ``max_delay``), so its view can
+        say "not started" about members that started since.
+        """
+        try:
+            views = await asyncio.wait_for(
+                asyncio.gather(*(reflector.read_now() for reflector in self.reflectors)),
+                timeout=min(FRESH_READ_TIMEOUT_SECONDS, self.unreachable_seconds),
+            )
+        except (errors.KubeError, asyncio.TimeoutError) as error:
+            self.log.warning("Gang %s: could not read the gang afresh before deciding its deadline (%s); "
+                             "deciding on the last view", self.gang_name, error)
+            return None
+        return {reflector.resource.key: view for reflector, view in zip(self.reflectors, views, strict=True)}
 
     def unreachable(self) -> Decision | None:
         """The ``cluster_unreachable`` decision once a reflector has had no answer for

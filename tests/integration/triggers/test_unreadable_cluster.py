@@ -78,3 +78,21 @@ async def test_a_truncated_watch_line_is_a_reconnect_not_a_failure(sim, client, 
     event = await task
     assert event["reason"] == "all_succeeded"
     assert sum(reflector.stats.reconnects for reflector in trigger.reflectors) >= 1
+
+
+async def test_a_startup_deadline_is_decided_on_a_fresh_list_not_on_a_stale_watch_cache(sim, client, connection):
+    gang = await Gang(client, gang_spec(PR, size=2)).create(members=True)
+    sim.set_faults("watch/pods:1.0:500:for:3")  # for 3 s the pods cache stays at the trigger's first LIST
+    kwargs = gang.run_kwargs(connection)
+    kwargs["startup_deadline"] = time.time() + 1.0
+    trigger = GangRunTrigger(**kwargs, unreachable_seconds=60.0)
+    task = asyncio.create_task(first_event(trigger))
+    await until_watching(trigger)  # listed; its watches fail
+    for rank in range(2):
+        await gang.set_member_phase(rank, "Running")  # started after the LIST: only a fresh LIST sees it
+    await asyncio.sleep(1.5)
+    assert not task.done()  # the startup deadline passed, but every member is running
+    for rank in range(2):
+        await gang.set_member_phase(rank, "Succeeded", exit_code=0)
+    event = await task
+    assert (event["phase"], event["reason"]) == ("succeeded", "all_succeeded")

@@ -19,6 +19,11 @@ def test_backoff_grows_exponentially_within_jittered_bounds_and_is_capped():
         assert max(delays) > ceiling / 2  # full jitter spreads over the whole interval
 
 
+def test_backoff_after_hours_of_failures_stays_at_the_cap():
+    policy = RetryPolicy(base_delay=0.01, max_delay=0.05, rng=random.Random(3))
+    assert all(0.0 <= policy.delay(failures) <= 0.05 for failures in (1030, 10**6))
+
+
 def test_retry_after_is_a_floor_but_never_above_the_cap():
     policy = RetryPolicy(base_delay=0.1, max_delay=10.0, rng=random.Random(1))
     assert policy.delay(1, retry_after=3.0) == 3.0

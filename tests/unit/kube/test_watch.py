@@ -113,3 +113,25 @@ async def test_a_silent_connection_is_abandoned_after_the_read_timeout(sim, clie
         await client.create(PODS, pod("after"))
         objects = await asyncio.wait_for(pulled, 10)
     assert "after" in objects
+
+
+async def test_a_relist_that_finds_changes_ends_the_backoff_between_410s(sim, client):
+    sim.set_faults("watch-expire/pods:1.0")  # every watch answers 410: the reflector follows by LISTs
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+        await asyncio.sleep(0)
+
+    reflector = Reflector(client, PODS, watch_timeout_seconds=60, sleep=record)
+    async with contextlib.aclosing(reflector.snapshots()) as snapshots:
+        await anext(snapshots)
+        for _ in range(6):  # quiet relists: each waits the backoff of one more 410 in a row
+            await anext(snapshots)
+        quiet = len(waits)
+        await client.create(PODS, pod("new"))
+        await until(snapshots, lambda objects: "new" in objects)
+        changed_at = len(waits)
+        await anext(snapshots)  # the next 410 relists at once: no wait was added
+    assert quiet == 5  # the first 410 relists without waiting, each further one waits
+    assert len(waits) == changed_at
