@@ -359,7 +359,7 @@ class TryRun:
         for line in results.story(records):
             self.log.info("%s", line)
         if succeeded:
-            return results.summary(state.plan, spec, record, records)
+            return results.summary(state.plan, spec, record, records, logs)
         return self._raise_ended(record, records, killed)
 
     def _raise_ended(self, record: TryRecord, records: list[TryRecord], killed: bool) -> Any:

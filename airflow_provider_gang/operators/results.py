@@ -102,8 +102,10 @@ def try_record(
     )
 
 
-def summary(plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryRecord]) -> dict[str, Any]:
-    """The XCom ``return_value`` of a successful task (plain JSON values)."""
+def summary(plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryRecord],
+            logs: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """The XCom ``return_value`` of a successful task (plain JSON values); ``rank_logs`` maps each
+    logged rank (``log_ranks``, as a string key) to the tail of its log - a trainer's final metrics."""
     this_try = totals([record])
     return {
         "gang": plan.gang,
@@ -122,6 +124,7 @@ def summary(plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryR
         **this_try,
         "all_tries": totals(records),
         "tries": [try_summary(item) for item in records],
+        "rank_logs": {str(rank): text for rank, text in sorted((logs or {}).items())},
     }
 
 
