@@ -107,7 +107,8 @@ def _prepare_environment(home: Path) -> None:
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPOSITORY / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("GANG_DEMO_LOG_LEVEL", "WARNING"),
+        # The demo prints its own report; GANG_DEMO_LOG_LEVEL=INFO shows the task log as well.
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("GANG_DEMO_LOG_LEVEL", "CRITICAL"),
         # The members run as local processes of the emulator; "python" must be this interpreter.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     })
@@ -122,26 +123,47 @@ def _scaled(task: Any, time_scale: float) -> None:
     task.retry_delay = timedelta(0)
 
 
-def _describe(state: str, summary: dict[str, Any] | None, elapsed: float) -> str:
+def report(state: str, summary: dict[str, Any] | None, elapsed: float) -> list[str]:
+    """What ``make demo`` prints after the run: the outcome, one table row per try (its reason on the
+    same row: a failed try is one line, not a traceback), rank 0's final training loss, GPU-hours."""
     lines = [f"Task state: {state} (in {elapsed:.0f} s of wall-clock time)"]
     if summary is None:
-        return "\n".join(lines)
-    for item in summary["tries"]:
-        lines.append(f"  try {item['attempt']}: {item['step']:<28} {item['mode']}, {item['size']} members -> "
-                     f"{item['outcome']} ({item['message']})")
+        return lines
+    header = ("try", "step", "mode", "size", "outcome", "GPU-h reserved/used/idle", "why")
+    rows = [header, *(
+        (str(item["attempt"]), item["step"], item["mode"], str(item["size"]), item["outcome"],
+         f"{item['gpu_hours_reserved']:.3f} / {item['gpu_hours_used']:.3f} / {item['gpu_hours_idle']:.3f}",
+         item["message"])
+        for item in summary["tries"]
+    )]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header) - 1)]
+    for row in rows:
+        lines.append("  " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+                     + f" | {row[-1]}")
+    loss = training_loss(summary)
     lines += [
-        f"Reserved: {summary['size_run']} of {summary['size_requested']} members, gang {summary['gang']}, "
-        f"zone {summary['zone']}, class {summary['provisioning_class']}",
-        f"Fallback step that ran: {summary['fallback_step']}",
+        f"Reserved: {summary['size_run']} of {summary['size_requested']} members in zone {summary['zone']} "
+        f"({summary['provisioning_class']}); fallback step that ran: {summary['fallback_step']}",
         f"Exit codes by rank: {summary['exit_codes']}",
-        f"GPU-hours of the successful try: reserved {summary['gpu_hours_reserved']:.3f}, "
-        f"used {summary['gpu_hours_used']:.3f}, idle {summary['gpu_hours_idle']:.3f}",
+        f"Rank 0 training loss: {loss}" if loss is not None else "Rank 0 training loss: not in its log",
         "GPU-hours over all tries: reserved {gpu_hours_reserved:.3f}, used {gpu_hours_used:.3f}, "
         "idle {gpu_hours_idle:.3f}".format(**summary["all_tries"]),
         "(GPU-hours are measured in wall-clock time; the simulated cluster runs "
         f"{DEMO_TIME_SCALE:.0f}x faster, so a real cluster would take about {DEMO_TIME_SCALE:.0f}x as long)",
     ]
-    return "\n".join(lines)
+    return lines
+
+
+def training_loss(summary: dict[str, Any]) -> float | None:
+    """The ``mean_final_loss`` rank 0 of ``dags/trainer/ddp_train.py`` prints as its last JSON line."""
+    for line in reversed(summary.get("rank_logs", {}).get("0", "").splitlines()):
+        try:
+            result = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(result, dict) and "mean_final_loss" in result:
+            return float(result["mean_final_loss"])
+    return None
 
 
 def free_port() -> int:
@@ -199,7 +221,7 @@ def main() -> int:
             print(f"Running {DEMO_DAG_ID} with dag.test() ...")
             started = time.monotonic()
             state, summary = run_example_dag()
-            print(_describe(state, summary, time.monotonic() - started))
+            print("\n".join(report(state, summary, time.monotonic() - started)))
             print(f"Pods left in the cluster: {len(cluster.objects('v1/pods'))}")
             return 0 if state == "success" else 1
 

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.demo import DEMO_TIME_SCALE, REPOSITORY, demo_scenario, run_example_dag
+from airflow_provider_gang.demo import (
+    DEMO_TIME_SCALE,
+    REPOSITORY,
+    demo_scenario,
+    report,
+    run_example_dag,
+    training_loss,
+)
 from airflow_provider_gang.plugin import read_gang_xcoms
 
 
@@ -33,6 +40,11 @@ def test_nightly_training_runs_on_the_demo_cluster(cluster_factory: Any, monkeyp
     assert set(summary["exit_codes"].values()) == {0}
     assert summary["all_tries"]["gpu_hours_used"] > 0
     assert cluster.objects("v1/pods") == []
+    loss = training_loss(summary)  # rank 0's last line, from the summary's log tail
+    assert loss is not None and 0 <= loss < 1, summary["rank_logs"]
+    printed = report(state, summary, 60.0)
+    assert printed[1].split(" | ")[0].strip() == "try" and len(printed) == 2 + len(summary["tries"]) + 5
+    assert all("Traceback" not in line for line in printed)
     # The UI plugin's page reads the same XComs the operator pushed.
     from airflow.models.dagrun import DagRun
 

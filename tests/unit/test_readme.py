@@ -30,3 +30,26 @@ def test_the_readme_says_which_step_answers_which_failure() -> None:
     for name, kind in fallback.STEP_TYPES.items():
         documented = retryable if rows[name] == set() else rows[name]
         assert documented == {reason.value for reason in kind.default_reasons}, name
+
+
+def test_the_readme_shows_what_make_demo_prints() -> None:
+    from airflow_provider_gang.demo import report
+
+    text = README.read_text()
+    shown = text.split("make demo\n```", 1)[1].split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    tries = [line for line in shown if line.startswith("  ") and not line.strip().startswith("try |")]
+    summary = {
+        "tries": [{"attempt": index + 1, "step": "s", "mode": "m", "size": 8, "outcome": "o", "message": "",
+                   "gpu_hours_reserved": 0.0, "gpu_hours_used": 0.0, "gpu_hours_idle": 0.0}
+                  for index in range(len(tries))],
+        "size_run": 8, "size_requested": 8, "zone": "z", "provisioning_class": "c", "fallback_step": "f",
+        "exit_codes": {}, "rank_logs": {"0": '{"mean_final_loss": 0.5}'},
+        "all_tries": {"gpu_hours_reserved": 0.0, "gpu_hours_used": 0.0, "gpu_hours_idle": 0.0},
+    }
+    printed = report("success", summary, 1.0)
+    def labels(lines: list[str]) -> list[str]:
+        return [line.split(":")[0].split(" (")[0] for line in lines if not line.startswith("  ")]
+
+    assert labels(printed) == labels(shown)[:len(labels(printed))]
+    assert labels(shown)[len(labels(printed)):] == ["Pods left in the cluster"]  # printed by main()
+    assert [cell.strip() for cell in printed[1].split("|")] == [cell.strip() for cell in shown[1].split("|")]
