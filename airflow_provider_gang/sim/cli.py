@@ -1,10 +1,12 @@
 """``gang-sim``: command-line entry point of the Kubernetes API emulator.
 
 ``gang-sim serve [--host 127.0.0.1] [--port 0] --kubeconfig-out PATH [--faults SPEC] [--seed N]
-[--scenario NAME|FILE] [--time-scale N]`` starts the emulator (with ``--scenario``, also the simulated
-control plane of :mod:`.controllers`, its delays ``--time-scale`` times faster); ``gang-sim scenarios``
-lists the named scenarios. ``serve``, writes a kubeconfig (admin token, self-signed CA), prints ``ready: <url>`` once
-serving, and exits 0 on SIGTERM/SIGINT after closing open watches.
+[--scenario NAME|FILE] [--time-scale N] [--local-images GLOB,...]`` starts the emulator (with
+``--scenario``, also the simulated control plane of :mod:`.controllers`, its delays ``--time-scale``
+times faster; ``--local-images`` adds image globs to the scenario's ``localProcessImages`` for this run,
+see :mod:`.controllers.images`); ``gang-sim scenarios`` lists the named scenarios. ``serve`` writes
+a kubeconfig (admin token, self-signed CA), prints ``ready: <url>`` once serving, and exits 0 on
+SIGTERM/SIGINT after closing open watches.
 
 Extending: every subcommand is declared in :func:`build_parser` (one ``add_parser`` call each, with
 ``handler=``); options of ``serve`` live in :func:`add_serve_arguments` and the emulator is built in
@@ -15,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import signal
 import sys
 from collections.abc import Sequence
 
 from airflow_provider_gang.sim.api.faults import Faults
 from airflow_provider_gang.sim.clock import ScaledClock
+from airflow_provider_gang.sim.controllers import images
 from airflow_provider_gang.sim.controllers.attach import attach
 from airflow_provider_gang.sim.scenario import Scenario, ScenarioError, load_scenario, named_scenarios
 from airflow_provider_gang.sim.server import Emulator
@@ -50,7 +54,17 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--scenario", type=_scenario, default=None,
         help="run the simulated control plane on this named scenario or scenario file (see `gang-sim scenarios`)",
     )
-    parser.add_argument("--time-scale", type=_time_scale, default=1.0, help="simulated seconds per real second")
+    parser.add_argument(
+        "--time-scale", type=_time_scale, default=1.0,
+        help="simulated seconds per real second (default 1); scenario delays and sim.gang.dev/ annotations are "
+        "simulated seconds, the operator's timeouts are real seconds",
+    )
+    parser.add_argument(
+        "--local-images", type=_local_images, default=(), metavar="GLOB,...",
+        help="comma-separated image globs (fnmatch: *, ?, [seq]) whose containers run their command as local "
+        "processes, added to the scenario's localProcessImages for this run, e.g. 'python:*,ghcr.io/me/*' "
+        "(needs --scenario)",
+    )
 
 
 def _scenario(name_or_path: str) -> Scenario:
@@ -58,6 +72,13 @@ def _scenario(name_or_path: str) -> Scenario:
         return load_scenario(name_or_path)
     except ScenarioError as error:
         raise argparse.ArgumentTypeError(f"invalid scenario {name_or_path!r}: {error}") from None
+
+
+def _local_images(value: str) -> tuple[str, ...]:
+    try:
+        return images.parse_patterns(value)
+    except images.ImagePatternError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _time_scale(value: str) -> float:
@@ -70,11 +91,24 @@ def _time_scale(value: str) -> float:
     return scale
 
 
+def scenario_of(args: argparse.Namespace) -> Scenario | None:
+    """The scenario ``serve`` runs: ``--scenario`` with ``--local-images`` appended to its
+    ``localProcessImages`` (None without ``--scenario``)."""
+    scenario: Scenario | None = getattr(args, "scenario", None)
+    extra = tuple(getattr(args, "local_images", ()))
+    if scenario is None or not extra:
+        return scenario
+    known = scenario.local_process_images
+    patterns = known + tuple(item for item in extra if item not in known)
+    return dataclasses.replace(scenario, local_process_images=patterns)
+
+
 def make_emulator(args: argparse.Namespace) -> Emulator:
     """The emulator ``serve`` runs, configured from the parsed options."""
     emulator = Emulator(host=args.host, port=args.port, faults=args.faults, seed=args.seed)
-    if getattr(args, "scenario", None) is not None:
-        attach(emulator, args.scenario, ScaledClock(args.time_scale))
+    scenario = scenario_of(args)
+    if scenario is not None:
+        attach(emulator, scenario, ScaledClock(args.time_scale))
     return emulator
 
 
@@ -118,7 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "local_images", ()) and getattr(args, "scenario", None) is None:
+        parser.error("--local-images needs --scenario: only the simulated kubelet runs containers")
     result: int = args.handler(args)
     return result
 

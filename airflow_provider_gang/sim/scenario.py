@@ -35,7 +35,9 @@ A scenario is a YAML document (see ``sim/scenarios/*.yaml`` for the named ones):
       requeueBaseSeconds: 60
       requeueMaxSeconds: 3600
       requeueLimit: null             # null = requeue forever
-    localProcessImages: [python:3.11]  # images run as local subprocesses by the kubelet
+    localProcessImages: ["python:*"]  # fnmatch globs: images run as local subprocesses by the kubelet
+    objects:                         # manifests created at start (validated: scenario_objects)
+    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: l4}, spec: {}}
     events:                          # timed events, ``at`` in simulated seconds since start
     - {at: 0, until: 600, type: zoneSaturated, zone: us-central1-a}
     - {at: 900, type: quotaChange, zone: us-central1-a, gpuQuota: 16}
@@ -43,7 +45,8 @@ A scenario is a YAML document (see ``sim/scenarios/*.yaml`` for the named ones):
 
 Loading validates every field and raises :class:`ScenarioError` naming the offending field path
 (``nodePools[1].gpusPerNode``), so a bad file is rejected with a message a user can act on.
-Defaults follow the upstream flag defaults cited above.
+Defaults follow the upstream flag defaults cited above. ``docs/emulator.md`` documents the format
+field by field for users.
 """
 
 from __future__ import annotations
@@ -56,21 +59,15 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_gang.sim.controllers.resources import QuantityError, parse_quantity
+from airflow_provider_gang.sim.controllers import images
+from airflow_provider_gang.sim.scenario_fields import Fields
+from airflow_provider_gang.sim.scenario_fields import ScenarioError as ScenarioError  # re-exported: the public name
+from airflow_provider_gang.sim.scenario_objects import check_objects
 
 SCENARIO_DIRECTORY = Path(__file__).with_name("scenarios")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 EVENT_TYPES = ("zoneSaturated", "quotaChange", "nodePoolDeleted")
-
-
-class ScenarioError(ValueError):
-    """A scenario file is invalid; ``field`` is the dotted path of the offending field."""
-
-    def __init__(self, field_path: str, message: str) -> None:
-        super().__init__(f"{field_path}: {message}")
-        self.field = field_path
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -146,6 +143,8 @@ class Scenario:
     kueue: KueueSettings = KueueSettings()
     local_process_images: tuple[str, ...] = ()
     events: tuple[TimedEvent, ...] = ()
+    objects: tuple[Mapping[str, Any], ...] = ()
+    """Manifests created when the control plane starts (:mod:`.scenario_objects`)."""
 
     def pool(self, name: str) -> NodePool:
         for pool in self.node_pools:
@@ -177,7 +176,7 @@ def load_scenario(name_or_path: str) -> Scenario:
 
 def parse_scenario(document: object, *, default_name: str = "scenario") -> Scenario:
     """Build a :class:`Scenario` from a decoded YAML document, validating every field."""
-    root = _Fields(document, "")
+    root = Fields(document, "")
     pools_raw = root.list("nodePools", required=True)
     pools = tuple(_parse_pool(item, f"nodePools[{index}]") for index, item in enumerate(pools_raw))
     if not pools:
@@ -187,7 +186,7 @@ def parse_scenario(document: object, *, default_name: str = "scenario") -> Scena
         if names.index(name) != index:
             raise ScenarioError(f"nodePools[{index}].name", f"duplicate node pool name {name!r}")
     zones = root.mapping("zones")
-    quota = {zone: _Fields(value, f"zones.{zone}").integer("gpuQuota", required=True) for zone, value in zones.items()}
+    quota = {zone: Fields(value, f"zones.{zone}").integer("gpuQuota", required=True) for zone, value in zones.items()}
     scenario = Scenario(
         name=root.string("name", default=default_name),
         description=root.string("description", default=""),
@@ -196,21 +195,30 @@ def parse_scenario(document: object, *, default_name: str = "scenario") -> Scena
         zone_gpu_quota=quota,
         autoscaler=_parse_autoscaler(root.child("autoscaler")),
         kueue=_parse_kueue(root.child("kueue")),
-        local_process_images=tuple(
-            _string(item, f"localProcessImages[{index}]") for index, item in enumerate(root.list("localProcessImages"))
-        ),
+        local_process_images=_image_patterns(root.list("localProcessImages")),
         events=tuple(_parse_event(item, f"events[{index}]", names) for index, item in enumerate(root.list("events"))),
+        objects=check_objects(root.list("objects")),
     )
     root.reject_unknown()
     return scenario
 
 
+def _image_patterns(items: list[object]) -> tuple[str, ...]:
+    patterns = []
+    for index, item in enumerate(items):
+        try:
+            patterns.append(images.check_pattern(item))
+        except images.ImagePatternError as error:
+            raise ScenarioError(f"localProcessImages[{index}]", str(error)) from None
+    return tuple(patterns)
+
+
 def _parse_pool(item: object, path: str) -> NodePool:
-    fields = _Fields(item, path)
+    fields = Fields(item, path)
     name = fields.string("name", required=True)
     if not _DNS_LABEL.match(name):
         raise ScenarioError(f"{path}.name", f"{name!r} is not a DNS-1123 label")
-    gpu_type = fields.optional_string("gpuType")
+    gpu_type = fields.optionalstring_value("gpuType")
     gpus = fields.integer("gpusPerNode", default=0)
     if gpus < 0:
         raise ScenarioError(f"{path}.gpusPerNode", "must be >= 0")
@@ -250,7 +258,7 @@ def _parse_pool(item: object, path: str) -> NodePool:
 
 
 def _parse_taint(item: object, path: str) -> Taint:
-    fields = _Fields(item, path)
+    fields = Fields(item, path)
     effect = fields.string("effect", required=True)
     if effect not in _TAINT_EFFECTS:
         raise ScenarioError(f"{path}.effect", f"must be one of {', '.join(_TAINT_EFFECTS)}, got {effect!r}")
@@ -259,7 +267,7 @@ def _parse_taint(item: object, path: str) -> Taint:
     return taint
 
 
-def _parse_autoscaler(fields: _Fields) -> AutoscalerSettings:
+def _parse_autoscaler(fields: Fields) -> AutoscalerSettings:
     defaults = AutoscalerSettings()
     settings = AutoscalerSettings(
         scan_interval_seconds=fields.seconds(
@@ -280,7 +288,7 @@ def _parse_autoscaler(fields: _Fields) -> AutoscalerSettings:
     return settings
 
 
-def _parse_kueue(fields: _Fields) -> KueueSettings:
+def _parse_kueue(fields: Fields) -> KueueSettings:
     defaults = KueueSettings()
     limit = fields.optional_integer("requeueLimit")
     settings = KueueSettings(
@@ -296,7 +304,7 @@ def _parse_kueue(fields: _Fields) -> KueueSettings:
 
 
 def _parse_event(item: object, path: str, pool_names: list[str]) -> TimedEvent:
-    fields = _Fields(item, path)
+    fields = Fields(item, path)
     kind = fields.string("type", required=True)
     if kind not in EVENT_TYPES:
         raise ScenarioError(f"{path}.type", f"must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
@@ -321,114 +329,3 @@ def _parse_event(item: object, path: str, pool_names: list[str]) -> TimedEvent:
         event = TimedEvent(at=at, type=kind, pool=pool)
     fields.reject_unknown()
     return event
-
-
-def _string(value: object, path: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ScenarioError(path, f"must be a non-empty string, got {value!r}")
-    return value
-
-
-class _Fields:
-    """Typed access to one mapping of the document; remembers which keys were read."""
-
-    def __init__(self, value: object, path: str) -> None:
-        if value is None:
-            value = {}
-        if not isinstance(value, Mapping):
-            raise ScenarioError(path or "<root>", f"must be a mapping, got {type(value).__name__}")
-        self._value: Mapping[str, Any] = value
-        self._path = path
-        self._read: set[str] = set()
-
-    def _at(self, key: str) -> str:
-        return f"{self._path}.{key}" if self._path else key
-
-    def _get(self, key: str, required: bool) -> Any:
-        self._read.add(key)
-        if key not in self._value or self._value[key] is None:
-            if required:
-                raise ScenarioError(self._at(key), "is required")
-            return None
-        return self._value[key]
-
-    def reject_unknown(self) -> None:
-        unknown = sorted(str(key) for key in self._value if key not in self._read)
-        if unknown:
-            raise ScenarioError(self._at(unknown[0]), "unknown field")
-
-    def child(self, key: str) -> _Fields:
-        return _Fields(self._get(key, False), self._at(key))
-
-    def string(self, key: str, *, required: bool = False, default: str = "") -> str:
-        value = self._get(key, required)
-        return default if value is None else _string(value, self._at(key))
-
-    def optional_string(self, key: str) -> str | None:
-        value = self._get(key, False)
-        return None if value is None else _string(value, self._at(key))
-
-    def integer(self, key: str, *, required: bool = False, default: int = 0) -> int:
-        value = self.optional_integer(key, required=required)
-        return default if value is None else value
-
-    def optional_integer(self, key: str, *, required: bool = False) -> int | None:
-        value = self._get(key, required)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ScenarioError(self._at(key), f"must be an integer, got {value!r}")
-        return value
-
-    def seconds(self, key: str, *, required: bool = False, default: float = 0.0, positive: bool = False) -> float:
-        value = self._get(key, required)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ScenarioError(self._at(key), f"must be a non-negative number, got {value!r}")
-        if positive and value == 0:
-            raise ScenarioError(self._at(key), "must be greater than 0")
-        return float(value)
-
-    def boolean(self, key: str, *, default: bool) -> bool:
-        value = self._get(key, False)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise ScenarioError(self._at(key), f"must be true or false, got {value!r}")
-        return value
-
-    def quantity(self, key: str, *, default: str) -> str:
-        value = self._get(key, False)
-        if value is None:
-            return default
-        text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
-        if not isinstance(text, str):
-            raise ScenarioError(self._at(key), f"must be a quantity such as '8' or '32Gi', got {value!r}")
-        try:
-            parse_quantity(text)
-        except QuantityError as error:
-            raise ScenarioError(self._at(key), str(error)) from error
-        return text
-
-    def list(self, key: str, *, required: bool = False) -> list[object]:
-        value = self._get(key, required)
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise ScenarioError(self._at(key), f"must be a list, got {type(value).__name__}")
-        return value
-
-    def mapping(self, key: str) -> Mapping[str, object]:
-        value = self._get(key, False)
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise ScenarioError(self._at(key), f"must be a mapping, got {type(value).__name__}")
-        return value
-
-    def string_map(self, key: str) -> dict[str, str]:
-        result: dict[str, str] = {}
-        for name, value in self.mapping(key).items():
-            result[str(name)] = _string(value, f"{self._at(key)}.{name}") if value != "" else ""
-        return result

@@ -33,6 +33,10 @@ Deletion: a pod with ``deletionTimestamp`` has its containers stopped (exit code
 status) and is then removed with grace period 0, as the kubelet confirms a graceful delete. Pods bound
 to a node that no longer exists are removed too (the pod garbage collector's orphan rule).
 
+A pod the simulated runtime runs without ``sim.gang.dev/run-seconds`` gets one ``Warning`` Event,
+reason ``RunsUntilDeleted``, when the kubelet admits it: it will never exit by itself, and the
+message says how to change that (:func:`.simulated_runtime.runs_until_deleted_message`).
+
 Not modelled: probes (a running container is Ready at once), init containers' own lifecycle,
 ephemeral containers, resource enforcement, ``envFrom`` and ``secretKeyRef`` (never waited for).
 """
@@ -49,52 +53,22 @@ from airflow_provider_gang.sim.controllers import container_env, kubelet_status
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, earliest, wall_time
 from airflow_provider_gang.sim.controllers.kubelet_status import container_statuses, pod_conditions
 from airflow_provider_gang.sim.controllers.processes import ProcessRuntime
+from airflow_provider_gang.sim.controllers.simulated_runtime import (  # noqa: F401 (re-exported)
+    ANNOTATION_PREFIX,
+    DEFAULT_START_SECONDS,
+    EXIT_CODE,
+    RUN_SECONDS,
+    START_SECONDS,
+    RuntimeSpec,
+    runs_until_deleted_message,
+    runtime_spec,
+)
 
-ANNOTATION_PREFIX = "sim.gang.dev/"
-START_SECONDS = ANNOTATION_PREFIX + "start-seconds"
-RUN_SECONDS = ANNOTATION_PREFIX + "run-seconds"
-EXIT_CODE = ANNOTATION_PREFIX + "exit-code"
-DEFAULT_START_SECONDS = 2.0
 TERMINATED_BY_SIGTERM = 143
 SYNC_BACKOFF_SECONDS = 10.0
 """Upstream kubelet ``backOffPeriod``: a pod whose sync failed is retried this long after."""
 SYNC_BACKOFF_JITTER = 0.5
 """Upstream ``workerBackOffPeriodJitterFactor``: the retry comes up to this fraction later."""
-
-
-@dataclass(frozen=True)
-class RuntimeSpec:
-    """What the simulated runtime does with one pod, read from its annotations."""
-
-    start_seconds: float = DEFAULT_START_SECONDS
-    run_seconds: float | None = None
-    exit_code: int = 0
-
-
-def runtime_spec(pod: Obj) -> RuntimeSpec:
-    """Parse the ``sim.gang.dev/`` annotations; raise ``ValueError`` naming a malformed one."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-
-    def number(key: str) -> float | None:
-        if key not in annotations:
-            return None
-        try:
-            value = float(annotations[key])
-        except (TypeError, ValueError):
-            raise ValueError(f"annotation {key} must be a number of seconds, got {annotations[key]!r}") from None
-        if value < 0:
-            raise ValueError(f"annotation {key} must not be negative, got {annotations[key]!r}")
-        return value
-
-    start = number(START_SECONDS)
-    exit_code = annotations.get(EXIT_CODE, "0")
-    try:
-        code = int(exit_code)
-    except (TypeError, ValueError):
-        raise ValueError(f"annotation {EXIT_CODE} must be an integer, got {exit_code!r}") from None
-    return RuntimeSpec(
-        start_seconds=DEFAULT_START_SECONDS if start is None else start, run_seconds=number(RUN_SECONDS), exit_code=code
-    )
 
 
 @dataclass
@@ -186,6 +160,9 @@ class Kubelet(Controller):
         run = self.runs.get(uid)
         if run is None:
             self._admit(pod, PodRun(admitted_at=now))
+            if spec.run_seconds is None:
+                message = runs_until_deleted_message(pod, self.processes is not None)
+                self.plane.record_event(pod, "RunsUntilDeleted", message, warning=True, component=self.component)
             return now + spec.start_seconds
         if run.started_at is None:
             if now < run.admitted_at + spec.start_seconds:

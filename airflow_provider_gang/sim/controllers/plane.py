@@ -1,8 +1,9 @@
 """Assemble and run the simulated control plane on a Store.
 
 :func:`start` builds the shared :class:`~.base.ControlPlane` (clock, seeded random source, scenario,
-cloud), registers the scenario's initial nodes, subscribes every controller to the Store and runs
-each controller loop as a task. :meth:`RunningControlPlane.stop` cancels them. This is what the
+cloud), registers the scenario's initial nodes, creates its ``objects`` (in order), subscribes every
+controller to the Store and runs each controller loop as a task. :meth:`RunningControlPlane.stop`
+cancels them. This is what the
 emulator's startup hook calls (``gang-sim serve --scenario NAME|FILE --time-scale N``).
 """
 
@@ -20,6 +21,7 @@ from airflow_provider_gang.sim.cluster import Cloud, NodeRecord, node_manifest
 from airflow_provider_gang.sim.controllers import webhooks
 from airflow_provider_gang.sim.controllers.base import Controller, ControlPlane, Obj
 from airflow_provider_gang.sim.scenario import NodePool, Scenario
+from airflow_provider_gang.sim.scenario_objects import create_objects
 from airflow_provider_gang.sim.store import Store
 
 
@@ -84,6 +86,7 @@ def build(
     for pool in scenario.node_pools:
         for _ in range(pool.initial_nodes):
             register_node(store, pool, plane.cloud.add_initial_node(pool))
+    create_objects(store, scenario.objects)
     instances = [kind(plane) for kind in (controllers if controllers is not None else default_controllers())]
     return RunningControlPlane(plane=plane, controllers=instances)
 

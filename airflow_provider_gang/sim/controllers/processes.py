@@ -1,8 +1,9 @@
 """The kubelet's *local-process* runtime: containers of listed images run as real subprocesses.
 
-A pod whose every container image is in the scenario's ``localProcessImages`` runs here instead of
-in the simulated runtime. Each container's ``command`` + ``args`` (required: there is no image to
-supply an entrypoint) is started with ``asyncio.create_subprocess_exec`` in ``workingDir`` (else a
+A pod whose every container image matches a pattern of the scenario's ``localProcessImages`` (or of
+``gang-sim serve --local-images``; fnmatch-style globs, :mod:`.images`) runs here instead of in the
+simulated runtime. Each container's ``command`` + ``args`` (required: there is no image to supply an
+entrypoint) is started with ``asyncio.create_subprocess_exec`` in ``workingDir`` (else a
 private temporary directory), with this environment:
 
 - ``PATH``, ``HOME``, ``LANG``, ``TMPDIR`` of the emulator, the container's ``env`` as the kubelet
@@ -20,6 +21,11 @@ private temporary directory), with this environment:
   binding the wildcard address from native code (for example torch's C++ ``TCPStore``) still occupy
   the port machine-wide: give each concurrently running job its own ``MASTER_PORT``.
 
+The local interpreter stands in for the image's Python: a command whose first word is ``python``,
+``python3`` or ``python3.N`` (no directory) runs with ``sys.executable``, the interpreter the emulator
+runs on, so ``command: [python, -c, ...]`` in a ``python:3.11-slim`` container works whatever is on
+``PATH``. Any other program is looked up on the emulator's ``PATH``.
+
 stdout and stderr (merged) are appended line by line to the pod log store (``kubectl logs``). On pod
 deletion the processes get SIGTERM, then SIGKILL after ``terminationGracePeriodSeconds`` (default
 30, simulated seconds on the control plane's clock).
@@ -34,7 +40,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,10 +50,18 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_gang.sim.clock import Clock
-from airflow_provider_gang.sim.controllers import container_env
+from airflow_provider_gang.sim.controllers import container_env, images
 from airflow_provider_gang.sim.controllers.resolver import Resolver
 
 Obj = dict[str, Any]
+_PYTHON = re.compile(r"^python(3(\.[0-9]+)?)?$")
+
+
+def local_command(command: list[str]) -> list[str]:
+    """``command`` with a bare ``python``/``python3``/``python3.N`` replaced by ``sys.executable``."""
+    if command and _PYTHON.match(command[0]):
+        return [sys.executable, *command[1:]]
+    return command
 
 
 def pod_hostname(pod: Obj) -> str:
@@ -65,21 +81,37 @@ class PodProcesses:
 
 
 class ProcessRuntime:
-    def __init__(self, store: Any, clock: Clock, images: tuple[str, ...], wake: Callable[[], None]) -> None:
+    def __init__(self, store: Any, clock: Clock, patterns: tuple[str, ...], wake: Callable[[], None]) -> None:
         self.store = store
         self.clock = clock
-        self.images = set(images)
+        self.patterns = tuple(patterns)
+        """Image globs whose containers run here (:mod:`.images`)."""
         self.wake = wake
         self.pods: dict[str, PodProcesses] = {}
         self.directory = Path(tempfile.mkdtemp(prefix="gang-sim-runtime-"))
-        self.resolver = Resolver(self.directory)
+        self._resolver: Resolver | None = None
+        self._hosts: tuple[list[Obj], list[Obj], dict[str, str]] = ([], [], {})
 
     def handles(self, pod: Obj) -> bool:
         containers = (pod.get("spec") or {}).get("containers") or []
-        return bool(containers) and all(container.get("image") in self.images for container in containers)
+        return bool(containers) and all(
+            images.matches(str(container.get("image") or ""), self.patterns) for container in containers
+        )
 
     def update_hosts(self, pods: list[Obj], services: list[Obj], pod_ips: dict[str, str]) -> None:
-        self.resolver.update(pods, services, pod_ips)
+        """Remember the cluster's names; rewrite the shim files once a local pod has started."""
+        self._hosts = (pods, services, pod_ips)
+        if self._resolver is not None:
+            self._resolver.update(pods, services, pod_ips)
+
+    @property
+    def resolver(self) -> Resolver:
+        """The name-resolution shims, built (the native one compiled) when the first local pod starts:
+        a cluster whose pods are all simulated pays nothing for them."""
+        if self._resolver is None:
+            self._resolver = Resolver(self.directory)
+            self._resolver.update(*self._hosts)
+        return self._resolver
 
     def exit_codes(self, uid: str) -> dict[str, int] | None:
         """Exit code per container once every container has exited, else None."""
@@ -125,7 +157,7 @@ class ProcessRuntime:
             env = environments[container["name"]]
             workdir = container.get("workingDir") or tempfile.mkdtemp(prefix=f"gang-sim-{metadata['name']}-")
             process = await asyncio.create_subprocess_exec(
-                *command,
+                *local_command(command),
                 cwd=workdir,
                 env=env,
                 stdout=asyncio.subprocess.PIPE,

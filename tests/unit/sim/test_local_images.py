@@ -1,0 +1,192 @@
+"""What a first user's containers do on the emulator, seen through its HTTP API.
+
+- ``python:*`` images (every shipped scenario lists that glob) run their command as a local process,
+  ``python`` being the local interpreter, and their output is the pod log;
+- a container the emulator only simulates, without ``sim.gang.dev/run-seconds``, gets one
+  ``Warning`` Event ``RunsUntilDeleted`` saying how to change that;
+- ``gang-sim serve --local-images GLOB,...`` adds globs for a run; a bad glob is a usage error.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from airflow_provider_gang.sim.cli import build_parser, scenario_of
+from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
+from airflow_provider_gang.sim.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+
+COMMAND = [sys.executable, "-c", "from airflow_provider_gang.sim.cli import main; raise SystemExit(main())"]
+
+
+def _pod(name: str, image: str, command: list[str] | None = None, annotations: dict[str, str] | None = None) -> Any:
+    container: dict[str, Any] = {"name": "main", "image": image, "resources": {"requests": {"cpu": "100m"}}}
+    if command is not None:
+        container["command"] = command
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {"restartPolicy": "Never", "containers": [container]},
+    }
+
+
+class Cluster(client.CoreV1Api):  # type: ignore[misc]  # the kubernetes client is untyped
+    """The CoreV1 API of a started simulated cluster, plus ``advance`` of its ManualClock."""
+
+    def __init__(self, api: client.ApiClient, harness: SimulatedClusterHarness) -> None:
+        super().__init__(api)
+        self.harness = harness
+
+    def advance(self, seconds: float) -> None:
+        self.harness.advance(seconds)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Callable[[Scenario], Cluster]]:
+    """Start a simulated cluster of a scenario (ManualClock) and answer its API client."""
+    started: list[tuple[SimulatedClusterHarness, client.ApiClient]] = []
+
+    def start(scenario: Scenario) -> Cluster:
+        harness = SimulatedClusterHarness(scenario=scenario, seed=0)
+        harness.start()
+        api = config.new_client_from_config(str(harness.kubeconfig_path))
+        started.append((harness, api))
+        return Cluster(api, harness)
+
+    yield start
+    for harness, api in started:
+        api.close()
+        harness.stop()
+
+
+def _wait(condition: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _phase(core: client.CoreV1Api, name: str) -> str:
+    return str(core.read_namespaced_pod(name, "default").status.phase)
+
+
+def _log(core: client.CoreV1Api, name: str) -> str:
+    response = core.read_namespaced_pod_log(name, "default", _preload_content=False)
+    return str(response.data.decode())
+
+
+def _events(core: client.CoreV1Api, pod: str) -> list[Any]:
+    return [item for item in core.list_namespaced_event("default").items if item.involved_object.name == pod]
+
+
+def test_a_python_image_runs_its_command_on_the_local_interpreter_in_every_shipped_scenario() -> None:
+    for name in ("demo", "small", "seed-cost", "kueue", "dws"):
+        assert "python:*" in load_scenario(name).local_process_images, name
+
+
+def test_python_slim_pod_runs_as_a_local_process_and_an_unannotated_simulated_pod_gets_one_warning(
+    cluster: Callable[[Scenario], Cluster],
+) -> None:
+    core = cluster(load_scenario("small"))
+    code = "import os, sys; print('rank', os.environ['RANK']); print(sys.version_info[0])"
+    trainer = _pod("trainer", "python:3.11-slim", ["python", "-c", code])
+    trainer["spec"]["containers"][0]["env"] = [{"name": "RANK", "value": "0"}]
+    core.create_namespaced_pod("default", trainer)
+    core.create_namespaced_pod("default", _pod("forever", "ghcr.io/example/trainer:1"))
+    core.create_namespaced_pod("default", _pod("timed", "ghcr.io/example/trainer:1", annotations={RUN_SECONDS: "5"}))
+
+    _wait(lambda: _phase(core, "trainer") == "Succeeded", "the python:3.11-slim pod to succeed")
+    core.advance(10)  # simulated seconds: past the start (start-seconds, default 2) and "timed"'s run-seconds 5
+    assert _log(core, "trainer") == "rank 0\n3\n"
+    warnings = _wait(lambda: [item for item in _events(core, "forever") if item.reason == RUNS_UNTIL_DELETED],
+                     "the RunsUntilDeleted event")
+    (warning,) = warnings
+    assert warning.type == "Warning"
+    assert "ghcr.io/example/trainer:1" in warning.message and "runs until deleted" in warning.message
+    assert RUN_SECONDS in warning.message and "--local-images" in warning.message
+    assert [item.reason for item in _events(core, "timed") if item.reason == RUNS_UNTIL_DELETED] == []
+    assert [item.reason for item in _events(core, "trainer") if item.reason == RUNS_UNTIL_DELETED] == []
+    assert _phase(core, "forever") == "Running"
+    core.advance(10)
+    assert (_phase(core, "forever"), _phase(core, "timed")) == ("Running", "Succeeded")
+
+
+@pytest.mark.parametrize(
+    ("image", "patterns", "local"),
+    [
+        pytest.param("python:3.11-slim", ["python:*"], True, id="star"),
+        pytest.param("python:3.12", ["python:3.1?"], True, id="question-mark"),
+        pytest.param("python:3.9", ["python:3.[01]*"], False, id="character-set-miss"),
+        pytest.param("docker.io/library/python:3.11", ["python:*"], False, id="registry-prefix-is-another-image"),
+        pytest.param("Python:3.11", ["python:*"], False, id="case-sensitive"),
+        pytest.param("python:3.11", ["python:3.11"], True, id="exact"),
+    ],
+)
+def test_local_process_images_are_fnmatch_globs(
+    cluster: Callable[[Scenario], Cluster], image: str, patterns: list[str], local: bool
+) -> None:
+    scenario = parse_scenario({
+        "nodePools": [{"name": "cpu", "zone": "z", "minNodes": 1, "maxNodes": 1}],
+        "localProcessImages": patterns,
+    })
+    core = cluster(scenario)
+    core.create_namespaced_pod("default", _pod("p", image, [sys.executable, "-c", "print('local')"]))
+    if local:
+        _wait(lambda: _phase(core, "p") == "Succeeded", "the local process to succeed")
+        assert _log(core, "p") == "local\n"
+    else:
+        core.advance(5)
+        assert _phase(core, "p") == "Running"
+        assert [item.reason for item in _events(core, "p")].count(RUNS_UNTIL_DELETED) == 1
+
+
+@pytest.mark.parametrize("pattern", ["", "python:[3", "python :*", 7])
+def test_a_bad_glob_in_a_scenario_names_the_field(pattern: object) -> None:
+    document = {"nodePools": [{"name": "cpu", "zone": "z"}], "localProcessImages": ["busybox", pattern]}
+    with pytest.raises(ScenarioError) as raised:
+        parse_scenario(document)
+    assert raised.value.field == "localProcessImages[1]"
+
+
+def test_local_images_flag_adds_globs_to_the_scenario_and_they_run(
+    cluster: Callable[[Scenario], Cluster],
+) -> None:
+    arguments = ["serve", "--kubeconfig-out", "k", "--scenario", "small", "--local-images", "busybox*,ghcr.io/me/*"]
+    scenario = scenario_of(build_parser().parse_args(arguments))
+    assert scenario is not None
+    assert scenario.local_process_images == ("python:*", "busybox*", "ghcr.io/me/*")
+    core = cluster(scenario)
+    core.create_namespaced_pod("default", _pod("shell", "busybox:1.36", ["sh", "-c", "echo from-busybox"]))
+    _wait(lambda: _phase(core, "shell") == "Succeeded", "the busybox pod to run as a local process")
+    assert _log(core, "shell") == "from-busybox\n"
+
+
+def test_local_images_flag_is_in_the_help() -> None:
+    result = subprocess.run([*COMMAND, "serve", "--help"], capture_output=True, text=True, timeout=60, check=True)
+    assert "--local-images GLOB,..." in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        pytest.param(["--scenario", "small", "--local-images", ""], "expected comma-separated image globs", id="empty"),
+        pytest.param(["--scenario", "small", "--local-images", "python:*,"], "expected comma-separated", id="trailing"),
+        pytest.param(["--scenario", "small", "--local-images", "python:[3"], "unclosed '['", id="bad-glob"),
+        pytest.param(["--local-images", "python:*"], "--local-images needs --scenario", id="no-scenario"),
+    ],
+)
+def test_bad_local_images_value_is_a_usage_error(tmp_path: Any, arguments: list[str], message: str) -> None:
+    result = subprocess.run([*COMMAND, "serve", "--kubeconfig-out", str(tmp_path / "k"), *arguments],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
