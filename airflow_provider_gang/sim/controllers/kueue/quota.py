@@ -7,9 +7,10 @@ Follows ``pkg/scheduler/flavorassigner`` in simplified form (reference 2.3, 2.7)
   (``whenCanBorrow: MayStopSearch``: a flavor that fits by borrowing is taken);
 - a flavor is skipped when its ``nodeLabels`` contradict the pod's ``nodeSelector`` or its
   ``nodeTaints`` are not tolerated;
-- a resource fits when ``used + requested <= nominalQuota + borrowable``; borrowable is what the other
-  ClusterQueues of the same cohort leave unused of their nominal quota for that flavor and resource,
-  capped by ``borrowingLimit`` (``lendingLimit`` and hierarchical cohorts are not modelled);
+- a resource fits when ``requested <=`` what the cohort's nominal quota (all its ClusterQueues, this
+  one included) leaves unused for that flavor and resource, capped at ``nominalQuota +
+  borrowingLimit - used`` when the queue has a ``borrowingLimit`` (:func:`available`; ``lendingLimit``
+  and hierarchical cohorts are not modelled);
 - partial admission (``minCount``, from ``kueue.x-k8s.io/job-min-parallelism``): when the full count does
   not fit, the largest count >= minCount that fits is searched (binary search, as upstream).
 
@@ -83,23 +84,26 @@ def nominal(queue: Mapping[str, Any], flavor: str, resource: str) -> tuple[Fract
 def available(
     queue: Mapping[str, Any], cohort: Sequence[Mapping[str, Any]], usage: Usage, flavor: str, resource: str
 ) -> Fraction:
-    """Quota ``queue`` can still use for ``flavor``/``resource``, including what it may borrow."""
+    """Quota ``queue`` can still use for ``flavor``/``resource``, including what it may borrow.
+
+    As upstream ``pkg/cache`` ``resource_node.go`` ``available()`` without ``lendingLimit`` (so no
+    guaranteed quota): what the cohort's nominal quota leaves unused by *all* its ClusterQueues (quota a
+    queue lent out is not free to it again), capped for a queue with ``borrowingLimit`` at its nominal
+    quota plus that limit minus its own usage.
+    """
     name = queue["metadata"]["name"]
     own, borrowing_limit = nominal(queue, flavor, resource)
-    free_own = own - usage.get((name, flavor, resource), Fraction(0))
-    lendable = Fraction(0)
-    for other in cohort:
-        other_name = other["metadata"]["name"]
-        if other_name == name:
-            continue
-        other_nominal, _ = nominal(other, flavor, resource)
-        lendable += max(Fraction(0), other_nominal - usage.get((other_name, flavor, resource), Fraction(0)))
+    used = usage.get((name, flavor, resource), Fraction(0))
+    members = {item["metadata"]["name"]: item for item in cohort}
+    members[name] = queue
+    cohort_free = sum(
+        (nominal(member, flavor, resource)[0] - usage.get((member_name, flavor, resource), Fraction(0))
+         for member_name, member in members.items()),
+        Fraction(0),
+    )
     if borrowing_limit is not None:
-        lendable = min(lendable, borrowing_limit)
-    if free_own < 0:
-        lendable = max(Fraction(0), lendable + free_own)
-        free_own = Fraction(0)
-    return free_own + lendable
+        cohort_free = min(cohort_free, own + borrowing_limit - used)
+    return max(Fraction(0), cohort_free)
 
 
 def _assign_count(
