@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -178,29 +178,32 @@ def demo_scenario() -> Scenario:
     return dataclasses.replace(load_scenario("demo"), local_process_images=(TRAINER_IMAGE_FOR_DEMO,))
 
 
-def run_example_dag(time_scale: float = DEMO_TIME_SCALE) -> tuple[str, dict[str, Any] | None]:
-    """Run the example DAG once with ``dag.test()`` against the cluster ``kubernetes_default`` points at.
+def run_example_dag(time_scale: float = DEMO_TIME_SCALE, dag_id: str = DEMO_DAG_ID,
+                    task_id: str = "train") -> tuple[str, dict[str, Any] | None]:
+    """Run an example DAG of ``dags/`` (its one gang task ``task_id``) once with ``dag.test()`` against
+    the cluster ``kubernetes_default`` points at.
 
     The task's wall-clock limits are divided by ``time_scale`` so they keep their meaning on the
     faster simulated cluster. Returns the task state and its XCom summary (``None`` if it failed).
     """
     from airflow.dag_processing.dagbag import DagBag
 
-    dag = DagBag(str(REPOSITORY / "dags")).get_dag(DEMO_DAG_ID)
+    dag = DagBag(str(REPOSITORY / "dags")).get_dag(dag_id)
     if dag is None:
-        raise LookupError(f"DAG {DEMO_DAG_ID} not found in {REPOSITORY / 'dags'}")
-    task = dag.get_task("train")
+        raise LookupError(f"DAG {dag_id} not found in {REPOSITORY / 'dags'}")
+    task = dag.get_task(task_id)
     _scaled(task, time_scale)
     task.master_port = free_port()  # every member runs on this machine: do not assume 29500 is free
     # A nightly run starts at its data interval end (02:00); this one starts now. Count the scaled
     # start_by window from now, so "4 hours after 02:00" keeps its meaning for a run at any hour.
-    now = datetime.now(timezone.utc)
+    import pendulum  # Airflow's timetables take pendulum times
     from airflow.serialization.encoders import coerce_to_core_timetable  # what dag.test() uses
 
-    interval_end = coerce_to_core_timetable(dag.timetable).infer_manual_data_interval(run_after=now).end
+    now = pendulum.now("UTC")
     if task.start_by is not None:
+        interval_end = coerce_to_core_timetable(dag.timetable).infer_manual_data_interval(run_after=now).end
         task.start_by += now - interval_end
-    return _outcome(dag.test(logical_date=now))
+    return _outcome(dag.test(logical_date=now), task_id)
 
 
 def main() -> int:
@@ -232,7 +235,7 @@ def _quiet_known_noise() -> None:
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
 
 
-def _outcome(dag_run: Any) -> tuple[str, dict[str, Any] | None]:
+def _outcome(dag_run: Any, task_id: str) -> tuple[str, dict[str, Any] | None]:
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -241,7 +244,7 @@ def _outcome(dag_run: Any) -> tuple[str, dict[str, Any] | None]:
     with create_session() as session:
         ti = session.scalars(select(TaskInstance).where(
             TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id)).one()
-        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids="train",
+        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids=task_id,
                                                  dag_ids=dag_run.dag_id)).first()
         summary = XComModel.deserialize_value(row) if row is not None else None
         return str(ti.state), summary

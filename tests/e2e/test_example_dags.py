@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from airflow_provider_gang.demo import (
     training_loss,
 )
 from airflow_provider_gang.plugin import read_gang_xcoms
+from airflow_provider_gang.sim.scenario import load_scenario
 
 
 def test_example_dags_parse_without_errors() -> None:
@@ -52,3 +54,35 @@ def test_nightly_training_runs_on_the_demo_cluster(cluster_factory: Any, monkeyp
     shown = read_gang_xcoms("gang_nightly_training", dag_run.run_id, "train")
     assert shown["summary"]["gang"] == summary["gang"]
     assert shown["reservation"]["gang"] == summary["gang"]
+
+
+#: Every other example DAG: (DAG id, task id, the scenario it runs on, images the test adds as local
+#: processes, what it needs installed). ``python:*`` images run as local processes in every scenario.
+EXAMPLES = [
+    ("gang_kueue_team_training", "train", "kueue", "ghcr.io/example/ddp-trainer:*", "torch"),
+    ("gang_dws_flex_start", "fine_tune", "dws", "ghcr.io/example/ddp-trainer:*", "torch"),
+    ("gang_gates_smoke_test", "smoke_test", "small", None, None),
+    ("gang_jax_job", "collectives", "small", "ghcr.io/example/jax-trainer:*", "jax"),
+]
+EXAMPLE_TIME_SCALE = 60.0
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("dag_id", "task_id", "scenario", "image", "needs"), EXAMPLES,
+                         ids=[example[0] for example in EXAMPLES])
+def test_every_example_dag_completes_on_its_scenario(cluster_factory: Any, monkeypatch: pytest.MonkeyPatch,
+                                                     dag_id: str, task_id: str, scenario: str, image: str | None,
+                                                     needs: str | None) -> None:
+    if needs is not None:
+        pytest.importorskip(needs)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    loaded = load_scenario(scenario)
+    if image is not None:
+        loaded = dataclasses.replace(loaded, local_process_images=(*loaded.local_process_images, image))
+    cluster = cluster_factory(loaded, time_scale=EXAMPLE_TIME_SCALE)
+    state, summary = run_example_dag(time_scale=EXAMPLE_TIME_SCALE, dag_id=dag_id, task_id=task_id)
+    assert state == "success", summary
+    assert summary is not None and set(summary["exit_codes"].values()) == {0}
+    assert summary["tries"][-1]["outcome"] == "all_succeeded"
+    assert summary["rank_logs"]["0"].strip(), summary["rank_logs"]  # rank 0's output reached the summary
+    assert cluster.objects("v1/pods") == []
