@@ -225,6 +225,7 @@ class TryRun:
             delete_on_kill=gang_objects.kill_targets(spec), try_number=try_plan.attempt,
             client_options=self.settings.client_options.to_dict(),
             unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),
+            tries_allowed=tries_allowed(ti), step_description=try_plan.step,
         )
         event = self.waiter.wait(trigger, resume_method="execute_reserved", deadline=try_plan.reservation_deadline,
                                  spec=spec)
@@ -316,6 +317,7 @@ class TryRun:
             delete_on_kill=gang_objects.kill_targets(spec), try_number=state.plan.attempt,
             client_options=self.settings.client_options.to_dict(),
             unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),
+            tries_allowed=tries_allowed(self.context["ti"]), step_description=state.plan.step,
         )
         run_event = self.waiter.wait(trigger, resume_method="execute_finished", deadline=deadline, spec=spec)
         return self.finished(run_event)
@@ -367,6 +369,14 @@ class TryRun:
         if killed:
             raise AirflowTaskTerminated(f"{Reason.KILLED.value}: {message}")
         raise failure(Reason(record.outcome), message, records)
+
+
+def tries_allowed(ti: Any) -> int | None:
+    """``M`` of "try N of M": ``max_tries + 1``, as Airflow's own failure e-mail counts (``"Try
+    {{try_number}} out of {{max_tries + 1}}"``, ``airflow/sdk/execution_time/task_runner.py``, 3.3);
+    ``None`` when the task instance does not say."""
+    max_tries = getattr(ti, "max_tries", None)
+    return int(max_tries) + 1 if isinstance(max_tries, int) and max_tries >= 0 else None
 
 
 def _slim(event: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ Arguments common to every gang trigger (all plain values, part of the stored for
 - ``try_number``: the Airflow try that deferred to this trigger; :mod:`.kill` compares it with the try
   that owns the gang now. ``None`` (the default, for triggers serialized before it existed) falls
   back to the trigger's task instance's try number in a triggerer.
+- ``heartbeat_seconds``, ``tries_allowed``, ``step_description``: what the wait logs (:mod:`.progress`).
 
 Safety when two copies run at once (HA triggerers, apache/airflow#37180): the waiting path only reads
 (LIST and WATCH), so duplicates cost requests but change nothing. ``cleanup()`` only closes the client.
@@ -61,6 +62,7 @@ from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers import kill
 from airflow_provider_gang.triggers.events import PhaseClock, build_payload
 from airflow_provider_gang.triggers.observation import GangObjects
+from airflow_provider_gang.triggers.progress import DEFAULT_HEARTBEAT_SECONDS, WaitReporter
 
 FRESH_READ_TIMEOUT_SECONDS = 30.0
 """Longest wait for the fresh LIST a deadline is decided on (capped by ``unreachable_seconds``)."""
@@ -93,6 +95,9 @@ class GangTrigger(BaseTrigger):
         unreachable_seconds: float = 600.0,
         kubernetes_conn_id: str | None = None,
         connection: Mapping[str, Any] | None = None,
+        heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS,
+        tries_allowed: int | None = None,
+        step_description: str | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         if (kubernetes_conn_id is None) == (connection is None):
@@ -113,6 +118,9 @@ class GangTrigger(BaseTrigger):
         self.watch_timeout_seconds = int(watch_timeout_seconds)
         self.try_number = None if try_number is None else int(try_number)
         self.unreachable_seconds = float(unreachable_seconds)
+        self.heartbeat_seconds = float(heartbeat_seconds)
+        self.tries_allowed = None if tries_allowed is None else int(tries_allowed)
+        self.step_description = step_description
         self.fired = False
         self.reflectors: list[Reflector] = []
         self._client: KubeClient | None = None
@@ -149,6 +157,9 @@ class GangTrigger(BaseTrigger):
             "watch_timeout_seconds": self.watch_timeout_seconds,
             "try_number": self.try_number,
             "unreachable_seconds": self.unreachable_seconds,
+            "heartbeat_seconds": self.heartbeat_seconds,
+            "tries_allowed": self.tries_allowed,
+            "step_description": self.step_description,
         }
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -263,7 +274,10 @@ class GangTrigger(BaseTrigger):
         clock = PhaseClock(self.started_at)
         seen_any = False
         started: dict[int, float] = {}  # rank -> start time last seen, for members lost later
-        tick = min(5.0, max(0.05, self.unreachable_seconds / 10))
+        reporter = WaitReporter(self.log, self.gang_name, started_at=self.started_at,
+                                heartbeat_seconds=self.heartbeat_seconds, try_number=self.own_try,
+                                tries_allowed=self.tries_allowed, step_description=self.step_description)
+        tick = min(5.0, max(0.05, self.unreachable_seconds / 10), reporter.tick_seconds())
         try:
             async with contextlib.aclosing(
                 self.views(objects.watches(), wake_times=(policy.deadline, policy.startup_deadline), tick=tick)
@@ -295,6 +309,7 @@ class GangTrigger(BaseTrigger):
                             observed = observe(fresh)
                             decision = decide(observed, now=now, policy=policy)
                     clock.saw(decision.phase, now)
+                    reporter.saw(observed, decision, now)
                     started = member_history.remember(started, decision.members)
                     if decision.terminal:
                         decision = replace(decision, members=member_history.carry_forward(

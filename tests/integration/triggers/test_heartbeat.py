@@ -1,0 +1,128 @@
+"""Waiting is never silent (``triggers.progress``): a waiting trigger logs every condition change of its
+ProvisioningRequest or Workload with the condition's message, and a heartbeat - elapsed time, state,
+try N of M, fallback step - whenever nothing was logged for ``heartbeat_seconds``.
+
+A trigger logs through Airflow 3's structlog logger (``BaseTrigger.log``), which the triggerer binds
+to the task log; ``structlog.testing.capture_logs`` (the ``logged`` fixture) sees what a task log would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+import pytest
+import structlog
+
+from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.triggers.gang_run import GangRunTrigger
+from airflow_provider_gang.triggers.progress import describe_elapsed
+from airflow_provider_gang.triggers.reservation import ReservationTrigger
+
+from .gangs import Gang, condition, first_event, gang_spec, until_watching
+
+PR = ReservationMode.PROVISIONING_REQUEST
+
+
+class Logged:
+    """Log lines captured from structlog, formatted as the task log shows them."""
+
+    def __init__(self, entries: list[MutableMapping[str, Any]]) -> None:
+        self.entries = entries
+
+    def lines(self) -> list[str]:
+        return [str(entry["event"]) % tuple(entry.get("positional_args", ())) for entry in list(self.entries)]
+
+    def of(self, gang: Gang) -> list[str]:
+        return [line for line in self.lines() if line.startswith(f"Gang {gang.spec.name}")]
+
+    async def wait_for(self, pattern: str, timeout: float = 10.0) -> str:
+        """The first line matching ``pattern`` (regex), waiting for it up to ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            for line in self.lines():
+                if re.search(pattern, line):
+                    return line
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"no log line matched {pattern!r}; got {self.lines()}")
+
+
+@pytest.fixture
+def logged() -> Iterator[Logged]:
+    with structlog.testing.capture_logs() as entries:
+        yield Logged(entries)
+
+
+async def test_a_condition_change_logs_the_condition_message(sim, client, connection, logged):
+    gang = await Gang(client, gang_spec(PR)).create()
+    trigger = ReservationTrigger(**gang.reservation_kwargs(connection), heartbeat_seconds=3600)
+    task = asyncio.create_task(first_event(trigger))
+    await until_watching(trigger)
+    await gang.set_request_conditions(
+        condition("Accepted"),
+        condition("Provisioned", "False", reason="Pending", message="waiting for 8 nodes in us-central1-b"))
+    line = await logged.wait_for("waiting for 8 nodes in us-central1-b")
+    assert "Provisioned=False (Pending: waiting for 8 nodes in us-central1-b)" in line
+    assert line.startswith(f"Gang {gang.spec.name}: pending after ")
+    await gang.set_request_conditions(condition("Accepted"), condition("Provisioned", message="nodes are ready"))
+    event = await task
+    assert event["reason"] == "reserved"
+    assert not any("still waiting" in line for line in logged.of(gang))  # changes, not heartbeats
+
+
+async def test_heartbeats_name_elapsed_time_state_try_and_step_when_nothing_changes(sim, client, connection,
+                                                                                      logged):
+    gang = await Gang(client, gang_spec(PR)).create()
+    await gang.set_request_conditions(condition("Accepted"), condition("Provisioned", "False", reason="Pending",
+                                                                       message="queued"))
+    kwargs = gang.reservation_kwargs(connection, deadline_in=1.6)
+    trigger = ReservationTrigger(**kwargs, heartbeat_seconds=0.3, try_number=2, tries_allowed=3,
+                                 step_description="other zone")
+    event = await first_event(trigger)
+    assert event["reason"] == "deadline"
+    lines = logged.of(gang)
+    heartbeats = [line for line in lines if "still waiting" in line]
+    assert 3 <= len(heartbeats) <= 6, lines  # about one per 0.3 s over 1.6 s, after the first state line
+    pattern = r"still waiting (\d+) s: ProvisioningRequest \S+ .*\(Pending: queued\); try 2 of 3, step 'other zone'$"
+    elapsed = []
+    for line in heartbeats:
+        match = re.search(pattern, line)
+        assert match, line
+        elapsed.append(int(match.group(1)))
+    assert elapsed == sorted(elapsed) and elapsed[-1] >= 1  # the time waited, growing
+    assert len([line for line in lines if "pending after" in line]) == 1  # nothing changed after the first
+
+
+async def test_a_run_heartbeats_while_members_start_and_is_silent_once_they_run(sim, client, connection, logged):
+    gang = await Gang(client, gang_spec(PR, size=2)).create(members=True)
+    trigger = GangRunTrigger(**gang.run_kwargs(connection), heartbeat_seconds=0.2, try_number=1)
+    task = asyncio.create_task(first_event(trigger))
+    await logged.wait_for(rf"Gang {gang.spec.name}: still waiting .*; try 1$")
+    for rank in range(2):
+        await gang.set_member_phase(rank, "Running")
+    await asyncio.sleep(0.6)  # three heartbeat intervals with every member running
+    running_from = len(logged.lines())
+    await asyncio.sleep(0.6)
+    assert not [line for line in logged.lines()[running_from:] if "still waiting" in line]
+    for rank in range(2):
+        await gang.set_member_phase(rank, "Succeeded", exit_code=0)
+    assert (await task)["reason"] == "all_succeeded"
+
+
+def test_triggers_serialized_before_the_progress_kwargs_still_load_and_keep_them(connection):
+    gang = Gang(client=None, spec=gang_spec(PR))  # type: ignore[arg-type]
+    old = ReservationTrigger(**gang.reservation_kwargs(connection))
+    assert (old.heartbeat_seconds, old.tries_allowed, old.step_description) == (300.0, None, None)
+    new = ReservationTrigger(**gang.reservation_kwargs(connection), heartbeat_seconds=60, tries_allowed=3,
+                             step_description="shrink to 4")
+    _, kwargs = new.serialize()
+    rebuilt = ReservationTrigger(**kwargs)
+    assert (rebuilt.heartbeat_seconds, rebuilt.tries_allowed, rebuilt.step_description) == (60.0, 3, "shrink to 4")
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(12.4, "12 s"), (42 * 60 + 5, "42 min"), (125 * 60, "2 h 5 min")])
+def test_elapsed_time_reads_as_a_person_would_say_it(seconds, text):
+    assert describe_elapsed(seconds) == text
