@@ -19,6 +19,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowTaskTerminated, AirflowTaskTimeout
 
 from airflow_provider_gang.kube import errors as kube_errors
+from airflow_provider_gang.operators import metrics
 from airflow_provider_gang.operators.arguments import GangArgumentError
 from airflow_provider_gang.operators.history import TryHistory, TryRecord
 from airflow_provider_gang.operators.plan import TryPlan
@@ -89,10 +90,14 @@ class TryLifecycle:
         return changed
 
     def end(self, record: TryRecord) -> list[TryRecord]:
-        """Record the try as finished (the state goes with it); every finished try, this one last."""
+        """Record the try as finished (the state goes with it); every finished try, this one last.
+        The try's metrics (``operators.metrics``) are sent when its record is first written."""
         stored = self._history.current()
         in_progress = None if stored is None else TryState.from_stored(stored).plan.attempt
+        first_record = not any(item.attempt == record.attempt for item in self._history.finished())
         self._history.record(record, drop_current=in_progress in (None, record.attempt))
+        if first_record:
+            metrics.emit_try(record, succeeded=record.outcome == Reason.ALL_SUCCEEDED.value)
         self.ended = record.attempt == self.try_number or self.ended
         return self._history.finished()
 
