@@ -14,7 +14,15 @@ in an iframe. What it shows comes from the metadata database, read in the api-se
   (deferred to ``execute_reserved``) from one that runs (deferred to ``execute_finished``);
 - the task's XComs: ``links.RESERVATION_XCOM_KEY`` as soon as a try chose its reservation, the
   summary ``return_value`` once the gang succeeded (per-rank exit codes, GPU-hours of this try and
-  of all tries, every try's step and outcome).
+  of all tries, every try's step and outcome);
+- the task state store (:func:`read_task_state`), which ``operators.lifecycle`` writes and which,
+  unlike XComs, survives retries: ``gang.tries`` gives every finished try's step, outcome (a
+  ``reservation.phases.Reason`` value) and message - so a failed task says why each try failed -
+  and ``gang.current`` the try in progress: what it waits for and since when.
+
+While a try waits for its reservation the page shows how long it has waited; the conditions it
+waits on are in the task log (``triggers.progress`` logs every change and a heartbeat), which the
+triggerer writes and the database does not hold.
 
 Heavy imports happen inside the routes: plugin modules are imported wherever plugins load.
 """
@@ -22,6 +30,8 @@ Heavy imports happen inside the routes: plugin modules are imported wherever plu
 from __future__ import annotations
 
 import html
+import json
+import time
 from typing import Any
 
 from airflow.api_fastapi.core_api.security import GetUserDep
@@ -121,6 +131,76 @@ def read_gang_xcoms(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
     return found
 
 
+TRIES_KEY = "gang.tries"
+CURRENT_KEY = "gang.current"
+"""Task state store keys written by ``operators.lifecycle`` (formats: ``operators.history.TryRecord``
+and ``operators.try_state.TryState``; both stored formats, read here as plain JSON)."""
+
+
+def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
+    """``{"tries": [record, ...], "current": state or None}`` from the task state store of one task
+    instance (Airflow 3.3 ``task_state_store`` table, values JSON as the execution API stores them:
+    ``airflow/api_fastapi/execution_api/routes/task_state_store.py``)."""
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(TaskStateStoreModel.key, TaskStateStoreModel.value).where(
+        TaskStateStoreModel.dag_id == dag_id, TaskStateStoreModel.run_id == run_id,
+        TaskStateStoreModel.task_id == task_id, TaskStateStoreModel.map_index == map_index,
+        TaskStateStoreModel.key.in_((TRIES_KEY, CURRENT_KEY)),
+    )
+    with create_session() as session:
+        stored = {row.key: row.value for row in session.execute(query)}
+    values: dict[str, Any] = {}
+    for key, text in stored.items():
+        try:
+            values[key] = json.loads(text)
+        except (TypeError, ValueError):
+            values[key] = None
+    tries = values.get(TRIES_KEY)
+    current = values.get(CURRENT_KEY)
+    return {"tries": [item for item in tries if isinstance(item, dict)] if isinstance(tries, list) else [],
+            "current": current if isinstance(current, dict) else None}
+
+
+def describe_elapsed(seconds: float) -> str:
+    """``"12 s"``, ``"42 min"``, ``"2 h 5 min"`` (as the task log's heartbeat says it)."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def waiting_rows(current: dict[str, Any], tries: list[dict[str, Any]], now: float) -> dict[str, Any] | None:
+    """What the try in progress waits for and for how long, or ``None`` when it has finished."""
+    plan = current.get("plan") if int(current.get("version", 1)) >= 2 else current
+    if not isinstance(plan, dict) or any(item.get("attempt") == plan.get("attempt") for item in tries):
+        return None
+    event = current.get("reservation_event") if isinstance(current.get("reservation_event"), dict) else None
+    launched_at = current.get("launched_at")
+    if isinstance(launched_at, (int, float)):
+        stage, since = "members launched, waiting for them to start and end", float(launched_at)
+    else:
+        stage, since = "reservation requested, waiting for it to be granted", float(plan.get("requested_at") or now)
+    return {
+        "try": plan.get("attempt"), "gang": plan.get("gang"), "step": plan.get("step"), "stage": stage,
+        "waiting for": describe_elapsed(max(0.0, now - since)),
+        "reservation": None if event is None else f"{event.get('reason')}: {event.get('message')}",
+        "conditions": "in the task log (a line on every change, a heartbeat every 5 min)",
+    }
+
+
+def _tries_part(tries: list[dict[str, Any]]) -> str:
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_format(item.get(field)))}</td>"
+                         for field in ("attempt", "step", "mode", "size", "outcome", "message")) + "</tr>"
+        for item in tries
+    )
+    header = "".join(f"<th>{name}</th>" for name in ("try", "step", "mode", "size", "outcome", "reason / message"))
+    return f'<h2>Tries</h2><table class="tries"><tr>{header}</tr>{rows}</table>'
+
+
 def _format(value: Any) -> str:
     if value is None:
         return "-"
@@ -160,16 +240,21 @@ def _summary_parts(summary: dict[str, Any]) -> list[str]:
 PAGE_STYLE = (
     "body{font-family:system-ui,sans-serif;font-size:14px;margin:16px}"
     "th{text-align:left;padding:2px 16px 2px 0;font-weight:600}td{padding:2px 0}"
-    ".status{font-size:16px;font-weight:600}"
+    ".status{font-size:16px;font-weight:600}.tries td{padding:2px 16px 2px 0;vertical-align:top}"
 )
 
 
 def render_page(
-    dag_id: str, run_id: str, task_id: str, xcoms: dict[str, Any], task_instance: dict[str, Any] | None = None
+    dag_id: str, run_id: str, task_id: str, xcoms: dict[str, Any], task_instance: dict[str, Any] | None = None,
+    task_state: dict[str, Any] | None = None, *, now: float | None = None,
 ) -> str:
     """HTML for the reservation page; every value is escaped. ``task_instance`` is what
     :func:`read_task_instance` returns (left out: no status line); while it is not finished the page
-    reloads itself every :data:`REFRESH_SECONDS`."""
+    reloads itself every :data:`REFRESH_SECONDS`. ``task_state`` is what :func:`read_task_state`
+    returns: a failed task's status line ends with its last try's outcome and message, every
+    finished try is listed with its reason, and an unfinished try's wait is shown ("Waiting")."""
+    tries = list((task_state or {}).get("tries") or [])
+    current = (task_state or {}).get("current")
     parts = [f"<h1>Gang of {html.escape(task_id)}</h1><p>{html.escape(dag_id)} / {html.escape(run_id)}</p>"]
     refresh = ""
     if task_instance is not None:
@@ -179,13 +264,22 @@ def render_page(
         status = describe_state(task_instance.get("state"), task_instance.get("next_method"), exists=exists)
         try_number = task_instance.get("try_number")
         suffix = f" (try {html.escape(str(try_number))})" if try_number else ""
+        last = tries[-1] if tries else None
+        if last is not None and task_instance.get("state") in ("failed", "up_for_retry"):
+            suffix += (f": try {html.escape(_format(last.get('attempt')))} ended "
+                       f"{html.escape(_format(last.get('outcome')))} - {html.escape(_format(last.get('message')))}")
         parts.append(f'<p class="status">{html.escape(status)}{suffix}</p>')
-    if not xcoms:
+    waiting = waiting_rows(current, tries, time.time() if now is None else now) if current else None
+    if waiting is not None:
+        parts.append(_table("Waiting", waiting))
+    if not xcoms and not tries:
         parts.append("<p>No reservation recorded yet for this task instance.</p>")
     if isinstance(xcoms.get("reservation"), dict):
         parts.append(_table("Reservation", xcoms["reservation"]))
     if isinstance(xcoms.get("summary"), dict):
         parts.extend(_summary_parts(xcoms["summary"]))
+    elif tries:
+        parts.append(_tries_part(tries))
     title = f"<title>Gang of {html.escape(task_id)}</title>"
     head = f'<head><meta charset="utf-8">{refresh}{title}<style>{PAGE_STYLE}</style></head>'
     return f"<!doctype html><html>{head}<body>{''.join(parts)}</body></html>"
@@ -195,10 +289,12 @@ def render_page(
 def reservation_api(
     user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str = "-1"
 ) -> dict[str, Any]:
-    """JSON of what :func:`read_gang_xcoms` finds, plus ``task_instance`` (:func:`read_task_instance`)."""
+    """JSON of what :func:`read_gang_xcoms` finds, plus ``task_instance`` (:func:`read_task_instance`)
+    and ``task_state`` (:func:`read_task_state`)."""
     index = parse_map_index(map_index)
     return {**read_gang_xcoms(dag_id, run_id, task_id, index),
-            "task_instance": read_task_instance(dag_id, run_id, task_id, index)}
+            "task_instance": read_task_instance(dag_id, run_id, task_id, index),
+            "task_state": read_task_state(dag_id, run_id, task_id, index)}
 
 
 @gang_app.get("/ui/reservation", response_class=HTMLResponse)
@@ -206,7 +302,8 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
     """The page the extra link and the task-instance tab open."""
     index = parse_map_index(map_index)
     return render_page(dag_id, run_id, task_id, read_gang_xcoms(dag_id, run_id, task_id, index),
-                       read_task_instance(dag_id, run_id, task_id, index))
+                       read_task_instance(dag_id, run_id, task_id, index), read_task_state(dag_id, run_id, task_id,
+                                                                                           index))
 
 
 class GangPlugin(AirflowPlugin):
