@@ -169,7 +169,7 @@ def container_to_host(service: dict[str, Any], container_path: str) -> Path | No
     """The checkout path a bind mount of ``service`` puts at ``container_path`` (None: not on a bind mount)."""
     target = PurePosixPath(service.get("working_dir", "/"), container_path)
     for volume in service.get("volumes", []):
-        source, mount, *_ = volume.split(":")
+        source, mount, *_ = str(volume).split(":")
         if source.startswith((".", "/")) and (target == PurePosixPath(mount) or PurePosixPath(mount) in target.parents):
             return REPOSITORY / source / target.relative_to(mount)
     return None
@@ -238,8 +238,8 @@ def path_problems(document: dict[str, Any]) -> list[str]:
         for dependency in service.get("depends_on") or {}:
             if dependency not in document["services"]:
                 problems.append(f"{name}: depends on unknown service {dependency}")
-    sim_service = next((service for name, service in document["services"].items()
-                        if any(words[0] == "gang-sim" for words in commands_of(service))), {})
+    sim_service: dict[str, Any] = next((service for name, service in document["services"].items()
+                                        if any(words[0] == "gang-sim" for words in commands_of(service))), {})
     for name, service in airflow_services(document).items():
         dags = service["environment"]["AIRFLOW__CORE__DAGS_FOLDER"]
         host = container_to_host(service, dags)
