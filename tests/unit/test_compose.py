@@ -6,9 +6,10 @@
 - Every ``airflow ...`` it runs (a service's command as the official image's entrypoint runs it, each
   line of a ``bash -c`` script, each shell healthcheck) parses with Airflow's own CLI parser
   (``airflow.cli.cli_parser.get_parser``, https://airflow.apache.org/docs/apache-airflow/stable/cli-and-env-variables-ref.html).
-- ``gang-sim serve ...`` parses with the emulator's parser (which also loads the scenario file), binds
-  the host name the other containers use, and the certificate it makes verifies for that name.
-- Every bind-mounted host path exists in the checkout; container paths it names (the scenario file,
+- ``gang-sim serve ...`` parses with the emulator's parser (which also loads the scenario), runs the
+  example DAG's trainer image as local processes, binds the host name the other containers use, and
+  the certificate it makes verifies for that name.
+- Every bind-mounted host path exists in the checkout; container paths it names (a scenario file,
   the DAGs folder, the kubeconfig) lie on the mounts that hold them.
 - Every ``AIRFLOW__SECTION__KEY`` is an option of Airflow's configuration description
   (https://airflow.apache.org/docs/apache-airflow/stable/configurations-ref.html), the Fernet key is
@@ -21,9 +22,11 @@ Each check returns its problems; the tests assert none for the file and some for
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import copy
+import fnmatch
 import io
 import json
 import re
@@ -204,6 +207,10 @@ def gang_sim_problems(document: dict[str, Any]) -> list[str]:
     if error is not None:
         return [*problems, f"gang-sim {shlex.join(arguments)}: {error}"]
     parsed = parser.parse_args(arguments)
+    running = gang_sim_cli.scenario_of(parsed)
+    patterns = () if running is None else running.local_process_images
+    if not any(fnmatch.fnmatchcase(trainer_image(), pattern) for pattern in patterns):
+        problems.append(f"the example DAG's image {trainer_image()} is not run as local processes ({patterns})")
     if parsed.host != name:
         problems.append(f"gang-sim binds {parsed.host!r}: other containers reach it as {name!r}")
     kubeconfig = parsed.kubeconfig_out
@@ -215,6 +222,15 @@ def gang_sim_problems(document: dict[str, Any]) -> list[str]:
         if volume is None or named_volume_of(airflow, kubeconfig) != volume:
             problems.append(f"{airflow_name}: {kubeconfig} is not on the volume gang-sim writes ({volume})")
     return problems
+
+
+def trainer_image() -> str:
+    """``TRAINER_IMAGE`` of the example DAG (read, not imported)."""
+    tree = ast.parse((REPOSITORY / "dags" / "gang_nightly_training.py").read_text())
+    (image,) = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and [getattr(target, "id", None) for target in node.targets] == ["TRAINER_IMAGE"]
+                and isinstance(node.value, ast.Constant)]
+    return str(image)
 
 
 def named_scenario_lines() -> list[str]:
@@ -327,7 +343,8 @@ def test_gang_sim_serve_parses_binds_the_service_name_and_shares_its_kubeconfig(
 
 
 @pytest.mark.parametrize("change", [("--time-scale 1", "--time-scale 0"), ("--host gang-sim", "--hostname gang-sim"),
-                                    ("--host gang-sim", "--host 0.0.0.0"), ("demo-local-processes", "no-such")])
+                                    ("--host gang-sim", "--host 0.0.0.0"), ("--scenario demo", "--scenario no-such"),
+                                    ("ghcr.io/example/ddp-trainer:*", "ghcr.io/example/other:*")])
 def test_a_broken_gang_sim_command_is_found(change: tuple[str, str]) -> None:
     text = COMPOSE_FILE.read_text()
     assert change[0] in text
