@@ -20,9 +20,11 @@ in an iframe. What it shows comes from the metadata database, read in the api-se
   ``reservation.phases.Reason`` value) and message - so a failed task says why each try failed -
   and ``gang.current`` the try in progress: what it waits for and since when.
 
-While a try waits for its reservation the page shows how long it has waited; the conditions it
-waits on are in the task log (``triggers.progress`` logs every change and a heartbeat), which the
-triggerer writes and the database does not hold.
+While a try is deferred the page also shows the conditions its reservation waits on, read live
+from the cluster (:func:`read_live_conditions`): the task instance's ``trigger`` row names the
+trigger and the objects it watches and its ``kubernetes_conn_id``, which the api-server resolves
+as the triggerer would (one GET or LIST, at most :data:`LIVE_READ_TIMEOUT_SECONDS`). The task log
+has their history (``triggers.progress`` logs every change and a heartbeat).
 
 Heavy imports happen inside the routes: plugin modules are imported wherever plugins load.
 """
@@ -164,6 +166,65 @@ def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
             "current": current if isinstance(current, dict) else None}
 
 
+LIVE_READ_TIMEOUT_SECONDS = 5.0
+"""Longest the page waits for the cluster (the page reloads every :data:`REFRESH_SECONDS`)."""
+
+
+def read_trigger(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> tuple[str, dict[str, Any]] | None:
+    """``(classpath, kwargs)`` of the trigger the task instance is deferred to, or ``None``
+    (kwargs decrypted by ``Trigger.kwargs``, ``airflow/models/trigger.py``)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import Trigger
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(Trigger).join(TaskInstance, TaskInstance.trigger_id == Trigger.id).where(
+        TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id, TaskInstance.task_id == task_id,
+        TaskInstance.map_index == map_index,
+    )
+    with create_session() as session:
+        row = session.scalars(query).first()
+        return None if row is None else (str(row.classpath), dict(row.kwargs))
+
+
+def read_live_conditions(trigger: tuple[str, dict[str, Any]] | None) -> str | None:
+    """The conditions of the ProvisioningRequest or Workload a gang trigger watches, read now
+    (``triggers.progress.describe_conditions``); ``None`` for no gang trigger, else a sentence
+    saying why they could not be read. Never raises: the page shows what it has."""
+    if trigger is None or not trigger[0].startswith("airflow_provider_gang.triggers."):
+        return None
+    import asyncio
+    import importlib
+
+    from airflow_provider_gang.kube.resources import PROVISIONING_REQUESTS, WORKLOADS
+    from airflow_provider_gang.triggers.base import GangTrigger
+    from airflow_provider_gang.triggers.progress import describe_conditions
+
+    classpath, kwargs = trigger
+
+    async def read() -> str:
+        module, _, name = classpath.rpartition(".")
+        kind = getattr(importlib.import_module(module), name)
+        if not (isinstance(kind, type) and issubclass(kind, GangTrigger)):
+            raise TypeError(f"{classpath} is not a gang trigger")
+        gang = kind(**kwargs)
+        found: list[str] = []
+        async with await gang.connect() as client:
+            if gang.objects.provisioning_request:
+                request = await client.get(PROVISIONING_REQUESTS, gang.objects.provisioning_request, gang.namespace)
+                found.append(describe_conditions("ProvisioningRequest", request))
+            if gang.objects.workload_selector:
+                selector = gang.objects.workload_selector
+                workloads, _ = await client.list(WORKLOADS, gang.namespace, label_selector=selector)
+                found.extend(describe_conditions("Workload", workload) for workload in workloads)
+        return "; ".join(text for text in found if text) or "no conditions yet"
+
+    try:
+        return asyncio.run(asyncio.wait_for(read(), LIVE_READ_TIMEOUT_SECONDS))
+    except Exception as error:  # the cluster's answer is a bonus on this page, never a reason to fail it
+        return f"could not read the cluster ({type(error).__name__}: {error})"
+
+
 def describe_elapsed(seconds: float) -> str:
     """``"12 s"``, ``"42 min"``, ``"2 h 5 min"`` (as the task log's heartbeat says it)."""
     if seconds < 60:
@@ -172,8 +233,10 @@ def describe_elapsed(seconds: float) -> str:
     return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
 
 
-def waiting_rows(current: dict[str, Any], tries: list[dict[str, Any]], now: float) -> dict[str, Any] | None:
-    """What the try in progress waits for and for how long, or ``None`` when it has finished."""
+def waiting_rows(current: dict[str, Any], tries: list[dict[str, Any]], now: float,
+                 conditions: str | None = None) -> dict[str, Any] | None:
+    """What the try in progress waits for and for how long, or ``None`` when it has finished;
+    ``conditions`` as :func:`read_live_conditions` read them."""
     plan = current.get("plan") if int(current.get("version", 1)) >= 2 else current
     if not isinstance(plan, dict) or any(item.get("attempt") == plan.get("attempt") for item in tries):
         return None
@@ -187,7 +250,8 @@ def waiting_rows(current: dict[str, Any], tries: list[dict[str, Any]], now: floa
         "try": plan.get("attempt"), "gang": plan.get("gang"), "step": plan.get("step"), "stage": stage,
         "waiting for": describe_elapsed(max(0.0, now - since)),
         "reservation": None if event is None else f"{event.get('reason')}: {event.get('message')}",
-        "conditions": "in the task log (a line on every change, a heartbeat every 5 min)",
+        "conditions now": conditions,
+        "history": "in the task log (a line on every condition change, a heartbeat every 5 min)",
     }
 
 
@@ -246,13 +310,14 @@ PAGE_STYLE = (
 
 def render_page(
     dag_id: str, run_id: str, task_id: str, xcoms: dict[str, Any], task_instance: dict[str, Any] | None = None,
-    task_state: dict[str, Any] | None = None, *, now: float | None = None,
+    task_state: dict[str, Any] | None = None, *, now: float | None = None, conditions: str | None = None,
 ) -> str:
     """HTML for the reservation page; every value is escaped. ``task_instance`` is what
     :func:`read_task_instance` returns (left out: no status line); while it is not finished the page
     reloads itself every :data:`REFRESH_SECONDS`. ``task_state`` is what :func:`read_task_state`
     returns: a failed task's status line ends with its last try's outcome and message, every
-    finished try is listed with its reason, and an unfinished try's wait is shown ("Waiting")."""
+    finished try is listed with its reason, and an unfinished try's wait is shown ("Waiting", with
+    ``conditions`` from :func:`read_live_conditions`)."""
     tries = list((task_state or {}).get("tries") or [])
     current = (task_state or {}).get("current")
     parts = [f"<h1>Gang of {html.escape(task_id)}</h1><p>{html.escape(dag_id)} / {html.escape(run_id)}</p>"]
@@ -269,7 +334,7 @@ def render_page(
             suffix += (f": try {html.escape(_format(last.get('attempt')))} ended "
                        f"{html.escape(_format(last.get('outcome')))} - {html.escape(_format(last.get('message')))}")
         parts.append(f'<p class="status">{html.escape(status)}{suffix}</p>')
-    waiting = waiting_rows(current, tries, time.time() if now is None else now) if current else None
+    waiting = waiting_rows(current, tries, time.time() if now is None else now, conditions) if current else None
     if waiting is not None:
         parts.append(_table("Waiting", waiting))
     if not xcoms and not tries:
@@ -301,9 +366,12 @@ def reservation_api(
 def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> str:
     """The page the extra link and the task-instance tab open."""
     index = parse_map_index(map_index)
-    return render_page(dag_id, run_id, task_id, read_gang_xcoms(dag_id, run_id, task_id, index),
-                       read_task_instance(dag_id, run_id, task_id, index), read_task_state(dag_id, run_id, task_id,
-                                                                                           index))
+    task_instance = read_task_instance(dag_id, run_id, task_id, index)
+    conditions = None
+    if task_instance.get("exists") and task_instance.get("state") not in FINISHED_STATES:  # deferred: a trigger row
+        conditions = read_live_conditions(read_trigger(dag_id, run_id, task_id, index))
+    return render_page(dag_id, run_id, task_id, read_gang_xcoms(dag_id, run_id, task_id, index), task_instance,
+                       read_task_state(dag_id, run_id, task_id, index), conditions=conditions)
 
 
 class GangPlugin(AirflowPlugin):

@@ -56,6 +56,10 @@ def test_a_failed_task_shows_every_try_with_its_reason_and_message(cluster_facto
     assert state["current"] is None
 
 
+LIVE = "<tr><th>conditions now</th><td>ProvisioningRequest"
+"""The Waiting table of a deferred try, with its conditions read from the cluster."""
+
+
 def test_a_waiting_try_shows_its_wait_then_the_reason_it_ended(cluster_factory: Any, run_dag: Any) -> None:
     cluster_factory("small", time_scale=60)  # four 1-GPU nodes: eight members are never granted
     dag = gang_dag("ui_waiting", size=8, gpus=1, deferrable=True, pod_template=simulated_pod(10),
@@ -64,7 +68,7 @@ def test_a_waiting_try_shows_its_wait_then_the_reason_it_ended(cluster_factory: 
     stop = threading.Event()
 
     def look() -> None:  # a person reloading the page while dag.test() runs the task
-        while not stop.is_set() and not any("<h2>Waiting</h2>" in page for page in pages):
+        while not stop.is_set() and not any(LIVE in page for page in pages):
             run_id = _run_id("ui_waiting")
             if run_id:
                 pages.append(gang_page("ui_waiting", run_id))
@@ -77,12 +81,15 @@ def test_a_waiting_try_shows_its_wait_then_the_reason_it_ended(cluster_factory: 
     finally:
         stop.set()
         viewer.join(timeout=30)
-    waiting = next((page for page in pages if "<h2>Waiting</h2>" in page), "")
-    assert waiting, pages[-1:] or "the page was never read"
+    waiting = next((page for page in pages if LIVE in page), "")
+    assert waiting, [re.findall(r'class="status">(.*?)</p>|conditions now</th><td>(.*?)</td>', page) for page in pages]
     rows = waiting.split("<h2>Waiting</h2>")[1].split("</table>")[0]
     assert "<tr><th>stage</th><td>reservation requested, waiting for it to be granted</td></tr>" in rows
     assert re.search(r"<tr><th>waiting for</th><td>\d s</td></tr>", rows), rows
     assert "<tr><th>try</th><td>1</td></tr>" in rows and "<tr><th>step</th><td>as configured</td></tr>" in rows
+    # read live from the cluster, through the trigger row's kubernetes_conn_id, as the api-server would
+    assert re.search(r"<tr><th>conditions now</th><td>ProvisioningRequest Accepted=True[^<]*Provisioned=False",
+                     rows), rows
     ended = gang_page(dag_run.dag_id, dag_run.run_id)
     assert "<h2>Waiting</h2>" not in ended
     assert re.search(r'<p class="status">Failed \(try 1\): try 1 ended deadline - deadline reached after', ended)

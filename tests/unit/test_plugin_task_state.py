@@ -7,7 +7,7 @@ from __future__ import annotations
 from airflow_provider_gang.operators.history import TryRecord
 from airflow_provider_gang.operators.plan import TryPlan
 from airflow_provider_gang.operators.try_state import TryState
-from airflow_provider_gang.plugin import render_page
+from airflow_provider_gang.plugin import read_live_conditions, render_page
 
 PLAN = TryPlan(attempt=2, gang="nightly-train-t2-abc", step="other zone", step_index=0, spec={},
                requested_at=1000.0, reservation_deadline=4600.0, deadline_reason="deadline", start_deadline=None)
@@ -56,3 +56,18 @@ def test_a_recorded_try_whose_state_is_still_stored_is_not_shown_as_waiting() ->
     page = render_page("nightly", "r", "train", {}, {"state": "running"},
                        {"tries": [record.to_dict()], "current": TryState(plan=PLAN).to_stored()}, now=1001.0)
     assert "<h2>Waiting</h2>" not in page
+
+
+def test_conditions_read_from_the_cluster_are_shown_escaped_beside_the_wait() -> None:
+    page = render_page("nightly", "r", "train", {}, {"state": "deferred", "next_method": "execute_reserved"},
+                       {"tries": [], "current": TryState(plan=PLAN).to_stored()}, now=1010.0,
+                       conditions="ProvisioningRequest Accepted=True, Provisioned=False (Pending: <8> nodes)")
+    assert ("<tr><th>conditions now</th><td>ProvisioningRequest Accepted=True, Provisioned=False "
+            "(Pending: &lt;8&gt; nodes)</td></tr>") in page
+
+
+def test_only_a_gang_trigger_is_asked_for_conditions() -> None:
+    assert read_live_conditions(None) is None
+    assert read_live_conditions(("airflow.triggers.temporal.DateTimeTrigger", {"moment": "2026-01-01"})) is None
+    refused = read_live_conditions(("airflow_provider_gang.triggers.events.PhaseClock", {"started_at": 0}))
+    assert refused is not None and refused.startswith("could not read the cluster (TypeError: ")
