@@ -225,14 +225,6 @@ def read_live_conditions(trigger: tuple[str, dict[str, Any]] | None) -> str | No
         return f"could not read the cluster ({type(error).__name__}: {error})"
 
 
-def describe_elapsed(seconds: float) -> str:
-    """``"12 s"``, ``"42 min"``, ``"2 h 5 min"`` (as the task log's heartbeat says it)."""
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes = int(seconds // 60)
-    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
-
-
 def waiting_rows(current: dict[str, Any], tries: list[dict[str, Any]], now: float,
                  conditions: str | None = None) -> dict[str, Any] | None:
     """What the try in progress waits for and for how long, or ``None`` when it has finished;
@@ -240,6 +232,8 @@ def waiting_rows(current: dict[str, Any], tries: list[dict[str, Any]], now: floa
     plan = current.get("plan") if int(current.get("version", 1)) >= 2 else current
     if not isinstance(plan, dict) or any(item.get("attempt") == plan.get("attempt") for item in tries):
         return None
+    from airflow_provider_gang.triggers.progress import describe_elapsed
+
     event = current.get("reservation_event") if isinstance(current.get("reservation_event"), dict) else None
     launched_at = current.get("launched_at")
     if isinstance(launched_at, (int, float)):
