@@ -53,3 +53,9 @@ def test_the_readme_shows_what_make_demo_prints() -> None:
     assert labels(printed) == labels(shown)[:len(labels(printed))]
     assert labels(shown)[len(labels(printed)):] == ["Pods left in the cluster"]  # printed by main()
     assert [cell.strip() for cell in printed[1].split("|")] == [cell.strip() for cell in shown[1].split("|")]
+
+
+def test_the_readme_first_dag_is_the_one_the_e2e_test_runs() -> None:
+    from tests.e2e.test_first_dag import DAG_FILE
+
+    assert f"```python\n{DAG_FILE.strip(chr(10))}\n```" in README.read_text()
