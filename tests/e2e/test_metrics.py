@@ -17,12 +17,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import statsd  # noqa: F401  # Airflow's StatsD backend needs it: the test extra installs it
 
 from airflow_provider_gang.reservation.fallback import ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
 from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
-
-pytest.importorskip("statsd", reason="Airflow's StatsD backend needs the statsd package")
 
 
 class StatsdListener:
