@@ -205,6 +205,9 @@ def test_the_waiting_gang_is_shown_waiting_with_its_reservation(pages: Pages) ->
     assert "<h2>Waiting</h2>" in dom
     assert "<th>stage</th><td>reservation requested, waiting for it to be granted</td>" in dom
     assert re.search(r"<th>waiting for</th><td>\d+ (s|min)</td>", dom), dom
+    # Read live from the cluster by the api-server, with the trigger's connection.
+    conditions = re.search(r"<th>conditions now</th><td>([^<]*)</td>", dom)
+    assert conditions and not conditions[1].startswith("could not read the cluster"), dom
     assert "<th>zone</th><td>us-central1-a</td>" in dom and "<th>mode</th><td>provisioning_request</td>" in dom
     assert "<h2>Result</h2>" not in dom
     assert '<meta http-equiv="refresh"' in dom
