@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,12 +17,10 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from airflow_provider_gang.sim.cli import build_parser, scenario_of
+from airflow_provider_gang.sim.cli import build_parser, main, scenario_of
 from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
 from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
 from airflow_provider_gang.sim.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
-
-COMMAND = [sys.executable, "-c", "from airflow_provider_gang.sim.cli import main; raise SystemExit(main())"]
 
 
 def _pod(name: str, image: str, command: list[str] | None = None, annotations: dict[str, str] | None = None) -> Any:
@@ -172,9 +169,10 @@ def test_local_images_flag_adds_globs_to_the_scenario_and_they_run(
     assert _log(core, "shell") == "from-busybox\n"
 
 
-def test_local_images_flag_is_in_the_help() -> None:
-    result = subprocess.run([*COMMAND, "serve", "--help"], capture_output=True, text=True, timeout=60, check=True)
-    assert "--local-images GLOB,..." in result.stdout
+def test_local_images_flag_is_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--help"])
+    assert exited.value.code == 0 and "--local-images GLOB,..." in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -186,7 +184,11 @@ def test_local_images_flag_is_in_the_help() -> None:
         pytest.param(["--local-images", "python:*"], "--local-images needs --scenario", id="no-scenario"),
     ],
 )
-def test_bad_local_images_value_is_a_usage_error(tmp_path: Any, arguments: list[str], message: str) -> None:
-    result = subprocess.run([*COMMAND, "serve", "--kubeconfig-out", str(tmp_path / "k"), *arguments],
-                            capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 2 and message in result.stderr, result.stderr
+def test_bad_local_images_value_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    """``gang-sim`` exits 2 (argparse's usage error) naming the problem; nothing is served."""
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--kubeconfig-out", "unused", *arguments])
+    error = capsys.readouterr().err
+    assert exited.value.code == 2 and message in error, error
