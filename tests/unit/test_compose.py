@@ -42,6 +42,7 @@ import pytest
 import yaml
 
 from airflow_provider_gang.sim import cli as gang_sim_cli
+from airflow_provider_gang.sim.scenario import named_scenarios
 from airflow_provider_gang.sim.server import Emulator
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ def unescape(text: str) -> str:
 
 
 def simple_commands(script: str) -> Iterator[list[str]]:
-    """The words of each simple command of a shell script (a leading ``exec`` dropped)."""
+    """The words of each simple command of a shell script (a leading ``exec`` and redirections dropped)."""
     for line in unescape(script).replace("\\\n", " ").splitlines():
         lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
         lexer.whitespace_split, lexer.commenters = True, "#"
@@ -96,22 +97,11 @@ def simple_commands(script: str) -> Iterator[list[str]]:
                 words.append(token)
                 continue
             words = words[1:] if words[:1] == ["exec"] else words
+            redirected = {index + offset for index, word in enumerate(words) if word in REDIRECTIONS
+                          for offset in (0, 1)}
             if words:
-                yield words
+                yield [word for index, word in enumerate(words) if index not in redirected]
             words = []
-
-
-def without_redirections(words: list[str]) -> list[str]:
-    kept: list[str] = []
-    skip = False
-    for word in words:
-        if skip:
-            skip = False
-        elif word in REDIRECTIONS:
-            skip = True
-        else:
-            kept.append(word)
-    return kept
 
 
 def commands_of(service: dict[str, Any]) -> Iterator[list[str]]:
@@ -124,14 +114,14 @@ def commands_of(service: dict[str, Any]) -> Iterator[list[str]]:
             continue
         words = shlex.split(value) if isinstance(value, str) else [str(word) for word in value]
         if "-c" in words[:3] and words[0].endswith("bash"):
-            yield from (without_redirections(command) for command in simple_commands(words[words.index("-c") + 1]))
+            yield from simple_commands(words[words.index("-c") + 1])
         elif key == "command" and is_airflow_image(service) and words[0] != "python":
             yield ["airflow", *words]
         else:
             yield words
     test = (service.get("healthcheck") or {}).get("test") or []
     if test and test[0] == "CMD-SHELL":
-        yield from (without_redirections(command) for command in simple_commands(test[1]))
+        yield from simple_commands(test[1])
     elif test and test[0] == "CMD":
         yield [unescape(str(word)) for word in test[1:]]
 
@@ -197,7 +187,7 @@ def gang_sim_problems(document: dict[str, Any]) -> list[str]:
     if arguments[:1] != ["serve"]:
         return [f"gang-sim {arguments}: not serve"]
     scenario = arguments[arguments.index("--scenario") + 1] if "--scenario" in arguments else None
-    if scenario is not None and scenario not in dict(line.split("\t") for line in named_scenario_lines()):
+    if scenario is not None and scenario not in named_scenarios():
         host_path = container_to_host(service, scenario)
         if host_path is None or not host_path.is_file():
             problems.append(f"scenario {scenario} is not a file of the checkout ({host_path})")
@@ -231,13 +221,6 @@ def trainer_image() -> str:
                 and [getattr(target, "id", None) for target in node.targets] == ["TRAINER_IMAGE"]
                 and isinstance(node.value, ast.Constant)]
     return str(image)
-
-
-def named_scenario_lines() -> list[str]:
-    output = io.StringIO()
-    with contextlib.redirect_stdout(output):
-        gang_sim_cli.main(["scenarios"])
-    return output.getvalue().splitlines()
 
 
 def path_problems(document: dict[str, Any]) -> list[str]:
