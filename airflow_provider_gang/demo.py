@@ -174,8 +174,9 @@ def free_port() -> int:
 
 
 def demo_scenario() -> Scenario:
-    """The ``demo`` scenario, with the example's trainer image run as local processes."""
-    return dataclasses.replace(load_scenario("demo"), local_process_images=(TRAINER_IMAGE_FOR_DEMO,))
+    """The ``demo`` scenario, with the example's trainer image run as local processes too."""
+    scenario = load_scenario("demo")
+    return dataclasses.replace(scenario, local_process_images=(*scenario.local_process_images, TRAINER_IMAGE_FOR_DEMO))
 
 
 def run_example_dag(time_scale: float = DEMO_TIME_SCALE, dag_id: str = DEMO_DAG_ID,
