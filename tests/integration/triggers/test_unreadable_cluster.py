@@ -11,6 +11,7 @@ import asyncio
 import time
 
 import pytest
+import structlog
 
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
@@ -96,3 +97,19 @@ async def test_a_startup_deadline_is_decided_on_a_fresh_list_not_on_a_stale_watc
         await gang.set_member_phase(rank, "Succeeded", exit_code=0)
     event = await task
     assert (event["phase"], event["reason"]) == ("succeeded", "all_succeeded")
+
+
+async def test_a_fresh_list_failing_past_its_retries_leaves_the_deadline_decided_on_the_last_view(sim, client,
+                                                                                                   connection):
+    gang = await Gang(client, gang_spec(PR, size=2)).create(members=True)
+    kwargs = gang.run_kwargs(connection)
+    kwargs["startup_deadline"] = time.time() + 1.0
+    trigger = GangRunTrigger(**kwargs, unreachable_seconds=60.0)
+    task = asyncio.create_task(first_event(trigger))
+    await until_watching(trigger)
+    with structlog.testing.capture_logs() as logged:
+        sim.set_faults("list:1.0:503")  # the watches stream on; every LIST fails past the client's retries
+        event = await task
+    assert (event["phase"], event["reason"]) == ("failed", "deadline")
+    assert "startup" in event["message"]
+    assert any("could not read the gang afresh" in str(entry["event"]) for entry in logged), logged

@@ -1,0 +1,38 @@
+"""The Gang page's live read of a deferred try's reservation (``plugin.read_live_conditions``), from
+the kwargs of the trigger row, against the emulator: the conditions when it answers, a sentence
+when it does not - within the page's time limit, never an exception."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from airflow_provider_gang.plugin import LIVE_READ_TIMEOUT_SECONDS, read_live_conditions
+from airflow_provider_gang.reservation.spec import ReservationMode
+
+from .gangs import Gang, condition, gang_spec
+
+TRIGGER = "airflow_provider_gang.triggers.reservation.ReservationTrigger"
+
+
+async def waiting_gang(client, connection) -> tuple[str, dict]:
+    gang = await Gang(client, gang_spec(ReservationMode.PROVISIONING_REQUEST)).create()
+    await gang.set_request_conditions(condition("Accepted"), condition("Provisioned", "False", reason="Pending",
+                                                                       message="waiting for 4 nodes"))
+    return TRIGGER, gang.reservation_kwargs(connection)
+
+
+async def test_the_conditions_of_the_watched_request_are_read_from_the_cluster(sim, client, connection):
+    trigger = await waiting_gang(client, connection)
+    shown = await asyncio.to_thread(read_live_conditions, trigger)
+    assert shown is not None and shown.startswith("ProvisioningRequest Accepted=True")
+    assert "Provisioned=False (Pending: waiting for 4 nodes)" in shown
+
+
+async def test_a_cluster_failing_past_the_retries_gives_a_sentence_within_the_time_limit(sim, client, connection):
+    trigger = await waiting_gang(client, connection)
+    sim.set_faults("get:1.0:503")
+    started = time.monotonic()
+    shown = await asyncio.to_thread(read_live_conditions, trigger)
+    assert shown is not None and shown.startswith("could not read the cluster (Unavailable: 503")
+    assert time.monotonic() - started < LIVE_READ_TIMEOUT_SECONDS + 1
