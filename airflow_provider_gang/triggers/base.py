@@ -67,6 +67,7 @@ from airflow_provider_gang.triggers.progress import DEFAULT_HEARTBEAT_SECONDS, W
 FRESH_READ_TIMEOUT_SECONDS = 30.0
 """Longest wait for the fresh LIST a deadline is decided on (capped by ``unreachable_seconds``)."""
 
+
 class GangTrigger(BaseTrigger):
     """Base of the gang triggers: ``run`` is shared; subclasses set ``stage`` and implement ``policy``,
     ``describe_wait`` and ``serialize`` (through :meth:`serialize_with`)."""

@@ -2,15 +2,8 @@
 
 A pod bound to a node goes ``Pending`` (containers ``ContainerCreating``) -> ``Running`` -> and, when
 its run time is over, ``Succeeded`` (every container exited 0) or ``Failed``. Timings and exit code
-come from pod annotations under the ``sim.gang.dev/`` prefix:
-
-================================  =======  ==========================================================
-annotation                        default  meaning (simulated seconds)
-================================  =======  ==========================================================
-``sim.gang.dev/start-seconds``    ``2``    bound -> Running (image pull and container start)
-``sim.gang.dev/run-seconds``      absent   Running -> exit; absent means "runs until deleted"
-``sim.gang.dev/exit-code``        ``0``    the exit code of every container when it exits
-================================  =======  ==========================================================
+come from the ``sim.gang.dev/`` pod annotations :mod:`.simulated_runtime` defines (start, run and exit
+code), or from a real local process for the images :mod:`.images` matches (:mod:`.processes`).
 
 Before it starts the containers (and before each restart) the kubelet builds their environment
 (:mod:`.container_env`). An env entry ``valueFrom.configMapKeyRef`` whose ConfigMap or key does not
