@@ -11,7 +11,14 @@ the directory unless ``GANG_STANDALONE_KEEP=1`` (then it prints its path).
 ``WAITING_AND_FAST`` is the pair of DAGs and clusters of ``test_real_triggerer.py`` and
 ``test_ui.py``: a gang of 8 that waits (connection ``gang_waiting``: the ``demo`` scenario on a
 manual clock that never moves, so zone us-central1-a stays stocked out however slow the machine;
-strict zone) and a gang of 2 that runs at once (``gang_fast``: the ``small`` scenario at 4.0x).
+strict zone) and a gang of 2 that runs when its clock is moved (``gang_fast``: the ``small``
+scenario on a manual clock, moved by :func:`drive_until_finished`).
+
+Clocks move only once Airflow has :func:`settled`: a trigger that fires while the scheduler has not
+yet drained the executor event of the worker run that deferred the task makes Airflow 3.3.2 fail
+the resumed task ("Executor ... reported that the task instance ... finished with state success,
+but the task instance's state attribute is running": apache/airflow#71580, #72716). A cluster at a
+fixed speed can fire in that window on a loaded machine; a manual clock cannot.
 """
 
 from __future__ import annotations
@@ -21,14 +28,23 @@ import shutil
 import string
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.standalone.clusters import Cluster, ClusterSpec, start_cluster
+from tests.standalone.clusters import Cluster, ClusterSpec, ManualCluster, start_cluster
 from tests.standalone.components import Airflow, start_airflow
+from tests.standalone.processes import wait_for
+
+FINISHED = ("success", "failed", "upstream_failed")
+"""Task instance states after which a task's trigger can no longer fire."""
+REACTION_SECONDS = 2.0
+"""Real time a trigger gets to react to a clock step: its watch delivers the change in milliseconds."""
+DEFERRED_LINE = "Pausing task as DEFERRED"
+EXECUTOR_EVENT = "Received executor event with state success for task instance TaskInstanceKey(dag_id='{}'"
 
 DAGS = string.Template('''
 """$description"""
@@ -84,7 +100,7 @@ class Dags:
         return tuple(gang.dag_id for gang in self.gangs)
 
 
-WAITING_AND_FAST = {"gang_waiting": ClusterSpec("demo", None), "gang_fast": ClusterSpec("small", 4.0)}
+WAITING_AND_FAST = {"gang_waiting": ClusterSpec("demo", None), "gang_fast": ClusterSpec("small", None)}
 """Clusters of :func:`waiting_and_fast` DAGs."""
 
 
@@ -154,3 +170,35 @@ def train_task(airflow: Airflow, dag_id: str, run_id: str) -> dict[str, Any]:
     """The ``train`` task instance of the run."""
     answer: dict[str, Any] = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train")
     return answer
+
+
+def settled(airflow: Airflow, runs: Mapping[str, str]) -> bool:
+    """Every run (run id -> DAG id) has its ``train`` task finished, or deferred with the scheduler
+    past the executor event of each worker run that deferred it (see the module docstring)."""
+    scheduler = airflow.components["scheduler"].log()
+    for run_id, dag_id in runs.items():
+        task = train_task(airflow, dag_id, run_id)
+        if task["state"] in FINISHED:
+            continue
+        deferrals = airflow.task_log(run_id).count(DEFERRED_LINE)
+        if task["state"] != "deferred" or scheduler.count(EXECUTOR_EVENT.format(dag_id)) < deferrals:
+            return False
+    return True
+
+
+def drive_until_finished(airflow: Airflow, cluster: ManualCluster, runs: Mapping[str, str],
+                         step_seconds: float = 30.0, steps: int = 40) -> None:
+    """Move ``cluster``'s clock ``step_seconds`` at a time, each step once Airflow has
+    :func:`settled`, until every run's ``train`` task has finished; fail after ``steps`` steps.
+
+    After each step the triggers get ``REACTION_SECONDS`` of real time to see what the step changed
+    and fire (a fired trigger moves its task out of ``deferred`` at once), so the clock never runs on
+    past a booking while a resumed task is still being scheduled."""
+    for _ in range(steps):
+        wait_for(lambda: settled(airflow, runs), 240, "deferrals drained by the scheduler", 0.5)
+        if all(train_task(airflow, dag_id, run_id)["state"] in FINISHED for run_id, dag_id in runs.items()):
+            return
+        cluster.advance(step_seconds)
+        time.sleep(REACTION_SECONDS)
+    states = {run_id: train_task(airflow, dag_id, run_id)["state"] for run_id, dag_id in runs.items()}
+    raise AssertionError(f"not finished after {steps} steps of {step_seconds} s: {states}")

@@ -14,8 +14,9 @@ through its REST API (airflow-3.3-notes sections 2a and 7):
 - ``test_clear_while_reserving_leaves_one_gang``: the same, but the task is cleared
   (``POST .../clearTaskInstances``); try 2 adopts try 1's gang, try 1's ``on_kill`` keeps it (the
   state is not final, and try 2 marked the owner as its own), and marking try 2 failed deletes it.
-- ``test_success_with_the_real_triggerer``: the ``small`` scenario at 4x (a GPU node takes 15 s);
-  a 2-member gang defers to ``ReservationTrigger`` until reserved, then runs for 30 s watched by
+- ``test_success_with_the_real_triggerer``: the ``small`` scenario on a manual clock, moved 30
+  simulated seconds at a time once Airflow has settled; a 2-member gang defers to
+  ``ReservationTrigger`` until reserved, then runs for 120 simulated seconds watched by
   ``GangRunTrigger``; both fire in the triggerer, the task succeeds and leaves nothing behind.
 
 Run (about 2-3 minutes on 2 cores; needs ~2 GB of RAM)::
@@ -35,9 +36,17 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from tests.standalone.clusters import Cluster
+from tests.standalone.clusters import Cluster, ManualCluster
 from tests.standalone.components import Airflow
-from tests.standalone.environment import WAITING_AND_FAST, Setup, running_airflow, train_task, trigger, waiting_and_fast
+from tests.standalone.environment import (
+    WAITING_AND_FAST,
+    Setup,
+    drive_until_finished,
+    running_airflow,
+    train_task,
+    trigger,
+    waiting_and_fast,
+)
 from tests.standalone.processes import wait_for
 
 pytestmark = pytest.mark.timeout(900)
@@ -148,7 +157,10 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
 def test_success_with_the_real_triggerer(setup: Setup) -> None:
     dag_id = "gang_standalone_success"
     run_id = trigger(setup.airflow, dag_id)
-    wait_for(lambda: train_task(setup.airflow, dag_id, run_id)["state"] in ("success", "failed"), 300, "task done", 2)
+    fast = _fast(setup)
+    assert isinstance(fast, ManualCluster)
+    wait_for(lambda: train_task(setup.airflow, dag_id, run_id)["state"] in ("deferred", "failed"), 240, "deferred", 1)
+    drive_until_finished(setup.airflow, fast, {run_id: dag_id})
     task = train_task(setup.airflow, dag_id, run_id)
     assert task["state"] == "success", setup.airflow.task_log(run_id)[-6000:]
     gang = _gang(dag_id, run_id, task["try_number"])

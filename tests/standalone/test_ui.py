@@ -7,7 +7,9 @@ its FastAPI app at ``/gang`` and serves the extra link that the worker stored as
 
 - ``gang_ui_waiting``: the ``demo`` scenario, its clock standing still, keeps zone us-central1-a
   stocked out, so the task stays deferred in ``ReservationTrigger``; its page shows the reservation;
-- ``gang_ui_success``: the ``small`` scenario at 4x; the task succeeds and its page shows the summary.
+- ``gang_ui_success``: the ``small`` scenario on a manual clock, moved step by step once Airflow has
+  settled (:func:`~tests.standalone.environment.drive_until_finished`); the task succeeds and its
+  page shows the summary.
 
 Checked over HTTP, as the UI does: the plugin is listed by ``GET /api/v2/plugins`` with its FastAPI
 app and its task-instance tab; ``GET .../taskInstances/train/links`` returns the link for both task
@@ -35,8 +37,17 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
+from tests.standalone.clusters import ManualCluster
 from tests.standalone.components import Airflow
-from tests.standalone.environment import WAITING_AND_FAST, Setup, running_airflow, train_task, trigger, waiting_and_fast
+from tests.standalone.environment import (
+    WAITING_AND_FAST,
+    Setup,
+    drive_until_finished,
+    running_airflow,
+    train_task,
+    trigger,
+    waiting_and_fast,
+)
 from tests.standalone.processes import wait_for
 
 pytestmark = pytest.mark.timeout(900)
@@ -61,13 +72,12 @@ class Runs:
         return self.setup.airflow
 
 
-def start_runs(airflow: Airflow) -> tuple[str, str]:
+def start_runs(airflow: Airflow, fast: ManualCluster) -> tuple[str, str]:
     """Trigger both DAGs; wait until the waiting one is deferred and the other one succeeded."""
     waiting_run, success_run = trigger(airflow, WAITING), trigger(airflow, SUCCESS)
     wait_for(lambda: train_task(airflow, WAITING, waiting_run)["state"] in ("deferred", "failed"), 240, "deferred", 2)
     assert train_task(airflow, WAITING, waiting_run)["state"] == "deferred", airflow.task_log(waiting_run)[-6000:]
-    finished = ("success", "failed", "upstream_failed")
-    wait_for(lambda: train_task(airflow, SUCCESS, success_run)["state"] in finished, 400, "gang finished", 3)
+    drive_until_finished(airflow, fast, {success_run: SUCCESS})
     assert train_task(airflow, SUCCESS, success_run)["state"] == "success", airflow.task_log(success_run)[-6000:]
     return waiting_run, success_run
 
@@ -75,7 +85,9 @@ def start_runs(airflow: Airflow) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def runs() -> Iterator[Runs]:
     with running_airflow("gang-ui-", DAGS, WAITING_AND_FAST) as setup:
-        waiting_run, success_run = start_runs(setup.airflow)
+        fast = setup.clusters["gang_fast"]
+        assert isinstance(fast, ManualCluster)
+        waiting_run, success_run = start_runs(setup.airflow, fast)
         yield Runs(setup, waiting_run, success_run)
 
 

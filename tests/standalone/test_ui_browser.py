@@ -46,7 +46,7 @@ from airflow_provider_gang.reservation import naming
 from tests.standalone.browser import CHROMIUM, Rendering, blank_problems, read_png, render
 from tests.standalone.clusters import ClusterSpec, ManualCluster
 from tests.standalone.components import Airflow
-from tests.standalone.environment import Dags, GangDag, Setup, running_airflow, train_task, trigger
+from tests.standalone.environment import FINISHED, Dags, GangDag, Setup, running_airflow, settled, train_task, trigger
 from tests.standalone.processes import wait_for
 
 pytestmark = [
@@ -74,9 +74,6 @@ CLUSTERS = {"gang_waiting": ClusterSpec("demo", None)}
 """All three gangs on the ``demo`` scenario on a manual clock: zone us-central1-a is stocked out for
 the first 600 simulated seconds, so each gang waits until the test moves the clock."""
 CONFIG = {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
-FINISHED = ("success", "failed", "upstream_failed")
-EXECUTOR_EVENT = "Received executor event with state success for task instance TaskInstanceKey(dag_id='{}'"
-DEFERRED_LINE = "Pausing task as DEFERRED"
 
 
 @dataclass
@@ -111,23 +108,6 @@ def cluster(setup: Setup) -> ManualCluster:
     return found
 
 
-def settled(setup: Setup, runs: dict[str, str]) -> bool:
-    """Every run is finished, or deferred with the scheduler past the executor event of each worker
-    run that deferred it. Moving the clock earlier could fire a trigger before the scheduler has
-    drained that event, and Airflow 3.3.2 then fails the resumed task ("Executor ... reported that
-    the task instance ... finished with state success, but the task instance's state attribute is
-    running": apache/airflow#71580, #72716; seen here with the ``small`` scenario at 4x)."""
-    scheduler = setup.airflow.components["scheduler"].log()
-    for state, run_id in runs.items():
-        task = train_task(setup.airflow, DAG_IDS[state], run_id)
-        if task["state"] in FINISHED:
-            continue
-        deferrals = setup.airflow.task_log(run_id).count(DEFERRED_LINE)
-        if task["state"] != "deferred" or scheduler.count(EXECUTOR_EVENT.format(DAG_IDS[state])) < deferrals:
-            return False
-    return True
-
-
 def member_phases(setup: Setup, gang: str) -> list[str]:
     output = cluster(setup).kubectl("get", "pods", "-n", "default", "-l", f"{naming.GANG_LABEL}={gang}",
                                     "-o", "jsonpath={.items[*].status.phase}")
@@ -138,9 +118,10 @@ def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
     """Move the clock in steps, each once :func:`settled`: past the stock-out, then until the
     ``FAILED`` gang's members all run (member 0 is then deleted) and both gangs have finished."""
     airflow, failing = setup.airflow, runs["failed"]
+    by_run = {run_id: DAG_IDS[state] for state, run_id in runs.items()}
     deleted = False
     for step in [601.0, 120.0] + [30.0] * 30:
-        wait_for(lambda: settled(setup, runs), 120, "deferrals drained by the scheduler", 0.5)
+        wait_for(lambda: settled(airflow, by_run), 120, "deferrals drained by the scheduler", 0.5)
         answer = reservation_answer(airflow, FAILED, failing)
         gang = (answer.get("reservation") or {}).get("gang")
         if not deleted and answer["task_instance"]["state"] in FINISHED:
