@@ -176,9 +176,11 @@ class GangTrainingOperator(BaseOperator):
         warnings = [f"fallbacks {step} changes nothing for this gang; remove it or change it"
                     for step in fallback.no_op_steps(self.fallbacks, self.build_spec(PARSE_TIME_NAME, stand_ins=True))]
         retries = self.retries or 0
-        if len(self.fallbacks) > retries:
-            warnings.append(f"fallbacks has {len(self.fallbacks)} steps but retries={retries}: only the first "
-                            f"{retries} can be used; set retries={len(self.fallbacks)}")
+        needed = fallback.tries_needed(self.fallbacks)
+        if needed > retries:
+            using = f" using {needed} tries" if needed != len(self.fallbacks) else ""
+            warnings.append(f"fallbacks has {len(self.fallbacks)} steps{using} but retries={retries}: only the first "
+                            f"{retries} can be used; set retries={needed}")
         if self.reservation != "kueue":
             unread = validation.unknown_parameters(self.provisioning_class, self.provisioning_parameters)
             if unread:
