@@ -80,6 +80,14 @@ class PodProcesses:
     started: bool = False
 
 
+def _exit_code(returncode: int | None) -> int:
+    """The container exit code of a process: ``128 + N`` when signal N ended it (as a shell and the
+    container runtime report it: 143 for SIGTERM, 137 for SIGKILL)."""
+    if returncode is None:
+        return 137
+    return 128 - returncode if returncode < 0 else returncode
+
+
 class ProcessRuntime:
     def __init__(self, store: Any, clock: Clock, patterns: tuple[str, ...], wake: Callable[[], None]) -> None:
         self.store = store
@@ -175,23 +183,29 @@ class ProcessRuntime:
         async for line in process.stdout:
             if logs is not None:
                 logs.append(running.namespace, running.name, container, line.decode(errors="replace"))
-        running.exit_codes[container] = await process.wait()
+        running.exit_codes[container] = _exit_code(await process.wait())
         if logs is not None:
             logs.close(running.namespace, running.name, container)
         self.wake()
 
     async def kill(self, uid: str) -> None:
         """SIGTERM every process of the pod, SIGKILL what is left after the grace period."""
+        await self.stop(uid)
+
+    async def stop(self, uid: str, grace_seconds: float | None = None) -> dict[str, int]:
+        """SIGTERM every process of the pod, SIGKILL what is left after ``grace_seconds`` (default the
+        pod's ``terminationGracePeriodSeconds``, simulated); the exit code of each container."""
         running = self.pods.pop(uid, None)
         if running is None:
-            return
+            return {}
+        grace = running.grace_seconds if grace_seconds is None else min(grace_seconds, running.grace_seconds)
         alive = [process for process in running.processes.values() if process.returncode is None]
         for process in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
         if alive:
             waiting: asyncio.Future[Any] = asyncio.gather(*(process.wait() for process in alive))
-            timer: asyncio.Future[Any] = asyncio.ensure_future(self.clock.sleep(running.grace_seconds))
+            timer: asyncio.Future[Any] = asyncio.ensure_future(self.clock.sleep(grace))
             await asyncio.wait({waiting, timer}, return_when=asyncio.FIRST_COMPLETED)
             timer.cancel()
             for process in alive:
@@ -202,6 +216,7 @@ class ProcessRuntime:
         for task in running.tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        return {name: _exit_code(process.returncode) for name, process in running.processes.items()}
 
     async def close(self) -> None:
         for uid in list(self.pods):
