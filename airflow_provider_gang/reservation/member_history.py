@@ -62,7 +62,7 @@ class RunMemory:
     def see(self, observed: Observed) -> tuple[Observed, list[str]]:
         """``observed`` with the spot preemptions seen so far, and warnings not given before (a
         malformed termination message, naming its pod)."""
-        self.preempted |= frozenset(members.spot_preempted(observed.pods, size=observed.size))
+        self.preempted |= members.spot_preemption(observed.pods, size=observed.size)[0]
         warnings: list[str] = []
         for pod in observed.pods if self.read_checkpoints else ():
             report, problem = checkpoint.report_of_pod(pod, members.member_rank(pod))

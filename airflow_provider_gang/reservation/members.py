@@ -219,15 +219,16 @@ def is_stopping(pod: Object) -> bool:
     return any("running" in (container.get("state") or {}) for container in _container_statuses(pod))
 
 
-def spot_preempted(pods: Iterable[Object], *, size: int) -> dict[int, bool]:
-    """Ranks (``0..size-1``) with a spot-preempted pod (:func:`is_spot_preempted`) -> whether that pod
-    is still stopping (:func:`is_stopping`)."""
-    found: dict[int, bool] = {}
-    for pod in pods:
-        rank = member_rank(pod)
-        if rank is not None and rank < size and is_spot_preempted(pod):
-            found[rank] = found.get(rank, False) or is_stopping(pod)
-    return found
+def spot_preemption(pods: Iterable[Object], *, size: int) -> tuple[frozenset[int], tuple[int, ...]]:
+    """The ranks (``0..size-1``) with a spot-preempted pod (:func:`is_spot_preempted`), and the ranks
+    whose pod on a node being shut down is still stopping (:func:`is_stopping`): the kubelet stops a
+    node's pods one by one, so a member on the same node may not show the shutdown yet."""
+    members = [(rank, pod) for pod in pods if (rank := member_rank(pod)) is not None and rank < size]
+    preempted = [(rank, pod) for rank, pod in members if is_spot_preempted(pod)]
+    nodes = {str((pod.get("spec") or {}).get("nodeName") or "") for _, pod in preempted} - {""}
+    shut_down = [(rank, pod) for rank, pod in members if (pod.get("spec") or {}).get("nodeName") in nodes]
+    stopping = sorted({rank for rank, pod in [*preempted, *shut_down] if is_stopping(pod)})
+    return frozenset(rank for rank, _ in preempted), tuple(stopping)
 
 
 class GangState(str, Enum):

@@ -199,11 +199,15 @@ class PodBuilder(_Conditions):
         self._obj["spec"].setdefault("nodeSelector", {})["cloud.google.com/gke-spot"] = "true"
         return self
 
-    def shutting_down(self):
-        """The kubelet's graceful node shutdown started: DisruptionTarget, containers still running."""
+    def container_running(self):
         self.running(0)
         self._obj["status"].setdefault("containerStatuses", []).append(
             {"name": "worker", "state": {"running": {"startedAt": stamp(0)}}})
+        return self
+
+    def shutting_down(self):
+        """The kubelet's graceful node shutdown started: DisruptionTarget, containers still running."""
+        self.container_running()
         return self.condition("DisruptionTarget", reason="TerminationByKubelet",
                               message="Pod was terminated in response to imminent node shutdown.")
 
