@@ -59,3 +59,20 @@ def test_the_readme_first_dag_is_the_one_the_e2e_test_runs() -> None:
     from tests.e2e.test_first_dag import DAG_FILE
 
     assert f"```python\n{DAG_FILE.strip(chr(10))}\n```" in README.read_text()
+
+
+def test_the_readme_spot_example_builds_and_uses_its_whole_ladder() -> None:
+    import pendulum
+    from airflow.sdk import DAG
+
+    from airflow_provider_gang.operators import GangTrainingOperator
+    from airflow_provider_gang.reservation.fallback import OnDemand, RetryAsIs
+
+    text = README.read_text()
+    section = text[text.index("### Spot with checkpoint and resume"):]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    with DAG(dag_id="readme_spot", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+        operator = eval(block, {"GangTrainingOperator": GangTrainingOperator, "RetryAsIs": RetryAsIs,
+                                "OnDemand": OnDemand})
+    assert operator.argument_warnings() == []  # retries cover RetryAsIs(times=3) and OnDemand()
+    assert operator.build_spec("readme-spot-t1-abc", stand_ins=True).checkpoint is not None
