@@ -61,6 +61,9 @@ class Checkpointing:
 
     def __init__(self, rank: int) -> None:
         location = os.environ.get("GANG_CHECKPOINT_DIR")
+        if location and "://" in location:
+            raise SystemExit(f"GANG_CHECKPOINT_DIR={location}: this example saves to a local or mounted path; "
+                             "a URI needs a storage client (e.g. fsspec) in the trainer")
         self.directory = Path(location) if location else None
         self.message_path = os.environ.get("GANG_TERMINATION_MESSAGE_PATH")
         self.writes = rank == 0 and self.directory is not None
@@ -108,11 +111,11 @@ def main() -> None:
         stopping.append(signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    checkpoints = Checkpointing(rank)  # a location it cannot use stops every rank before the rendezvous
     dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=120))
 
     torch.manual_seed(0)  # the same true weights and start on every rank
     true_weights = torch.randn(FEATURES, 1)
-    checkpoints = Checkpointing(rank)
     linear = torch.nn.Linear(FEATURES, 1, bias=False)
     first = checkpoints.resume(linear) + 1 if rank == 0 else 0
     model = torch.nn.parallel.DistributedDataParallel(linear)  # broadcasts rank 0's (resumed) weights
