@@ -129,17 +129,22 @@ class History:
 
 
 class WatchHub:
-    """The open watches per storage key and the event history they resume from."""
+    """The open watches per (storage key, namespace) and the event history they resume from.
+
+    An event is offered only to the watches of its storage key that are cluster-wide or in its
+    namespace (the watch cache's namespace index), so a namespaced event does not visit every watch.
+    """
 
     def __init__(self, history_limit: int) -> None:
         self.history = History(history_limit)
-        self._streams: dict[str, set[WatchStream]] = {}
+        self._streams: dict[tuple[str, str | None], set[WatchStream]] = {}
 
     def publish(self, event: Event) -> None:
-        """Record a committed event and offer it to every watch of its storage key."""
+        """Record a committed event and offer it to the watches it may concern."""
         self.history.append(event)
-        for stream in list(self._streams.get(event.storage_key, ())):
-            stream.offer(event)
+        for namespace in (None, event.namespace()):
+            for stream in list(self._streams.get((event.storage_key, namespace), ())):
+                stream.offer(event)
 
     def open(
         self,
@@ -162,12 +167,17 @@ class WatchHub:
                 raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
             for event in self.history.since(since, storage_key):
                 stream.offer(event)
-        self._streams.setdefault(storage_key, set()).add(stream)
+        self._streams.setdefault((storage_key, stream.namespace), set()).add(stream)
         return stream
 
     def close(self, stream: WatchStream) -> None:
         stream.close()
-        self._streams.get(stream.storage_key, set()).discard(stream)
+        key = (stream.storage_key, stream.namespace)
+        streams = self._streams.get(key)
+        if streams is not None:
+            streams.discard(stream)
+            if not streams:
+                del self._streams[key]
 
     def close_all(self) -> None:
         for streams in self._streams.values():
