@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_provider_gang.sim.selectors import FieldRequirement, LabelRequirement
+from airflow_provider_gang.sim.selectors import FieldRequirement, LabelRequirement, selected_name
 
 Object = dict[str, Any]
 Identity = tuple[str, str]  # (namespace, name)
@@ -81,7 +81,7 @@ class ObjectIndex:
         for requirement in fields:
             if requirement.path == "metadata.namespace" and requirement.equal and namespace is None:
                 namespace = requirement.value
-        name = next((item.value for item in fields if item.path == "metadata.name" and item.equal), None)
+        name = selected_name(list(fields))
         found: Iterable[tuple[Identity, Object]]
         if name is not None:
             by_namespace = self.by_name.get(name, {})

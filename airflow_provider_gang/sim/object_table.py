@@ -25,7 +25,12 @@ from airflow_provider_gang.sim import errors, garbage
 from airflow_provider_gang.sim.logs import PodLogs
 from airflow_provider_gang.sim.object_index import ObjectIndex
 from airflow_provider_gang.sim.registry import Registry, ResourceType
-from airflow_provider_gang.sim.selectors import object_matcher, parse_field_selector, parse_label_selector
+from airflow_provider_gang.sim.selectors import (
+    object_matcher,
+    parse_field_selector,
+    parse_label_selector,
+    selected_name,
+)
 from airflow_provider_gang.sim.watch import Event, WatchHub, WatchStream
 
 Object = dict[str, Any]
@@ -215,7 +220,8 @@ class ObjectTable:
             if resource_version not in (None, "", "0")
             else self._selected(resource_type, namespace, label_selector, field_selector)
         )
-        return self._hub.open(resource_type.storage_key, namespace, matches, resource_version, current)
+        name = selected_name(parse_field_selector(field_selector, resource_type.storage_key))
+        return self._hub.open(resource_type.storage_key, namespace, matches, resource_version, current, name)
 
     def close_watch(self, stream: WatchStream) -> None:
         self._hub.close(stream)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 import pytest
 
@@ -79,5 +80,36 @@ def test_a_watch_starts_from_the_indexed_objects_and_sees_only_its_namespace() -
         assert [everywhere.queue.get_nowait().obj["metadata"]["name"] for _ in range(2)] == ["new-b", "new-a"]
         store.close_watch(stream)
         store.close_watch(everywhere)
+
+    asyncio.run(scenario())
+
+
+def test_a_watch_by_name_gets_only_its_objects_events_in_every_namespace() -> None:
+    async def scenario() -> None:
+        store = _random_store(3)
+        version = store.resource_version
+        by_name = store.open_watch("v1/configmaps", field_selector="metadata.name=target", resource_version=version)
+        in_a = store.open_watch(
+            "v1/configmaps", "team-a", field_selector="metadata.name=target", resource_version=version
+        )
+        not_name = store.open_watch("v1/configmaps", field_selector="metadata.name!=target", resource_version=version)
+        for namespace in ("team-a", "team-b"):
+            store.create("v1/configmaps", {"metadata": {"name": "target"}}, namespace)
+            store.create("v1/configmaps", {"metadata": {"name": "other"}}, namespace)
+        store.delete("v1/configmaps", "target", "team-b")
+
+        def seen(stream: Any) -> list[tuple[str, str, str]]:
+            deliveries = [stream.queue.get_nowait() for _ in range(stream.queue.qsize())]
+            return [(d.type, d.obj["metadata"]["namespace"], d.obj["metadata"]["name"]) for d in deliveries]
+
+        assert seen(by_name) == [
+            ("ADDED", "team-a", "target"),
+            ("ADDED", "team-b", "target"),
+            ("DELETED", "team-b", "target"),
+        ]
+        assert seen(in_a) == [("ADDED", "team-a", "target")]
+        assert seen(not_name) == [("ADDED", "team-a", "other"), ("ADDED", "team-b", "other")]
+        for stream in (by_name, in_a, not_name):
+            store.close_watch(stream)
 
     asyncio.run(scenario())
