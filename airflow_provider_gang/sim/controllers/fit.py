@@ -22,7 +22,8 @@ that rejects it (``pkg/scheduler/framework/plugins``):
 {nvidia.com/gpu: present}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for
 scheduling.`` (reasons counted over nodes and sorted by text).
 
-Not modelled: pod (anti-)affinity, topology spread, ports, volumes, preferred terms, priorities.
+Not modelled: pod (anti-)affinity, topology spread, ports, volumes, preferred terms, priorities;
+shared reservations (``cloud.google.com/reservation-project``) and ``ANY_RESERVATION`` affinity.
 """
 
 from __future__ import annotations
