@@ -25,6 +25,7 @@ from airflow_provider_gang.operators import execution, plan
 from airflow_provider_gang.operators.member_template import build_member_template
 from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter
 from airflow_provider_gang.reservation import fallback, naming, validation
+from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
 
 # GangSpec field -> the operator argument a user wrote.
@@ -142,7 +143,8 @@ class GangTrainingOperator(BaseOperator):
         self.run_timeout, self.start_by = checks.as_duration(run_timeout), checks.as_duration(start_by)
         self.unreachable_timeout = checks.as_duration(unreachable_timeout)
         self.fallbacks = checks.check_fallbacks_shape(fallbacks)
-        self.retry_on_exit_codes, self.fail_on_exit_codes = retry_on_exit_codes, fail_on_exit_codes
+        self.retry_on_exit_codes = checks.as_exit_codes(retry_on_exit_codes)
+        self.fail_on_exit_codes = checks.as_exit_codes(fail_on_exit_codes)
         self.on_finish, self.log_ranks = on_finish, log_ranks
         self.deferrable = deferrable
         self.kubernetes_conn_id = kubernetes_conn_id
@@ -183,13 +185,18 @@ class GangTrainingOperator(BaseOperator):
 
     def argument_warnings(self) -> list[str]:
         """What is allowed but probably not meant, said once at parse time: steps that change nothing,
-        a ladder longer than ``retries`` allows, ``provisioning_parameters`` no controller reads."""
+        a ladder longer than ``retries`` allows, ``provisioning_parameters`` no controller reads,
+        ``retry_on_exit_codes`` that no step of the ladder answers."""
         warnings = [f"fallbacks {step} changes nothing for this gang; remove it or change it"
                     for step in fallback.no_op_steps(self.fallbacks, self.build_spec(PARSE_TIME_NAME, stand_ins=True))]
         retries = self.retries or 0
         if len(self.fallbacks) > retries:
             warnings.append(f"fallbacks has {len(self.fallbacks)} steps but retries={retries}: only the first "
                             f"{retries} can be used; set retries={len(self.fallbacks)}")
+        ladder = plan.effective_ladder(self.fallbacks, retries)
+        if self.retry_on_exit_codes and not any(Reason.MEMBER_EXIT_RETRYABLE in step.reasons for step in ladder):
+            warnings.append("retry_on_exit_codes is set but no step of the ladder answers member_exit_retryable, so "
+                            "such a try is never retried; add RetryAsIs() to fallbacks (or set retries without them)")
         if self.reservation != "kueue":
             unread = validation.unknown_parameters(self.provisioning_class, self.provisioning_parameters)
             if unread:
