@@ -32,13 +32,15 @@ def other_team_pod(index: int) -> dict[str, Any]:
 
 
 def scenario(*, reservation_taken: bool) -> dict[str, Any]:
-    """Two reserved nodes, fixed (a reservation does not grow), and an on-demand pool with idle nodes
-    that would fit the gang too: only the affinity sends the gang to the reservation."""
+    """A reservation of two nodes (``maxNodes``: it does not grow), consumed by nobody yet (no node
+    until the autoscaler creates one from it) or held by another team's pods, and an on-demand pool
+    with idle nodes that would fit the gang at once: only the affinity sends the gang to the
+    reservation."""
     return {
         "name": "reserved-and-on-demand",
         "nodePools": [
             {"name": "cpu", "zone": "zone-a", "cpu": "16", "memory": "64Gi", "initialNodes": 1, "maxNodes": 1},
-            gpu_pool("a100-reserved", reservation=RESERVATION, initial=2, maximum=2),
+            gpu_pool("a100-reserved", reservation=RESERVATION, initial=2 if reservation_taken else 0, maximum=2),
             gpu_pool("a100", reservation=None, initial=2, maximum=2),
         ],
         "objects": [other_team_pod(index) for index in range(2)] if reservation_taken else [],
