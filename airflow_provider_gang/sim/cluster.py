@@ -7,9 +7,14 @@
 - the per-zone GPU quota, changed by ``quotaChange`` events, and zones temporarily saturated by
   ``zoneSaturated`` events (a saturated zone grants no new nodes, as a GCE stockout does),
 - pools removed by ``nodePoolDeleted`` events,
-- the billing record of every node (simulated creation and deletion instants) for cost reports.
+- the billing record of every node (simulated creation and deletion instants) for cost reports,
+- spot preemptions: termination notices still to come (the scenario's ``preemptions`` and the ones
+  asked for through ``POST /_sim/preemptions``) and the nodes shutting down after a notice
+  (:class:`NodeShutdown`, acted on by ``controllers.preemption`` and the kubelet).
 
-It does no I/O. Node objects are built by :func:`node_manifest` with the labels GKE puts on nodes.
+It does no I/O. Node objects are built by :func:`node_manifest` with the labels GKE puts on nodes
+(a pool consuming a specific reservation: ``cloud.google.com/reservation-name``; its ``maxNodes`` is
+the reservation's VM count).
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_gang.sim.controllers.fit import RESERVATION_LABEL
 from airflow_provider_gang.sim.controllers.resources import GPU
 from airflow_provider_gang.sim.scenario import NodePool, Scenario, TimedEvent
+from airflow_provider_gang.sim.scenario_preemptions import PreemptionSpec
 
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
@@ -48,6 +55,19 @@ class NodeRecord:
         return max(0.0, end - self.created_at) * self.gpus
 
 
+@dataclass
+class NodeShutdown:
+    """A node that got a termination notice at ``noticed_at``; its VM stops (the node is deleted) at
+    ``stops_at``; each of its pods gets at most ``pod_grace_period_seconds`` after SIGTERM."""
+
+    node: str
+    pool: str
+    noticed_at: float
+    stops_at: float
+    pod_grace_period_seconds: float
+    stopped: bool = False
+
+
 class Cloud:
     """Pool capacity, quotas and timed events for one :class:`Scenario`."""
 
@@ -59,6 +79,8 @@ class Cloud:
         self.nodes: dict[str, NodeRecord] = {}
         self._pending_events = sorted(scenario.events, key=lambda event: event.at)
         self._saturations: list[TimedEvent] = []
+        self.pending_preemptions: list[PreemptionSpec] = sorted(scenario.preemptions, key=lambda item: item.at)
+        self.shutdowns: dict[str, NodeShutdown] = {}
 
     # timed events -------------------------------------------------------------------------------
 
@@ -86,6 +108,23 @@ class Cloud:
             event.zone == zone and event.at <= now < (event.until if event.until is not None else float("inf"))
             for event in self._saturations
         )
+
+    # spot preemptions ---------------------------------------------------------------------------
+
+    def schedule_preemption(self, spec: PreemptionSpec) -> None:
+        self.pending_preemptions.append(spec)
+        self.pending_preemptions.sort(key=lambda item: item.at)
+
+    def due_preemptions(self, now: float) -> list[PreemptionSpec]:
+        """Remove and return the preemptions whose time has come, in time order."""
+        due = [spec for spec in self.pending_preemptions if spec.at <= now]
+        self.pending_preemptions = [spec for spec in self.pending_preemptions if spec.at > now]
+        return due
+
+    def shutdown_of(self, node: str) -> NodeShutdown | None:
+        """The shutdown in progress on ``node`` (noticed, VM not stopped yet), if any."""
+        shutdown = self.shutdowns.get(node)
+        return None if shutdown is None or shutdown.stopped else shutdown
 
     # capacity -----------------------------------------------------------------------------------
 
@@ -157,6 +196,8 @@ def node_manifest(pool: NodePool, record: NodeRecord) -> dict[str, Any]:
         labels[SPOT_LABEL] = "true"
     if pool.queued_provisioning:
         labels[QUEUED_LABEL] = "true"
+    if pool.reservation is not None:
+        labels[RESERVATION_LABEL] = pool.reservation
     if record.provisioning_request:
         labels[PROVISIONING_REQUEST_LABEL] = record.provisioning_request
     return {

@@ -22,6 +22,8 @@ A scenario is a YAML document (see ``sim/scenarios/*.yaml`` for the named ones):
       provisioningDelaySeconds: 90   # node becomes Ready this long after the scale-up decision
       spot: false                    # label cloud.google.com/gke-spot=true when true
       queuedProvisioning: false      # scales only through queued-provisioning.gke.io requests
+      reservation: null              # a specific reservation's name: only pods selecting it (label
+                                     # cloud.google.com/reservation-name) use the pool; maxNodes = its VMs
     autoscaler:
       scanIntervalSeconds: 10        # CA --scan-interval
       incrementalNodesPerMinute: 1   # how fast ordinary pending pods get nodes (the no-gang baseline)
@@ -42,6 +44,8 @@ A scenario is a YAML document (see ``sim/scenarios/*.yaml`` for the named ones):
     - {at: 0, until: 600, type: zoneSaturated, zone: us-central1-a}
     - {at: 900, type: quotaChange, zone: us-central1-a, gpuQuota: 16}
     - {at: 1800, type: nodePoolDeleted, pool: l4-a}
+    preemptions:                     # spot termination notices (:mod:`.scenario_preemptions`)
+    - {at: 600, pool: l4-a, count: 1, noticeSeconds: 30, podGracePeriodSeconds: 15}
 
 Loading validates every field and raises :class:`ScenarioError` naming the offending field path
 (``nodePools[1].gpusPerNode``), so a bad file is rejected with a message a user can act on.
@@ -63,6 +67,7 @@ from airflow_provider_gang.sim.controllers import images
 from airflow_provider_gang.sim.scenario_fields import Fields
 from airflow_provider_gang.sim.scenario_fields import ScenarioError as ScenarioError  # re-exported: the public name
 from airflow_provider_gang.sim.scenario_objects import check_objects
+from airflow_provider_gang.sim.scenario_preemptions import PreemptionSpec, parse_preemption
 
 SCENARIO_DIRECTORY = Path(__file__).with_name("scenarios")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -99,6 +104,7 @@ class NodePool:
     provisioning_delay_seconds: float = 60.0
     spot: bool = False
     queued_provisioning: bool = False
+    reservation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,8 @@ class Scenario:
     events: tuple[TimedEvent, ...] = ()
     objects: tuple[Mapping[str, Any], ...] = ()
     """Manifests created when the control plane starts (:mod:`.scenario_objects`)."""
+    preemptions: tuple[PreemptionSpec, ...] = ()
+    """Spot termination notices (:mod:`.scenario_preemptions`)."""
 
     def pool(self, name: str) -> NodePool:
         for pool in self.node_pools:
@@ -198,6 +206,10 @@ def parse_scenario(document: object, *, default_name: str = "scenario") -> Scena
         local_process_images=_image_patterns(root.list("localProcessImages")),
         events=tuple(_parse_event(item, f"events[{index}]", names) for index, item in enumerate(root.list("events"))),
         objects=check_objects(root.list("objects")),
+        preemptions=tuple(
+            parse_preemption(item, f"preemptions[{index}]", names)
+            for index, item in enumerate(root.list("preemptions"))
+        ),
     )
     root.reject_unknown()
     return scenario
@@ -252,8 +264,14 @@ def _parse_pool(item: object, path: str) -> NodePool:
         provisioning_delay_seconds=fields.seconds("provisioningDelaySeconds", default=60.0),
         spot=fields.boolean("spot", default=False),
         queued_provisioning=fields.boolean("queuedProvisioning", default=False),
+        reservation=fields.optionalstring_value("reservation"),
     )
     fields.reject_unknown()
+    if pool.reservation is not None:
+        if not _DNS_LABEL.match(pool.reservation):
+            raise ScenarioError(f"{path}.reservation", f"{pool.reservation!r} is not a DNS-1123 label")
+        if pool.spot or pool.queued_provisioning:
+            raise ScenarioError(f"{path}.reservation", "Spot and queued-provisioning VMs do not consume reservations")
     return pool
 
 

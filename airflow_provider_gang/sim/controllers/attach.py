@@ -9,6 +9,16 @@ endpoint and startup/cleanup hooks that run the controllers on the server's even
   "scenario": <name>, "gpuSeconds": <billed GPU-seconds so far>}``
 - ``POST {"advance": <seconds>}`` (ManualClock only, else 409) moves simulated time forward deadline by
   deadline (:meth:`ManualClock.run_for`) and answers like ``GET``. Negative or non-numeric values -> 400.
+
+``/_sim/preemptions`` (spot termination notices, :mod:`.preemption`):
+
+- ``GET`` -> ``{"preemptions": [{"at", "pool"|"node", "count", "noticeSeconds", "podGracePeriodSeconds",
+  "applied", "nodes"}...]}``, the scenario's and the requested ones in request order;
+- ``POST {"node": "<name>"}`` or ``{"pool": "<pool>", "count": N}``, optional ``"at"`` (simulated
+  seconds; default now), ``"noticeSeconds"``, ``"podGracePeriodSeconds"`` (the scenario's
+  ``preemptions`` fields, :mod:`..scenario_preemptions`) -> 201 with that preemption; one due now is
+  applied before the answer (``nodes`` lists the nodes noticed). 400 for a bad body, 404 for a node
+  that does not exist, 409 for a node already shutting down.
 """
 
 from __future__ import annotations
@@ -21,7 +31,11 @@ from aiohttp import web
 
 from airflow_provider_gang.sim.clock import Clock, ManualClock
 from airflow_provider_gang.sim.controllers import plane
+from airflow_provider_gang.sim.controllers.preemption import NodeTerminationController
+from airflow_provider_gang.sim.errors import ApiError
 from airflow_provider_gang.sim.scenario import Scenario
+from airflow_provider_gang.sim.scenario_fields import ScenarioError
+from airflow_provider_gang.sim.scenario_preemptions import parse_preemption
 
 if TYPE_CHECKING:
     from airflow_provider_gang.sim.server import Emulator
@@ -42,6 +56,34 @@ class AttachedControlPlane:
         if self.running is not None:
             body["gpuSeconds"] = self.running.plane.cloud.gpu_seconds(self.clock.now())
         return body
+
+    def preemption_controller(self) -> NodeTerminationController:
+        if self.running is None:
+            raise RuntimeError("the control plane is not running")
+        found = self.running.controller(NodeTerminationController)
+        assert isinstance(found, NodeTerminationController)
+        return found
+
+    async def preempt(self, body: object) -> dict[str, Any]:
+        """Schedule one preemption from a ``POST /_sim/preemptions`` body (see module docstring); on a
+        ManualClock the controllers settle before it returns (the kubelet has stopped the simulated
+        pods). Raises ScenarioError (bad body) or ApiError 404/409 (node missing / already noticed)."""
+        controller = self.preemption_controller()
+        now = self.clock.now()
+        if isinstance(body, dict) and "at" not in body:
+            body = {**body, "at": now}
+        spec = parse_preemption(body, "", [pool.name for pool in self.scenario.node_pools])
+        if spec.node is not None and spec.at <= now:
+            try:
+                controller.store.get("v1/nodes", spec.node)
+            except ApiError:
+                raise ApiError(404, "NotFound", f"node {spec.node!r} does not exist") from None
+            if spec.node in controller.cloud.shutdowns:
+                raise ApiError(409, "Conflict", f"node {spec.node!r} already got a termination notice")
+        record = controller.request(spec)
+        if isinstance(self.clock, ManualClock):
+            await self.clock.run_for(0)
+        return record.to_json()
 
 
 def attach(emulator: Emulator, scenario: Scenario, clock: Clock) -> AttachedControlPlane:
@@ -74,7 +116,22 @@ def attach(emulator: Emulator, scenario: Scenario, clock: Clock) -> AttachedCont
         await clock.run_for(seconds)
         return web.json_response(attached.describe())
 
+    async def preemptions_endpoint(request: web.Request) -> web.Response:
+        if request.method == "GET":
+            records = attached.preemption_controller().records
+            return web.json_response({"preemptions": [record.to_json() for record in records]})
+        if request.method != "POST":
+            raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
+        try:
+            body = json.loads(await request.text() or "{}")
+            return web.json_response(await attached.preempt(body), status=201)
+        except (ValueError, ScenarioError) as error:
+            return web.json_response({"error": str(error)}, status=400)
+        except ApiError as error:
+            return web.json_response({"error": error.message}, status=error.code)
+
     emulator.app.router.add_route("*", "/_sim/clock", clock_endpoint)
+    emulator.app.router.add_route("*", "/_sim/preemptions", preemptions_endpoint)
     emulator.on_startup.append(start)
     emulator.on_cleanup.append(stop)
     return attached

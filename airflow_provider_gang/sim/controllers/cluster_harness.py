@@ -6,6 +6,7 @@
         ...create objects with kubernetes / kubernetes_asyncio / kubectl via cluster.kubeconfig_path...
         cluster.advance(600)          # ten simulated minutes, deadline by deadline
         cluster.now()                 # simulated seconds
+        cluster.preempt("gke-sim-l4-spot-b2c4")   # a spot termination notice now (POST /_sim/preemptions)
 
 Pass ``time_scale=N`` instead to run on a :class:`ScaledClock` (simulated time N times real time).
 """
@@ -18,6 +19,7 @@ from airflow_provider_gang.sim.clock import Clock, ManualClock, ScaledClock
 from airflow_provider_gang.sim.controllers.attach import AttachedControlPlane, attach
 from airflow_provider_gang.sim.harness import EmulatorHarness
 from airflow_provider_gang.sim.scenario import Scenario
+from airflow_provider_gang.sim.scenario_preemptions import DEFAULT_NOTICE_SECONDS, DEFAULT_POD_GRACE_PERIOD_SECONDS
 from airflow_provider_gang.sim.server import Emulator
 
 
@@ -46,6 +48,28 @@ class SimulatedClusterHarness(EmulatorHarness):
         if not isinstance(clock, ManualClock):
             raise TypeError("advance() needs the ManualClock (construct without time_scale)")
         return float(self.run(lambda: clock.run_for(seconds), timeout=timeout))
+
+    def preempt(
+        self,
+        node: str | None = None,
+        *,
+        pool: str | None = None,
+        count: int = 1,
+        at: float | None = None,
+        notice_seconds: float = DEFAULT_NOTICE_SECONDS,
+        pod_grace_period_seconds: float = DEFAULT_POD_GRACE_PERIOD_SECONDS,
+    ) -> list[str]:
+        """Send a spot termination notice to ``node`` (or ``count`` nodes of ``pool``) at simulated
+        time ``at`` (default now), as ``POST /_sim/preemptions`` does; the nodes noticed now (empty when
+        ``at`` is later). Raises ScenarioError / ApiError as that endpoint answers 400 / 404 / 409."""
+        control = self.control
+        if control is None:
+            raise RuntimeError("the control plane is not running")
+        body: dict[str, Any] = {"noticeSeconds": notice_seconds, "podGracePeriodSeconds": pod_grace_period_seconds}
+        body.update({"node": node} if node is not None else {"pool": pool, "count": count})
+        if at is not None:
+            body["at"] = at
+        return list(self.run(lambda: control.preempt(body))["nodes"])
 
     def gpu_seconds(self) -> float:
         control = self.control

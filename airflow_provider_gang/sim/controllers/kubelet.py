@@ -22,6 +22,14 @@ restarts containers that exit non-zero and ``Always`` restarts every exit (``res
 Each pod gets its own loopback IP as ``status.podIP``: ``127.B.0.2`` upwards, where ``B`` is picked at
 random per emulator so that emulators running side by side do not hand out the same addresses.
 
+Every terminated container gets ``state.terminated.message`` from its ``terminationMessagePath``
+(:mod:`.termination_messages`: a local process's own file, a simulated container's
+``sim.gang.dev/termination-message`` annotation).
+
+Graceful node shutdown (a spot preemption, :mod:`.preemption`): every pod of a node with a
+termination notice is stopped as :mod:`.kubelet_shutdown` describes and ends ``Failed``, reason
+``Terminated``, with ``DisruptionTarget=True``.
+
 Deletion: a pod with ``deletionTimestamp`` has its containers stopped (exit code 143, the SIGTERM
 status) and is then removed with grace period 0, as the kubelet confirms a graceful delete. Pods bound
 to a node that no longer exists are removed too (the pod garbage collector's orphan rule).
@@ -42,8 +50,9 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_gang.sim.controllers import container_env, kubelet_status
+from airflow_provider_gang.sim.controllers import container_env, kubelet_status, termination_messages
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, earliest, wall_time
+from airflow_provider_gang.sim.controllers.kubelet_shutdown import TERMINATED_BY_SIGTERM, NodeShutdownStopper
 from airflow_provider_gang.sim.controllers.kubelet_status import container_statuses, pod_conditions
 from airflow_provider_gang.sim.controllers.processes import ProcessRuntime
 from airflow_provider_gang.sim.controllers.simulated_runtime import (  # noqa: F401 (re-exported)
@@ -57,7 +66,6 @@ from airflow_provider_gang.sim.controllers.simulated_runtime import (  # noqa: F
     runtime_spec,
 )
 
-TERMINATED_BY_SIGTERM = 143
 SYNC_BACKOFF_SECONDS = 10.0
 """Upstream kubelet ``backOffPeriod``: a pod whose sync failed is retried this long after."""
 SYNC_BACKOFF_JITTER = 0.5
@@ -91,6 +99,7 @@ class Kubelet(Controller):
         images = self.plane.scenario.local_process_images
         self.processes = ProcessRuntime(self.store, self.plane.clock, images, self._dirty.set) if images else None
         self._background: set[asyncio.Task[None]] = set()
+        self.shutdown = NodeShutdownStopper(self.store, self.processes, self._spawn)
 
     async def close(self) -> None:
         for task in list(self._background):
@@ -119,7 +128,12 @@ class Kubelet(Controller):
                 if node not in nodes or pod["metadata"].get("deletionTimestamp"):
                     self._stop_and_remove(pod)
                     continue
+                shutdown = self.plane.cloud.shutdown_of(node)
+                if shutdown is not None:
+                    self.shutdown.stop(pod, shutdown)
+                    continue
                 wake = earliest(wake, self._step(pod, now))
+        self.shutdown.forget(live)
         for uid in set(self.runs) - live:
             del self.runs[uid]
             self.plane.pod_ips.pop(uid, None)
@@ -222,13 +236,14 @@ class Kubelet(Controller):
             "startedAt": (pod.get("status") or {}).get("startTime") or wall_time(),
             "finishedAt": wall_time(),
         }
+        statuses = container_statuses(pod, {"terminated": terminated}, ready=False, restarts=run.restarts)
         self._write(
             pod,
             {
                 "phase": "Succeeded" if exit_code == 0 else "Failed",
                 "conditions": pod_conditions(pod, ready=False, reason="PodCompleted"),
-                "containerStatuses": container_statuses(
-                    pod, {"terminated": terminated}, ready=False, restarts=run.restarts
+                "containerStatuses": termination_messages.fill_for(
+                    pod, statuses, store=self.store, processes=self.processes
                 ),
             },
         )
@@ -294,7 +309,9 @@ class Kubelet(Controller):
             {
                 "phase": "Succeeded" if all(code == 0 for code in codes.values()) else "Failed",
                 "conditions": pod_conditions(pod, ready=False, reason="PodCompleted"),
-                "containerStatuses": statuses,
+                "containerStatuses": termination_messages.fill_for(
+                    pod, statuses, store=self.store, processes=self.processes
+                ),
             },
         )
         return None

@@ -41,9 +41,10 @@ def default_controllers() -> list[type[Controller]]:
     from airflow_provider_gang.sim.controllers.jobs import JobController
     from airflow_provider_gang.sim.controllers.kubelet import Kubelet
     from airflow_provider_gang.sim.controllers.kueue.manager import KueueManager
+    from airflow_provider_gang.sim.controllers.preemption import NodeTerminationController
     from airflow_provider_gang.sim.controllers.scheduler import Scheduler
 
-    return [Scheduler, Kubelet, JobController, ClusterAutoscaler, KueueManager]
+    return [Scheduler, Kubelet, JobController, ClusterAutoscaler, KueueManager, NodeTerminationController]
 
 
 @dataclass

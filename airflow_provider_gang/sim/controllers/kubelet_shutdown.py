@@ -1,0 +1,96 @@
+"""The kubelet's graceful node shutdown: stopping every pod of a node that got a termination notice.
+
+Upstream ``pkg/kubelet/nodeshutdown`` (https://kubernetes.io/docs/concepts/cluster-administration/node-shutdown/):
+each pod is killed with a grace period of ``min(terminationGracePeriodSeconds, budget)``; once its
+containers stopped its status is ``Failed``, reason ``Terminated``, message "Pod was terminated in
+response to imminent node shutdown." with condition ``DisruptionTarget=True/TerminationByKubelet``
+(:func:`.preemption.shutdown_status`).
+
+- A local-process pod's processes get a real SIGTERM, then SIGKILL when the grace period is over
+  (simulated seconds); each container's exit code is the process's (143 after SIGTERM, 137 after
+  SIGKILL, as a container runtime reports a signal).
+- A simulated container stops at once on SIGTERM: exit code 143.
+
+Each container's termination message is filled as on any exit (:mod:`.termination_messages`): a
+trainer that writes its checkpoint step there on SIGTERM reports it in ``state.terminated.message``.
+
+The budget is the preemption's ``podGracePeriodSeconds`` (:mod:`..scenario_preemptions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from airflow_provider_gang.sim.cluster import NodeShutdown
+from airflow_provider_gang.sim.controllers import termination_messages
+from airflow_provider_gang.sim.controllers.base import Obj, wall_time
+from airflow_provider_gang.sim.controllers.kubelet_status import container_statuses, pod_conditions
+from airflow_provider_gang.sim.controllers.preemption import shutdown_status
+from airflow_provider_gang.sim.controllers.processes import ProcessRuntime
+from airflow_provider_gang.sim.errors import ApiError
+
+TERMINATED_BY_SIGTERM = 143
+
+
+class NodeShutdownStopper:
+    """Stops each pod of a shutting-down node once (see module docstring)."""
+
+    def __init__(
+        self,
+        store: Any,
+        processes: ProcessRuntime | None,
+        spawn: Callable[[Coroutine[Any, Any, None]], None],
+    ) -> None:
+        self.store = store
+        self.processes = processes
+        self.spawn = spawn
+        self.stopping: set[str] = set()
+
+    def stop(self, pod: Obj, shutdown: NodeShutdown) -> None:
+        """Start stopping ``pod`` unless it is already stopping or finished."""
+        uid = pod["metadata"]["uid"]
+        if uid in self.stopping or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        running = None if self.processes is None else self.processes.pods.get(uid)
+        if running is not None and not running.started:
+            return  # still starting its processes: stopped at the pass after they started
+        self.stopping.add(uid)
+        if running is not None and self.processes is not None:
+            self.spawn(self._stop_processes(pod, self.processes, shutdown.pod_grace_period_seconds))
+            return
+        names = [container["name"] for container in (pod.get("spec") or {}).get("containers") or []]
+        self._write_stopped(pod, dict.fromkeys(names, TERMINATED_BY_SIGTERM))
+
+    def forget(self, live_uids: set[str]) -> None:
+        self.stopping &= live_uids
+
+    async def _stop_processes(self, pod: Obj, processes: ProcessRuntime, grace_seconds: float) -> None:
+        codes = await processes.stop(pod["metadata"]["uid"], grace_seconds)
+        self._write_stopped(pod, codes)
+
+    def _write_stopped(self, pod: Obj, codes: dict[str, int]) -> None:
+        metadata = pod["metadata"]
+        try:
+            current = self.store.get("v1/pods", metadata["name"], metadata["namespace"])
+        except ApiError as error:
+            if error.code == 404:
+                return
+            raise
+        if current["metadata"].get("uid") != metadata["uid"]:
+            return
+        statuses = container_statuses(current, {}, ready=False, restarts=0)
+        for status in statuses:
+            code = codes.get(status["name"], 137)
+            status["state"] = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                              "finishedAt": wall_time()}}
+            status["started"] = False
+        termination_messages.fill_for(current, statuses, store=self.store, processes=self.processes)
+        conditions = pod_conditions(current, ready=False, reason="PodCompleted")
+        self.store.patch(
+            "v1/pods",
+            metadata["name"],
+            {"status": shutdown_status(current, conditions, statuses)},
+            namespace=metadata["namespace"],
+            subresource="status",
+        )
