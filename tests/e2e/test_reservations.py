@@ -1,6 +1,7 @@
 """Reserved capacity first: a gang with ``use_reservation`` runs on the reservation's nodes when it
 fits, and ``LeaveReservation()`` moves the next try to ordinary on-demand nodes when the reservation
-is full (another team's pods hold all of it)."""
+is full (another team's pods hold all of it). The emulator's reserved pools take only pods that
+select their reservation (``sim.controllers.fit``), as GKE's specific reservations do."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from airflow_provider_gang.reservation.phases import Reason
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 
 RESERVATION = "a100-reservation"
+SHIPPED_RESERVATION = "l4-reservation"
+"""The reservation of the shipped ``reserved`` scenario (``sim/scenarios/reserved.yaml``)."""
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
 def gpu_pool(name: str, *, reservation: str | None, initial: int, maximum: int) -> dict[str, Any]:
     return {"name": name, "zone": "zone-a", "gpuType": "nvidia-a100", "gpusPerNode": 4, "cpu": "48",
             "memory": "192Gi", "taints": [GPU_TAINT], "initialNodes": initial, "maxNodes": maximum,
-            "provisioningDelaySeconds": 60, **({"labels": {RESERVATION_LABEL: reservation}} if reservation else {})}
+            "provisioningDelaySeconds": 60, **({"reservation": reservation} if reservation else {})}
 
 
 def other_team_pod(index: int) -> dict[str, Any]:
@@ -31,19 +34,17 @@ def other_team_pod(index: int) -> dict[str, Any]:
                                                    "limits": {"nvidia.com/gpu": "4"}}}]}}
 
 
-def scenario(*, reservation_taken: bool) -> dict[str, Any]:
-    """A reservation of two nodes (``maxNodes``: it does not grow), consumed by nobody yet (no node
-    until the autoscaler creates one from it) or held by another team's pods, and an on-demand pool
-    with idle nodes that would fit the gang at once: only the affinity sends the gang to the
-    reservation."""
+def full_reservation() -> dict[str, Any]:
+    """A reservation of two nodes (``maxNodes``: it does not grow), both held by another team's pods,
+    and an on-demand pool with idle nodes."""
     return {
         "name": "reserved-and-on-demand",
         "nodePools": [
             {"name": "cpu", "zone": "zone-a", "cpu": "16", "memory": "64Gi", "initialNodes": 1, "maxNodes": 1},
-            gpu_pool("a100-reserved", reservation=RESERVATION, initial=2 if reservation_taken else 0, maximum=2),
+            gpu_pool("a100-reserved", reservation=RESERVATION, initial=2, maximum=2),
             gpu_pool("a100", reservation=None, initial=2, maximum=2),
         ],
-        "objects": [other_team_pod(index) for index in range(2)] if reservation_taken else [],
+        "objects": [other_team_pod(index) for index in range(2)],
     }
 
 
@@ -51,15 +52,15 @@ class Placements:
     """Every binding and every reserved node the store commits from now on (nodes may be scaled down
     before the test looks)."""
 
-    def __init__(self, cluster: Any) -> None:
+    def __init__(self, cluster: Any, reservation: str) -> None:
         self.pods: dict[str, str] = {}
+        self.reservation = reservation
         self.reserved: set[str] = {node["metadata"]["name"] for node in cluster.objects("v1/nodes", namespace="")
                                    if self._is_reserved(node)}
         cluster.harness.run(lambda: cluster.harness.store.subscribe(self._record))
 
-    @staticmethod
-    def _is_reserved(node: dict[str, Any]) -> bool:
-        return (node["metadata"].get("labels") or {}).get(RESERVATION_LABEL) == RESERVATION
+    def _is_reserved(self, node: dict[str, Any]) -> bool:
+        return (node["metadata"].get("labels") or {}).get(RESERVATION_LABEL) == self.reservation
 
     def _record(self, event_type: str, resource: str, obj: dict[str, Any]) -> None:
         if resource == "v1/pods" and (obj.get("spec") or {}).get("nodeName"):
@@ -72,22 +73,24 @@ class Placements:
 
 
 def test_a_gang_that_fits_runs_on_the_reservation(cluster_factory: Any, run_dag: Any) -> None:
-    cluster = cluster_factory(scenario(reservation_taken=False), time_scale=60)
-    placed = Placements(cluster)
+    """The shipped ``reserved`` scenario: no node exists yet; the autoscaler creates the gang's two
+    nodes from the reservation (the on-demand pool could serve it too, had it not asked)."""
+    cluster = cluster_factory("reserved", time_scale=60)
+    placed = Placements(cluster, SHIPPED_RESERVATION)
     dag = gang_dag("reservation_fits", retries=1, size=2, gpus=4, pod_template=simulated_pod(20),
-                   use_reservation=RESERVATION, fallbacks=[LeaveReservation()], deferrable=True,
+                   use_reservation=SHIPPED_RESERVATION, fallbacks=[LeaveReservation()], deferrable=True,
                    reservation_timeout=timedelta(seconds=30))
     dag_run = run_dag(dag)
     summary = summary_of(dag_run)
     assert [(item["step"], item["outcome"]) for item in summary["tries"]] == [("as configured", "all_succeeded")]
-    assert summary["reservation_name"] == RESERVATION
+    assert summary["reservation_name"] == SHIPPED_RESERVATION
     members = placed.members(summary["gang"])
     assert len(members) == 2 and set(members.values()) <= placed.reserved, (members, placed.reserved)
 
 
 def test_a_full_reservation_falls_back_to_on_demand(cluster_factory: Any, run_dag: Any) -> None:
-    cluster = cluster_factory(scenario(reservation_taken=True), time_scale=60)
-    placed = Placements(cluster)
+    cluster = cluster_factory(full_reservation(), time_scale=60)
+    placed = Placements(cluster, RESERVATION)
     dag = gang_dag("reservation_full", retries=1, size=2, gpus=4, pod_template=simulated_pod(20),
                    use_reservation=RESERVATION, fallbacks=[LeaveReservation()], deferrable=True,
                    reservation_timeout=timedelta(seconds=15))  # wall clock: try 2 must be granted within it
