@@ -60,10 +60,13 @@ class TryRecord:
     gpu_seconds_idle: float = 0.0
     exit_codes: dict[str, int] = field(default_factory=dict)
     ladder: list[dict[str, Any]] | None = None
-    """The ladder ``step_index`` points into (``reservation.fallback.ladder_to_plain``); ``None`` in
+    """The ladder ``step_index`` points into (``reservation.ladder_format.ladder_to_plain``); ``None`` in
     records written before it was kept."""
     adopted_from: int | None = None
     """The try whose gang this try adopted after that try's worker stopped, if any."""
+    exit_code_decision: dict[str, Any] | None = None
+    """When the exit-code policy decided ``outcome``: ``{"rank", "exit_code", "rule", "reason"}``
+    (``reservation.exit_codes.ExitCodeVerdict.to_dict``); ``None`` otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

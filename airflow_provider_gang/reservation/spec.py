@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_provider_gang.reservation import template, validation
+from airflow_provider_gang.reservation import exit_codes, template, validation
 from airflow_provider_gang.reservation.errors import GangSpecError
 
 __all__ = ["Distributed", "GangSpec", "GangSpecError", "MemberResources", "ReservationMode"]
@@ -91,6 +91,11 @@ class GangSpec:
     - ``distributed`` / ``master_port``: rank environment and rendezvous port.
     - ``original_size``: the size before any shrink (``None`` means ``size``), exposed to members as
       ``GANG_ORIGINAL_SIZE``.
+    - ``reservation_name``: a GKE specific reservation the members must consume (a required node
+      affinity on ``cloud.google.com/reservation-name``, :mod:`reservation.manifests.pods`), or
+      ``None``. Reservations serve on-demand VMs only, so it cannot be combined with ``spot``.
+    - ``retry_on_exit_codes`` / ``fail_on_exit_codes``: the exit-code policy
+      (:mod:`reservation.exit_codes`), frozensets of codes 1..255 that share none.
     """
 
     name: str
@@ -110,6 +115,9 @@ class GangSpec:
     distributed: Distributed | None = None
     master_port: int = DEFAULT_MASTER_PORT
     original_size: int | None = None
+    reservation_name: str | None = None
+    retry_on_exit_codes: frozenset[int] = frozenset()
+    fail_on_exit_codes: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         # Accept enum values given as plain strings (e.g. from serialized trigger kwargs).
@@ -120,6 +128,8 @@ class GangSpec:
                 self, "distributed", validation.enum_value(Distributed, self.distributed, "distributed")
             )
         object.__setattr__(self, "pod_template", template.to_pod_template_spec(self.pod_template))
+        for codes in ("retry_on_exit_codes", "fail_on_exit_codes"):
+            object.__setattr__(self, codes, exit_codes.as_code_set(getattr(self, codes), codes))
         validation.validate_spec(self)
 
     @property
@@ -157,6 +167,9 @@ class GangSpec:
             "distributed": None if self.distributed is None else self.distributed.value,
             "master_port": self.master_port,
             "original_size": self.original_size,
+            "reservation_name": self.reservation_name,
+            "retry_on_exit_codes": sorted(self.retry_on_exit_codes),
+            "fail_on_exit_codes": sorted(self.fail_on_exit_codes),
         }
 
     @classmethod
