@@ -7,11 +7,15 @@ over HTTPS with aiohttp, like the provider's clients would:
 - list latency: listing those ConfigMaps (one namespace) repeatedly;
 - watch fan-out: 200 concurrent watches on one namespace, then creates one at a time; latency is
   from just before the POST is sent until each watcher has parsed the event (both sides read the
-  system-wide monotonic clock).
+  system-wide monotonic clock);
+- LIST by name: ``fieldSelector=metadata.name=<name>`` for ProvisioningRequests, as a waiting gang
+  asks for its own, with 30 requests in the namespace (the anchor) and again after it holds 3,000;
+  the ratios (latency, and the emulator process's CPU per LIST read from ``/proc``) say whether a
+  LIST's cost grows with the number of objects (the store's indexes).
 
 Anchor, measured in the same run: ``GET /version`` (TLS + HTTP + auth round trip with no store work).
 Targets from issue 2: >= 1,000 creates/s and watch fan-out p99 < 50 ms.
-Usage: ``python bench/emulator.py [--creates 2000] [--watchers 200] [--events 40]``.
+Usage: ``python bench/emulator.py [--creates 2000] [--watchers 200] [--events 40] [--by-name 3000]``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import ssl
 import statistics
 import subprocess
@@ -76,7 +81,9 @@ async def timed_many(count: int, in_flight: int, request) -> float:
     return time.perf_counter() - started
 
 
-async def run(args: argparse.Namespace, server: str, headers: dict[str, str], tls: ssl.SSLContext) -> dict[str, float]:
+async def run(
+    args: argparse.Namespace, server_pid: int, server: str, headers: dict[str, str], tls: ssl.SSLContext
+) -> dict[str, float]:
     results: dict[str, float] = {}
     connector = aiohttp.TCPConnector(ssl=tls, limit=0)
     timeout = aiohttp.ClientTimeout(total=120)
@@ -151,7 +158,63 @@ async def run(args: argparse.Namespace, server: str, headers: dict[str, str], tl
         latencies = [times[name] - sent[name] for times in received for name in sent]
         results[f"watch fan-out ({args.watchers} watchers) p50 ms"] = 1000 * statistics.median(latencies)
         results[f"watch fan-out ({args.watchers} watchers) p99 ms"] = 1000 * percentile(latencies, 0.99)
+        results.update(await list_by_name(session, server_pid, args.by_name_anchor, args.by_name, args.lists * 10))
     return results
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (Linux ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def list_by_name(
+    session: aiohttp.ClientSession, server_pid: int, anchor: int, large: int, samples: int
+) -> dict[str, float]:
+    """LIST one ProvisioningRequest by a metadata.name field selector with ``anchor`` then ``large``
+    requests in the namespace: median latency and the emulator's CPU per LIST of each, and the ratios."""
+    path = "/apis/autoscaling.x-k8s.io/v1/namespaces/by-name/provisioningrequests"
+    async with session.post("/api/v1/namespaces", json={"metadata": {"name": "by-name"}}) as response:
+        assert response.status == 201, await response.text()
+
+    async def create(number: int) -> None:
+        body = {
+            "apiVersion": "autoscaling.x-k8s.io/v1",
+            "kind": "ProvisioningRequest",
+            "metadata": {"name": f"gang-{number}"},
+            "spec": {
+                "provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                "podSets": [{"podTemplateRef": {"name": f"gang-{number}"}, "count": 8}],
+            },
+        }
+        async with session.post(path, json=body) as response:
+            assert response.status == 201, await response.text()
+            await response.read()
+
+    async def median_list_ms(population: int) -> tuple[float, float]:
+        latencies = []
+        cpu_before = cpu_seconds(server_pid)
+        for sample in range(samples):
+            name = f"gang-{sample * 7919 % population}"
+            started = time.perf_counter()
+            async with session.get(path, params={"fieldSelector": f"metadata.name={name}"}) as response:
+                items = (await response.json())["items"]
+            latencies.append(time.perf_counter() - started)
+            assert [item["metadata"]["name"] for item in items] == [name]
+        return 1000 * statistics.median(latencies), 1000 * (cpu_seconds(server_pid) - cpu_before) / samples
+
+    await timed_many(anchor, 16, create)
+    small, small_cpu = await median_list_ms(anchor)
+    await timed_many(large - anchor, 32, lambda number: create(number + anchor))
+    big, big_cpu = await median_list_ms(large)
+    return {
+        f"list by name among {anchor} (anchor) p50 ms": small,
+        f"list by name among {large} p50 ms": big,
+        f"list by name {large} vs {anchor} (ratio)": big / small,
+        f"list by name among {anchor} emulator CPU ms/list": small_cpu,
+        f"list by name among {large} emulator CPU ms/list": big_cpu,
+        f"list by name CPU {large} vs {anchor} (ratio)": big_cpu / small_cpu if small_cpu else float("inf"),
+    }
 
 
 def main() -> int:
@@ -160,12 +223,14 @@ def main() -> int:
     parser.add_argument("--lists", type=int, default=20)
     parser.add_argument("--watchers", type=int, default=200)
     parser.add_argument("--events", type=int, default=40)
+    parser.add_argument("--by-name", type=int, default=3000, help="ProvisioningRequests for the LIST-by-name case")
+    parser.add_argument("--by-name-anchor", type=int, default=30)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gang-sim-bench-") as folder:
         kubeconfig = Path(folder) / "kubeconfig"
         process = start_server(kubeconfig)
         try:
-            results = asyncio.run(run(args, *session_for(kubeconfig)))
+            results = asyncio.run(run(args, process.pid, *session_for(kubeconfig)))
         finally:
             process.terminate()
             process.wait(timeout=30)
@@ -174,6 +239,9 @@ def main() -> int:
     creates = results["creates/s"]
     p99 = results[f"watch fan-out ({args.watchers} watchers) p99 ms"]
     print(f"{'creates/s vs anchor GET /version/s':45s} {creates / results['anchor version requests/s']:10.2f}x")
+    ratio = results[f"list by name CPU {args.by_name} vs {args.by_name_anchor} (ratio)"]
+    flat = "met" if ratio < 1.5 else "NOT met"
+    print(f"target LIST by name: emulator CPU flat in object count (ratio < 1.5): {flat} ({ratio:.2f})")
     print(f"target creates/s >= 1000: {'met' if creates >= 1000 else 'NOT met'} ({creates:.0f})")
     print(f"target fan-out p99 < 50 ms: {'met' if p99 < 50 else 'NOT met'} ({p99:.1f} ms)")
     return 0

@@ -16,7 +16,7 @@ in the cluster when it is raised.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -96,6 +96,14 @@ def as_duration(value: Any) -> Any:
     ``retry_delay`` and sensor ``timeout`` accept); anything else unchanged, for the check to name."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return timedelta(seconds=value)
+    return value
+
+
+def as_exit_codes(value: Any) -> Any:
+    """An iterable of exit codes as a tuple (a generator is read once, here); anything else
+    unchanged, for ``GangSpec`` to name (``reservation.exit_codes.as_code_set``)."""
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
+        return tuple(value)
     return value
 
 

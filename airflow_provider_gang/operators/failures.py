@@ -6,7 +6,8 @@ A try ends without success for a ``reservation.phases.Reason``. ``is_retryable``
   retry, preemption, a member failing or lost): ``GangTryFailed``, an ``AirflowException``, so Airflow
   retries and the next try picks its fallback step from the recorded reason;
 - permanent (``invalid``: bad spec, 403, missing API kind; ``start_window_missed``;
-  ``ladder_exhausted``): ``GangFailedForGood``, an ``AirflowFailException``, so no retry is wasted.
+  ``ladder_exhausted``; ``member_exit_fails_for_good``, a code of ``fail_on_exit_codes``):
+  ``GangFailedForGood``, an ``AirflowFailException``, so no retry is wasted.
 
 Both messages end with every try so far, its step and its outcome, so the final failure tells the
 whole story.

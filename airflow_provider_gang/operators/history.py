@@ -60,7 +60,7 @@ class TryRecord:
     gpu_seconds_idle: float = 0.0
     exit_codes: dict[str, int] = field(default_factory=dict)
     ladder: list[dict[str, Any]] | None = None
-    """The ladder ``step_index`` points into (``reservation.fallback.ladder_to_plain``); ``None`` in
+    """The ladder ``step_index`` points into (``reservation.ladder_format.ladder_to_plain``); ``None`` in
     records written before it was kept."""
     adopted_from: int | None = None
     """The try whose gang this try adopted after that try's worker stopped, if any."""
@@ -75,6 +75,9 @@ class TryRecord:
     """GPU-seconds of a failed try with a ``checkpoint`` that a later try redoes (``checkpoint.split_work``)."""
     gpu_seconds_saved: float = 0.0
     """GPU-seconds of a failed try's checkpointed steps, which a resuming try does not redo."""
+    exit_code_decision: dict[str, Any] | None = None
+    """When the exit-code policy decided ``outcome``: ``{"rank", "exit_code", "rule", "reason"}``
+    (``reservation.exit_codes.ExitCodeVerdict.to_dict``); ``None`` otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_provider_gang.operators import history as try_history
-from airflow_provider_gang.reservation import fallback, naming
+from airflow_provider_gang.reservation import fallback, ladder_format, naming
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from airflow_provider_gang.reservation.spec import GangSpec, GangSpecError
 
@@ -62,7 +62,7 @@ class TryPlan:
     start_deadline: float | None
     adopted_from: int | None = None
     ladder: tuple[dict[str, Any], ...] = ()
-    """The sequence's ladder (``reservation.fallback.ladder_to_plain``) that ``step_index`` points into."""
+    """The sequence's ladder (``reservation.ladder_format.ladder_to_plain``) that ``step_index`` points into."""
 
     def gang_spec(self) -> GangSpec:
         return GangSpec.from_dict(self.spec)
@@ -123,7 +123,7 @@ def sequence_ladder(sequence: list[try_history.TryRecord], configured: Sequence[
     stored = next((record.ladder for record in reversed(sequence) if record.ladder is not None), None)
     if stored is None:
         return tuple(configured), ""
-    ladder = fallback.ladder_from_plain(stored)
+    ladder = ladder_format.ladder_from_plain(stored)
     if ladder == tuple(configured):
         return ladder, ""
     return ladder, ("; the DAG's fallbacks changed since this sequence started, so it keeps the ladder it started "
@@ -223,6 +223,6 @@ def plan_try(
         attempt=ti.try_number, gang=name, step=describe_step(choice.step, spec),
         step_index=choice.step_index, spec=spec.to_dict(), requested_at=now, reservation_deadline=deadline,
         deadline_reason=deadline_reason, start_deadline=start_deadline,
-        ladder=tuple(fallback.ladder_to_plain(walked)),
+        ladder=tuple(ladder_format.ladder_to_plain(walked)),
     )
     return plan, choice.explanation + resuming + note

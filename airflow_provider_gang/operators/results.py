@@ -7,6 +7,11 @@ Timings (seconds, ``None`` when the try never got there), from the trigger event
 - ``provisioning_seconds``: members launched -> every member running (binding, image pull, start);
 - ``run_seconds``: every member running -> the run's end.
 
+When the run ended with ``member_failed``, the exit-code policy of the try's spec
+(``reservation.exit_codes``) may turn it into ``member_exit_fails_for_good`` (no retry) or
+``member_exit_retryable``; the record keeps which rank, code and rule decided
+(``exit_code_decision``), and so does the summary's ``tries``.
+
 GPU time comes from ``reservation.cost``: reserved from the grant until the gang was released, used
 by each member while it ran, idle the difference - for this try and summed over every try of the
 task instance, failed ones included. With a ``checkpoint``, the GPU time a failed try used is split
@@ -22,7 +27,7 @@ from typing import Any
 from airflow_provider_gang.operators.history import TryRecord, checkpoint_totals, totals
 from airflow_provider_gang.operators.plan import TryPlan
 from airflow_provider_gang.operators.try_state import TryState
-from airflow_provider_gang.reservation import checkpoint, cost
+from airflow_provider_gang.reservation import checkpoint, cost, exit_codes
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.phases import Phase, Reason, is_retryable
 from airflow_provider_gang.reservation.spec import GangSpec
@@ -73,17 +78,19 @@ def try_record(
     running_at = _phase_time(run_event, Phase.RUNNING)
     ended_at = _event_time(run_event) or now
     members = list((run_event or {}).get("members") or [])
+    statuses = [_member_status(member) for member in members]
     size_run = state.size_run or spec.size
     reported = (run_event or {}).get("checkpoint")
     report = checkpoint.CheckpointReport.from_dict(reported) if reported else None
     resumed_from = spec.checkpoint.resume_step if spec.checkpoint is not None else None
-    usage = cost.try_cost(
-        gpus=gpus,
-        members_reserved=size_run,
-        reserved_at=reserved_at,
-        released_at=now,
-        members=[_member_status(member) for member in members],
-    )
+    usage = cost.try_cost(gpus=gpus, members_reserved=size_run, reserved_at=reserved_at, released_at=now,
+                          members=statuses)
+    reason, message = str(final.get("reason") or Reason.INVALID.value), str(final.get("message") or "")
+    verdict = None
+    if reason == Reason.MEMBER_FAILED.value and final.get("status") != "success":
+        verdict = exit_codes.judge(statuses, retry_on=spec.retry_on_exit_codes, fail_on=spec.fail_on_exit_codes)
+    if verdict is not None:
+        reason, message = verdict.reason.value, f"{verdict.describe()}; {message}"
     succeeded = final.get("status") == "success"
     split = checkpoint.WorkSplit()
     if spec.checkpoint is not None and not succeeded:
@@ -95,9 +102,9 @@ def try_record(
         step_index=plan.step_index,
         mode=spec.mode.value,
         size=size_run,
-        outcome=str(final.get("reason") or Reason.INVALID.value),
-        message=str(final.get("message") or ""),
-        retryable=not succeeded and is_retryable(Reason(final.get("reason") or "invalid")),
+        outcome=reason,
+        message=message,
+        retryable=not succeeded and is_retryable(Reason(reason)),
         queue_seconds=None if reserved_at is None else max(0.0, reserved_at - plan.requested_at),
         provisioning_seconds=None if running_at is None or launched_at is None else max(0.0, running_at - launched_at),
         run_seconds=None if running_at is None else max(0.0, ended_at - running_at),
@@ -113,6 +120,7 @@ def try_record(
         resumed_from_step=resumed_from,
         gpu_seconds_lost=split.lost,
         gpu_seconds_saved=split.saved,
+        exit_code_decision=None if verdict is None else verdict.to_dict(),
     )
 
 
@@ -131,6 +139,7 @@ def summary(plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryR
         "zone": spec.zone,
         "queue": spec.queue,
         "provisioning_class": spec.provisioning_class,
+        "reservation_name": spec.reservation_name,
         "queue_seconds": record.queue_seconds,
         "provisioning_seconds": record.provisioning_seconds,
         "run_seconds": record.run_seconds,

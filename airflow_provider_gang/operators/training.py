@@ -11,7 +11,7 @@ How a try runs is :mod:`.execution`; this module holds the arguments and Airflow
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -27,10 +27,11 @@ from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaite
 from airflow_provider_gang.reservation import checkpoint as checkpoints
 from airflow_provider_gang.reservation import fallback, naming, validation
 from airflow_provider_gang.reservation.checkpoint import PersistentVolumeCheckpoint
+from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
 
 # GangSpec field -> the operator argument a user wrote.
-_ARGUMENT_OF_FIELD = {"mode": "reservation", "queue": "kueue_queue"}
+_ARGUMENT_OF_FIELD = {"mode": "reservation", "queue": "kueue_queue", "reservation_name": "use_reservation"}
 
 PARSE_TIME_NAME = naming.gang_name("parse-check", "task", "run")
 """Stand-in object name used to validate a GangSpec before dag/run/try are known."""
@@ -47,7 +48,9 @@ class GangTrainingOperator(BaseOperator):
     How to reserve: ``reservation="provisioning_request"|"kueue"|"gates"`` with
     ``provisioning_class`` (default best-effort atomic scale-up), ``provisioning_parameters``,
     ``kueue_queue`` (the Kueue LocalQueue; not ``queue``, which ``BaseOperator`` already uses for the
-    executor queue), ``zone`` / ``strict_zone``, ``spot``.
+    executor queue), ``zone`` / ``strict_zone``, ``spot``, and ``use_reservation``: the name of a
+    GKE specific reservation the members must consume (the first rung; the ladder's
+    ``LeaveReservation()`` falls back to ordinary on-demand or spot capacity).
 
     Time limits (each a ``timedelta`` or seconds): ``reservation_timeout`` per try (default 30
     minutes), ``startup_timeout`` for all members to run once launched (default 10 minutes),
@@ -60,6 +63,10 @@ class GangTrainingOperator(BaseOperator):
     ``fallbacks``: the ladder of ``reservation.fallback`` steps later tries walk down; which step a
     try uses follows from its try number and why earlier tries failed. Set ``retries`` to at least
     the ladder's length to use all of it.
+
+    ``fail_on_exit_codes`` / ``retry_on_exit_codes``: exit codes (1..255) that say a member failed
+    for good (no retry) or for a cause a new try may escape (``member_exit_retryable``, answered
+    by ``RetryAsIs``); any other non-zero code stays ``member_failed`` (``reservation.exit_codes``).
 
     ``checkpoint``: where every try of one DAG run saves - a URI or absolute path (templated, e.g.
     ``"gs://bucket/{{ dag.dag_id }}/{{ run_id }}"``) or ``reservation.checkpoint.PersistentVolumeCheckpoint``
@@ -107,6 +114,7 @@ class GangTrainingOperator(BaseOperator):
         zone: str | None = None,
         strict_zone: bool = False,
         spot: bool = False,
+        use_reservation: str | None = None,
         namespace: str = "default",
         labels: Mapping[str, str] | None = None,
         reservation_timeout: timedelta | float = timedelta(minutes=30),
@@ -116,6 +124,8 @@ class GangTrainingOperator(BaseOperator):
         unreachable_timeout: timedelta | float = timedelta(minutes=10),
         fallbacks: Sequence[fallback.FallbackStep] = (),
         checkpoint: str | PersistentVolumeCheckpoint | None = None,
+        retry_on_exit_codes: Iterable[int] = (),
+        fail_on_exit_codes: Iterable[int] = (),
         on_finish: str = "delete",
         log_ranks: Sequence[int] | str = (0,),
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -135,6 +145,7 @@ class GangTrainingOperator(BaseOperator):
             self.provisioning_class = execution.DEFAULT_PROVISIONING_CLASS
         self.provisioning_parameters = dict(provisioning_parameters or {})
         self.kueue_queue, self.zone, self.strict_zone, self.spot = kueue_queue, zone, strict_zone, spot
+        self.use_reservation = use_reservation
         self.namespace = namespace
         self.labels = dict(labels or {})
         self.reservation_timeout = checks.as_duration(reservation_timeout)
@@ -143,6 +154,8 @@ class GangTrainingOperator(BaseOperator):
         self.unreachable_timeout = checks.as_duration(unreachable_timeout)
         self.fallbacks = checks.check_fallbacks_shape(fallbacks)
         self.checkpoint = checkpoint
+        self.retry_on_exit_codes = checks.as_exit_codes(retry_on_exit_codes)
+        self.fail_on_exit_codes = checks.as_exit_codes(fail_on_exit_codes)
         self.on_finish, self.log_ranks = on_finish, log_ranks
         self.deferrable = deferrable
         self.kubernetes_conn_id = kubernetes_conn_id
@@ -183,7 +196,8 @@ class GangTrainingOperator(BaseOperator):
 
     def argument_warnings(self) -> list[str]:
         """What is allowed but probably not meant, said once at parse time: steps that change nothing,
-        a ladder longer than ``retries`` allows, ``provisioning_parameters`` no controller reads."""
+        a ladder longer than ``retries`` allows, ``provisioning_parameters`` no controller reads,
+        ``retry_on_exit_codes`` that no step of the ladder answers."""
         warnings = [f"fallbacks {step} changes nothing for this gang; remove it or change it"
                     for step in fallback.no_op_steps(self.fallbacks, self.build_spec(PARSE_TIME_NAME, stand_ins=True))]
         retries = self.retries or 0
@@ -195,6 +209,10 @@ class GangTrainingOperator(BaseOperator):
         if isinstance(self.checkpoint, str) and not checks.has_jinja(self.checkpoint):
             warnings.append(f"checkpoint {self.checkpoint!r} is the same for every run of the DAG, so runs overwrite "
                             "each other's checkpoints; add the run to it, e.g. '.../{{ run_id }}'")
+        ladder = plan.effective_ladder(self.fallbacks, retries)
+        if self.retry_on_exit_codes and not any(Reason.MEMBER_EXIT_RETRYABLE in step.reasons for step in ladder):
+            warnings.append("retry_on_exit_codes is set but no step of the ladder answers member_exit_retryable, so "
+                            "such a try is never retried; add RetryAsIs() to fallbacks (or set retries without them)")
         if self.reservation != "kueue":
             unread = validation.unknown_parameters(self.provisioning_class, self.provisioning_parameters)
             if unread:
@@ -246,6 +264,9 @@ class GangTrainingOperator(BaseOperator):
                 distributed=self.distributed,  # type: ignore[arg-type]  # GangSpec converts the string
                 master_port=self.master_port,
                 checkpoint=None if values["checkpoint"] is None else checkpoints.from_argument(values["checkpoint"]),
+                reservation_name=self.use_reservation,
+                retry_on_exit_codes=self.retry_on_exit_codes,  # type: ignore[arg-type]  # GangSpec checks them
+                fail_on_exit_codes=self.fail_on_exit_codes,  # type: ignore[arg-type]
             )
         except GangSpecError as error:
             argument = _ARGUMENT_OF_FIELD.get(error.field, error.field)

@@ -19,6 +19,8 @@ Default reasons per step (override with ``applies_to``):
 ``OtherQueue``              deadline, Kueue retry/reject, preempted, evicted, deactivated
 ``OnDemand``                revoked, preempted, spot preempted, evicted, member lost, capacity
                             refused, deadline
+``UseReservation``          capacity refused, deadline, provisioning failed, revoked, preempted
+``LeaveReservation``        capacity refused, deadline, provisioning failed, revoked
 =========================  =================================================================
 
 Non-retryable reasons (invalid spec, start window missed) never choose a step.
@@ -29,7 +31,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -194,6 +196,39 @@ class OnDemand(FallbackStep):
 
 
 @dataclass(frozen=True)
+class UseReservation(FallbackStep):
+    """Consume the GKE specific reservation ``name`` (on-demand capacity bought ahead): members
+    require nodes labelled ``cloud.google.com/reservation-name=<name>``. Reservations serve
+    on-demand VMs only, so the step also leaves spot. As the first rung, write the operator's
+    ``use_reservation=`` instead."""
+
+    name: str
+    default_reasons: ClassVar[frozenset[Reason]] = _CAPACITY | {Reason.CAPACITY_REVOKED, Reason.PREEMPTED}
+    """``preempted`` too: capacity bought ahead is the answer to spot or quota being taken away."""
+
+    def describe(self) -> str:
+        return f"use reservation {self.name}"
+
+    def apply(self, spec: GangSpec) -> GangSpec:
+        return dataclasses.replace(spec, reservation_name=self.name, spot=False)
+
+
+@dataclass(frozen=True)
+class LeaveReservation(FallbackStep):
+    """Stop requiring a reservation: run on ordinary on-demand capacity, or on spot with
+    ``spot=True`` (the reservation is full, or its nodes were taken back)."""
+
+    spot: bool = False
+    default_reasons: ClassVar[frozenset[Reason]] = _CAPACITY | {Reason.CAPACITY_REVOKED}
+
+    def describe(self) -> str:
+        return "leave the reservation for spot" if self.spot else "leave the reservation for on-demand"
+
+    def apply(self, spec: GangSpec) -> GangSpec:
+        return dataclasses.replace(spec, reservation_name=None, spot=self.spot)
+
+
+@dataclass(frozen=True)
 class TryOutcome:
     """How one try ended (stored in the task's history): ``step_index`` is the ladder position the
     try used (``None``: the base spec), ``reason`` why it failed (or succeeded)."""
@@ -308,51 +343,6 @@ def required_modes(ladder: Sequence[FallbackStep]) -> tuple[tuple[str, str], ...
 def tries_needed(ladder: Sequence[FallbackStep]) -> int:
     """The retries that walk the whole ladder: every step's :attr:`~FallbackStep.uses`, summed."""
     return sum(step.uses for step in ladder)
-
-
-STEP_TYPES: dict[str, type[FallbackStep]] = {
-    step.__name__: step for step in (RetryAsIs, ShrinkTo, OtherZone, OtherProvisioningClass, OtherQueue, OnDemand)
-}
-"""Step classes by the name a stored ladder uses for them (a stored format: never rename)."""
-
-
-def ladder_to_plain(ladder: Sequence[FallbackStep]) -> list[dict[str, Any]]:
-    """The ladder as JSON values, stored beside every step index so that a DAG edited between
-    retries cannot change what a stored index means: ``[{"step": <class name>, <field>: value}]``."""
-    plain = []
-    for step in ladder:
-        values: dict[str, Any] = {"step": type(step).__name__}
-        for item in dataclasses.fields(step):
-            value = getattr(step, item.name)
-            if item.name == "applies_to":
-                value = sorted(Reason(reason).value for reason in value)
-            elif isinstance(value, tuple):
-                value = [list(pair) for pair in value]
-            values[item.name] = value
-        plain.append(values)
-    return plain
-
-
-def ladder_from_plain(plain: Sequence[Mapping[str, Any]]) -> tuple[FallbackStep, ...]:
-    """Inverse of :func:`ladder_to_plain`; :class:`GangSpecError` (field ``fallbacks``) names a step
-    this version does not know."""
-    ladder = []
-    for index, values in enumerate(plain):
-        kind = STEP_TYPES.get(str(values.get("step")))
-        if kind is None:
-            raise GangSpecError("fallbacks", f"stored step {index + 1} has unknown type {values.get('step')!r}")
-        arguments: dict[str, Any] = {}
-        for item in dataclasses.fields(kind):
-            if item.name not in values:
-                continue
-            value = values[item.name]
-            if item.name == "applies_to":
-                value = frozenset(Reason(reason) for reason in value)
-            elif isinstance(value, list):
-                value = tuple(tuple(pair) for pair in value)
-            arguments[item.name] = value
-        ladder.append(kind(**arguments))
-    return tuple(ladder)
 
 
 def summarize(ladder: Sequence[FallbackStep], history: Sequence[TryOutcome]) -> str:

@@ -97,6 +97,10 @@ class Reason(str, Enum):
     https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#termination-graceful-shutdown).
     Its own reason, not ``member_lost`` nor Kueue's ``preempted``: it says "the capacity type was
     taken back", which a ladder answers by staying on spot a few times, then ``OnDemand``."""
+    MEMBER_EXIT_RETRYABLE = "member_exit_retryable"
+    """A member exited with a code listed in the operator's ``retry_on_exit_codes`` (the program
+    says "infrastructure": a NCCL timeout, a lost device), and none with a ``fail_on_exit_codes``
+    code (``reservation.exit_codes``)."""
     CLUSTER_UNREACHABLE = "cluster_unreachable"
     """The API server did not answer (transport errors, 429/5xx) past the client's retries."""
     MALFORMED_ANSWER = "malformed_answer"
@@ -113,6 +117,9 @@ class Reason(str, Enum):
     """The run's ``start_by`` moment passed before the gang started."""
     LADDER_EXHAUSTED = "ladder_exhausted"
     """Every fallback step was tried."""
+    MEMBER_EXIT_FAILS_FOR_GOOD = "member_exit_fails_for_good"
+    """A member exited with a code listed in the operator's ``fail_on_exit_codes`` (the program
+    says "my own bug or bad input"): no retry can help (``reservation.exit_codes``)."""
 
     # Neither: the try was stopped from outside.
     KILLED = "killed"
@@ -143,6 +150,7 @@ _RETRYABLE = frozenset(
         Reason.MEMBER_FAILED,
         Reason.MEMBER_LOST,
         Reason.SPOT_PREEMPTED,
+        Reason.MEMBER_EXIT_RETRYABLE,
         Reason.CLUSTER_UNREACHABLE,
         Reason.MALFORMED_ANSWER,
         Reason.UNEXPECTED_ERROR,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_provider_gang.reservation import template, validation
+from airflow_provider_gang.reservation import exit_codes, template, validation
 from airflow_provider_gang.reservation.checkpoint import Checkpoint
 from airflow_provider_gang.reservation.errors import GangSpecError
 
@@ -92,6 +92,11 @@ class GangSpec:
     - ``distributed`` / ``master_port``: rank environment and rendezvous port.
     - ``original_size``: the size before any shrink (``None`` means ``size``), exposed to members as
       ``GANG_ORIGINAL_SIZE``.
+    - ``reservation_name``: a GKE specific reservation the members must consume (a required node
+      affinity on ``cloud.google.com/reservation-name``, :mod:`reservation.manifests.pods`), or
+      ``None``. Reservations serve on-demand VMs only, so it cannot be combined with ``spot``.
+    - ``retry_on_exit_codes`` / ``fail_on_exit_codes``: the exit-code policy
+      (:mod:`reservation.exit_codes`), frozensets of codes 1..255 that share none.
     - ``checkpoint``: where every try of the run saves and whether this one resumes
       (:class:`reservation.checkpoint.Checkpoint`; ``None``: no checkpoint environment). Stored specs
       written before it existed read as ``None``.
@@ -114,6 +119,9 @@ class GangSpec:
     distributed: Distributed | None = None
     master_port: int = DEFAULT_MASTER_PORT
     original_size: int | None = None
+    reservation_name: str | None = None
+    retry_on_exit_codes: frozenset[int] = frozenset()
+    fail_on_exit_codes: frozenset[int] = frozenset()
     checkpoint: Checkpoint | None = None
 
     def __post_init__(self) -> None:
@@ -125,6 +133,8 @@ class GangSpec:
                 self, "distributed", validation.enum_value(Distributed, self.distributed, "distributed")
             )
         object.__setattr__(self, "pod_template", template.to_pod_template_spec(self.pod_template))
+        for codes in ("retry_on_exit_codes", "fail_on_exit_codes"):
+            object.__setattr__(self, codes, exit_codes.as_code_set(getattr(self, codes), codes))
         validation.validate_spec(self)
 
     @property
@@ -162,6 +172,9 @@ class GangSpec:
             "distributed": None if self.distributed is None else self.distributed.value,
             "master_port": self.master_port,
             "original_size": self.original_size,
+            "reservation_name": self.reservation_name,
+            "retry_on_exit_codes": sorted(self.retry_on_exit_codes),
+            "fail_on_exit_codes": sorted(self.fail_on_exit_codes),
             "checkpoint": None if self.checkpoint is None else self.checkpoint.to_dict(),
         }
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_provider_gang.reservation import naming, quantity, template
+from airflow_provider_gang.reservation import exit_codes, naming, quantity, template
 from airflow_provider_gang.reservation.errors import GangSpecError
 
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ def validate_spec(spec: GangSpec) -> None:
         if not isinstance(getattr(spec, flag), bool):
             raise GangSpecError(flag, f"must be True or False, got {getattr(spec, flag)!r}")
     _check_zone(spec.zone, spec.strict_zone)
+    _check_reservation_name(spec.reservation_name, spec.spot)
+    exit_codes.check_policy(spec.retry_on_exit_codes, spec.fail_on_exit_codes)
     _check_labels(spec.labels)
     if not _is_int(spec.master_port) or not 1 <= spec.master_port <= 65535:
         raise GangSpecError("master_port", f"must be a port number 1..65535, got {spec.master_port!r}")
@@ -192,6 +194,20 @@ def _check_queue(queue: str | None) -> None:
         raise GangSpecError("queue", "reservation='kueue' needs the name of a Kueue LocalQueue in the namespace")
     if not isinstance(queue, str) or not naming.is_dns_subdomain(queue) or not naming.is_label_value(queue):
         raise GangSpecError("queue", f"{queue!r} is not a valid LocalQueue name (DNS subdomain, <= 63 chars)")
+
+
+def _check_reservation_name(name: str | None, spot: bool) -> None:
+    """A Compute Engine reservation name (RFC 1035, <= 63 chars), in the cluster's project; never with
+    spot: "You can't consume a reservation to create Spot VMs"
+    (https://cloud.google.com/compute/docs/instances/reservations-consume)."""
+    if name is None:
+        return
+    if not isinstance(name, str) or not naming.is_dns_1035_label(name):
+        raise GangSpecError("reservation_name", f"{name!r} is not a reservation name (lower-case letters, digits "
+                            "and '-', starting with a letter, <= 63 chars)")
+    if spot:
+        raise GangSpecError("reservation_name", "a reservation serves on-demand VMs only (Spot VMs cannot consume "
+                            "one); drop spot=True, or leave the reservation with LeaveReservation(spot=True)")
 
 
 def _check_zone(zone: str | None, strict_zone: bool) -> None:

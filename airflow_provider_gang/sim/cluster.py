@@ -12,7 +12,9 @@
   asked for through ``POST /_sim/preemptions``) and the nodes shutting down after a notice
   (:class:`NodeShutdown`, acted on by ``controllers.preemption`` and the kubelet).
 
-It does no I/O. Node objects are built by :func:`node_manifest` with the labels GKE puts on nodes.
+It does no I/O. Node objects are built by :func:`node_manifest` with the labels GKE puts on nodes
+(a pool consuming a specific reservation: ``cloud.google.com/reservation-name``; its ``maxNodes`` is
+the reservation's VM count).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_gang.sim.controllers.fit import RESERVATION_LABEL
 from airflow_provider_gang.sim.controllers.resources import GPU
 from airflow_provider_gang.sim.scenario import NodePool, Scenario, TimedEvent
 from airflow_provider_gang.sim.scenario_preemptions import PreemptionSpec
@@ -193,6 +196,8 @@ def node_manifest(pool: NodePool, record: NodeRecord) -> dict[str, Any]:
         labels[SPOT_LABEL] = "true"
     if pool.queued_provisioning:
         labels[QUEUED_LABEL] = "true"
+    if pool.reservation is not None:
+        labels[RESERVATION_LABEL] = pool.reservation
     if record.provisioning_request:
         labels[PROVISIONING_REQUEST_LABEL] = record.provisioning_request
     return {

@@ -22,6 +22,8 @@ A scenario is a YAML document (see ``sim/scenarios/*.yaml`` for the named ones):
       provisioningDelaySeconds: 90   # node becomes Ready this long after the scale-up decision
       spot: false                    # label cloud.google.com/gke-spot=true when true
       queuedProvisioning: false      # scales only through queued-provisioning.gke.io requests
+      reservation: null              # a specific reservation's name: only pods selecting it (label
+                                     # cloud.google.com/reservation-name) use the pool; maxNodes = its VMs
     autoscaler:
       scanIntervalSeconds: 10        # CA --scan-interval
       incrementalNodesPerMinute: 1   # how fast ordinary pending pods get nodes (the no-gang baseline)
@@ -102,6 +104,7 @@ class NodePool:
     provisioning_delay_seconds: float = 60.0
     spot: bool = False
     queued_provisioning: bool = False
+    reservation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -261,8 +264,14 @@ def _parse_pool(item: object, path: str) -> NodePool:
         provisioning_delay_seconds=fields.seconds("provisioningDelaySeconds", default=60.0),
         spot=fields.boolean("spot", default=False),
         queued_provisioning=fields.boolean("queuedProvisioning", default=False),
+        reservation=fields.optionalstring_value("reservation"),
     )
     fields.reject_unknown()
+    if pool.reservation is not None:
+        if not _DNS_LABEL.match(pool.reservation):
+            raise ScenarioError(f"{path}.reservation", f"{pool.reservation!r} is not a DNS-1123 label")
+        if pool.spot or pool.queued_provisioning:
+            raise ScenarioError(f"{path}.reservation", "Spot and queued-provisioning VMs do not consume reservations")
     return pool
 
 

@@ -173,6 +173,11 @@ def parse_field_selector(selector: str, storage_key: str) -> list[FieldRequireme
     return requirements
 
 
+def selected_name(requirements: list[FieldRequirement]) -> str | None:
+    """The one ``metadata.name`` an equality requirement allows (an index key), if there is one."""
+    return next((item.value for item in requirements if item.path == "metadata.name" and item.equal), None)
+
+
 def field_value(obj: Mapping[str, Any], path: str) -> str:
     """A selectable field of an object as the string the selector compares with."""
     current: Any = obj

@@ -362,5 +362,6 @@ class Store(ObjectTable):
                 if served:
                     self._commit(served[0], "DELETED", copy.deepcopy(obj), obj)
             self._objects.pop(storage_key, None)
+            self._indexes.pop(storage_key, None)
             self.registry.remove_storage(storage_key)
         return removed

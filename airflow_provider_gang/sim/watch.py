@@ -71,10 +71,14 @@ class Delivery:
 class WatchStream:
     """One open watch: a queue of deliveries filled by the store, drained by the consumer."""
 
-    def __init__(self, storage_key: str, namespace: str | None, matches: ObjectPredicate) -> None:
+    def __init__(
+        self, storage_key: str, namespace: str | None, matches: ObjectPredicate, name: str | None = None
+    ) -> None:
         self.storage_key = storage_key
         self.namespace = namespace or None
         self.matches = matches
+        self.name = name
+        """The one object name the watch's ``metadata.name`` field selector allows, if it has one."""
         self.queue: asyncio.Queue[Delivery | None] = asyncio.Queue()
         self.closed = False
 
@@ -129,17 +133,25 @@ class History:
 
 
 class WatchHub:
-    """The open watches per storage key and the event history they resume from."""
+    """The open watches per (storage key, namespace) and the event history they resume from.
+
+    An event is offered only to the watches of its storage key that are cluster-wide or in its
+    namespace, and that watch every name or its object's name (the watch cache's namespace and
+    field indexes), so an event does not visit every watch.
+    """
 
     def __init__(self, history_limit: int) -> None:
         self.history = History(history_limit)
-        self._streams: dict[str, set[WatchStream]] = {}
+        self._streams: dict[tuple[str, str | None, str | None], set[WatchStream]] = {}
 
     def publish(self, event: Event) -> None:
-        """Record a committed event and offer it to every watch of its storage key."""
+        """Record a committed event and offer it to the watches it may concern."""
         self.history.append(event)
-        for stream in list(self._streams.get(event.storage_key, ())):
-            stream.offer(event)
+        name = str((event.obj.get("metadata") or {}).get("name", ""))
+        for namespace in (None, event.namespace()):
+            for named in (None, name):
+                for stream in list(self._streams.get((event.storage_key, namespace, named), ())):
+                    stream.offer(event)
 
     def open(
         self,
@@ -148,10 +160,11 @@ class WatchHub:
         matches: ObjectPredicate,
         resource_version: str | None,
         current: Iterable[dict[str, Any]],
+        name: str | None = None,
     ) -> WatchStream:
         """A registered stream, primed with synthetic ADDED events for ``current`` objects (no
         ``resource_version``, ``""`` or ``"0"``) or with the history after ``resource_version``."""
-        stream = WatchStream(storage_key, namespace, matches)
+        stream = WatchStream(storage_key, namespace, matches, name)
         if not resource_version or resource_version == "0":
             for obj in sorted(current, key=lambda o: int(o["metadata"]["resourceVersion"])):
                 stream.offer(Event(int(obj["metadata"]["resourceVersion"]), storage_key, "ADDED", obj, None))
@@ -162,12 +175,21 @@ class WatchHub:
                 raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
             for event in self.history.since(since, storage_key):
                 stream.offer(event)
-        self._streams.setdefault(storage_key, set()).add(stream)
+        self._streams.setdefault(self._key(stream), set()).add(stream)
         return stream
 
     def close(self, stream: WatchStream) -> None:
         stream.close()
-        self._streams.get(stream.storage_key, set()).discard(stream)
+        key = self._key(stream)
+        streams = self._streams.get(key)
+        if streams is not None:
+            streams.discard(stream)
+            if not streams:
+                del self._streams[key]
+
+    @staticmethod
+    def _key(stream: WatchStream) -> tuple[str, str | None, str | None]:
+        return (stream.storage_key, stream.namespace, stream.name)
 
     def close_all(self) -> None:
         for streams in self._streams.values():

@@ -107,13 +107,13 @@ def test_every_python_block_builds_its_operators_in_a_dag(path: Path) -> None:
     from airflow.sdk import DAG
 
     from airflow_provider_gang.operators import GangTrainingOperator
-    from airflow_provider_gang.reservation import fallback
+    from airflow_provider_gang.reservation import fallback, ladder_format
 
     snippets = blocks(path, "python")
     assert snippets
     for index, code in enumerate(snippets):
         namespace = {"GangTrainingOperator": GangTrainingOperator, **{name: getattr(fallback, name)
-                                                                      for name in fallback.STEP_TYPES}}
+                                                                      for name in ladder_format.STEP_TYPES}}
         with DAG(dag_id=f"docs_{path.stem}_{index}", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
             exec(compile(code, f"{path.name} python block {index}", "exec"), namespace)
         assert [task.task_type for task in dag.tasks] == ["GangTrainingOperator"], code

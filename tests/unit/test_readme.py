@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from airflow_provider_gang.reservation import fallback, phases
+from airflow_provider_gang.reservation import ladder_format, phases
 from airflow_provider_gang.reservation.phases import Reason
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -25,9 +25,9 @@ def table_rows() -> dict[str, set[str]]:
 
 def test_the_readme_says_which_step_answers_which_failure() -> None:
     rows = table_rows()
-    assert set(rows) == set(fallback.STEP_TYPES)
+    assert set(rows) == set(ladder_format.STEP_TYPES)
     retryable = {reason.value for reason in Reason if phases.is_retryable(reason)}
-    for name, kind in fallback.STEP_TYPES.items():
+    for name, kind in ladder_format.STEP_TYPES.items():
         documented = retryable if rows[name] == set() else rows[name]
         assert documented == {reason.value for reason in kind.default_reasons}, name
 

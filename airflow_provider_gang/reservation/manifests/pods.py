@@ -1,7 +1,7 @@
 """Member pods: the shared member template, launch pods, gated pods and Kueue pod-group pods.
 
 :func:`member_template` is the single source of every scheduling-relevant field (resources,
-zone, spot, tolerations, the user's template). The PodTemplate that a ProvisioningRequest
+zone, spot, a specific reservation, tolerations, the user's template). The PodTemplate that a ProvisioningRequest
 references and every launch pod are built from it, so CA's scheduling simulation and the real pods
 agree (the ProvisioningRequest proposal requires consuming pods to match the template).
 """
@@ -24,6 +24,10 @@ NOT_SPOT = {"key": SPOT_LABEL, "operator": "NotIn", "values": ["true"]}
 default, so leaving out the spot selector is not enough (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#scheduling-workloads).
 ``NotIn`` also matches nodes without the label (``v1.NodeSelectorRequirement``)."""
 SPOT_TOLERATION = {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+RESERVATION_LABEL = "cloud.google.com/reservation-name"
+"""GKE's node label for the specific Compute Engine reservation a node consumes; a pod selecting it
+lands only on that reservation's capacity, and GKE's autoscaler creates such nodes from it
+(https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations)."""
 CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -60,6 +64,8 @@ def _place(pod_spec: dict[str, Any], spec: GangSpec) -> None:
         pod_spec["tolerations"] = tolerations
     else:
         _require(pod_spec, NOT_SPOT)
+    if spec.reservation_name is not None:
+        _require(pod_spec, {"key": RESERVATION_LABEL, "operator": "In", "values": [spec.reservation_name]})
     if spec.zone is not None and spec.strict_zone:
         selector[ZONE_LABEL] = spec.zone
     elif spec.zone is not None:
@@ -86,8 +92,8 @@ def _require(pod_spec: dict[str, Any], expression: dict[str, Any]) -> None:
 
 def member_template(spec: GangSpec) -> dict[str, Any]:
     """The PodTemplateSpec every member shares: the user's template with ``restartPolicy: Never``,
-    the member resources on container 0, zone and spot placement, the checkpoint claim's volume
-    (``reservation.checkpoint.mount``), and the gang's member labels."""
+    the member resources on container 0, zone, spot and reservation placement, the checkpoint claim's
+    volume (``reservation.checkpoint.mount``), and the gang's member labels."""
     template = copy.deepcopy(dict(spec.pod_template))
     pod_spec: dict[str, Any] = template["spec"]
     pod_spec["restartPolicy"] = "Never"

@@ -82,8 +82,13 @@ class NodeShutdownStopper:
         statuses = container_statuses(current, {}, ready=False, restarts=0)
         for status in statuses:
             code = codes.get(status["name"], 137)
-            status["state"] = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                              "finishedAt": wall_time()}}
+            status["state"] = {
+                "terminated": {
+                    "exitCode": code,
+                    "reason": "Completed" if code == 0 else "Error",
+                    "finishedAt": wall_time(),
+                }
+            }
             status["started"] = False
         termination_messages.fill_for(current, statuses, store=self.store, processes=self.processes)
         conditions = pod_conditions(current, ready=False, reason="PodCompleted")

@@ -25,6 +25,12 @@ plane's seeded random source - and for each
 
 A preemption that finds no node (pool empty, or the named node gone) does nothing; it is listed with
 ``nodes: []`` by ``GET /_sim/preemptions``.
+
+Not modelled: the second shutdown phase for critical system pods (``shutdownGracePeriodCriticalPods``:
+every pod gets the same budget), the managed instance group recreating the VM under the same name
+(the autoscaler adds new nodes instead), ProvisioningRequests reacting to the loss of their nodes
+(no ``CapacityRevoked`` on preemption), and pod GC's quarantine and ``DeletionByPodGC`` condition
+(the pods of the deleted node are removed at the kubelet's next pass).
 """
 
 from __future__ import annotations

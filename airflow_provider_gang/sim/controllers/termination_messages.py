@@ -18,8 +18,8 @@ Where the "file" is:
 - **local process**: a process has no private mount, so each container gets its own file
   (:func:`termination_file`, under the runtime's directory) and learns it two ways: the variable
   ``GANG_SIM_TERMINATION_MESSAGE_PATH`` (:data:`PATH_VARIABLE`), and every ``env`` value equal to the
-  container's ``terminationMessagePath`` - and every occurrence of that path inside ``command`` /
-  ``args`` - is rewritten to that file. So a pod that passes its path in an env variable (or writes
+  container's ``terminationMessagePath`` - and every occurrence of that whole path inside
+  ``command`` / ``args`` - is rewritten to that file. So a pod that passes its path in an env variable (or writes
   ``> /dev/termination-log`` in a shell command) works unchanged.
 - **simulated container**: the pod annotation ``sim.gang.dev/termination-message`` is what every
   container wrote (:mod:`.simulated_runtime`); absent = the file stayed empty.
@@ -28,6 +28,7 @@ Where the "file" is:
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,9 +72,10 @@ def rewrite_env(env: dict[str, str], container: Obj, file: Path) -> dict[str, st
 
 
 def rewrite_command(command: list[str], container: Obj, file: Path) -> list[str]:
-    """``command`` with every occurrence of the container's path replaced by ``file``."""
-    path = message_path(container)
-    return [word.replace(path, str(file)) for word in command]
+    """``command`` with every occurrence of the container's path replaced by ``file`` (a whole path:
+    not one followed by more path characters, so ``/dev/termination-log2`` stays)."""
+    whole_path = re.compile(re.escape(message_path(container)) + r"(?![\w./-])")
+    return [whole_path.sub(lambda _: str(file), word) for word in command]
 
 
 def read_tail(file: Path, limit: int = MAX_MESSAGE_BYTES) -> str | None:

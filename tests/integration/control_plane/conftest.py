@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
 from airflow_provider_gang.sim.scenario import Scenario, load_scenario, parse_scenario
@@ -80,6 +81,15 @@ class SimCluster:
 
     def pods(self, namespace: str = "default", selector: str = "") -> list[Any]:
         return list(self.core.list_namespaced_pod(namespace, label_selector=selector).items)
+
+    def log(self, pod: str, namespace: str = "default") -> str:
+        """The pod's log so far; "" while its container is being created (the API answers 400)."""
+        try:
+            response = self.core.read_namespaced_pod_log(pod, namespace, _preload_content=False)
+        except ApiException as error:
+            assert error.status == 400, error
+            return ""
+        return str(response.data.decode())
 
     def events(self, reason: str, namespace: str = "default") -> list[Any]:
         return [event for event in self.core.list_namespaced_event(namespace).items if event.reason == reason]

@@ -178,10 +178,14 @@ def test_consuming_pods_never_trigger_scale_up(sim_cluster: Callable[..., SimClu
     assert event.message.endswith("consuming ProvisioningRequest default/missing-request")
 
 
+# The 7-day tests scan once a minute: a week of 10 s scans is 60,480 loop steps (about a minute of CPU).
+WEEKLY = {"autoscaler": {"scanIntervalSeconds": 60}}
+
+
 def test_requests_are_garbage_collected_seven_days_after_failing(sim_cluster: Callable[..., SimCluster]) -> None:
-    cluster = sim_cluster(gpu_scenario())
+    cluster = sim_cluster(gpu_scenario(**WEEKLY))
     cluster.create_request("gang", "not-created", 1, ATOMIC)
-    cluster.advance(10)
+    cluster.advance(60)
     assert cluster.conditions(cluster.request("gang"))["Failed"] == ("True", "FailedToCreatePods")
     cluster.advance(7 * 24 * 3600 - 60)
     assert cluster.request("gang")
@@ -193,10 +197,14 @@ def test_requests_are_garbage_collected_seven_days_after_failing(sim_cluster: Ca
 
 
 def test_unprovisioned_request_expires_after_seven_days(sim_cluster: Callable[..., SimCluster]) -> None:
-    cluster = sim_cluster(gpu_scenario(pool={"maxNodes": 1}))
+    cluster = sim_cluster(gpu_scenario(pool={"maxNodes": 1}, **WEEKLY))
     cluster.create_pod_template("worker", gpu_pod_spec())
     cluster.create_request("gang", "worker", 2, ATOMIC)
-    cluster.advance(7 * 24 * 3600 + 20)
+    cluster.advance(60)  # first seen by the scan at 60 s
+    assert cluster.conditions(cluster.request("gang"))["Provisioned"] == ("False", "CapacityIsNotFound")
+    cluster.advance(7 * 24 * 3600 - 60)
+    assert "Failed" not in cluster.conditions(cluster.request("gang"))
+    cluster.advance(60)
     assert cluster.conditions(cluster.request("gang"))["Failed"] == ("True", "Expired")
 
 

@@ -195,22 +195,14 @@ def test_local_processes_get_sigterm_then_sigkill_after_the_capped_grace(
     cluster.core.create_namespaced_pod("default", _process_pod("saves", saves, grace=60))
     cluster.core.create_namespaced_pod("default", _process_pod("ignores", ignores, grace=60))
 
-    def log(name: str) -> str:
-        try:
-            response = cluster.core.read_namespaced_pod_log(name, "default", _preload_content=False)
-        except ApiException as error:  # 400 while the container is still being created
-            assert error.status == 400
-            return ""
-        return str(response.data.decode())
-
-    _wait(lambda: all("ready" in log(name) for name in ("saves", "ignores")))
+    _wait(lambda: all("ready" in cluster.log(name) for name in ("saves", "ignores")))
     node = _node_of(cluster, "saves")
     cluster.harness.preempt(node, pod_grace_period_seconds=15)
     _wait(lambda: cluster.core.read_namespaced_pod("saves", "default").status.phase == "Failed")
     saved = cluster.core.read_namespaced_pod("saves", "default")
     _assert_terminated_by_shutdown(saved)
     assert saved.status.container_statuses[0].state.terminated.exit_code == 0
-    assert "checkpoint saved" in log("saves")
+    assert "checkpoint saved" in cluster.log("saves")
     assert cluster.core.read_namespaced_pod("ignores", "default").status.phase == "Running"
     cluster.advance(14)
     assert cluster.core.read_namespaced_pod("ignores", "default").status.phase == "Running"

@@ -12,8 +12,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, TERMINATION_MESSAGE
 from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
 
@@ -44,15 +42,6 @@ def _terminated(cluster: SimCluster, name: str, timeout: float = 20.0) -> Any:
             return pod.status.container_statuses[0].state.terminated
         assert time.monotonic() < deadline, f"{name} stayed {pod.status.phase}"
         time.sleep(0.05)
-
-
-def _log(cluster: SimCluster, name: str) -> str:
-    try:
-        response = cluster.core.read_namespaced_pod_log(name, "default", _preload_content=False)
-    except ApiException as error:  # 400 while the container is being created
-        assert error.status == 400
-        return ""
-    return str(response.data.decode())
 
 
 def test_a_process_writes_json_where_an_env_value_equal_to_its_path_points(
@@ -128,7 +117,7 @@ def test_a_preempted_process_reports_what_it_wrote_on_sigterm(sim_cluster: Calla
     """
     cluster.core.create_namespaced_pod("default", _process_pod("spot", _python(code)))
     deadline = time.monotonic() + 20
-    while "ready" not in _log(cluster, "spot"):  # its SIGTERM handler is installed
+    while "ready" not in cluster.log("spot"):  # its SIGTERM handler is installed
         assert time.monotonic() < deadline
         time.sleep(0.05)
     cluster.harness.preempt(cluster.core.read_namespaced_pod("spot", "default").spec.node_name)

@@ -56,3 +56,20 @@ def test_parse_time_warnings_are_logged(caplog: pytest.LogCaptureFixture, capsys
 def test_a_good_ladder_warns_nothing() -> None:
     good = GangTrainingOperator(**GOOD, min_size=2, retries=2, fallbacks=[ShrinkTo(2), OtherZone("b")])
     assert good.argument_warnings() == []
+
+
+@pytest.mark.parametrize(("arguments", "warned"), [
+    pytest.param({"retries": 0}, True, id="no-retries"),
+    pytest.param({"retries": 1, "fallbacks": [OtherZone("b")]}, True, id="no-step-answers-it"),
+    pytest.param({"retries": 1}, False, id="default-ladder-retries-as-is"),
+    pytest.param({"retries": 2, "fallbacks": [OtherZone("b"), RetryAsIs()]}, False, id="retry-as-is-in-ladder"),
+])
+def test_retry_on_exit_codes_nothing_answers_is_warned(arguments: dict[str, Any], warned: bool) -> None:
+    op = GangTrainingOperator(**GOOD, retry_on_exit_codes=[143], **arguments)
+    assert any("retry_on_exit_codes is set" in warning for warning in op.argument_warnings()) is warned
+
+
+def test_exit_codes_from_a_generator_are_read_once() -> None:
+    op = GangTrainingOperator(**GOOD, retry_on_exit_codes=(code for code in (137, 143)), fail_on_exit_codes={2})
+    assert op.build_spec("g-t1-abc").retry_on_exit_codes == frozenset({137, 143})
+    assert op.try_settings().build_spec("g-t2-abc").retry_on_exit_codes == frozenset({137, 143})

@@ -17,7 +17,8 @@ from airflow_provider_gang.operators.plan import (
     plan_try,
     start_window_end,
 )
-from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs, ShrinkTo, ladder_to_plain
+from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs, ShrinkTo
+from airflow_provider_gang.reservation.ladder_format import ladder_to_plain
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
 

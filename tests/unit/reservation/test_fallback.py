@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.reservation import fallback
+from airflow_provider_gang.reservation import fallback, ladder_format
 from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.fallback import (
     OnDemand,
@@ -244,18 +244,21 @@ def test_a_ladder_round_trips_through_its_stored_form() -> None:
               fallback.OtherZone("b", applies_to=frozenset({Reason.DEADLINE})),
               fallback.OtherProvisioningClass("queued-provisioning.gke.io",
                                               parameters=(("maxRunDurationSeconds", "60"),)),
-              fallback.OtherQueue("team-b"), fallback.OnDemand())
-    plain = fallback.ladder_to_plain(ladder)
+              fallback.OtherQueue("team-b"), fallback.OnDemand(), fallback.UseReservation("a100-res"),
+              fallback.LeaveReservation(spot=True))
+    plain = ladder_format.ladder_to_plain(ladder)
+    assert plain[-2:] == [{"step": "UseReservation", "applies_to": [], "name": "a100-res"},
+                          {"step": "LeaveReservation", "applies_to": [], "spot": True}]
     assert plain[2] == {"step": "OtherZone", "applies_to": ["deadline"], "zone": "b", "strict": True}
-    assert fallback.ladder_from_plain(plain) == ladder
-    assert fallback.ladder_from_plain([{"step": "ShrinkTo", "size": 3}]) == (fallback.ShrinkTo(3),)
+    assert ladder_format.ladder_from_plain(plain) == ladder
+    assert ladder_format.ladder_from_plain([{"step": "ShrinkTo", "size": 3}]) == (fallback.ShrinkTo(3),)
 
 
 def test_a_stored_step_of_unknown_type_is_named() -> None:
 
 
     with pytest.raises(GangSpecError, match="stored step 1 has unknown type 'Teleport'"):
-        fallback.ladder_from_plain([{"step": "Teleport"}])
+        ladder_format.ladder_from_plain([{"step": "Teleport"}])
 
 
 def test_only_killed_and_lost_worker_tries_are_no_ladder_input() -> None:
@@ -314,13 +317,43 @@ def test_history_lost_walks_counted_steps_by_position() -> None:
 
 
 def test_the_count_is_stored_with_the_ladder_and_old_ladders_read_as_one() -> None:
-    plain = fallback.ladder_to_plain(SPOT_LADDER)
+    plain = ladder_format.ladder_to_plain(SPOT_LADDER)
     assert plain[0] == {"step": "RetryAsIs", "applies_to": [], "times": 2}
-    assert fallback.ladder_from_plain(plain) == SPOT_LADDER
-    assert fallback.ladder_from_plain([{"step": "RetryAsIs", "applies_to": []}]) == (RetryAsIs(times=1),)
+    assert ladder_format.ladder_from_plain(plain) == SPOT_LADDER
+    assert ladder_format.ladder_from_plain([{"step": "RetryAsIs", "applies_to": []}]) == (RetryAsIs(times=1),)
 
 
 @pytest.mark.parametrize("times", [0, -1, 1.5, "3", True])
 def test_a_count_that_is_not_a_whole_number_is_refused(times) -> None:
     with pytest.raises(GangSpecError, match=r"times must be a whole number >= 1.*RetryAsIs\(times=3\)"):
         fallback.check_ladder([RetryAsIs(times=times)], gang_spec())
+def test_use_reservation_requires_it_and_leaves_spot() -> None:
+    spec = fallback.UseReservation("a100-res").apply(gang_spec(spot=True))
+    assert (spec.reservation_name, spec.spot) == ("a100-res", False)
+
+
+@pytest.mark.parametrize(("step", "spot"), [(fallback.LeaveReservation(), False),
+                                             (fallback.LeaveReservation(spot=True), True)], ids=["on-demand", "spot"])
+def test_leave_reservation_drops_the_requirement(step: fallback.LeaveReservation, spot: bool) -> None:
+    spec = step.apply(gang_spec(reservation_name="a100-res"))
+    assert (spec.reservation_name, spec.spot) == (None, spot)
+
+
+def test_a_full_reservation_falls_back_to_on_demand_then_spot() -> None:
+    ladder = (fallback.LeaveReservation(), fallback.LeaveReservation(spot=True))
+    base = gang_spec(reservation_name="a100-res")
+    fallback.check_ladder(ladder, base)
+    first = fallback.choose_step(ladder, 2, [TryOutcome(1, None, R.CAPACITY_NOT_FOUND)])
+    second = fallback.choose_step(ladder, 3, [TryOutcome(1, None, R.CAPACITY_NOT_FOUND), TryOutcome(2, 0, R.DEADLINE)])
+    assert (first.step_index, second.step_index) == (0, 1)
+    assert fallback.spec_for_steps(base, ladder, [None, 0, 1]).spot is True
+    assert fallback.choose_step(ladder, 2, [TryOutcome(1, None, R.MEMBER_FAILED)]).exhausted
+
+
+def test_exit_code_reasons_are_answered_by_retry_as_is_only_by_default() -> None:
+    answering = {name for name, kind in ladder_format.STEP_TYPES.items()
+                 if R.MEMBER_EXIT_RETRYABLE in kind.default_reasons}
+    assert answering == {"RetryAsIs"}
+    ladder = (fallback.RetryAsIs(),)
+    assert fallback.choose_step(ladder, 2, [TryOutcome(1, None, R.MEMBER_EXIT_RETRYABLE)]).step_index == 0
+    assert fallback.choose_step(ladder, 2, [TryOutcome(1, None, R.MEMBER_EXIT_FAILS_FOR_GOOD)]).exhausted

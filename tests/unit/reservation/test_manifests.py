@@ -140,6 +140,13 @@ PLACEMENT = [
              "matchExpressions": [pods.NOT_SPOT]}]}}}},
     ),
     (
+        "reservation-required-beside-on-demand",
+        {"reservation_name": "a100-res"},
+        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [pods.NOT_SPOT, {"key": "cloud.google.com/reservation-name", "operator": "In",
+                                                  "values": ["a100-res"]}]}]}}}},
+    ),
+    (
         "on-demand-rule-not-duplicated",
         {"pod_template": template(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [pods.NOT_SPOT]}]}}})},

@@ -20,7 +20,7 @@ from kubernetes import client, config
 from airflow_provider_gang.sim.cli import build_parser, main, scenario_of
 from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
 from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
-from airflow_provider_gang.sim.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from airflow_provider_gang.sim.scenario import Scenario, ScenarioError, load_scenario, named_scenarios, parse_scenario
 
 
 def _pod(name: str, image: str, command: list[str] | None = None, annotations: dict[str, str] | None = None) -> Any:
@@ -88,7 +88,8 @@ def _events(core: client.CoreV1Api, pod: str) -> list[Any]:
 
 
 def test_a_python_image_runs_its_command_on_the_local_interpreter_in_every_shipped_scenario() -> None:
-    for name in ("demo", "small", "seed-cost", "kueue", "dws"):
+    assert set(named_scenarios()) == {"demo", "small", "seed-cost", "kueue", "dws", "reserved"}
+    for name in named_scenarios():
         assert "python:*" in load_scenario(name).local_process_images, name
 
 

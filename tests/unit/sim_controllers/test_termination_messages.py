@@ -72,6 +72,8 @@ def test_local_process_paths_are_rewritten(tmp_path: Path) -> None:
     assert env == {"GANG_TERMINATION_MESSAGE_PATH": str(file), "OTHER": "/tmp/msg2", messages.PATH_VARIABLE: str(file)}
     default = messages.rewrite_command(["sh", "-c", "echo done > /dev/termination-log"], {"name": "c"}, file)
     assert default == ["sh", "-c", f"echo done > {file}"]
+    longer = messages.rewrite_command(["cat /dev/termination-log2 /dev/termination-log"], {"name": "c"}, file)
+    assert longer == [f"cat /dev/termination-log2 {file}"]
     assert messages.read_tail(file) is None
     file.parent.mkdir(parents=True)
     file.write_text("abc")
