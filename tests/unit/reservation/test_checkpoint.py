@@ -186,3 +186,10 @@ def test_the_run_memory_keeps_preemptions_and_the_latest_checkpoint_and_warns_on
     later, warnings = memory.see(dataclasses.replace(_run(), pods=[garbled]))
     assert warnings == [] and later.spot_preempted_ranks == frozenset({1})
     assert memory.checkpoint == CheckpointReport(8, 9, "gang-t1-abc-0", 0)
+
+
+def test_without_a_checkpoint_termination_messages_are_not_read() -> None:
+    memory = member_history.RunMemory(read_checkpoints=False)
+    garbled = pod(0).on_spot().shut_down(message="{oops").obj()
+    seen, warnings = memory.see(dataclasses.replace(_run(), pods=[garbled]))
+    assert (warnings, memory.checkpoint, seen.spot_preempted_ranks) == ([], None, frozenset({0}))
