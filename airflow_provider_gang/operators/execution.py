@@ -314,6 +314,7 @@ class TryRun:
             deadline=deadline, mode=spec.mode.value, size=size, started_at=now, pod_selector=watch.member_selector,
             provisioning_request=watch.provisioning_request, workload_selector=watch.workload_selector,
             startup_deadline=now + self.settings.startup_timeout.total_seconds(),
+            read_checkpoints=spec.checkpoint is not None,
             delete_on_kill=gang_objects.kill_targets(spec), try_number=state.plan.attempt,
             client_options=self.settings.client_options.to_dict(),
             unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),

@@ -64,6 +64,17 @@ class TryRecord:
     records written before it was kept."""
     adopted_from: int | None = None
     """The try whose gang this try adopted after that try's worker stopped, if any."""
+    checkpoint_step: int | None = None
+    """The latest checkpoint step this try's members reported (``reservation.checkpoint``); ``None``:
+    none reported, or no ``checkpoint``, or a record written before checkpoints were kept."""
+    checkpoint_progress: int | None = None
+    """The last step completed when that report was written (``>= checkpoint_step``)."""
+    resumed_from_step: int | None = None
+    """The checkpoint step this try resumed from (``GANG_RESUME_STEP``); ``None``: it started afresh."""
+    gpu_seconds_lost: float = 0.0
+    """GPU-seconds of a failed try with a ``checkpoint`` that a later try redoes (``checkpoint.split_work``)."""
+    gpu_seconds_saved: float = 0.0
+    """GPU-seconds of a failed try's checkpointed steps, which a resuming try does not redo."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,6 +149,15 @@ def totals(records: list[TryRecord]) -> dict[str, float]:
         "gpu_hours_reserved": round(sum(item.gpu_seconds_reserved for item in records) / 3600, 6),
         "gpu_hours_used": round(sum(item.gpu_seconds_used for item in records) / 3600, 6),
         "gpu_hours_idle": round(sum(item.gpu_seconds_idle for item in records) / 3600, 6),
+    }
+
+
+def checkpoint_totals(records: list[TryRecord]) -> dict[str, float]:
+    """GPU-hours lost to failed tries (work since their last checkpoint, redone) and saved by resuming
+    (their checkpointed work, not redone), summed over ``records``."""
+    return {
+        "gpu_hours_lost": round(sum(item.gpu_seconds_lost for item in records) / 3600, 6),
+        "gpu_hours_saved": round(sum(item.gpu_seconds_saved for item in records) / 3600, 6),
     }
 
 

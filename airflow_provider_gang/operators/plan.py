@@ -84,14 +84,36 @@ def effective_ladder(fallbacks: Sequence[fallback.FallbackStep], retries: int) -
     return tuple(fallbacks) if fallbacks else tuple(fallback.RetryAsIs() for _ in range(max(0, retries)))
 
 
-def current_sequence(records: list[try_history.TryRecord]) -> list[try_history.TryRecord]:
-    """The finished tries since the last one that cannot be retried (see rule 3), killed ones left out."""
+def sequence_tries(records: list[try_history.TryRecord]) -> list[try_history.TryRecord]:
+    """The finished tries since the last one that cannot be retried (see rule 3), killed ones included."""
     start = 0
     for index, record in enumerate(records):
         reason = Reason(record.outcome)
         if is_ladder_input(reason) and not is_retryable(reason):
             start = index + 1
-    return [record for record in records[start:] if is_ladder_input(Reason(record.outcome))]
+    return records[start:]
+
+
+def current_sequence(records: list[try_history.TryRecord]) -> list[try_history.TryRecord]:
+    """The finished tries since the last one that cannot be retried (see rule 3), killed ones left out."""
+    return [record for record in sequence_tries(records) if is_ladder_input(Reason(record.outcome))]
+
+
+def with_resume(spec: GangSpec, records: list[try_history.TryRecord], try_number: int) -> tuple[GangSpec, str]:
+    """``spec`` with its checkpoint set for try ``try_number``: resuming from the latest checkpoint a
+    try of the current sequence reported (killed tries included: their checkpoint is as good), else
+    afresh; second item: a sentence for the log (``""`` without a checkpoint). A sequence that ended
+    (success, or a failure for good) is not resumed from: clearing a finished task trains again."""
+    if spec.checkpoint is None:
+        return spec, ""
+    reports = [(record.attempt, record.checkpoint_step) for record in sequence_tries(records)
+               if record.checkpoint_step is not None]
+    if not reports:
+        note = "; no earlier try of this run reported a checkpoint, so members start afresh (GANG_RESUME unset)"
+        return replace(spec, checkpoint=spec.checkpoint.for_try(try_number, None)), note
+    attempt, step = reports[-1]
+    note = f"; members resume from the checkpoint at step {step} that try {attempt} reported (GANG_RESUME=1)"
+    return replace(spec, checkpoint=spec.checkpoint.for_try(try_number, step)), note
 
 
 def sequence_ladder(sequence: list[try_history.TryRecord], configured: Sequence[fallback.FallbackStep]) -> tuple[
@@ -195,6 +217,7 @@ def plan_try(
         spec = fallback.spec_for_steps(build_spec(name), walked, indexes)
     except GangSpecError as error:
         raise NoTry(Reason.INVALID, f"{choice.explanation}, but the step cannot apply: {error}") from error
+    spec, resuming = with_resume(spec, records, ti.try_number)
     deadline, deadline_reason = _reservation_deadline(now, reservation_timeout_seconds, start_deadline)
     plan = TryPlan(
         attempt=ti.try_number, gang=name, step=describe_step(choice.step, spec),
@@ -202,4 +225,4 @@ def plan_try(
         deadline_reason=deadline_reason, start_deadline=start_deadline,
         ladder=tuple(fallback.ladder_to_plain(walked)),
     )
-    return plan, choice.explanation + note
+    return plan, choice.explanation + resuming + note

@@ -9,7 +9,9 @@ Timings (seconds, ``None`` when the try never got there), from the trigger event
 
 GPU time comes from ``reservation.cost``: reserved from the grant until the gang was released, used
 by each member while it ran, idle the difference - for this try and summed over every try of the
-task instance, failed ones included.
+task instance, failed ones included. With a ``checkpoint``, the GPU time a failed try used is split
+at the checkpoint its members reported (``reservation.checkpoint.split_work``): *lost* is what a later
+try redoes, *saved* the checkpointed steps a resuming try does not redo.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_provider_gang.operators.history import TryRecord, totals
+from airflow_provider_gang.operators.history import TryRecord, checkpoint_totals, totals
 from airflow_provider_gang.operators.plan import TryPlan
 from airflow_provider_gang.operators.try_state import TryState
-from airflow_provider_gang.reservation import cost
+from airflow_provider_gang.reservation import checkpoint, cost
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.phases import Phase, Reason, is_retryable
 from airflow_provider_gang.reservation.spec import GangSpec
@@ -72,6 +74,9 @@ def try_record(
     ended_at = _event_time(run_event) or now
     members = list((run_event or {}).get("members") or [])
     size_run = state.size_run or spec.size
+    reported = (run_event or {}).get("checkpoint")
+    report = checkpoint.CheckpointReport.from_dict(reported) if reported else None
+    resumed_from = spec.checkpoint.resume_step if spec.checkpoint is not None else None
     usage = cost.try_cost(
         gpus=gpus,
         members_reserved=size_run,
@@ -79,6 +84,10 @@ def try_record(
         released_at=now,
         members=[_member_status(member) for member in members],
     )
+    succeeded = final.get("status") == "success"
+    split = checkpoint.WorkSplit()
+    if spec.checkpoint is not None and not succeeded:
+        split = checkpoint.split_work(usage.used, start_step=resumed_from or 0, report=report)
     return TryRecord(
         attempt=plan.attempt,
         gang=plan.gang,
@@ -88,7 +97,7 @@ def try_record(
         size=size_run,
         outcome=str(final.get("reason") or Reason.INVALID.value),
         message=str(final.get("message") or ""),
-        retryable=final.get("status") != "success" and is_retryable(Reason(final.get("reason") or "invalid")),
+        retryable=not succeeded and is_retryable(Reason(final.get("reason") or "invalid")),
         queue_seconds=None if reserved_at is None else max(0.0, reserved_at - plan.requested_at),
         provisioning_seconds=None if running_at is None or launched_at is None else max(0.0, running_at - launched_at),
         run_seconds=None if running_at is None else max(0.0, ended_at - running_at),
@@ -99,6 +108,11 @@ def try_record(
                     if member.get("exit_code") is not None},
         ladder=list(plan.ladder),
         adopted_from=plan.adopted_from,
+        checkpoint_step=None if report is None else report.step,
+        checkpoint_progress=None if report is None else report.progress,
+        resumed_from_step=resumed_from,
+        gpu_seconds_lost=split.lost,
+        gpu_seconds_saved=split.saved,
     )
 
 
@@ -125,6 +139,9 @@ def summary(plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryR
         "all_tries": totals(records),
         "tries": [try_summary(item) for item in records],
         "rank_logs": {str(rank): text for rank, text in sorted((logs or {}).items())},
+        "checkpoint": None if spec.checkpoint is None else {
+            "location": spec.checkpoint.location, "resumed_from_step": spec.checkpoint.resume_step,
+            **checkpoint_totals(records)},
     }
 
 
@@ -133,7 +150,7 @@ def try_summary(record: TryRecord) -> dict[str, Any]:
     own figures (``gpu_hours_reserved/used/idle``), without the stored ladder."""
     values = {key: value for key, value in record.to_dict().items()
               if not key.startswith("gpu_seconds_") and key != "ladder"}
-    return {**values, **totals([record])}
+    return {**values, **totals([record]), **checkpoint_totals([record])}
 
 
 def story(records: Sequence[TryRecord]) -> list[str]:
@@ -148,4 +165,10 @@ def story(records: Sequence[TryRecord]) -> list[str]:
     overall = totals(list(records))
     lines.append(f"  all tries: {overall['gpu_hours_reserved']:.3f} GPU-h reserved, {overall['gpu_hours_used']:.3f} "
                  f"used, {overall['gpu_hours_idle']:.3f} idle")
+    resumed = [record for record in records if record.resumed_from_step is not None]
+    if resumed or any(record.checkpoint_step is not None for record in records):
+        hours = checkpoint_totals(list(records))
+        steps = ", ".join(f"try {record.attempt} from step {record.resumed_from_step}" for record in resumed)
+        lines.append(f"  checkpoints: {hours['gpu_hours_lost']:.4f} GPU-h lost (work since the last checkpoint, "
+                     f"redone), {hours['gpu_hours_saved']:.4f} saved by resuming ({steps or 'no try resumed'})")
     return lines

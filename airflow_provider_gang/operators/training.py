@@ -24,7 +24,9 @@ from airflow_provider_gang.operators import arguments as checks
 from airflow_provider_gang.operators import execution, plan
 from airflow_provider_gang.operators.member_template import build_member_template
 from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter
+from airflow_provider_gang.reservation import checkpoint as checkpoints
 from airflow_provider_gang.reservation import fallback, naming, validation
+from airflow_provider_gang.reservation.checkpoint import PersistentVolumeCheckpoint
 from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
 
 # GangSpec field -> the operator argument a user wrote.
@@ -59,6 +61,12 @@ class GangTrainingOperator(BaseOperator):
     try uses follows from its try number and why earlier tries failed. Set ``retries`` to at least
     the ladder's length to use all of it.
 
+    ``checkpoint``: where every try of one DAG run saves - a URI or absolute path (templated, e.g.
+    ``"gs://bucket/{{ dag.dag_id }}/{{ run_id }}"``) or ``reservation.checkpoint.PersistentVolumeCheckpoint``
+    (a claim mounted into every member). Members then get ``GANG_CHECKPOINT_DIR``, ``GANG_TRY_NUMBER``,
+    ``GANG_TERMINATION_MESSAGE_PATH`` and, when an earlier try reported a checkpoint through its
+    termination message, ``GANG_RESUME=1`` and ``GANG_RESUME_STEP`` (``reservation.checkpoint``).
+
     ``on_finish="delete"`` removes every object of the gang when the task ends (``"keep"`` leaves
     finished pods for inspection); ``log_ranks`` (default ``[0]``, or ``"all"``) are the members
     whose logs go into the task log. ``deferrable`` defaults to ``[operators] default_deferrable``;
@@ -69,6 +77,7 @@ class GangTrainingOperator(BaseOperator):
 
     template_fields: Sequence[str] = (
         "namespace", "image", "command", "args", "env", "kueue_queue", "zone", "labels", "pod_template_file",
+        "checkpoint",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"env": "json", "args": "py", "command": "py"}
     operator_extra_links = (GangReservationLink(),)
@@ -106,6 +115,7 @@ class GangTrainingOperator(BaseOperator):
         start_by: timedelta | float | None = None,
         unreachable_timeout: timedelta | float = timedelta(minutes=10),
         fallbacks: Sequence[fallback.FallbackStep] = (),
+        checkpoint: str | PersistentVolumeCheckpoint | None = None,
         on_finish: str = "delete",
         log_ranks: Sequence[int] | str = (0,),
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -132,6 +142,7 @@ class GangTrainingOperator(BaseOperator):
         self.run_timeout, self.start_by = checks.as_duration(run_timeout), checks.as_duration(start_by)
         self.unreachable_timeout = checks.as_duration(unreachable_timeout)
         self.fallbacks = checks.check_fallbacks_shape(fallbacks)
+        self.checkpoint = checkpoint
         self.on_finish, self.log_ranks = on_finish, log_ranks
         self.deferrable = deferrable
         self.kubernetes_conn_id = kubernetes_conn_id
@@ -176,9 +187,14 @@ class GangTrainingOperator(BaseOperator):
         warnings = [f"fallbacks {step} changes nothing for this gang; remove it or change it"
                     for step in fallback.no_op_steps(self.fallbacks, self.build_spec(PARSE_TIME_NAME, stand_ins=True))]
         retries = self.retries or 0
-        if len(self.fallbacks) > retries:
-            warnings.append(f"fallbacks has {len(self.fallbacks)} steps but retries={retries}: only the first "
-                            f"{retries} can be used; set retries={len(self.fallbacks)}")
+        needed = fallback.tries_needed(self.fallbacks)
+        if needed > retries:
+            using = f" using {needed} tries" if needed != len(self.fallbacks) else ""
+            warnings.append(f"fallbacks has {len(self.fallbacks)} steps{using} but retries={retries}: only the first "
+                            f"{retries} can be used; set retries={needed}")
+        if isinstance(self.checkpoint, str) and not checks.has_jinja(self.checkpoint):
+            warnings.append(f"checkpoint {self.checkpoint!r} is the same for every run of the DAG, so runs overwrite "
+                            "each other's checkpoints; add the run to it, e.g. '.../{{ run_id }}'")
         if self.reservation != "kueue":
             unread = validation.unknown_parameters(self.provisioning_class, self.provisioning_parameters)
             if unread:
@@ -192,10 +208,12 @@ class GangTrainingOperator(BaseOperator):
         if not stand_ins:
             return values
         neutral: dict[str, Any] = {"namespace": "default", "image": "image", "command": None, "args": None, "env": None,
-                   "kueue_queue": "queue", "zone": "zone", "labels": {}, "pod_template_file": None}
+                   "kueue_queue": "queue", "zone": "zone", "labels": {}, "pod_template_file": None,
+                   "checkpoint": None}
         for name, value in values.items():
             if checks.has_jinja(value):
                 values[name] = neutral[name]
+        values["checkpoint"] = checkpoints.stand_in(self.checkpoint)
         if values["pod_template_file"] is None and self.pod_template_file is not None and self.image is None \
                 and self.pod_template is None:
             values["image"] = "image"  # a templated file path: its content is checked after rendering
@@ -227,6 +245,7 @@ class GangTrainingOperator(BaseOperator):
                 labels=values["labels"],
                 distributed=self.distributed,  # type: ignore[arg-type]  # GangSpec converts the string
                 master_port=self.master_port,
+                checkpoint=None if values["checkpoint"] is None else checkpoints.from_argument(values["checkpoint"]),
             )
         except GangSpecError as error:
             argument = _ARGUMENT_OF_FIELD.get(error.field, error.field)

@@ -11,6 +11,9 @@ Versions:
 - 1 (no ``version`` key): the plan's fields flat, beside ``owner_uid``, ``job_uid``,
   ``reservation_event``, ``launched_at`` and ``size_run``.
 - 2: ``{"version": 2, "plan": TryPlan.to_dict(), "objects": [...], ...}`` as :meth:`to_stored` writes.
+- 3: as 2; the plan's ``spec`` may carry ``checkpoint`` (``reservation.checkpoint.Checkpoint``: the
+  location, try number and resume step). Versions 1 and 2 read with no checkpoint; a provider that
+  reads up to 2 refuses a 3 with "upgrade" instead of failing on the unknown spec key.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from airflow_provider_gang.operators.plan import TryPlan
 
-VERSION = 2
+VERSION = 3
 
 
 @dataclass(frozen=True)

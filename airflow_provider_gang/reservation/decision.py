@@ -16,8 +16,10 @@ Reservation stage, by mode (the classifiers document their own precedence):
   (partial admission); REJECTED, RETRY, PREEMPTED, EVICTED, INACTIVE, FINISHED -> failures;
   MISSING, PENDING, QUOTA_RESERVED -> waiting.
 
-Run stage: first the reservation objects, if given (a revoked ProvisioningRequest, or a preempted
-or evicted Workload, ends the run with that reason), then :func:`members.classify_running_gang`.
+Run stage: first a spot preemption (``running._spot_preemption``: ``spot_preempted``, once the
+preempted members' containers stopped), then the reservation objects, if given (a revoked
+ProvisioningRequest, or a preempted or evicted Workload, ends the run with that reason), then
+:func:`members.classify_running_gang`.
 
 Deadlines, checked *after* classification so an object that reports success at the deadline wins:
 ``policy.deadline`` ends any non-terminal decision with ``policy.deadline_reason`` (``DEADLINE`` for

@@ -1,9 +1,11 @@
 """The fallback ladder: typed steps a retry walks down, chosen purely from the try history.
 
 A ladder is an ordered tuple of steps. Try 1 runs the gang as configured. Every later try takes
-the **first step in ladder order that has not been used yet and that applies to the reason the
+the **first step in ladder order that has not been used up yet and that applies to the reason the
 previous try failed for**; steps whose reasons do not match are passed over (and stay available for
-a later failure with a matching reason). Steps are **cumulative**: try *n* runs the base spec with
+a later failure with a matching reason). A step is used up after :attr:`FallbackStep.uses` tries:
+one for every step but ``RetryAsIs(times=n)``, so ``(RetryAsIs(times=3), OnDemand())`` answers spot
+preemptions by staying on spot three times, then leaving it. Steps are **cumulative**: try *n* runs the base spec with
 every step used so far applied in the order they were used, so moving on to another zone after a
 shrink keeps the smaller size. When no step is left for the reason, the ladder is exhausted.
 
@@ -15,7 +17,8 @@ Default reasons per step (override with ``applies_to``):
 ``OtherZone``               capacity refused, deadline, provisioning failed, revoked, booking expired
 ``OtherProvisioningClass``  capacity refused, deadline, provisioning failed, revoked
 ``OtherQueue``              deadline, Kueue retry/reject, preempted, evicted, deactivated
-``OnDemand``                revoked, preempted, evicted, member lost, capacity refused, deadline
+``OnDemand``                revoked, preempted, spot preempted, evicted, member lost, capacity
+                            refused, deadline
 =========================  =================================================================
 
 Non-retryable reasons (invalid spec, start window missed) never choose a step.
@@ -23,6 +26,7 @@ Non-retryable reasons (invalid spec, start window missed) never choose a step.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,6 +57,11 @@ class FallbackStep(ABC):
     def reasons(self) -> frozenset[Reason]:
         return frozenset(Reason(reason) for reason in self.applies_to) or self.default_reasons
 
+    @property
+    def uses(self) -> int:
+        """How many tries may use this step before it is used up."""
+        return 1
+
     @abstractmethod
     def describe(self) -> str:
         """A short human description for logs and the final failure message."""
@@ -64,10 +73,17 @@ class FallbackStep(ABC):
 
 @dataclass(frozen=True)
 class RetryAsIs(FallbackStep):
-    """Try again unchanged (with a new name: a new try always gets new objects)."""
+    """Try again unchanged (with a new name: a new try always gets new objects), up to ``times``
+    tries. Stored ladders written before ``times`` existed read as ``times=1``."""
+
+    times: int = 1
+
+    @property
+    def uses(self) -> int:
+        return self.times
 
     def describe(self) -> str:
-        return "retry as-is"
+        return "retry as-is" if self.times == 1 else f"retry as-is (up to {self.times} times)"
 
     def apply(self, spec: GangSpec) -> GangSpec:
         return spec
@@ -167,7 +183,7 @@ class OnDemand(FallbackStep):
     """Leave spot capacity for on-demand."""
 
     default_reasons: ClassVar[frozenset[Reason]] = _CAPACITY | {
-        Reason.CAPACITY_REVOKED, Reason.PREEMPTED, Reason.EVICTED, Reason.MEMBER_LOST
+        Reason.CAPACITY_REVOKED, Reason.PREEMPTED, Reason.SPOT_PREEMPTED, Reason.EVICTED, Reason.MEMBER_LOST
     }
 
     def describe(self) -> str:
@@ -212,14 +228,16 @@ def choose_step(ladder: Sequence[FallbackStep], try_number: int, history: Sequen
     """The step try ``try_number`` uses, from the outcomes of the earlier tries (module docstring).
 
     If ``history`` lacks the previous try (state lost with a crashed worker), the step is taken by
-    position, ``ladder[try_number - 2]``, and the explanation says so.
+    position in the ladder with every step repeated :attr:`~FallbackStep.uses` times, and the
+    explanation says so.
     """
     if try_number <= 1:
         return Choice(None, None, False, "try 1: the gang as configured")
     previous = [outcome for outcome in history if outcome.try_number < try_number]
     if not previous or previous[-1].try_number != try_number - 1:
-        index = try_number - 2
-        if index < len(ladder):
+        positions = [index for index, step in enumerate(ladder) for _ in range(step.uses)]
+        if try_number - 2 < len(positions):
+            index = positions[try_number - 2]
             return Choice(ladder[index], index, False, f"try {try_number}: step {index + 1} "
                           f"({ladder[index].describe()}) by position; the previous try's outcome is unknown")
         return Choice(None, None, True, f"try {try_number}: all {len(ladder)} fallback step(s) used")
@@ -227,11 +245,12 @@ def choose_step(ladder: Sequence[FallbackStep], try_number: int, history: Sequen
     if not phases.is_retryable(last.reason):
         return Choice(None, None, True, f"try {try_number}: try {last.try_number} ended with {last.reason.value}, "
                       "which no fallback step can fix")
-    used = {outcome.step_index for outcome in previous}
+    used = collections.Counter(outcome.step_index for outcome in previous)
     for index, step in enumerate(ladder):
-        if index not in used and last.reason in step.reasons:
-            return Choice(step, index, False, f"try {try_number}: step {index + 1} ({step.describe()}) because try "
-                          f"{last.try_number} ended with {last.reason.value}")
+        if used[index] < step.uses and last.reason in step.reasons:
+            turn = f", use {used[index] + 1} of {step.uses}" if step.uses > 1 else ""
+            return Choice(step, index, False, f"try {try_number}: step {index + 1} ({step.describe()}{turn}) because "
+                          f"try {last.try_number} ended with {last.reason.value}")
     return Choice(None, None, True, f"try {try_number}: no unused fallback step applies to {last.reason.value} "
                   f"(ladder of {len(ladder)} step(s))")
 
@@ -258,6 +277,9 @@ def check_ladder(ladder: Sequence[FallbackStep], base: GangSpec) -> None:
         unknown = [reason for reason in step.applies_to if reason not in set(Reason)]
         if unknown:
             raise GangSpecError("fallbacks", f"step {index + 1}: unknown reasons {unknown}")
+        if not isinstance(step.uses, int) or isinstance(step.uses, bool) or step.uses < 1:
+            raise GangSpecError("fallbacks", f"step {index + 1} ({type(step).__name__}): times must be a whole "
+                                f"number >= 1, got {step.uses!r}; write e.g. RetryAsIs(times=3)")
         try:
             step.apply(base)
             spec = step.apply(spec)
@@ -281,6 +303,11 @@ def no_op_steps(ladder: Sequence[FallbackStep], base: GangSpec) -> list[str]:
 def required_modes(ladder: Sequence[FallbackStep]) -> tuple[tuple[str, str], ...]:
     """``(description, required mode or "")`` per step, for checking the ladder against the mode."""
     return tuple((step.describe(), step.required_mode) for step in ladder)
+
+
+def tries_needed(ladder: Sequence[FallbackStep]) -> int:
+    """The retries that walk the whole ladder: every step's :attr:`~FallbackStep.uses`, summed."""
+    return sum(step.uses for step in ladder)
 
 
 STEP_TYPES: dict[str, type[FallbackStep]] = {

@@ -1,18 +1,26 @@
-"""What a run trigger remembers of each member between observations.
+"""What a run trigger remembers of each member between observations (:class:`RunMemory`).
 
 A member that is deleted, evicted or whose node goes away leaves no pod behind, so the observation
 that ends the try shows the rank as missing, without the start time it had while it ran. GPU
 accounting (``reservation.cost``) would then count the whole reservation of that member as idle.
 :func:`carry_forward` keeps the last known start of every rank and gives a member that is now
 missing or lost the time it ran: from that start to the moment the loss was observed.
+
+The same goes for two other facts a deleted pod takes with it: that its spot node was preempted
+(``Observed.spot_preempted_ranks``) and the checkpoint its termination message reported
+(``reservation.checkpoint``), of which the latest seen is kept.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+from airflow_provider_gang.reservation import checkpoint, members
+from airflow_provider_gang.reservation.checkpoint import CheckpointReport
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
+from airflow_provider_gang.reservation.observed import Observed
 
 _GONE = frozenset({MemberState.MISSING, MemberState.LOST})
 
@@ -37,3 +45,36 @@ def carry_forward(started: Mapping[int, float], members: Sequence[MemberStatus],
                                          finished_at=member.finished_at if member.finished_at is not None else now)
         carried.append(member)
     return tuple(carried)
+
+
+@dataclass
+class RunMemory:
+    """Facts of earlier observations of one wait (module docstring); :meth:`see` every observation,
+    :meth:`ended` the members of the terminal decision."""
+
+    read_checkpoints: bool = True
+    """Whether termination messages are checkpoint reports (the gang has a ``checkpoint``)."""
+    started: dict[int, float] = field(default_factory=dict)
+    preempted: frozenset[int] = frozenset()
+    checkpoint: CheckpointReport | None = None
+    warned: set[str] = field(default_factory=set)
+
+    def see(self, observed: Observed) -> tuple[Observed, list[str]]:
+        """``observed`` with the spot preemptions seen so far, and warnings not given before (a
+        malformed termination message, naming its pod)."""
+        self.preempted |= frozenset(members.spot_preempted(observed.pods, size=observed.size))
+        warnings: list[str] = []
+        for pod in observed.pods if self.read_checkpoints else ():
+            report, problem = checkpoint.report_of_pod(pod, members.member_rank(pod))
+            self.checkpoint = checkpoint.latest([self.checkpoint, report])
+            if problem is not None and problem not in self.warned:
+                self.warned.add(problem)
+                warnings.append(problem)
+        return dataclasses.replace(observed, spot_preempted_ranks=self.preempted), warnings
+
+    def remember(self, members_seen: Sequence[MemberStatus]) -> None:
+        self.started = remember(self.started, members_seen)
+
+    def ended(self, members_seen: Sequence[MemberStatus], *, now: float) -> tuple[MemberStatus, ...]:
+        """The terminal decision's members with the run time of those lost (:func:`carry_forward`)."""
+        return carry_forward(self.started, members_seen, now=now)

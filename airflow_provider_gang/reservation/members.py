@@ -38,6 +38,11 @@ JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 LOST_POD_REASONS = frozenset(
     {"Evicted", "NodeLost", "Shutdown", "Terminated", "NodeAffinity", "UnexpectedAdmissionError"}
 )
+SPOT_LABEL = "cloud.google.com/gke-spot"
+NODE_SHUTDOWN_DISRUPTION = "TerminationByKubelet"
+"""``DisruptionTarget`` reason the kubelet's graceful node shutdown sets (``pkg/kubelet/nodeshutdown``)."""
+NODE_SHUTDOWN_REASON = "Terminated"
+"""Pod ``status.reason`` the kubelet's graceful node shutdown sets when it fails the pod."""
 FATAL_WAITING_REASONS = frozenset(
     {"InvalidImageName", "ErrImageNeverPull", "CreateContainerError", "RunContainerError"}
 )
@@ -185,6 +190,44 @@ def members_by_rank(pods: Iterable[Object], *, size: int) -> dict[int, MemberSta
         if current is None or _SEVERITY.index(candidate.state) > _SEVERITY.index(current.state):
             found[rank] = candidate
     return {rank: found.get(rank, MemberStatus(rank=rank, state=MemberState.MISSING)) for rank in range(size)}
+
+
+def is_on_spot(pod: Object) -> bool:
+    """The pod asked for spot capacity (node selector ``cloud.google.com/gke-spot: "true"``, as
+    ``manifests.pods`` places spot members)."""
+    return ((pod.get("spec") or {}).get("nodeSelector") or {}).get(SPOT_LABEL) == "true"
+
+
+def is_spot_preempted(pod: Object) -> bool:
+    """A spot pod the kubelet's graceful node shutdown ended or is ending: GKE reclaims a spot VM
+    with ~30 s notice, taints the node ``cloud.google.com/impending-node-termination`` and the kubelet
+    stops its pods, marking them ``DisruptionTarget`` (reason ``TerminationByKubelet``) and then
+    ``Failed`` with reason ``Terminated``
+    (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#termination-graceful-shutdown)."""
+    if not is_on_spot(pod) or conditions.pod_phase(pod) == "Succeeded":
+        return False
+    disruption = conditions.find_condition(pod, "DisruptionTarget") if conditions.is_disrupted(pod) else None
+    shutdown = (disruption or {}).get("reason") == NODE_SHUTDOWN_DISRUPTION
+    status = pod.get("status") or {}
+    return shutdown or (conditions.pod_phase(pod) == "Failed" and status.get("reason") == NODE_SHUTDOWN_REASON)
+
+
+def is_stopping(pod: Object) -> bool:
+    """Some container of ``pod`` still runs (its grace period, e.g. saving a checkpoint on SIGTERM)."""
+    if conditions.pod_phase(pod) in ("Succeeded", "Failed"):
+        return False
+    return any("running" in (container.get("state") or {}) for container in _container_statuses(pod))
+
+
+def spot_preempted(pods: Iterable[Object], *, size: int) -> dict[int, bool]:
+    """Ranks (``0..size-1``) with a spot-preempted pod (:func:`is_spot_preempted`) -> whether that pod
+    is still stopping (:func:`is_stopping`)."""
+    found: dict[int, bool] = {}
+    for pod in pods:
+        rank = member_rank(pod)
+        if rank is not None and rank < size and is_spot_preempted(pod):
+            found[rank] = found.get(rank, False) or is_stopping(pod)
+    return found
 
 
 class GangState(str, Enum):

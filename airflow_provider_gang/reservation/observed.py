@@ -35,6 +35,9 @@ class Observed:
     - ``scheduling_gate``: the gang's gate name; required in ``gates`` mode (``naming.GangNames``).
     - ``pods_from_job``: members are created by a Job controller (Kueue Job launch), so a rank
       without a pod is still to come rather than lost.
+    - ``spot_preempted_ranks``: ranks an earlier observation of this wait saw spot-preempted
+      (``members.is_spot_preempted``): the node goes away with the pod, so the last view may no longer
+      show why the member is missing.
     """
 
     mode: ReservationMode
@@ -46,3 +49,4 @@ class Observed:
     pods: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     scheduling_gate: str | None = None
     pods_from_job: bool = False
+    spot_preempted_ranks: frozenset[int] = frozenset()

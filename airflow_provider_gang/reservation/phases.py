@@ -90,6 +90,13 @@ class Reason(str, Enum):
     """A member exited non-zero (or was OOM-killed, or failed to start)."""
     MEMBER_LOST = "member_lost"
     """A member disappeared: deleted, evicted, or its node was lost."""
+    SPOT_PREEMPTED = "spot_preempted"
+    """A member's spot node was reclaimed: the pod asked for spot capacity (``cloud.google.com/gke-spot``)
+    and the kubelet's graceful node shutdown ended it (``DisruptionTarget`` reason
+    ``TerminationByKubelet``, or phase ``Failed`` with reason ``Terminated``;
+    https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#termination-graceful-shutdown).
+    Its own reason, not ``member_lost`` nor Kueue's ``preempted``: it says "the capacity type was
+    taken back", which a ladder answers by staying on spot a few times, then ``OnDemand``."""
     CLUSTER_UNREACHABLE = "cluster_unreachable"
     """The API server did not answer (transport errors, 429/5xx) past the client's retries."""
     MALFORMED_ANSWER = "malformed_answer"
@@ -135,6 +142,7 @@ _RETRYABLE = frozenset(
         Reason.DEADLINE,
         Reason.MEMBER_FAILED,
         Reason.MEMBER_LOST,
+        Reason.SPOT_PREEMPTED,
         Reason.CLUSTER_UNREACHABLE,
         Reason.MALFORMED_ANSWER,
         Reason.UNEXPECTED_ERROR,

@@ -31,9 +31,30 @@ def _reservation_failure(observed: Observed) -> Decision | None:
     return None
 
 
+def _spot_preemption(observed: Observed, gang: members.GangRun) -> Decision | None:
+    """A member's spot node was reclaimed (now or in an earlier view), or ``None``. It outranks every
+    other failure: the peers that fail or vanish afterwards fail because of it. While a preempted
+    member's containers still run (the shutdown's grace period) the wait goes on, so the termination
+    message it writes last (its checkpoint, ``reservation.checkpoint``) is read before the pods go."""
+    now = members.spot_preempted(observed.pods, size=observed.size)
+    ranks = sorted(set(now) | observed.spot_preempted_ranks)
+    if not ranks:
+        return None
+    stopping = [rank for rank, still in sorted(now.items()) if still]
+    if stopping:
+        return Decision(Phase.RUNNING, False, Reason.MEMBERS_RUNNING, f"the spot node of rank(s) {stopping} is "
+                        "shutting down; waiting for their containers to stop", members=gang.members)
+    lost = "; ".join(member.describe() for member in gang.members if member.rank in ranks)
+    return Decision(Phase.FAILED, True, Reason.SPOT_PREEMPTED, f"{len(ranks)} of {observed.size} lost to spot "
+                    f"preemption: {lost}", members=gang.members)
+
+
 def decide_run(observed: Observed) -> Decision:
     """The run-stage decision for ``observed``."""
     gang = members.classify_running_gang(observed.pods, size=observed.size, missing_is_lost=not observed.pods_from_job)
+    preempted = _spot_preemption(observed, gang)
+    if preempted is not None:
+        return preempted
     ended = _reservation_failure(observed)
     if ended is not None:
         return Decision(ended.phase, True, ended.reason, ended.message, members=gang.members)

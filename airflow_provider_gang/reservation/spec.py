@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_provider_gang.reservation import template, validation
+from airflow_provider_gang.reservation.checkpoint import Checkpoint
 from airflow_provider_gang.reservation.errors import GangSpecError
 
 __all__ = ["Distributed", "GangSpec", "GangSpecError", "MemberResources", "ReservationMode"]
@@ -91,6 +92,9 @@ class GangSpec:
     - ``distributed`` / ``master_port``: rank environment and rendezvous port.
     - ``original_size``: the size before any shrink (``None`` means ``size``), exposed to members as
       ``GANG_ORIGINAL_SIZE``.
+    - ``checkpoint``: where every try of the run saves and whether this one resumes
+      (:class:`reservation.checkpoint.Checkpoint`; ``None``: no checkpoint environment). Stored specs
+      written before it existed read as ``None``.
     """
 
     name: str
@@ -110,6 +114,7 @@ class GangSpec:
     distributed: Distributed | None = None
     master_port: int = DEFAULT_MASTER_PORT
     original_size: int | None = None
+    checkpoint: Checkpoint | None = None
 
     def __post_init__(self) -> None:
         # Accept enum values given as plain strings (e.g. from serialized trigger kwargs).
@@ -157,6 +162,7 @@ class GangSpec:
             "distributed": None if self.distributed is None else self.distributed.value,
             "master_port": self.master_port,
             "original_size": self.original_size,
+            "checkpoint": None if self.checkpoint is None else self.checkpoint.to_dict(),
         }
 
     @classmethod
@@ -165,7 +171,9 @@ class GangSpec:
         values = dict(data)
         resources = values.pop("resources", None) or {}
         distributed = values.pop("distributed", None)
+        checkpoint = values.pop("checkpoint", None)
         return cls(
+            checkpoint=None if checkpoint is None else Checkpoint.from_dict(checkpoint),
             resources=MemberResources(**resources),
             distributed=None if distributed is None else Distributed(distributed),
             **values,

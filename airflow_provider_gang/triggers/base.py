@@ -56,7 +56,7 @@ from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Objects, Reflector, watch_together
 from airflow_provider_gang.reservation import member_history
 from airflow_provider_gang.reservation.decision import Decision, Policy, decide
-from airflow_provider_gang.reservation.observed import Stage
+from airflow_provider_gang.reservation.observed import Observed, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers import kill
@@ -76,6 +76,7 @@ class GangTrigger(BaseTrigger):
     """What the trigger waits for: set by each subclass."""
     scheduling_gate: str | None = None
     pods_from_job: bool = False
+    read_checkpoints: bool = False
 
     def __init__(
         self,
@@ -274,7 +275,7 @@ class GangTrigger(BaseTrigger):
         observed = observe({})
         clock = PhaseClock(self.started_at)
         seen_any = False
-        started: dict[int, float] = {}  # rank -> start time last seen, for members lost later
+        memory = member_history.RunMemory(self.read_checkpoints)  # what pods deleted later take with them
         reporter = WaitReporter(self.log, self.gang_name, started_at=self.started_at,
                                 heartbeat_seconds=self.heartbeat_seconds, try_number=self.own_try,
                                 tries_allowed=self.tries_allowed, step_description=self.step_description)
@@ -300,24 +301,22 @@ class GangTrigger(BaseTrigger):
                             )
                             return build_payload(observed, unreadable, gang_name=self.gang_name,
                                                  namespace=self.namespace, clock=clock)
-                        observed = observe(view)
+                        observed = self.remembered(memory, observe(view))
                     elif not seen_any:
                         continue  # nothing listed yet: an empty view would read as "the reservation is gone"
                     decision = decide(observed, now=now, policy=policy)
                     if decision.terminal and decision.reason == Reason.DEADLINE:
                         fresh = await self.read_now()
                         if fresh is not None and objects.malformed(fresh) is None:
-                            observed = observe(fresh)
+                            observed = self.remembered(memory, observe(fresh))
                             decision = decide(observed, now=now, policy=policy)
                     clock.saw(decision.phase, now)
                     reporter.saw(observed, decision, now)
-                    started = member_history.remember(started, decision.members)
+                    memory.remember(decision.members)
                     if decision.terminal:
-                        decision = replace(decision, members=member_history.carry_forward(
-                            started, decision.members, now=now))
-                        return build_payload(
-                            observed, decision, gang_name=self.gang_name, namespace=self.namespace, clock=clock
-                        )
+                        decision = replace(decision, members=memory.ended(decision.members, now=now))
+                        return build_payload(observed, decision, gang_name=self.gang_name, namespace=self.namespace,
+                                             clock=clock, checkpoint=memory.checkpoint)
         except errors.KubeError as error:
             if error.retryable:
                 raise
@@ -328,6 +327,13 @@ class GangTrigger(BaseTrigger):
                 observed, refused, gang_name=self.gang_name, namespace=self.namespace, clock=clock, api_error=error
             )
         raise RuntimeError("the watch ended without a terminal decision")  # views() never ends on its own
+
+    def remembered(self, memory: member_history.RunMemory, observed: Observed) -> Observed:
+        """``observed`` with what ``memory`` keeps; a malformed termination message is logged, once."""
+        observed, warnings = memory.see(observed)
+        for warning in warnings:
+            self.log.warning("Gang %s: %s", self.gang_name, warning)
+        return observed
 
     async def read_now(self) -> dict[str, Objects] | None:
         """A fresh LIST of every watched kind, or ``None`` if the server does not answer in time.

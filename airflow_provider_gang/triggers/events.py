@@ -11,6 +11,9 @@ Fields (plain JSON values)::
                     API refused the watch itself (Forbidden, Unauthorized, kind not served...); reason
                     is then "invalid": a new try of the same spec cannot help
     timings         {"started_at", "event_at", "waited_seconds", "phases": {<phase>: first seen at}}
+    checkpoint      null, or the latest checkpoint a member's termination message reported during the
+                    wait: reservation.checkpoint.CheckpointReport.to_dict() ({"step", "progress", "pod",
+                    "rank"}); events of older versions lack the key (read as null)
 
 All times are UNIX seconds. Fields may be added, never renamed or removed: deferred tasks created by
 an older version read events produced by a newer one.
@@ -22,6 +25,7 @@ import time
 from typing import Any
 
 from airflow_provider_gang.kube import errors
+from airflow_provider_gang.reservation.checkpoint import CheckpointReport
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.observed import Observed
 from airflow_provider_gang.reservation.phases import Phase
@@ -56,6 +60,7 @@ def build_payload(
     namespace: str,
     clock: PhaseClock,
     api_error: errors.KubeError | None = None,
+    checkpoint: CheckpointReport | None = None,
 ) -> dict[str, Any]:
     """The event payload for ``decision`` (see the module docstring)."""
     event_at = time.time()
@@ -71,4 +76,5 @@ def build_payload(
         if api_error is None
         else {"type": type(api_error).__name__, "code": getattr(api_error, "code", None)},
         "timings": clock.timings(event_at),
+        "checkpoint": None if checkpoint is None else checkpoint.to_dict(),
     }

@@ -29,6 +29,9 @@ class GangRunTrigger(GangTrigger):
     - ``pods_from_job``: members are created by a Job controller, so a rank without a pod is still to
       come, not lost. ``None`` (default) means "``kueue`` mode": its members come from the Indexed Job
       Kueue unsuspends.
+    - ``read_checkpoints``: the gang has a ``checkpoint``, so container 0's termination message is a
+      checkpoint report (``reservation.checkpoint``); the event's ``checkpoint`` carries the latest.
+      ``False`` for triggers serialized before it existed.
     """
 
     stage = Stage.RUN
@@ -39,14 +42,17 @@ class GangRunTrigger(GangTrigger):
         pod_selector: str,
         startup_deadline: float | None = None,
         pods_from_job: bool | None = None,
+        read_checkpoints: bool = False,
         **common: Any,
     ) -> None:
         super().__init__(pod_selector=pod_selector, **common)
+        self.read_checkpoints = bool(read_checkpoints)
         self.startup_deadline = None if startup_deadline is None else float(startup_deadline)
         self.pods_from_job = self.mode is ReservationMode.KUEUE if pods_from_job is None else bool(pods_from_job)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return self.serialize_with(startup_deadline=self.startup_deadline, pods_from_job=self.pods_from_job)
+        return self.serialize_with(startup_deadline=self.startup_deadline, pods_from_job=self.pods_from_job,
+                                   read_checkpoints=self.read_checkpoints)
 
     def policy(self) -> Policy:
         return Policy(deadline=self.deadline, startup_deadline=self.startup_deadline)

@@ -12,7 +12,7 @@ import copy
 import json
 from typing import Any
 
-from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation import checkpoint, naming
 from airflow_provider_gang.reservation.manifests import common, rank_env
 from airflow_provider_gang.reservation.spec import GangSpec
 
@@ -86,7 +86,8 @@ def _require(pod_spec: dict[str, Any], expression: dict[str, Any]) -> None:
 
 def member_template(spec: GangSpec) -> dict[str, Any]:
     """The PodTemplateSpec every member shares: the user's template with ``restartPolicy: Never``,
-    the member resources on container 0, zone and spot placement, and the gang's member labels."""
+    the member resources on container 0, zone and spot placement, the checkpoint claim's volume
+    (``reservation.checkpoint.mount``), and the gang's member labels."""
     template = copy.deepcopy(dict(spec.pod_template))
     pod_spec: dict[str, Any] = template["spec"]
     pod_spec["restartPolicy"] = "Never"
@@ -94,6 +95,8 @@ def member_template(spec: GangSpec) -> dict[str, Any]:
     containers[0] = _resources(dict(containers[0]), spec)
     pod_spec["containers"] = containers
     _place(pod_spec, spec)
+    if spec.checkpoint is not None:
+        checkpoint.mount(pod_spec, spec.checkpoint)
     metadata = template.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **common.labels(spec, common.ROLE_MEMBER)}
     return template

@@ -13,6 +13,9 @@ before a fallback shrink, so training code can compensate, e.g. by gradient accu
 ``distributed="jax"``: ``JAX_COORDINATOR_ADDRESS`` (``host:port``), ``JAX_NUM_PROCESSES``,
 ``JAX_PROCESS_ID`` (read by ``jax.distributed.initialize()``).
 
+With a ``checkpoint``: ``GANG_CHECKPOINT_DIR``, ``GANG_TRY_NUMBER``, ``GANG_TERMINATION_MESSAGE_PATH``
+and, when resuming, ``GANG_RESUME``/``GANG_RESUME_STEP`` (:mod:`reservation.checkpoint`).
+
 Rank 0 is addressable as ``<gang>-0.<service>`` (pod ``hostname`` + ``subdomain`` + headless
 Service). When the rank is not known per pod (Kueue Job launch), rank variables read the Job's
 completion index through the downward API and rank 0's host is ``<job>-0`` (Indexed Job hostnames).
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation import checkpoint, naming
 from airflow_provider_gang.reservation.manifests import world
 from airflow_provider_gang.reservation.spec import Distributed, GangSpec
 
@@ -94,6 +97,9 @@ def rank_environment(spec: GangSpec, rank: int | None, *, master_address: str | 
             _size("JAX_NUM_PROCESSES", spec),
             _rank("JAX_PROCESS_ID", rank),
         ]
+    if spec.checkpoint is not None:
+        trainer = spec.pod_template["spec"]["containers"][0]
+        env += checkpoint.environment(spec.checkpoint, checkpoint.termination_message_path(trainer))
     return env
 
 

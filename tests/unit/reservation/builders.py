@@ -195,6 +195,25 @@ class PodBuilder(_Conditions):
         self._obj["metadata"]["deletionTimestamp"] = stamp(60)
         return self
 
+    def on_spot(self):
+        self._obj["spec"].setdefault("nodeSelector", {})["cloud.google.com/gke-spot"] = "true"
+        return self
+
+    def shutting_down(self):
+        """The kubelet's graceful node shutdown started: DisruptionTarget, containers still running."""
+        self.running(0)
+        self._obj["status"].setdefault("containerStatuses", []).append(
+            {"name": "worker", "state": {"running": {"startedAt": stamp(0)}}})
+        return self.condition("DisruptionTarget", reason="TerminationByKubelet",
+                              message="Pod was terminated in response to imminent node shutdown.")
+
+    def shut_down(self, message: str = ""):
+        """The graceful node shutdown ended the pod: Failed, reason Terminated, container terminated."""
+        self.running(0)
+        self.terminated(143, "Error", 40, message=message)
+        self.condition("DisruptionTarget", reason="TerminationByKubelet")
+        return self.phase("Failed", "Terminated", "Pod was terminated in response to imminent node shutdown.")
+
 
 def provreq(name: str = "gang-t1-abc") -> ProvisioningRequestBuilder:
     return ProvisioningRequestBuilder(name)

@@ -274,3 +274,53 @@ def test_steps_that_change_nothing_are_found() -> None:
 def test_applies_to_written_as_a_string_is_refused() -> None:
     with pytest.raises(GangSpecError, match="applies_to must be a set of reasons, got 'deadline'"):
         fallback.check_ladder([fallback.RetryAsIs(applies_to="deadline")], gang_spec())  # type: ignore[arg-type]
+
+
+SPOT_LADDER = (RetryAsIs(times=2), OnDemand())
+SPOT_CHOICES = [
+    ("first-preemption-stays-on-spot", 2, [(R.SPOT_PREEMPTED, None)], 0, False),
+    ("second-preemption-stays-on-spot", 3, [(R.SPOT_PREEMPTED, None), (R.SPOT_PREEMPTED, 0)], 0, False),
+    ("third-preemption-leaves-spot", 4, [(R.SPOT_PREEMPTED, None), (R.SPOT_PREEMPTED, 0), (R.SPOT_PREEMPTED, 0)],
+     1, False),
+    ("then-exhausted", 5, [(R.SPOT_PREEMPTED, None), (R.SPOT_PREEMPTED, 0), (R.SPOT_PREEMPTED, 0),
+                           (R.SPOT_PREEMPTED, 1)], None, True),
+    ("a-member-failure-also-uses-the-count", 3, [(R.MEMBER_FAILED, None), (R.SPOT_PREEMPTED, 0)], 0, False),
+]
+
+
+@pytest.mark.parametrize(("try_number", "history", "index", "exhausted"), [c[1:] for c in SPOT_CHOICES],
+                         ids=[c[0] for c in SPOT_CHOICES])
+def test_retry_as_is_is_used_up_to_its_count(try_number, history, index, exhausted) -> None:
+    choice = fallback.choose_step(SPOT_LADDER, try_number, _history(*history))
+    assert (choice.step_index, choice.exhausted) == (index, exhausted)
+
+
+def test_a_counted_step_says_which_use_it_is() -> None:
+    choice = fallback.choose_step(SPOT_LADDER, 3, _history((R.SPOT_PREEMPTED, None), (R.SPOT_PREEMPTED, 0)))
+    assert choice.explanation == ("try 3: step 1 (retry as-is (up to 2 times), use 2 of 2) because try 2 ended with "
+                                  "spot_preempted")
+
+
+def test_spot_preemption_is_retryable_and_on_demand_answers_it_by_default() -> None:
+    assert R.SPOT_PREEMPTED in OnDemand().reasons
+    assert R.SPOT_PREEMPTED in RetryAsIs().reasons
+    assert R.SPOT_PREEMPTED not in OtherQueue("q").reasons
+
+
+def test_history_lost_walks_counted_steps_by_position() -> None:
+    assert [fallback.choose_step(SPOT_LADDER, number, []).step_index for number in (2, 3, 4)] == [0, 0, 1]
+    assert fallback.choose_step(SPOT_LADDER, 5, []).exhausted
+    assert fallback.tries_needed(SPOT_LADDER) == 3
+
+
+def test_the_count_is_stored_with_the_ladder_and_old_ladders_read_as_one() -> None:
+    plain = fallback.ladder_to_plain(SPOT_LADDER)
+    assert plain[0] == {"step": "RetryAsIs", "applies_to": [], "times": 2}
+    assert fallback.ladder_from_plain(plain) == SPOT_LADDER
+    assert fallback.ladder_from_plain([{"step": "RetryAsIs", "applies_to": []}]) == (RetryAsIs(times=1),)
+
+
+@pytest.mark.parametrize("times", [0, -1, 1.5, "3", True])
+def test_a_count_that_is_not_a_whole_number_is_refused(times) -> None:
+    with pytest.raises(GangSpecError, match=r"times must be a whole number >= 1.*RetryAsIs\(times=3\)"):
+        fallback.check_ladder([RetryAsIs(times=times)], gang_spec())

@@ -1,0 +1,182 @@
+"""Checkpoint locations, the environment members get, termination-message reports, spot preemption
+as its own reason, and the GPU-time split of a preempted try."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from airflow_provider_gang.reservation import checkpoint, decision, member_history
+from airflow_provider_gang.reservation.checkpoint import Checkpoint, CheckpointReport, PersistentVolumeCheckpoint
+from airflow_provider_gang.reservation.decision import Observed, Policy, Stage
+from airflow_provider_gang.reservation.errors import GangSpecError
+from airflow_provider_gang.reservation.manifests import pods as member_pods
+from airflow_provider_gang.reservation.phases import Phase, Reason
+from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
+
+from .builders import T0, gang_spec, pod, template
+
+
+@pytest.mark.parametrize("value", ["gs://bucket/dag/run", "/mnt/checkpoints/run-1", "s3://b/k"])
+def test_a_uri_or_absolute_path_is_the_location(value: str) -> None:
+    assert checkpoint.from_argument(value) == Checkpoint(location=value)
+
+
+BAD_ARGUMENTS = [
+    ("relative-path", "checkpoints/run", "neither a URI"),
+    ("empty", "  ", "expected a URI or absolute path"),
+    ("not-a-string", 42, "expected a URI or absolute path"),
+    ("claim-name", PersistentVolumeCheckpoint(claim="Bad_Name"), "is not a claim name"),
+    ("sub-path-escapes", PersistentVolumeCheckpoint(claim="ckpt", sub_path="../other"), "without '..'"),
+    ("sub-path-absolute", PersistentVolumeCheckpoint(claim="ckpt", sub_path="/abs"), "relative path"),
+    ("mount-root", PersistentVolumeCheckpoint(claim="ckpt", mount_path="/"), "absolute path other than '/'"),
+]
+
+
+@pytest.mark.parametrize(("value", "fragment"), [case[1:] for case in BAD_ARGUMENTS], ids=[c[0] for c in BAD_ARGUMENTS])
+def test_a_bad_checkpoint_argument_names_the_fix(value: object, fragment: str) -> None:
+    with pytest.raises(GangSpecError, match="checkpoint") as raised:
+        checkpoint.from_argument(value)  # type: ignore[arg-type]
+    assert fragment in raised.value.message
+
+
+def _env(spec: GangSpec) -> dict[str, str]:
+    container = member_pods.launch_pod(spec, 0, owner_uid="uid")["spec"]["containers"][0]
+    return {item["name"]: item.get("value") for item in container["env"]}
+
+
+def test_members_of_a_first_try_get_the_location_and_try_but_no_resume() -> None:
+    spec = gang_spec(checkpoint=Checkpoint("gs://b/run").for_try(1, None))
+    env = _env(spec)
+    assert (env["GANG_CHECKPOINT_DIR"], env["GANG_TRY_NUMBER"]) == ("gs://b/run", "1")
+    assert env["GANG_TERMINATION_MESSAGE_PATH"] == "/dev/termination-log"
+    assert "GANG_RESUME" not in env and "GANG_RESUME_STEP" not in env
+
+
+def test_a_resuming_try_gets_the_step_and_container_zeros_own_message_path() -> None:
+    pod_template = template()
+    pod_template["spec"]["containers"][0]["terminationMessagePath"] = "/tmp/last-words"
+    spec = gang_spec(pod_template=pod_template, checkpoint=Checkpoint("/ckpt").for_try(3, 40))
+    env = _env(spec)
+    assert (env["GANG_RESUME"], env["GANG_RESUME_STEP"], env["GANG_TRY_NUMBER"]) == ("1", "40", "3")
+    assert env["GANG_TERMINATION_MESSAGE_PATH"] == "/tmp/last-words"
+
+
+def test_without_a_checkpoint_members_get_none_of_it() -> None:
+    assert not [name for name in _env(gang_spec()) if "CHECKPOINT" in name or "RESUME" in name]
+
+
+def test_a_claim_is_mounted_in_every_container_at_its_sub_path() -> None:
+    pod_template = template()
+    pod_template["spec"]["containers"].append({"name": "sidecar", "image": "s:1"})
+    chosen = checkpoint.from_argument(PersistentVolumeCheckpoint(claim="ckpt", sub_path="dag/run"))
+    spec = gang_spec(pod_template=pod_template, checkpoint=chosen.for_try(1, None))
+    pod_spec = member_pods.member_template(spec)["spec"]
+    assert pod_spec["volumes"] == [{"name": "gang-checkpoint", "persistentVolumeClaim": {"claimName": "ckpt"}}]
+    mounts = [container["volumeMounts"] for container in pod_spec["containers"]]
+    assert mounts == [[{"name": "gang-checkpoint", "mountPath": "/gang-checkpoint", "subPath": "dag/run"}]] * 2
+    assert _env(spec)["GANG_CHECKPOINT_DIR"] == "/gang-checkpoint"
+
+
+def test_the_spec_round_trips_its_checkpoint_and_old_specs_read_without_one() -> None:
+    spec = gang_spec(checkpoint=Checkpoint("/c", claim="ckpt", sub_path="x").for_try(2, 7))
+    assert GangSpec.from_dict(spec.to_dict()) == spec
+    old = {key: value for key, value in gang_spec().to_dict().items() if key != "checkpoint"}
+    assert GangSpec.from_dict(old).checkpoint is None
+
+
+MESSAGES = [
+    ("step-only", '{"checkpoint_step": 20}', (20, 20)),
+    ("with-progress", '{"checkpoint_step": 20, "step": 23}', (20, 23)),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [case[1:] for case in MESSAGES], ids=[c[0] for c in MESSAGES])
+def test_a_termination_message_gives_the_step(text: str, expected: tuple[int, int]) -> None:
+    assert checkpoint.parse_message(text) == expected
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("{not json", "not JSON"), ('{"step": 3}', '"checkpoint_step"'), ('{"checkpoint_step": "20"}', "whole number"),
+    ('{"checkpoint_step": -1}', "whole number"), ('{"checkpoint_step": true}', "whole number"),
+    ('{"checkpoint_step": 5, "step": 2}', "before checkpoint_step"), ("[20]", '"checkpoint_step"'),
+])
+def test_a_malformed_message_says_what_is_wrong(text: str, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        checkpoint.parse_message(text)
+
+
+def test_a_pod_reports_its_last_message_and_a_malformed_one_is_ignored_with_a_warning_naming_the_pod() -> None:
+    good = pod(0).failed().obj()
+    good["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = '{"checkpoint_step": 10}'
+    assert checkpoint.report_of_pod(good, 0) == (CheckpointReport(10, 10, "gang-t1-abc-0", 0), None)
+    bad = pod(1).failed().obj()
+    bad["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = '{"checkpoint_step": "ten"}'
+    report, warning = checkpoint.report_of_pod(bad, 1)
+    assert report is None
+    assert warning is not None and "pod gang-t1-abc-1" in warning and "ignored" in warning
+    assert checkpoint.report_of_pod(pod(2).running().obj(), 2) == (None, None)
+
+
+def test_the_latest_report_is_the_most_advanced_checkpoint() -> None:
+    early, late = CheckpointReport(10, 12, "p0", 0), CheckpointReport(20, 20, "p1", 1)
+    assert checkpoint.latest([None, early, late, None]) == late
+    assert checkpoint.latest([None]) is None
+    assert checkpoint.resume_step([10, None, 20, None]) == 20
+    assert checkpoint.resume_step([None, None]) is None
+
+
+def test_a_preempted_try_splits_its_gpu_time_at_its_checkpoint() -> None:
+    assert checkpoint.split_work(100.0, start_step=0, report=CheckpointReport(15, 20)) == checkpoint.WorkSplit(
+        lost=25.0, saved=75.0)
+    assert checkpoint.split_work(100.0, start_step=10, report=CheckpointReport(15, 20)).saved == 50.0
+    assert checkpoint.split_work(100.0, start_step=0, report=None) == checkpoint.WorkSplit(lost=100.0)
+    assert checkpoint.split_work(100.0, start_step=15, report=CheckpointReport(15, 20)).lost == 100.0
+
+
+# -- spot preemption --------------------------------------------------------------------------
+
+
+def _run(*pods, size=2, preempted=frozenset()):
+    return Observed(mode=ReservationMode.PROVISIONING_REQUEST, stage=Stage.RUN, size=size, started_at=T0,
+                    pods=[item.obj() for item in pods], spot_preempted_ranks=preempted)
+
+
+SPOT_CASES = [
+    ("shutting-down-waits-for-the-last-words", _run(pod(0).on_spot().running(), pod(1).on_spot().shutting_down()),
+     Phase.RUNNING, False, Reason.MEMBERS_RUNNING),
+    ("shut-down-is-spot-preempted", _run(pod(0).on_spot().running(), pod(1).on_spot().shut_down()),
+     Phase.FAILED, True, Reason.SPOT_PREEMPTED),
+    ("outranks-the-peer-that-failed-after-it", _run(pod(0).on_spot().failed(), pod(1).on_spot().shut_down()),
+     Phase.FAILED, True, Reason.SPOT_PREEMPTED),
+    ("remembered-after-the-pod-went", _run(pod(0).on_spot().failed(), preempted=frozenset({1})),
+     Phase.FAILED, True, Reason.SPOT_PREEMPTED),
+    ("on-demand-node-shutdown-is-member-lost", _run(pod(0).running(), pod(1).shut_down()),
+     Phase.FAILED, True, Reason.MEMBER_LOST),
+    ("a-member-that-finished-first-is-no-preemption",
+     _run(pod(0).on_spot().succeeded(), pod(1).on_spot().succeeded().condition(
+         "DisruptionTarget", reason="TerminationByKubelet")), Phase.SUCCEEDED, True, Reason.ALL_SUCCEEDED),
+]
+
+
+@pytest.mark.parametrize(("observed", "phase", "terminal", "reason"), [c[1:] for c in SPOT_CASES],
+                         ids=[c[0] for c in SPOT_CASES])
+def test_spot_preemption_is_its_own_reason(observed, phase, terminal, reason) -> None:
+    decided = decision.decide(observed, now=T0 + 10, policy=Policy())
+    assert (decided.phase, decided.terminal, decided.reason) == (phase, terminal, reason)
+
+
+def test_the_run_memory_keeps_preemptions_and_the_latest_checkpoint_and_warns_once() -> None:
+    memory = member_history.RunMemory()
+    talking = pod(0).on_spot().failed().obj()
+    talking["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = '{"checkpoint_step": 8, "step": 9}'
+    garbled = pod(1).on_spot().shut_down(message="{oops").obj()
+    observed = dataclasses.replace(_run(), pods=[talking, garbled])
+    seen, warnings = memory.see(observed)
+    assert seen.spot_preempted_ranks == frozenset({1})
+    assert memory.checkpoint == CheckpointReport(8, 9, "gang-t1-abc-0", 0)
+    assert len(warnings) == 1 and "gang-t1-abc-1" in warnings[0]
+    later, warnings = memory.see(dataclasses.replace(_run(), pods=[garbled]))
+    assert warnings == [] and later.spot_preempted_ranks == frozenset({1})
+    assert memory.checkpoint == CheckpointReport(8, 9, "gang-t1-abc-0", 0)
