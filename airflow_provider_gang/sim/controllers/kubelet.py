@@ -22,6 +22,10 @@ restarts containers that exit non-zero and ``Always`` restarts every exit (``res
 Each pod gets its own loopback IP as ``status.podIP``: ``127.B.0.2`` upwards, where ``B`` is picked at
 random per emulator so that emulators running side by side do not hand out the same addresses.
 
+Every terminated container gets ``state.terminated.message`` from its ``terminationMessagePath``
+(:mod:`.termination_messages`: a local process's own file, a simulated container's
+``sim.gang.dev/termination-message`` annotation).
+
 Graceful node shutdown (a spot preemption, :mod:`.preemption`): every pod of a node with a
 termination notice is stopped as :mod:`.kubelet_shutdown` describes and ends ``Failed``, reason
 ``Terminated``, with ``DisruptionTarget=True``.
@@ -46,7 +50,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_gang.sim.controllers import container_env, kubelet_status
+from airflow_provider_gang.sim.controllers import container_env, kubelet_status, termination_messages
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, earliest, wall_time
 from airflow_provider_gang.sim.controllers.kubelet_shutdown import TERMINATED_BY_SIGTERM, NodeShutdownStopper
 from airflow_provider_gang.sim.controllers.kubelet_status import container_statuses, pod_conditions
@@ -232,13 +236,14 @@ class Kubelet(Controller):
             "startedAt": (pod.get("status") or {}).get("startTime") or wall_time(),
             "finishedAt": wall_time(),
         }
+        statuses = container_statuses(pod, {"terminated": terminated}, ready=False, restarts=run.restarts)
         self._write(
             pod,
             {
                 "phase": "Succeeded" if exit_code == 0 else "Failed",
                 "conditions": pod_conditions(pod, ready=False, reason="PodCompleted"),
-                "containerStatuses": container_statuses(
-                    pod, {"terminated": terminated}, ready=False, restarts=run.restarts
+                "containerStatuses": termination_messages.fill_for(
+                    pod, statuses, store=self.store, processes=self.processes
                 ),
             },
         )
@@ -304,7 +309,9 @@ class Kubelet(Controller):
             {
                 "phase": "Succeeded" if all(code == 0 for code in codes.values()) else "Failed",
                 "conditions": pod_conditions(pod, ready=False, reason="PodCompleted"),
-                "containerStatuses": statuses,
+                "containerStatuses": termination_messages.fill_for(
+                    pod, statuses, store=self.store, processes=self.processes
+                ),
             },
         )
         return None

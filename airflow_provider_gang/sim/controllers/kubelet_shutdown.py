@@ -11,6 +11,9 @@ response to imminent node shutdown." with condition ``DisruptionTarget=True/Term
   SIGKILL, as a container runtime reports a signal).
 - A simulated container stops at once on SIGTERM: exit code 143.
 
+Each container's termination message is filled as on any exit (:mod:`.termination_messages`): a
+trainer that writes its checkpoint step there on SIGTERM reports it in ``state.terminated.message``.
+
 The budget is the preemption's ``podGracePeriodSeconds`` (:mod:`..scenario_preemptions`).
 """
 
@@ -20,6 +23,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from airflow_provider_gang.sim.cluster import NodeShutdown
+from airflow_provider_gang.sim.controllers import termination_messages
 from airflow_provider_gang.sim.controllers.base import Obj, wall_time
 from airflow_provider_gang.sim.controllers.kubelet_status import container_statuses, pod_conditions
 from airflow_provider_gang.sim.controllers.preemption import shutdown_status
@@ -27,12 +31,6 @@ from airflow_provider_gang.sim.controllers.processes import ProcessRuntime
 from airflow_provider_gang.sim.errors import ApiError
 
 TERMINATED_BY_SIGTERM = 143
-Terminated = Callable[[Obj, str, int], Obj]
-"""``terminated(pod, container, exit_code)``: the container's ``state.terminated``."""
-
-
-def default_terminated(pod: Obj, container: str, exit_code: int) -> Obj:
-    return {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error", "finishedAt": wall_time()}
 
 
 class NodeShutdownStopper:
@@ -43,12 +41,10 @@ class NodeShutdownStopper:
         store: Any,
         processes: ProcessRuntime | None,
         spawn: Callable[[Coroutine[Any, Any, None]], None],
-        terminated: Terminated = default_terminated,
     ) -> None:
         self.store = store
         self.processes = processes
         self.spawn = spawn
-        self.terminated = terminated
         self.stopping: set[str] = set()
 
     def stop(self, pod: Obj, shutdown: NodeShutdown) -> None:
@@ -85,8 +81,11 @@ class NodeShutdownStopper:
             return
         statuses = container_statuses(current, {}, ready=False, restarts=0)
         for status in statuses:
-            status["state"] = {"terminated": self.terminated(current, status["name"], codes.get(status["name"], 137))}
+            code = codes.get(status["name"], 137)
+            status["state"] = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                              "finishedAt": wall_time()}}
             status["started"] = False
+        termination_messages.fill_for(current, statuses, store=self.store, processes=self.processes)
         conditions = pod_conditions(current, ready=False, reason="PodCompleted")
         self.store.patch(
             "v1/pods",

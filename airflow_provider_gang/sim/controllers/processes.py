@@ -26,6 +26,10 @@ The local interpreter stands in for the image's Python: a command whose first wo
 runs on, so ``command: [python, -c, ...]`` in a ``python:3.11-slim`` container works whatever is on
 ``PATH``. Any other program is looked up on the emulator's ``PATH``.
 
+Termination messages: each container's ``terminationMessagePath`` is a file of its own here; the
+env variable ``GANG_SIM_TERMINATION_MESSAGE_PATH`` names it and env values / command words holding
+the path are rewritten to it (:mod:`.termination_messages`).
+
 stdout and stderr (merged) are appended line by line to the pod log store (``kubectl logs``). On pod
 deletion the processes get SIGTERM, then SIGKILL after ``terminationGracePeriodSeconds`` (default
 30, simulated seconds on the control plane's clock).
@@ -41,6 +45,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -50,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_gang.sim.clock import Clock
-from airflow_provider_gang.sim.controllers import container_env, images
+from airflow_provider_gang.sim.controllers import container_env, images, termination_messages
 from airflow_provider_gang.sim.controllers.resolver import Resolver
 
 Obj = dict[str, Any]
@@ -141,8 +146,16 @@ class ProcessRuntime:
             if preload and "LD_PRELOAD" in env:
                 env["LD_PRELOAD"] = f"{env['LD_PRELOAD']}:{preload}"
             env.update({"HOSTNAME": pod_hostname(pod), "GANG_SIM_POD_IP": pod_ip})
-            result[container["name"]] = env
+            file = self.termination_file(pod["metadata"]["uid"], container["name"])
+            result[container["name"]] = termination_messages.rewrite_env(env, container, file)
         return result
+
+    def termination_file(self, uid: str, container: str) -> Path:
+        return termination_messages.termination_file(self.directory, uid, container)
+
+    def termination_text(self, uid: str, container: str) -> str | None:
+        """What the container wrote to its termination file (last 4096 bytes), None if absent."""
+        return termination_messages.read_tail(self.termination_file(uid, container))
 
     def _config_map(self, namespace: str, name: str) -> Obj | None:
         return container_env.config_map_in(self.store, namespace, name)
@@ -163,6 +176,10 @@ class ProcessRuntime:
                     f"container {container['name']!r} has no command: the local-process runtime has no image entrypoint"
                 )
             env = environments[container["name"]]
+            file = self.termination_file(metadata["uid"], container["name"])
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.touch()  # the kubelet creates the (empty) file before the container starts
+            command = termination_messages.rewrite_command(command, container, file)
             workdir = container.get("workingDir") or tempfile.mkdtemp(prefix=f"gang-sim-{metadata['name']}-")
             process = await asyncio.create_subprocess_exec(
                 *local_command(command),
@@ -189,8 +206,10 @@ class ProcessRuntime:
         self.wake()
 
     async def kill(self, uid: str) -> None:
-        """SIGTERM every process of the pod, SIGKILL what is left after the grace period."""
+        """SIGTERM every process of the pod, SIGKILL what is left after the grace period; forget its
+        termination files."""
         await self.stop(uid)
+        shutil.rmtree(self.directory / "termination" / uid, ignore_errors=True)
 
     async def stop(self, uid: str, grace_seconds: float | None = None) -> dict[str, int]:
         """SIGTERM every process of the pod, SIGKILL what is left after ``grace_seconds`` (default the
@@ -223,3 +242,4 @@ class ProcessRuntime:
             running = self.pods[uid]
             running.grace_seconds = 0
             await self.kill(uid)
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -11,6 +11,8 @@ annotation                        default  meaning (simulated seconds)
 ``sim.gang.dev/start-seconds``    ``2``    bound -> Running (image pull and container start)
 ``sim.gang.dev/run-seconds``      absent   Running -> exit; absent means "runs until deleted"
 ``sim.gang.dev/exit-code``        ``0``    the exit code of every container when it exits
+``sim.gang.dev/termination-       absent   what every container wrote to its ``terminationMessagePath``
+message``                                  (its ``state.terminated.message``, :mod:`.termination_messages`)
 ================================  =======  ==========================================================
 
 A pod without ``run-seconds`` never ends by itself; the kubelet says so once per pod with a
@@ -29,7 +31,8 @@ ANNOTATION_PREFIX = "sim.gang.dev/"
 START_SECONDS = ANNOTATION_PREFIX + "start-seconds"
 RUN_SECONDS = ANNOTATION_PREFIX + "run-seconds"
 EXIT_CODE = ANNOTATION_PREFIX + "exit-code"
-ANNOTATIONS = (START_SECONDS, RUN_SECONDS, EXIT_CODE)
+TERMINATION_MESSAGE = ANNOTATION_PREFIX + "termination-message"
+ANNOTATIONS = (START_SECONDS, RUN_SECONDS, EXIT_CODE, TERMINATION_MESSAGE)
 """Every annotation the simulated runtime reads."""
 DEFAULT_START_SECONDS = 2.0
 RUNS_UNTIL_DELETED = "RunsUntilDeleted"
@@ -69,6 +72,12 @@ def runtime_spec(pod: Obj) -> RuntimeSpec:
     return RuntimeSpec(
         start_seconds=DEFAULT_START_SECONDS if start is None else start, run_seconds=number(RUN_SECONDS), exit_code=code
     )
+
+
+def termination_message(pod: Obj) -> str | None:
+    """The ``sim.gang.dev/termination-message`` annotation: the simulated termination file's text."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(TERMINATION_MESSAGE)
+    return None if value is None else str(value)
 
 
 def runs_until_deleted_message(pod: Obj, has_local_images: bool) -> str:
