@@ -27,8 +27,9 @@ deleted) and the job is retried after ``retry_delay``.
 With ``checkpoint_every`` the job has the provider's ``checkpoint`` (``reservation.checkpoint``): every
 try's members get ``GANG_CHECKPOINT_DIR`` and, once an earlier try reported a checkpoint,
 ``GANG_RESUME_STEP`` (``checkpoint.resume_step`` over the tries' reports); a member trains the steps
-left after it, one step per simulated second. What a stopped try reports is its members' last
-periodic save (simulated containers write no termination message, so the job supplies the report).
+left after it, one step per simulated second. A stopped try's checkpoint is read as the provider
+reads it: ``checkpoint.report_of_pod`` on the kubelet's ``state.terminated.message`` of its members,
+whose content (the trainer's last periodic save) the job writes for the simulated containers.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from airflow_provider_gang.reservation.manifests import common, owner, pods, pro
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
 from airflow_provider_gang.sim.controllers.autoscaler import ClusterAutoscaler
 from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.controllers.simulated_runtime import EXIT_CODE, RUN_SECONDS
+from airflow_provider_gang.sim.controllers.simulated_runtime import EXIT_CODE, RUN_SECONDS, TERMINATION_MESSAGE
 from airflow_provider_gang.sim.scenario import Scenario
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -184,6 +185,10 @@ class JobSettings:
 
 @dataclass
 class TryRecord:
+    """One try, in simulated seconds: when it started and ended, how (``rendezvous timeout``,
+    ``spot preempted``, ``member lost``, ``succeeded``), the step it resumed from and how long it
+    trained once every member ran."""
+
     number: int
     started_at: float
     outcome: str = ""
@@ -288,7 +293,8 @@ class Job:
         self, spec: GangSpec, record: TryRecord, preempt_at: Callable[[float], float | None]
     ) -> str:
         training_started: float | None = None
-        finish = preemption = None
+        preemption: float | None = None
+        work = self.settings.work_seconds
         while True:
             members = self._members(spec)
             phases = [(member.get("status") or {}).get("phase") for member in members]
@@ -296,7 +302,9 @@ class Job:
                 return "rendezvous timeout"
             if training_started is not None and (len(members) < spec.size or "Failed" in phases):
                 record.trained_seconds = self.cluster.now() - training_started
-                record.checkpoint_step = self._reported_step(record)
+                reports = [checkpoint.report_of_pod(member, member_state.member_rank(member))[0] for member in members]
+                latest = checkpoint.latest(reports)
+                record.checkpoint_step = None if latest is None else latest.step
                 preempted = any(member_state.is_spot_preempted(member) for member in members)
                 return "spot preempted" if preempted else "member lost"
             if phases.count("Succeeded") == spec.size:
@@ -307,16 +315,17 @@ class Job:
                 record.resumed_from = resume_step_of(members[0])
                 work = self.settings.work_seconds - record.resumed_from
                 self._complete_rendezvous(members, training_started, work)
-                finish, preemption = training_started + work, preempt_at(training_started)
-            if finish is None:
+                preemption = preempt_at(training_started)
+            if training_started is None:
                 self.cluster.advance(STEP_SECONDS)
             elif preemption is not None and self.cluster.now() < preemption:
                 self.cluster.advance(preemption - self.cluster.now())
+                self._write_termination_messages(members, record, preemption - training_started)
                 rank_0 = next(member for member in members if member_state.member_rank(member) == 0)
                 self.cluster.preempt_node(rank_0["spec"]["nodeName"])
                 preemption = None
             else:
-                self.cluster.advance(max(STEP_SECONDS, finish - self.cluster.now()))
+                self.cluster.advance(max(STEP_SECONDS, training_started + work - self.cluster.now()))
 
     def _complete_rendezvous(self, members: list[dict[str, Any]], now: float, work: float) -> None:
         """Every member runs: each learns it and trains ``work`` seconds from now, then exits 0."""
@@ -325,14 +334,24 @@ class Job:
             patch = {"metadata": {"annotations": {RUN_SECONDS: f"{ran + work:.3f}", EXIT_CODE: "0"}}}
             self.cluster.core.patch_namespaced_pod(member["metadata"]["name"], NAMESPACE, patch, _preload_content=False)
 
-    def _reported_step(self, record: TryRecord) -> int | None:
-        """The checkpoint the stopped try's members would report: the last periodic save (a simulated
-        container cannot write the termination message ``reservation.checkpoint`` reads)."""
+    def _write_termination_messages(self, members: list[dict[str, Any]], record: TryRecord, trained: float) -> None:
+        """What the provider's example trainer keeps in its termination-message file after every step
+        (``dags/trainer/ddp_train.py``): ``{"checkpoint_step", "step"}``, the last periodic save and
+        the current step; a simulated container's file is its ``sim.gang.dev/termination-message``.
+        Written just before the preemption, which is when the file's content matters: the kubelet
+        copies it into the stopped containers' ``state.terminated.message``. Without a checkpoint
+        argument the trainer writes nothing."""
         every = self.settings.checkpoint_every
         if every is None:
-            return None
-        saved = record.resumed_from + int(record.trained_seconds // every) * every
-        return saved if saved > 0 else None
+            return
+        step = record.resumed_from + int(trained)
+        saved = record.resumed_from + int(trained // every) * every
+        if saved == 0:
+            return
+        message = json.dumps({"checkpoint_step": saved, "step": step})
+        for member in members:
+            patch = {"metadata": {"annotations": {TERMINATION_MESSAGE: message}}}
+            self.cluster.core.patch_namespaced_pod(member["metadata"]["name"], NAMESPACE, patch, _preload_content=False)
 
 
 def resume_step_of(pod: dict[str, Any]) -> int:

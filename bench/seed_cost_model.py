@@ -22,8 +22,8 @@ billed: every node's GPUs from its creation to its deletion (the autoscaler remo
 10 idle minutes). Nothing is hard-coded: the seed's figures are printed beside the measurement.
 
 Usage: ``python bench/seed_cost_model.py [--restock-minutes 40] [--seed 0] [--smoke]``. Simulated time
-is stepped on a ManualClock (deterministic; a minute or two of real time; ``--smoke`` is a small
-version in seconds, run by ``tests/integration/control_plane/test_seed_cost_model.py``).
+is stepped on a ManualClock (deterministic; about three minutes of CPU; ``--smoke`` runs the
+small ``SMOKE`` story in seconds, the one ``tests/integration/control_plane/test_seed_cost_model.py`` checks).
 """
 
 from __future__ import annotations
@@ -237,9 +237,10 @@ def report(story: Story, seed: int) -> dict[str, tuple[Result, ...]]:
         " scale-down), scheduling, the members' rendezvous timeout (simulated containers exit 1 after it), the spot"
         " preemption (GKE's termination notice: pods Failed/Terminated, the node deleted 30 s later), the kills and"
         " retries (through the API), and the resume step (the provider's reservation.checkpoint.resume_step, given"
-        " to the members as GANG_RESUME_STEP). Modelled: the training itself (a simulated run time of the steps"
-        " left), the rendezvous store (the job tells the members when all run) and the checkpoint the preempted"
-        " members report (their last periodic save: a simulated container writes no termination message)."
+        " to the members as GANG_RESUME_STEP, from the checkpoint step the provider's reservation.checkpoint reads"
+        " in the preempted pods' termination messages). Modelled: the training itself (a simulated run time of the"
+        " steps left), the rendezvous store (the job tells the members when all run) and what the trainer writes"
+        " to its termination-message file (its last periodic save: a simulated container cannot save on SIGTERM)."
     )
     return results
 
