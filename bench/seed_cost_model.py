@@ -1,189 +1,258 @@
-"""Replay the seed document's cost example on the simulated cluster and print GPU-hours.
+"""The seed document's cost story, measured on the simulated cluster: GPU-hours without and with gang.
 
-The seed claims (section "Cost implications of gang scheduling"): a 32-GPU job on a cluster that
-provisions 4 GPUs per minute costs 112 GPU-hours without gang scheduling and 98.5 GPU-hours with a
-ProvisioningRequest that provisions all 32 GPUs in bulk (12 % saved). This script measures both on the
-``seed-cost`` scenario (8 nodes x 4 GPUs, 60 s node provisioning, incremental scale-up of one node per
-minute) through the real API:
+The seed ("Cost implications of gang scheduling") says a 32-GPU job on a cluster that provisions
+4 GPUs per minute bills 112 GPU-hours without gang scheduling and 98.5 with a ProvisioningRequest,
+and ("Partial scheduling") that without one the members that started wait for the rest until the
+framework's rendezvous times out (30 min), the job is killed and started over. This script replays
+that on the shipped ``seed-cost`` cluster type (an empty pool of 4-GPU A100 nodes, 60 s boot, the
+autoscaler adding one node per minute for ordinary pending pods), for jobs of 8 and 32 one-GPU
+members training 3 h once all run (``bench/cost_cluster.py`` has the job driver):
 
-- *incremental*: 8 worker pods (4 GPUs each) are created; the autoscaler adds nodes one per minute
-  as pods go unschedulable. Distributed training can only start when all 8 workers run.
-- *bulk*: a PodTemplate and a ``best-effort-atomic-scale-up`` ProvisioningRequest for 8 workers, and
-  the 8 workers consuming it: all 8 nodes are requested in one scale-up.
+- **ramp**: the seed's cost model as written: stock is plentiful, nodes arrive one a minute;
+- **stockout**: the zone has stock (GPU quota) for half the job until ``--restock-minutes``; the
+  members that started time out at the rendezvous, the job is retried from scratch after Airflow's
+  default ``retry_delay`` (5 min) until one try runs;
+- **spot**: the 32-member gang on spot nodes; one member's node is preempted at a seeded instant of
+  training; the retry resumes from the last checkpoint or restarts from scratch.
 
-In both runs the job trains for ``--training-hours`` (default 3) once all workers run, then ends.
-GPU-hours are what the simulated cloud billed: every node's GPUs from its creation (the scale-up
-decision, as VMs bill from boot) until the job ends. Nothing is hard-coded; the anchor row is the
-seed's arithmetic, printed beside the measurement with the ratio between them.
+Each run drives the job through the API; *plain pods* are the gang's members created without any
+reservation, *gang* is the provider's ProvisioningRequest path (``best-effort-atomic-scale-up``:
+nothing is created until the whole capacity is provisioned). GPU-hours are what the simulated cloud
+billed: every node's GPUs from its creation to its deletion (the autoscaler removes it after
+10 idle minutes). Nothing is hard-coded: the seed's figures are printed beside the measurement.
 
-Usage: ``python bench/seed_cost_model.py [--time-scale N] [--training-hours H]``. By default simulated
-time is stepped on a ManualClock (deterministic, a few seconds per run, 10 s resolution). With
-``--time-scale N`` the controllers run on real time N times faster; each millisecond of event-loop and
-HTTP latency then becomes N milliseconds of simulated delay, so high scales inflate the incremental
-run (measured: all workers running after 8.9 min at N=200 vs 13.2 min at N=2000, 8.3 min stepped).
+Usage: ``python bench/seed_cost_model.py [--restock-minutes 40] [--seed 0] [--smoke]``. Simulated time
+is stepped on a ManualClock (deterministic; about three minutes of CPU; ``--smoke`` runs the
+small ``SMOKE`` story in seconds, the one ``tests/integration/control_plane/test_seed_cost_model.py`` checks).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+import dataclasses
+import functools
+import random
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
-from kubernetes import client, config
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.scenario import load_scenario
+from cost_cluster import CostCluster, Job, JobSettings, NodeBill, TryRecord
 
-WORKERS = 8
-GPUS_PER_WORKER = 4
-ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
-SEED_FIGURES = {"incremental": 112.0, "bulk": 98.5}
-POLL_SIMULATED_SECONDS = 10.0
+from airflow_provider_gang.sim.scenario import Scenario, TimedEvent, load_scenario
 
-
-@dataclass
-class RunResult:
-    mode: str
-    all_running_after: float
-    gpu_hours: float
-    idle_gpu_hours: float
+SEED_FIGURES = {"plain pods": 112.0, "gang": 98.5}
+"""The seed's GPU-hours for its 32-GPU job (3.5 h and 3.08 h x 32 GPUs)."""
+PREEMPTION_WINDOW = (0.25, 0.75)
+"""The preemption falls at a uniformly drawn fraction of the training time within this window."""
 
 
-def worker_spec() -> dict[str, Any]:
-    return {
-        "restartPolicy": "Never",
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "containers": [
-            {
-                "name": "trainer",
-                "image": "registry.example/trainer:1.0",
-                "resources": {
-                    "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": str(GPUS_PER_WORKER)},
-                    "limits": {"nvidia.com/gpu": str(GPUS_PER_WORKER)},
-                },
-            }
-        ],
-    }
+@dataclass(frozen=True)
+class Story:
+    training_seconds: float = 3 * 3600
+    rendezvous_timeout: float = 1800  # the seed's init_process_group(timeout=timedelta(minutes=30))
+    retry_delay: float = 300  # Airflow [core] default_task_retry_delay
+    restock_at: float = 40 * 60
+    checkpoint_every: int = 15 * 60  # steps; one step per simulated second
+    sizes: tuple[int, ...] = (8, 32)
+    spot_size: int = 32
+    gpus_per_node: int = 4
 
-
-class Replay:
-    def __init__(self, harness: SimulatedClusterHarness, manual: bool, time_scale: float) -> None:
-        self.harness = harness
-        self.manual = manual
-        self.time_scale = time_scale
-        self.api = config.new_client_from_config(str(harness.kubeconfig_path))
-        self.core = client.CoreV1Api(self.api)
-        self.custom = client.CustomObjectsApi(self.api)
-
-    def wait(self, simulated_seconds: float) -> None:
-        if self.manual:
-            self.harness.advance(simulated_seconds, timeout=600)
-        else:
-            time.sleep(simulated_seconds / self.time_scale)
-
-    def running_workers(self) -> int:
-        pods = self.core.list_namespaced_pod("default", label_selector="app=trainer").items
-        return sum(1 for pod in pods if pod.status.phase == "Running")
-
-    def create_workers(self, annotations: dict[str, str]) -> None:
-        for index in range(WORKERS):
-            body = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"trainer-{index}", "labels": {"app": "trainer"}, "annotations": annotations},
-                "spec": worker_spec(),
-            }
-            self.core.create_namespaced_pod("default", body)
-
-    def reserve(self) -> None:
-        template = {
-            "apiVersion": "v1",
-            "kind": "PodTemplate",
-            "metadata": {"name": "trainer"},
-            "template": {"spec": worker_spec()},
-        }
-        self.core.create_namespaced_pod_template("default", template)
-        request = {
-            "apiVersion": "autoscaling.x-k8s.io/v1",
-            "kind": "ProvisioningRequest",
-            "metadata": {"name": "trainer"},
-            "spec": {
-                "provisioningClassName": ATOMIC,
-                "podSets": [{"podTemplateRef": {"name": "trainer"}, "count": WORKERS}],
-            },
-        }
-        self.custom.create_namespaced_custom_object(
-            "autoscaling.x-k8s.io", "v1", "default", "provisioningrequests", request
+    def settings(self, size: int, *, gang: bool) -> JobSettings:
+        return JobSettings(
+            size=size,
+            gpus=1,
+            work_seconds=self.training_seconds,
+            rendezvous_timeout=self.rendezvous_timeout,
+            retry_delay=self.retry_delay,
+            gang=gang,
         )
 
-    def run(self, mode: str, training_seconds: float) -> RunResult:
-        started = self.harness.now()
-        if mode == "bulk":
-            self.reserve()
-            self.create_workers(
-                {
-                    "autoscaling.x-k8s.io/consume-provisioning-request": "trainer",
-                    "autoscaling.x-k8s.io/provisioning-class-name": ATOMIC,
-                }
-            )
-        else:
-            self.create_workers({})
-        while self.running_workers() < WORKERS:
-            if self.harness.now() - started > 3600:
-                raise RuntimeError(f"{mode}: the workers did not all start within a simulated hour")
-            self.wait(POLL_SIMULATED_SECONDS)
-        all_running = self.harness.now()
-        idle = self.harness.gpu_seconds()
-        self.wait(training_seconds)
-        total = self.harness.gpu_seconds()
-        self.api.close()
-        return RunResult(mode, all_running - started, total / 3600, idle / 3600)
+
+SMOKE = Story(
+    training_seconds=300,
+    rendezvous_timeout=120,
+    retry_delay=30,
+    restock_at=240,
+    checkpoint_every=60,
+    sizes=(8,),
+    spot_size=8,
+)
 
 
-def replay(mode: str, *, manual: bool, time_scale: float, training_hours: float) -> RunResult:
-    scenario = load_scenario("seed-cost")
-    harness = SimulatedClusterHarness(scenario=scenario, time_scale=None if manual else time_scale, seed=0)
-    harness.start()
-    try:
-        return Replay(harness, manual, time_scale).run(mode, training_hours * 3600)
-    finally:
-        harness.stop()
+@dataclass(frozen=True)
+class Result:
+    label: str
+    tries: list[TryRecord]
+    bills: list[NodeBill]
+    ended_at: float
+    checkpointed: int = 0
+    """The step the last try resumed from (``GANG_RESUME_STEP``; 0: from scratch)."""
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.billed(0.0, self.ended_at)
+
+    def billed(self, since: float, until: float) -> float:
+        return sum(bill.gpu_seconds(until, since) for bill in self.bills) / 3600
+
+    def split(self) -> tuple[float, float, float]:
+        """GPU-hours billed before the last try's training, during it, and after it (scale-down)."""
+        last = self.tries[-1]
+        assert last.training_started is not None
+        finished = last.training_started + last.trained_seconds
+        return (
+            self.billed(0.0, last.training_started),
+            self.billed(last.training_started, finished),
+            self.billed(finished, self.ended_at),
+        )
+
+    def describe_tries(self) -> str:
+        return ", ".join(f"{record.outcome} at {record.ended_at / 60:.0f} min" for record in self.tries)
+
+
+@functools.cache
+def seed_cost_cluster() -> Scenario:
+    return load_scenario("seed-cost")
+
+
+def cluster(size: int, story: Story, *, stock_gpus: int | None, spot: bool = False) -> Scenario:
+    """The shipped ``seed-cost`` cluster sized for ``size`` one-GPU members; ``stock_gpus``: the zone's
+    GPU quota until ``story.restock_at``, when it rises to the whole pool (``None``: no limit)."""
+    base = seed_cost_cluster()
+    nodes = -(-size // story.gpus_per_node)
+    pool = dataclasses.replace(base.node_pools[0], max_nodes=nodes, spot=spot)
+    events: tuple[TimedEvent, ...] = ()
+    quota: dict[str, int] = {}
+    if stock_gpus is not None:
+        quota = {pool.zone: stock_gpus}
+        events = (
+            TimedEvent(at=story.restock_at, type="quotaChange", zone=pool.zone, gpu_quota=nodes * pool.gpus_per_node),
+        )
+    return dataclasses.replace(base, node_pools=(pool,), zone_gpu_quota=quota, events=events)
+
+
+def measure(
+    label: str, scenario: Scenario, settings: JobSettings, preempt_at: Callable[[float], float | None] = lambda _: None
+) -> Result:
+    """Run the job to its end on a fresh cluster, then until every node is scaled down; the bill.
+    ``preempt_at(training_started)``: when the first try that trains loses rank 0's spot node."""
+    with CostCluster(scenario) as sim:
+        job = Job(sim, settings, name="train")
+        job.run(preempt_at=preempt_at)
+        sim.wait_until_no_nodes(limit=4 * 3600)
+        return Result(label, job.tries, sim.bill(), sim.now(), job.tries[-1].resumed_from)
+
+
+def no_gang_story(story: Story, size: int, *, stockout: bool) -> tuple[Result, Result]:
+    stock = size // 2 if stockout else None
+    plain = measure("plain pods", cluster(size, story, stock_gpus=stock), story.settings(size, gang=False))
+    gang = measure("gang", cluster(size, story, stock_gpus=stock), story.settings(size, gang=True))
+    return plain, gang
+
+
+def spot_story(story: Story, seed: int) -> tuple[float, list[Result]]:
+    """Anchor (not preempted), resumed from checkpoint, restarted from scratch; the preemption
+    instant is drawn once from ``seed`` as a fraction of the training time."""
+    fraction = random.Random(seed).uniform(*PREEMPTION_WINDOW)
+    size = story.spot_size
+    scenario = cluster(size, story, stock_gpus=None, spot=True)
+    base = dataclasses.replace(story.settings(size, gang=True), spot=True)
+    resuming = dataclasses.replace(base, checkpoint_every=story.checkpoint_every)
+
+    def preempt_at(started: float) -> float:
+        return started + fraction * story.training_seconds
+
+    return fraction, [
+        measure("spot, not preempted (anchor)", scenario, base),
+        measure("preempted, resumed from checkpoint", scenario, resuming, preempt_at),
+        measure("preempted, restarted", scenario, base, preempt_at),
+    ]
+
+
+def print_pair(title: str, size: int, plain: Result, gang: Result, *, seed_figures: bool) -> None:
+    print(f"\n{title}, {size} members x 1 GPU ({-(-size // 4)} nodes of 4 GPUs):")
+    print(f"  {'path':<11} {'GPU-h':>8} {'seed GPU-h':>11}   {'before':>7} {'training':>8} {'after':>6}  tries")
+    for result in (plain, gang):
+        seed = f"{SEED_FIGURES[result.label]:>11.1f}" if seed_figures else f"{'-':>11}"
+        before, during, after = result.split()
+        print(
+            f"  {result.label:<11} {result.gpu_hours:>8.2f} {seed}   {before:>7.2f} {during:>8.2f} {after:>6.2f}"
+            f"  {result.describe_tries()}"
+        )
+    line = f"  without gang / with gang: {plain.gpu_hours / gang.gpu_hours:.3f}"
+    line += f" ({plain.gpu_hours - gang.gpu_hours:+.2f} GPU-h)"
+    if seed_figures:
+        line += f"; seed: {SEED_FIGURES['plain pods'] / SEED_FIGURES['gang']:.3f} ({112.0 - 98.5:+.1f} GPU-h)"
+    print(line)
+
+
+def report(story: Story, seed: int) -> dict[str, tuple[Result, ...]]:
+    """Run every story, print the tables, and return the results (for the smoke test)."""
+    hours = story.training_seconds / 3600
+    print(
+        f"seed-cost cluster: 4-GPU nodes, 1 node/min incremental scale-up, 60 s boot, scale-down after 10 idle min; "
+        f"{hours:g} h training; rendezvous timeout {story.rendezvous_timeout / 60:g} min; "
+        f"retry delay {story.retry_delay / 60:g} min; GPU-h billed per node from creation to deletion"
+    )
+    results: dict[str, tuple[Result, ...]] = {}
+    print(
+        "GPU-h split: before the successful try's training (idle nodes, failed tries), during it, after it"
+        " (nodes idle until scale-down)"
+    )
+    ramp_size = max(story.sizes)
+    pair = no_gang_story(story, ramp_size, stockout=False)
+    print_pair(
+        "Ramp (the seed's cost model 1 and 2: stock for every node)", ramp_size, *pair, seed_figures=ramp_size == 32
+    )
+    results[f"ramp-{ramp_size}"] = pair
+    for size in story.sizes:
+        pair = no_gang_story(story, size, stockout=True)
+        title = f"Stockout (stock for half the GPUs until minute {story.restock_at / 60:g})"
+        print_pair(title, size, *pair, seed_figures=size == 32)
+        results[f"stockout-{size}"] = pair
+    fraction, spot = spot_story(story, seed)
+    anchor, resumed, restarted = spot
+    print(
+        f"\nSpot, gang of {story.spot_size} x 1 GPU on spot nodes; one member's node preempted at "
+        f"{fraction:.1%} of training (seed {seed}); checkpoint every {story.checkpoint_every} steps (1 step/s):"
+    )
+    for result in spot:
+        lost = result.gpu_hours - anchor.gpu_hours
+        print(f"  {result.label:<36} {result.gpu_hours:>8.2f} GPU-h  lost {lost:>6.2f}  {result.describe_tries()}")
+    trained = [record.trained_seconds / 60 for record in resumed.tries]
+    print(
+        f"  the resuming job's tries trained {' + '.join(f'{minutes:.1f}' for minutes in trained)} min;"
+        f" the last resumed from step {resumed.checkpointed} (GANG_RESUME_STEP)"
+    )
+    print(
+        f"  restarted / resumed: {restarted.gpu_hours / resumed.gpu_hours:.3f}; "
+        f"saved by resuming: {restarted.gpu_hours - resumed.gpu_hours:.2f} GPU-h"
+    )
+    results["spot"] = tuple(spot)
+    print(
+        "\nMeasured on the emulator: node creation/deletion and billing (incremental and atomic scale-up, quota,"
+        " scale-down), scheduling, the members' rendezvous timeout (simulated containers exit 1 after it), the spot"
+        " preemption (GKE's termination notice: pods Failed/Terminated, the node deleted 30 s later), the kills and"
+        " retries (through the API), and the resume step (the provider's reservation.checkpoint.resume_step, given"
+        " to the members as GANG_RESUME_STEP, from the checkpoint step the provider's reservation.checkpoint reads"
+        " in the preempted pods' termination messages). Modelled: the training itself (a simulated run time of the"
+        " steps left), the rendezvous store (the job tells the members when all run) and what the trainer writes"
+        " to its termination-message file (its last periodic save: a simulated container cannot save on SIGTERM)."
+    )
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--time-scale", type=float, default=None, help="run on real time this many times faster (default: stepped)"
-    )
-    parser.add_argument("--training-hours", type=float, default=3.0)
+    parser.add_argument("--restock-minutes", type=float, default=40.0)
+    parser.add_argument("--seed", type=int, default=0, help="draws the preemption instant of the spot story")
+    parser.add_argument("--smoke", action="store_true", help="a small version (minutes of simulated time)")
     args = parser.parse_args()
-    manual = args.time_scale is None
-    scale = 1.0 if manual else float(args.time_scale)
-    results = [
-        replay(mode, manual=manual, time_scale=scale, training_hours=args.training_hours)
-        for mode in ("incremental", "bulk")
-    ]
-    clock = "stepped ManualClock" if manual else f"time scale {scale:g}"
-    print(f"seed-cost replay: {WORKERS} workers x {GPUS_PER_WORKER} GPUs, {args.training_hours:g} h training ({clock})")
-    print(
-        f"{'mode':<12} {'all running after':>18} {'idle GPU-h':>11} {'GPU-h (sim)':>12} "
-        f"{'GPU-h (seed)':>13} {'sim/seed':>9}"
-    )
-    for result in results:
-        seed = SEED_FIGURES[result.mode]
-        print(
-            f"{result.mode:<12} {result.all_running_after / 60:>15.1f} min {result.idle_gpu_hours:>11.2f} "
-            f"{result.gpu_hours:>12.2f} {seed:>13.1f} {result.gpu_hours / seed:>9.3f}"
-        )
-    incremental, bulk = results
-    saved = incremental.gpu_hours - bulk.gpu_hours
-    seed_saved = SEED_FIGURES["incremental"] - SEED_FIGURES["bulk"]
-    print(
-        f"saved by bulk provisioning: {saved:.2f} GPU-h ({saved / incremental.gpu_hours:.1%}) "
-        f"vs seed {seed_saved:.1f} GPU-h ({seed_saved / SEED_FIGURES['incremental']:.0%})"
-    )
-    print("(the seed bills 3.5 h and 3.08 h x 32 GPUs; the simulation bills each node from its creation)")
+    story = SMOKE if args.smoke else dataclasses.replace(Story(), restock_at=args.restock_minutes * 60)
+    report(story, args.seed)
 
 
 if __name__ == "__main__":
