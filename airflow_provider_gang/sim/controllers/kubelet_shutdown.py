@@ -6,6 +6,14 @@ containers stopped its status is ``Failed``, reason ``Terminated``, message "Pod
 response to imminent node shutdown." with condition ``DisruptionTarget=True/TerminationByKubelet``
 (:func:`.preemption.shutdown_status`).
 
+That status is one write, made when the containers have stopped; until then the pod stays ``Running``
+with running containers and no ``DisruptionTarget``. Upstream, ``SyncTerminatingPod``
+(``pkg/kubelet/kubelet.go``) sets the status the shutdown manager's function built
+(``pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go``) before it kills the containers, but the
+status manager's ``mergePodStatus`` (``pkg/kubelet/status/status_manager.go``) keeps the old phase,
+reason and message and drops ``DisruptionTarget`` while the pod could have running containers: the
+API server gets them together with the terminal phase.
+
 - A local-process pod's processes get a real SIGTERM, then SIGKILL when the grace period is over
   (simulated seconds); each container's exit code is the process's (143 after SIGTERM, 137 after
   SIGKILL, as a container runtime reports a signal).

@@ -63,6 +63,20 @@ def gpu_pod_spec(**extra: Any) -> dict[str, Any]:
     }
 
 
+def exits_on_sigterm(says: str) -> str:
+    """Python source for a local-process container: prints ``ready``, sleeps; on SIGTERM prints
+    ``says`` and exits 0 (a trainer saving its checkpoint within the grace period)."""
+    return f"""
+import signal, sys, time
+def stop(*_):
+    print({says!r}, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
 @dataclass
 class SimCluster:
     harness: SimulatedClusterHarness

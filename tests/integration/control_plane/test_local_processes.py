@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
+from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_scenario
 
 IMAGE = "python:3.11"
 CPU_POOL = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}
@@ -186,16 +186,7 @@ def test_native_code_resolves_pod_hostnames(sim_cluster: Callable[..., SimCluste
 
 def test_deleting_the_pod_terminates_the_process(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(_scenario())
-    code = """
-        import signal, sys, time
-        def stop(*_):
-            print("got SIGTERM", flush=True)
-            sys.exit(0)
-        signal.signal(signal.SIGTERM, stop)
-        print("ready", flush=True)
-        time.sleep(600)
-    """
-    cluster.core.create_namespaced_pod("default", _python_pod("sleeper-0", code))
+    cluster.core.create_namespaced_pod("default", _python_pod("sleeper-0", exits_on_sigterm("got SIGTERM")))
     _wait_for_phase(cluster, "sleeper-0", {"Running"})
     deadline = time.monotonic() + 20
     while "ready" not in _log(cluster, "sleeper-0"):

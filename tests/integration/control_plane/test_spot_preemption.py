@@ -22,7 +22,7 @@ from airflow_provider_gang.sim.controllers.preemption import (
 )
 from airflow_provider_gang.sim.errors import ApiError
 from airflow_provider_gang.sim.scenario_fields import ScenarioError
-from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
+from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_pod_spec, gpu_scenario
 
 SPOT_POOL = {"spot": True, "initialNodes": 2, "maxNodes": 4}
 
@@ -53,6 +53,38 @@ def _assert_terminated_by_shutdown(pod: Any) -> None:
     )
 
 
+def _status_writes(cluster: SimCluster, name: str) -> Callable[[], list[tuple[str, bool, list[str]]]]:
+    """Start recording every stored version of pod ``name`` as ``(phase, has DisruptionTarget,
+    container states)``; the returned function stops recording and gives the list, in write order."""
+    seen: list[tuple[str, bool, list[str]]] = []
+
+    def record(event_type: str, resource: str, obj: dict[str, Any]) -> None:
+        if resource != "v1/pods" or obj["metadata"]["name"] != name or event_type == "DELETED":
+            return
+        status = obj.get("status") or {}
+        disrupted = any(item["type"] == "DisruptionTarget" for item in status.get("conditions") or [])
+        states = [next(iter(item.get("state") or {"none": {}})) for item in status.get("containerStatuses") or []]
+        seen.append((str(status.get("phase")), disrupted, states))
+
+    store = cluster.harness.store
+    unsubscribe = cluster.harness.run(lambda: store.subscribe(record))
+
+    def stop() -> list[tuple[str, bool, list[str]]]:
+        cluster.harness.run(unsubscribe)
+        return seen
+
+    return stop
+
+
+def _assert_condition_comes_with_the_terminal_phase(writes: list[tuple[str, bool, list[str]]]) -> None:
+    """Upstream's order (``mergePodStatus`` in ``pkg/kubelet/status/status_manager.go``): every write
+    while the containers run is ``Running`` without ``DisruptionTarget``; the write that adds the
+    condition is the terminal one, with the containers terminated."""
+    first = next(index for index, (_, disrupted, _) in enumerate(writes) if disrupted)
+    assert writes[first] == ("Failed", True, ["terminated"]), writes
+    assert all(write == ("Running", False, ["running"]) for write in writes[:first]), writes
+
+
 def test_a_scenario_preemption_stops_the_pods_then_deletes_the_node(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(gpu_scenario(pool=SPOT_POOL, preemptions=[{"at": 100, "pool": "gpu"}]))
     cluster.core.create_namespaced_pod("default", _pod("a"))
@@ -60,6 +92,7 @@ def test_a_scenario_preemption_stops_the_pods_then_deletes_the_node(sim_cluster:
     cluster.advance(10)
     first, second = _node_of(cluster, "a"), _node_of(cluster, "b")
     assert first != second
+    writes = {name: _status_writes(cluster, name) for name in ("a", "b")}
     cluster.advance(90)
     nodes = {node.metadata.name: node for node in cluster.core.list_node().items}
     noticed = [name for name, node in nodes.items() if _noticed(node)]
@@ -73,6 +106,7 @@ def test_a_scenario_preemption_stops_the_pods_then_deletes_the_node(sim_cluster:
     _assert_terminated_by_shutdown(cluster.core.read_namespaced_pod(victim, "default"))
     terminated = cluster.core.read_namespaced_pod(victim, "default").status.container_statuses[0].state.terminated
     assert terminated.exit_code == 143
+    _assert_condition_comes_with_the_terminal_phase(writes[victim]())
     assert cluster.core.read_namespaced_pod(survivor, "default").status.phase == "Running"
     assert [event.message for event in cluster.events("NodeShutdown")] == ["Shutdown manager detected shutdown event"]
     # a pod created during the notice is not placed on the tainted node
@@ -177,37 +211,33 @@ def test_local_processes_get_sigterm_then_sigkill_after_the_capped_grace(
     sim_cluster: Callable[..., SimCluster],
 ) -> None:
     cluster = sim_cluster(gpu_scenario(pool={"maxNodes": 0}, extra_pools=[LOCAL_POOL], localProcessImages=[IMAGE]))
-    saves = """
-        import signal, sys, time
-        def stop(*_):
-            print("checkpoint saved", flush=True)
-            sys.exit(0)
-        signal.signal(signal.SIGTERM, stop)
-        print("ready", flush=True)
-        time.sleep(600)
-    """
     ignores = """
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print("ready", flush=True)
         time.sleep(600)
     """
-    cluster.core.create_namespaced_pod("default", _process_pod("saves", saves, grace=60))
+    cluster.core.create_namespaced_pod("default", _process_pod("saves", exits_on_sigterm("checkpoint saved"), grace=60))
     cluster.core.create_namespaced_pod("default", _process_pod("ignores", ignores, grace=60))
 
     _wait(lambda: all("ready" in cluster.log(name) for name in ("saves", "ignores")))
     node = _node_of(cluster, "saves")
+    writes = {name: _status_writes(cluster, name) for name in ("saves", "ignores")}
     cluster.harness.preempt(node, pod_grace_period_seconds=15)
     _wait(lambda: cluster.core.read_namespaced_pod("saves", "default").status.phase == "Failed")
     saved = cluster.core.read_namespaced_pod("saves", "default")
     _assert_terminated_by_shutdown(saved)
     assert saved.status.container_statuses[0].state.terminated.exit_code == 0
     assert "checkpoint saved" in cluster.log("saves")
-    assert cluster.core.read_namespaced_pod("ignores", "default").status.phase == "Running"
     cluster.advance(14)
-    assert cluster.core.read_namespaced_pod("ignores", "default").status.phase == "Running"
+    stopping = cluster.core.read_namespaced_pod("ignores", "default").status  # SIGTERM ignored, grace not over
+    assert (stopping.phase, stopping.reason, stopping.message) == ("Running", None, None)
+    assert "DisruptionTarget" not in {item.type for item in stopping.conditions}
+    assert stopping.container_statuses[0].state.running is not None
     cluster.advance(1)  # the budget (15 s) caps the pod's 60 s grace period: SIGKILL
     _wait(lambda: cluster.core.read_namespaced_pod("ignores", "default").status.phase == "Failed")
     killed = cluster.core.read_namespaced_pod("ignores", "default")
     _assert_terminated_by_shutdown(killed)
     assert killed.status.container_statuses[0].state.terminated.exit_code == 137
+    for name in ("saves", "ignores"):
+        _assert_condition_comes_with_the_terminal_phase(writes[name]())
