@@ -201,9 +201,12 @@ def is_on_spot(pod: Object) -> bool:
 def is_spot_preempted(pod: Object) -> bool:
     """A spot pod the kubelet's graceful node shutdown ended or is ending: GKE reclaims a spot VM
     with ~30 s notice, taints the node ``cloud.google.com/impending-node-termination`` and the kubelet
-    stops its pods, marking them ``DisruptionTarget`` (reason ``TerminationByKubelet``) and then
-    ``Failed`` with reason ``Terminated``
-    (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#termination-graceful-shutdown)."""
+    stops its pods: once a pod's containers stopped, one status write makes it ``Failed`` with reason
+    ``Terminated`` and ``DisruptionTarget`` (reason ``TerminationByKubelet``); the kubelet's status
+    manager holds the condition back while containers may run (``mergePodStatus`` in
+    ``pkg/kubelet/status/status_manager.go``)
+    (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#termination-graceful-shutdown).
+    A ``DisruptionTarget`` ``TerminationByKubelet`` on a pod not yet terminal counts as well."""
     if not is_on_spot(pod) or conditions.pod_phase(pod) == "Succeeded":
         return False
     disruption = conditions.find_condition(pod, "DisruptionTarget") if conditions.is_disrupted(pod) else None

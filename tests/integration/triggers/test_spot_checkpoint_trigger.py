@@ -1,7 +1,10 @@
-"""GangRunTrigger on a spot gang with a checkpoint: the kubelet's graceful node shutdown as GKE does
-it (DisruptionTarget TerminationByKubelet, then Failed/Terminated, then the pod goes with its node)
-ends the run with ``spot_preempted`` and the latest checkpoint the members' termination messages
-reported, read before their pods were deleted."""
+"""GangRunTrigger on a spot gang with a checkpoint, both members on one spot node: the kubelet's
+graceful node shutdown as GKE does it ends the run with ``spot_preempted`` and the latest checkpoint
+the members' termination messages reported, read before their pods were deleted. The kubelet writes
+each pod's ``Failed``/``Terminated`` status with ``DisruptionTarget`` ``TerminationByKubelet`` in one
+write once that pod's containers stopped (``mergePodStatus`` in ``pkg/kubelet/status/status_manager.go``
+holds the condition back until then), pod by pod: the run waits for the member still stopping on the
+same node, whose message comes last."""
 
 from __future__ import annotations
 
@@ -13,12 +16,14 @@ import pytest
 
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.reservation.checkpoint import Checkpoint
+from airflow_provider_gang.reservation.manifests import pods
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 
 from .gangs import Gang, condition, first_event, gang_spec, until_watching
 
 SHUTDOWN = "Pod was terminated in response to imminent node shutdown."
+NODE = "gke-sim-l4-spot-a"
 
 
 def _terminated(exit_code: int, message: str = "") -> dict[str, Any]:
@@ -41,25 +46,27 @@ def _status(phase: str, state: dict[str, Any], *, reason: str = "", conditions: 
 async def spot_gang(client: Any) -> Gang:
     spec = dataclasses.replace(gang_spec(ReservationMode.PROVISIONING_REQUEST, size=2), spot=True,
                                checkpoint=Checkpoint("/ckpt").for_try(1, None))
-    gang = await Gang(client, spec).create(members=True)
+    gang = await Gang(client, spec).create()
+    for rank in range(2):  # bound to one node, as the scheduler would place both on a 2-GPU node
+        body = pods.launch_pod(spec, rank, owner_uid=gang.owner_uid)
+        await client.create(PODS, {**body, "spec": {**body["spec"], "nodeName": NODE}})
     for rank in range(2):
         await gang.set_member_phase(rank, "Running")
     return gang
 
 
 async def preempt_rank_1(gang: Gang, client: Any, rank_0_message: str) -> None:
-    """Rank 1's node is shut down; rank 0 loses its peer, fails and leaves its termination message."""
-    running = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    """The members' node is shut down: rank 1 stops first; rank 0, still saving on SIGTERM, stops
+    later and leaves its termination message; then the node goes, and its pods with it."""
     disrupted = condition("DisruptionTarget", reason="TerminationByKubelet", message=SHUTDOWN)
-    member_1 = gang.names.member(1)
-    await client.patch(PODS, member_1, {"status": _status("Running", running, conditions=(disrupted,))},
-                       subresource="status")
-    await asyncio.sleep(0.2)  # the trigger sees the shutdown in progress and keeps watching
-    await client.patch(PODS, gang.names.member(0), {"status": _status("Failed", _terminated(1, rank_0_message))},
-                       subresource="status")
-    await client.patch(PODS, member_1, {"status": _status("Failed", _terminated(143), reason="Terminated",
-                                                          conditions=(disrupted,))}, subresource="status")
-    await client.delete(PODS, member_1)  # the node goes, and its pods with it
+    await client.patch(PODS, gang.names.member(1), {"status": _status(
+        "Failed", _terminated(143), reason="Terminated", conditions=(disrupted,))}, subresource="status")
+    await asyncio.sleep(0.2)  # the trigger sees rank 1 preempted, rank 0 still stopping, and keeps watching
+    await client.patch(PODS, gang.names.member(0), {"status": _status(
+        "Failed", _terminated(143, rank_0_message), reason="Terminated", conditions=(disrupted,))},
+        subresource="status")
+    for rank in range(2):
+        await client.delete(PODS, gang.names.member(rank))
 
 
 async def run_through_preemption(gang: Gang, client: Any, connection: Any, message: str) -> dict[str, Any]:
