@@ -19,6 +19,9 @@ Why aiohttp with kubernetes_asyncio's configuration, and not kubernetes_asyncio'
 
 Every request has a timeout; 429/5xx and transport errors are retried with backoff (:mod:`.retry`); a
 401 reloads credentials once (exec plugins, rotated service account tokens) before it is raised.
+Every attempt (and every watch) first takes a token of the client's rate limiter
+(:mod:`.rate_limit`), and at most ``max_parallel_requests`` requests are in flight at once (a slot
+is held while sending, not during a retry's backoff).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.client.rest import RESTClientObject
 
 from airflow_provider_gang.kube import errors
+from airflow_provider_gang.kube.rate_limit import TokenBucket
 from airflow_provider_gang.kube.resources import Resource
 from airflow_provider_gang.kube.retry import RetryPolicy
 from airflow_provider_gang.kube.settings import ConnectionSettings, CredentialReloader, load_configuration
@@ -62,6 +66,9 @@ class KubeClient:
         request_timeout: seconds allowed for each whole request (connect to last byte).
         retry: backoff policy for 429/5xx/transport errors.
         sleep: awaited between retries (inject a fake in tests).
+        rate_limiter: taken before every attempt and every watch (``None``: no limit).
+        max_parallel_requests: requests in flight at most, streams not counted (``None``: no bound
+            but the connection pool's).
 
     ``requests_sent`` counts HTTP requests actually sent, retries included.
     """
@@ -75,8 +82,13 @@ class KubeClient:
         request_timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         sleep: Sleep = asyncio.sleep,
+        rate_limiter: TokenBucket | None = None,
+        max_parallel_requests: int | None = None,
     ) -> None:
         self.configuration = configuration
+        self.rate_limiter = rate_limiter
+        self.max_parallel_requests = max_parallel_requests
+        self._slots = asyncio.Semaphore(max_parallel_requests) if max_parallel_requests else None
         self.namespace = namespace
         self.request_timeout = request_timeout
         self.retry = retry or RetryPolicy()
@@ -203,7 +215,7 @@ class KubeClient:
         credentials_reloaded = False
         while True:
             try:
-                return await self._send_once(method, path, params, body, content_type)
+                return await self._send_throttled(method, path, params, body, content_type)
             except errors.Unauthorized:
                 if credentials_reloaded:
                     raise
@@ -223,6 +235,21 @@ class KubeClient:
         if not isinstance(answer, dict):
             raise errors.TransportError(f"{method} {path}: expected a JSON object, got {type(answer).__name__}")
         return answer
+
+    async def _send_throttled(
+        self, method: str, path: str, params: Mapping[str, str] | None, body: Any, content_type: str
+    ) -> Any:
+        """One attempt inside a parallel-request slot, after a token of the rate limiter."""
+        if self._slots is None:
+            await self._throttle()
+            return await self._send_once(method, path, params, body, content_type)
+        async with self._slots:
+            await self._throttle()
+            return await self._send_once(method, path, params, body, content_type)
+
+    async def _throttle(self) -> None:
+        if self.rate_limiter is not None:
+            await self.rate_limiter.acquire()
 
     async def _send_once(
         self, method: str, path: str, params: Mapping[str, str] | None, body: Any, content_type: str
@@ -259,6 +286,7 @@ class KubeClient:
         The connect phase is bounded by ``request_timeout``; each read by ``read_timeout``, so a
         half-open socket surfaces as :class:`errors.TransportError` instead of hanging forever.
         """
+        await self._throttle()
         headers = await self._headers(None)
         timeout = aiohttp.ClientTimeout(total=None, connect=self.request_timeout, sock_read=read_timeout)
         try:

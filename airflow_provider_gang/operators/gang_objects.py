@@ -3,15 +3,18 @@
 Manifests come from ``reservation.manifests``; this module only sends them. Every create is
 "create or adopt": names are deterministic per try, so ``AlreadyExists`` means an earlier worker of
 this try created the object, and it is reused. Every delete is idempotent (``NotFound`` is done).
-Prechecks are :mod:`.precheck`. Members are created concurrently so they are all bound well inside
-the 10-minute booking window of a provisioned request (gang-reservation-apis section 1.6).
+Prechecks are :mod:`.precheck`. Members are created (and gates released) concurrently, by
+``ClientOptions.max_parallel_requests`` workers under the client's rate limit, so they are all bound
+well inside the 10-minute booking window of a provisioned request (gang-reservation-apis section
+1.6); the first create failing past its retries stops further creates (:mod:`.parallel`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Iterable, Mapping
+import functools
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +29,7 @@ from airflow_provider_gang.kube.resources import (
     SERVICES,
     Resource,
 )
+from airflow_provider_gang.operators import parallel
 from airflow_provider_gang.reservation import decision, manifests, members, naming, shape
 from airflow_provider_gang.reservation.decision import Decision, Observed, Policy, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
@@ -148,10 +152,8 @@ async def ensure_reservation(client: KubeClient, spec: GangSpec, *, owner_try: i
             client, PROVISIONING_REQUESTS, manifests.provisioning.provisioning_request(spec, owner_uid=owner_uid),
             namespace)))
     if spec.mode is ReservationMode.GATES:
-        gated = await asyncio.gather(*(
-            _create_or_adopt(client, PODS, manifests.pods.gated_pod(spec, rank, owner_uid=owner_uid), namespace)
-            for rank in range(spec.size)
-        ))
+        gated = await create_members(client, [manifests.pods.gated_pod(spec, rank, owner_uid=owner_uid)
+                                              for rank in range(spec.size)], namespace)
         made += [(PODS, result) for result in gated]
     job_uid = next((str(obj["metadata"]["uid"]) for kind, (obj, _) in made if kind is JOBS), None)
     return {
@@ -206,25 +208,37 @@ async def recheck_reservation(client: KubeClient, spec: GangSpec, *, started_at:
 async def launch(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str) -> str:
     """Start the members, all at once: create them (``provisioning_request``), release every gate
     together (``gates``), or nothing (``kueue``: admission unsuspends the Job, its controller creates
-    them). Returns what was done, for the log."""
+    them); ``client.max_parallel_requests`` calls at a time, stopping at the first failing past its
+    retries (raised). Returns what was done, for the log."""
     namespace = spec.namespace
     if spec.mode is ReservationMode.KUEUE:
         return "Kueue admitted the Job; its controller creates the members"
     if spec.mode is ReservationMode.GATES:
         gate = naming.GangNames(spec.name).scheduling_gate
         pods, _ = await client.list(PODS, namespace, label_selector=manifests.common.member_selector(spec))
-        patches = [(pod, manifests.pods.release_gate_patch(pod, gate)) for pod in pods]
-        await asyncio.gather(*(
-            client.patch(PODS, str(pod["metadata"]["name"]), patch, patch_type=PatchType.JSON, namespace=namespace)
-            for pod, patch in patches if patch
-        ))
-        return f"released the scheduling gate of {sum(1 for _, patch in patches if patch)} members together"
-    results = await asyncio.gather(*(
-        _create_or_adopt(client, PODS, manifests.pods.launch_pod(spec, rank, owner_uid=owner_uid), namespace)
-        for rank in range(size)
-    ))
+        patches = [(str(pod["metadata"]["name"]), manifests.pods.release_gate_patch(pod, gate)) for pod in pods]
+        releases = [functools.partial(client.patch, PODS, name, patch, patch_type=PatchType.JSON, namespace=namespace)
+                    for name, patch in patches if patch]
+        await parallel.bounded_gather(releases, limit=client.max_parallel_requests)
+        return f"released the scheduling gate of {len(releases)} members together{_at_a_time(client)}"
+    results = await create_members(client, [manifests.pods.launch_pod(spec, rank, owner_uid=owner_uid)
+                                            for rank in range(size)], namespace)
     created = sum(was_created for _, was_created in results)
-    return f"created {created} member pods concurrently, adopted {size - created}"
+    return f"created {created} member pods{_at_a_time(client)}, adopted {size - created}"
+
+
+async def create_members(client: KubeClient, bodies: Sequence[Mapping[str, Any]], namespace: str) -> list[
+        tuple[dict[str, Any], bool]]:
+    """Create or adopt every member pod of ``bodies``, ``client.max_parallel_requests`` at a time
+    (``parallel.bounded_gather``: the first create failing past its retries stops the others from
+    starting, and is raised). Each result as ``_create_or_adopt``'s."""
+    creates = [functools.partial(_create_or_adopt, client, PODS, body, namespace) for body in bodies]
+    return await parallel.bounded_gather(creates, limit=client.max_parallel_requests)
+
+
+def _at_a_time(client: KubeClient) -> str:
+    limit = client.max_parallel_requests
+    return f", {limit} at a time" if limit else ""
 
 
 async def publish_world(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str) -> str | None:

@@ -79,7 +79,8 @@ class GangTrainingOperator(BaseOperator):
     whose logs go into the task log. ``deferrable`` defaults to ``[operators] default_deferrable``;
     the blocking mode runs the same triggers in the worker. ``client_options``
     (``kube.options.ClientOptions``: ``request_timeout``, ``retry_attempts``, ``retry_base_delay``,
-    ``retry_max_delay``) sets how patient every API call of a try is, in the worker and the triggerer.
+    ``retry_max_delay``, ``qps``, ``burst``, ``max_parallel_requests``) sets how patient and how fast
+    every API call of a try is, in the worker and the triggerer.
     """
 
     template_fields: Sequence[str] = (

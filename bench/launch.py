@@ -1,0 +1,203 @@
+"""Launch at scale: from ``Provisioned=True`` to every member bound, for gangs of 8, 64 and 256.
+
+For each size and mode (``provisioning_request``: members created on launch; ``gates``: members
+created gated up front, their gates released on launch), a fresh in-process emulator with the
+simulated control plane (scheduler, cluster-autoscaler; ``ManualClock``, so simulated time moves
+only when the bench advances it) gets the gang's reservation from ``gang_objects.ensure_reservation``
+and is advanced until its ProvisioningRequest is ``Provisioned=True``. Then ``gang_objects.launch``
+runs, and the bench waits for the store to commit the last member's binding (``Store.subscribe``
+on the emulator's loop; no polling):
+
+* **anchor** - sequential: the same code with ``max_parallel_requests=1``, one call at a time;
+* **concurrent** - the operator's defaults (``ClientOptions()``: 32 in flight, 1000 qps / 1000 burst).
+
+Reported per run: seconds until every member was created (released), seconds until every member
+was bound, requests sent, and the ratio sequential / concurrent of the bound time; and, as "API
+only", the seconds the same ``launch`` takes against an emulator without controllers (the
+provider's own cost: client, HTTP, store), with its ratio. The goal is 256
+members bound < 2 s after ``Provisioned=True``. ``--profile`` adds one more concurrent launch of
+the largest gang, not counted above, and prints the emulator thread's top functions (cProfile): where
+the emulator spends its time.
+
+Run: ``.venv/bin/python bench/launch.py [--sizes 8,64,256] [--modes provisioning_request,gates] [--profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.kube.options import ClientOptions
+from airflow_provider_gang.kube.resources import PROVISIONING_REQUESTS
+from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.operators import gang_objects
+from airflow_provider_gang.reservation import naming, provisioning
+from airflow_provider_gang.reservation.provisioning import ProvisioningState
+from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
+from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.harness import EmulatorHarness
+from airflow_provider_gang.sim.scenario import parse_scenario
+
+GPUS_PER_NODE = 8
+TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]}}
+BOUND_TIMEOUT = 300.0
+GOAL_SECONDS = 2.0
+QUEUED_PROVISIONING = "queued-provisioning.gke.io"
+"""GKE's DWS class: ``Provisioned=True`` once the nodes are up (the simulated autoscaler's model)."""
+
+
+def scenario(size: int) -> Any:
+    """One pool of 8-GPU nodes, room for ``size`` one-GPU members, provisioned in 60 simulated seconds."""
+    return parse_scenario({"name": f"launch-{size}", "nodePools": [{
+        "name": "gpu", "zone": "us-central1-a", "gpuType": "nvidia-l4", "gpusPerNode": GPUS_PER_NODE, "cpu": "64",
+        "memory": "512Gi", "maxNodes": -(-size // GPUS_PER_NODE), "provisioningDelaySeconds": 60,
+    "queuedProvisioning": True}]})
+
+
+@dataclass
+class Run:
+    size: int
+    mode: str
+    way: str
+    launched: float
+    bound: float
+    requests: int
+    api_only: float = 0.0
+
+
+class BindingWatch:
+    """The moment the store committed the last of ``size`` members' bindings (``spec.nodeName``)."""
+
+    def __init__(self, harness: SimulatedClusterHarness, gang: str, size: int) -> None:
+        self.gang, self.size = gang, size
+        self.bound: set[str] = set()
+        self.done = threading.Event()
+        self.at = 0.0
+        self.unsubscribe = harness.run(lambda: harness.store.subscribe(self.changed))
+
+    def changed(self, event_type: str, resource: str, obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        if resource != "v1/pods" or (metadata.get("labels") or {}).get(naming.GANG_LABEL) != self.gang:
+            return
+        if (obj.get("spec") or {}).get("nodeName"):
+            self.bound.add(str(metadata["name"]))
+            if len(self.bound) == self.size and not self.done.is_set():
+                self.at = time.perf_counter()
+                self.done.set()
+
+
+def stored_request(harness: SimulatedClusterHarness, name: str) -> dict[str, Any]:
+    request: dict[str, Any] = harness.run(lambda: harness.store.get(PROVISIONING_REQUESTS.key, name, "default"))
+    return request
+
+
+def gang(size: int, mode: ReservationMode, way: str) -> GangSpec:
+    return GangSpec(name=f"launch-{size}-{way}", namespace="default", size=size, pod_template=TEMPLATE, mode=mode,
+                    resources=MemberResources(gpus=1), provisioning_class=QUEUED_PROVISIONING)
+
+
+async def api_only(size: int, mode: ReservationMode, way: str, options: ClientOptions) -> float:
+    """Seconds ``launch`` takes against the emulator without controllers: the provider, HTTP and the
+    store, without the simulated control plane reacting to every member."""
+    spec = gang(size, mode, way)
+    with EmulatorHarness() as harness:
+        settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
+        async with await ClientOptions().connect(settings) as setup:
+            made = await gang_objects.ensure_reservation(setup, spec, owner_try=1)
+        async with await options.connect(settings) as client:
+            started = time.perf_counter()
+            await gang_objects.launch(client, spec, size=size, owner_uid=str(made["owner_uid"]))
+            return time.perf_counter() - started
+
+
+async def measure(size: int, mode: ReservationMode, way: str, options: ClientOptions,
+                  profile: cProfile.Profile | None) -> Run:
+    spec = gang(size, mode, way)
+    with SimulatedClusterHarness(scenario=scenario(size)) as harness:
+        settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
+        async with await ClientOptions().connect(settings) as setup:
+            made = await gang_objects.ensure_reservation(setup, spec, owner_try=1)
+        request_name = naming.GangNames(spec.name).provisioning_request
+        for _ in range(60):
+            request = stored_request(harness, request_name)
+            if provisioning.classify_provisioning_request(request) is ProvisioningState.PROVISIONED:
+                break
+            harness.advance(10)
+        else:
+            raise SystemExit(f"{spec.name}: the ProvisioningRequest was never provisioned: {request.get('status')}")
+        watch = BindingWatch(harness, spec.name, size)
+        client: KubeClient = await options.connect(settings)
+        try:
+            if profile is not None:
+                harness.run(profile.enable)
+            started = time.perf_counter()
+            await gang_objects.launch(client, spec, size=size, owner_uid=str(made["owner_uid"]))
+            launched = time.perf_counter() - started
+            if not await asyncio.to_thread(watch.done.wait, BOUND_TIMEOUT):
+                raise SystemExit(f"{spec.name}: {len(watch.bound)} of {size} members bound in {BOUND_TIMEOUT:.0f} s")
+            if profile is not None:
+                harness.run(profile.disable)
+            return Run(size, mode.value, way, launched, watch.at - started, client.requests_sent)
+        finally:
+            harness.run(watch.unsubscribe)
+            await client.close()
+
+
+def ratio(anchor: float, measured: float) -> str:
+    return f"{anchor / max(measured, 1e-9):.1f}x"
+
+
+def top_functions(profile: cProfile.Profile, count: int = 15) -> str:
+    output = io.StringIO()
+    pstats.Stats(profile, stream=output).sort_stats("cumulative").print_stats(count)
+    return output.getvalue()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="8,64,256", help="gang sizes, comma-separated")
+    parser.add_argument("--modes", default="provisioning_request,gates", help="reservation modes, comma-separated")
+    parser.add_argument("--profile", action="store_true", help="profile the emulator during the largest concurrent run")
+    arguments = parser.parse_args()
+    sizes = [int(size) for size in arguments.sizes.split(",")]
+    ways = {"sequential": ClientOptions(max_parallel_requests=1), "concurrent": ClientOptions()}
+    profile = cProfile.Profile() if arguments.profile else None
+    print("Launch: Provisioned=True -> every member bound (emulator + simulated scheduler, in-process)")
+    print(f"  concurrent = ClientOptions() ({ways['concurrent'].max_parallel_requests} in flight, "
+          f"{ways['concurrent'].qps:.0f} qps); anchor = sequential (max_parallel_requests=1)")
+    print("  created/bound: with the simulated control plane; API only: launch() on the emulator without it")
+    print(f"  {'mode':<21}{'members':>8}{'way':>12}{'created':>10}{'bound':>9}{'requests':>10}{'API only':>10}")
+    for mode in [ReservationMode(name) for name in arguments.modes.split(",")]:
+        for size in sizes:
+            runs = {}
+            for way, options in ways.items():
+                runs[way] = run = await measure(size, mode, way, options, None)
+                run.api_only = await api_only(size, mode, way, options)
+                print(f"  {mode.value:<21}{size:>8}{way:>12}{run.launched:>9.2f}s{run.bound:>8.2f}s{run.requests:>10}"
+                      f"{run.api_only:>9.2f}s")
+            sequential, concurrent = runs["sequential"], runs["concurrent"]
+            verdict = "" if size != 256 else (f"; goal < {GOAL_SECONDS:.0f} s bound: "
+                                              f"{'met' if concurrent.bound < GOAL_SECONDS else 'NOT met'}")
+            ratios = (f"bound {ratio(sequential.bound, concurrent.bound)}, "
+                      f"API only {ratio(sequential.api_only, concurrent.api_only)}")
+            print(f"  {mode.value:<21}{size:>8}  ratio sequential / concurrent: {ratios}{verdict}")
+    if profile is not None:
+        mode = ReservationMode(arguments.modes.split(",")[0])
+        await measure(max(sizes), mode, "profiled", ways["concurrent"], profile)
+        print(f"\nEmulator thread, one more concurrent launch of {max(sizes)} ({mode.value}), profiled apart from "
+              "the figures above (cumulative time):")
+        print(top_functions(profile))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
