@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from airflow_provider_gang.reservation import checkpoint, decision, member_history
+from airflow_provider_gang.reservation import checkpoint, decision, member_history, members
 from airflow_provider_gang.reservation.checkpoint import Checkpoint, CheckpointReport, PersistentVolumeCheckpoint
 from airflow_provider_gang.reservation.decision import Observed, Policy, Stage
 from airflow_provider_gang.reservation.errors import GangSpecError
@@ -138,9 +138,10 @@ def test_a_preempted_try_splits_its_gpu_time_at_its_checkpoint() -> None:
 # -- spot preemption --------------------------------------------------------------------------
 
 
-def _run(*pods, size=2, preempted=frozenset()):
+def _run(*pods, size=2, preempted=frozenset(), shutting_down=frozenset()):
     return Observed(mode=ReservationMode.PROVISIONING_REQUEST, stage=Stage.RUN, size=size, started_at=T0,
-                    pods=[item.obj() for item in pods], spot_preempted_ranks=preempted)
+                    pods=[item.obj() for item in pods], spot_preempted_ranks=preempted,
+                    nodes_shutting_down=shutting_down)
 
 
 SPOT_CASES = [
@@ -160,6 +161,18 @@ SPOT_CASES = [
      Phase.FAILED, True, Reason.SPOT_PREEMPTED),
     ("on-demand-node-shutdown-is-member-lost", _run(pod(0).running(), pod(1).shut_down()),
      Phase.FAILED, True, Reason.MEMBER_LOST),
+    ("a-peer-failing-first-waits-for-the-member-on-the-tainted-node",
+     _run(pod(0).on_spot().failed().bound("node-2"), pod(1).on_spot().container_running(),
+          shutting_down=frozenset({"node-1"})), Phase.RUNNING, False, Reason.MEMBERS_RUNNING),
+    ("a-stopped-member-on-the-tainted-node-is-spot-preempted-before-its-own-status-says-so",
+     _run(pod(0).on_spot().failed().bound("node-2"), pod(1).on_spot().failed(143),
+          shutting_down=frozenset({"node-1"})), Phase.FAILED, True, Reason.SPOT_PREEMPTED),
+    ("a-member-that-succeeded-on-a-tainted-node-is-no-preemption",
+     _run(pod(0).on_spot().failed().bound("node-2"), pod(1).on_spot().succeeded(),
+          shutting_down=frozenset({"node-1"})), Phase.FAILED, True, Reason.MEMBER_FAILED),
+    ("an-on-demand-member-on-a-tainted-node-is-no-spot-preemption",
+     _run(pod(0).failed().bound("node-2"), pod(1).failed(143), shutting_down=frozenset({"node-1"})),
+     Phase.FAILED, True, Reason.MEMBER_FAILED),
     ("a-member-that-finished-first-is-no-preemption",
      _run(pod(0).on_spot().succeeded(), pod(1).on_spot().succeeded().condition(
          "DisruptionTarget", reason="TerminationByKubelet")), Phase.SUCCEEDED, True, Reason.ALL_SUCCEEDED),
@@ -193,3 +206,23 @@ def test_without_a_checkpoint_termination_messages_are_not_read() -> None:
     garbled = pod(0).on_spot().shut_down(message="{oops").obj()
     seen, warnings = memory.see(dataclasses.replace(_run(), pods=[garbled]))
     assert (warnings, memory.checkpoint, seen.spot_preempted_ranks) == ([], None, frozenset({0}))
+
+
+def test_a_member_gone_with_a_node_found_shutting_down_was_preempted() -> None:
+    """Rank 1 ran on spot node-1 and is gone (its node deleted); rank 0 failed on node-2 after it."""
+    memory = member_history.RunMemory(read_checkpoints=False)
+    peer = pod(0).on_spot().failed().bound("node-2").obj()
+    memory.see(dataclasses.replace(_run(), pods=[peer, pod(1).on_spot().container_running().obj()]))
+    gone = dataclasses.replace(_run(), pods=[peer])
+    seen, _ = memory.see(gone)
+    assert decision.decide(seen, now=T0 + 10, policy=Policy()).reason is Reason.MEMBER_FAILED
+    memory.saw_nodes_shutting_down(frozenset({"node-1"}))
+    seen, _ = memory.see(gone)
+    assert (seen.spot_preempted_ranks, seen.nodes_shutting_down) == (frozenset({1}), frozenset({"node-1"}))
+    assert decision.decide(seen, now=T0 + 10, policy=Policy()).reason is Reason.SPOT_PREEMPTED
+
+
+def test_spot_nodes_are_those_of_bound_spot_members() -> None:
+    pods = [pod(0).on_spot().running().obj(), pod(1).running().obj(), pod(2).on_spot().obj(),
+            pod(5).on_spot().running().obj(), pod(None).on_spot().running().obj()]
+    assert members.spot_nodes(pods, size=4) == {0: "node-1"}
