@@ -59,7 +59,7 @@ from airflow_provider_gang.reservation.decision import Decision, Policy, decide
 from airflow_provider_gang.reservation.observed import Observed, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.triggers import kill
+from airflow_provider_gang.triggers import kill, spot_nodes
 from airflow_provider_gang.triggers.events import PhaseClock, build_payload
 from airflow_provider_gang.triggers.observation import GangObjects
 from airflow_provider_gang.triggers.progress import DEFAULT_HEARTBEAT_SECONDS, WaitReporter
@@ -310,6 +310,9 @@ class GangTrigger(BaseTrigger):
                         if fresh is not None and objects.malformed(fresh) is None:
                             observed = self.remembered(memory, observe(fresh))
                             decision = decide(observed, now=now, policy=policy)
+                    if await spot_nodes.found_shutting_down(decision, memory, self.client, self.log, self.gang_name):
+                        observed = self.remembered(memory, observed)
+                        decision = decide(observed, now=now, policy=policy)
                     clock.saw(decision.phase, now)
                     reporter.saw(observed, decision, now)
                     memory.remember(decision.members)
