@@ -17,12 +17,11 @@ objects its selectors match. ``docs/shared-watches.md`` explains the design; the
   once, in the watch's order; the subscriber is only *notified* and reads its view when it runs. A
   slow subscriber holds no queue and stalls no one; it never reads a state older than one it read,
   but may skip intermediate ones - right for ``decide``, a function of the current objects.
-- **Failures shared, budgets not**: retries are reported to every ``on_retry``;
-  :meth:`Subscription.failing_for` counts from the later of the first failure and the joining. An
-  error the reflector raises ends the watch for every subscriber (:attr:`Subscription.error`) and
-  frees its key at once.
-- **A subscriber cannot break the others**: its callbacks run guarded, its code in its own task. The
-  last subscriber leaving stops the watch; the last watch of a connection closes the client.
+- **Failures shared, budgets not**: retries go to every ``on_retry``; :meth:`Subscription.failing_for`
+  counts from the later of the first failure and the joining. An error the reflector raises ends the
+  watch for every subscriber (:attr:`Subscription.error`) and frees its key at once.
+- **No subscriber breaks the others**: callbacks run guarded, its code in its own task. The last
+  subscriber leaving stops the watch; the last watch of a connection closes the client.
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ CLOSE_TIMEOUT_SECONDS = 10.0
 """Longest wait for a stopped watch's task or a closed client's sessions to finish."""
 
 Connect = Callable[[], Awaitable[KubeClient]]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
 OnRetry = Callable[["Subscription", errors.KubeError, float], None]
 
 
@@ -69,24 +69,14 @@ class Subscription:
     def __init__(self, watch: SharedWatch, selector: Selector, label_selector: str, field_selector: str,
                  *, on_retry: OnRetry | None, notify: Callable[[], None]) -> None:
         self.watch, self.selector = watch, selector
+        self.reflector: Reflector = watch.reflector
+        self.resource: Resource = watch.reflector.resource
         self.label_selector, self.field_selector = label_selector, field_selector
         self.view: dict[str, dict[str, Any]] = {}
         self.version = 0
         self.error: BaseException | None = None
         self.joined_at = watch.reflector.monotonic()
         self._on_retry, self._notify = on_retry, notify
-
-    @property
-    def reflector(self) -> Reflector:
-        return self.watch.reflector
-
-    @property
-    def resource(self) -> Resource:
-        return self.watch.reflector.resource
-
-    @property
-    def last_error(self) -> errors.KubeError | None:
-        return self.watch.reflector.last_error
 
     def snapshot(self) -> Objects:
         """A copy of the view (the objects themselves are shared)."""
@@ -95,15 +85,15 @@ class Subscription:
     def failing_for(self) -> float:
         """Seconds the server has failed this subscriber: since it joined or the first failure, whichever
         is later; 0 while it answers."""
-        since = self.watch.reflector.failing_since
-        return 0.0 if since is None else self.watch.reflector.monotonic() - max(since, self.joined_at)
+        since = self.reflector.failing_since
+        return 0.0 if since is None else self.reflector.monotonic() - max(since, self.joined_at)
 
     async def read_now(self) -> Objects:
         """A fresh LIST with this subscriber's own selectors, through the shared client (its retries
         and timeouts), not touching the cache; :class:`errors.KubeError` if the server does not answer."""
-        reflector = self.watch.reflector
-        items, _ = await reflector.client.list(reflector.resource, reflector.namespace,
-                                               label_selector=self.label_selector, field_selector=self.field_selector)
+        items, _ = await self.reflector.client.list(self.resource, self.reflector.namespace,
+                                                    label_selector=self.label_selector,
+                                                    field_selector=self.field_selector)
         return {str((item.get("metadata") or {}).get("name", "")): item for item in items}
 
     def _moved(self) -> None:
@@ -164,10 +154,11 @@ class SharedWatch:
     """One reflector and its subscribers (built by :class:`SharedWatches`)."""
 
     def __init__(self, client: KubeClient, resource: Resource, namespace: str, *, label_selector: str,
-                 field_selector: str, watch_timeout_seconds: int, on_failed: Callable[[SharedWatch], None]) -> None:
+                 field_selector: str, watch_timeout_seconds: int, transform: Transform | None,
+                 on_failed: Callable[[SharedWatch], None]) -> None:
         self.reflector = Reflector(client, resource, namespace, label_selector=label_selector,
                                    field_selector=field_selector, watch_timeout_seconds=watch_timeout_seconds,
-                                   on_retry=self.on_retry)
+                                   on_retry=self.on_retry, transform=transform)
         self.subscribers: set[Subscription] = set()
         self.listed = False
         self._index = _Index()
@@ -261,8 +252,12 @@ class _SharedClient:
     client: asyncio.Future[KubeClient]
     watches: int = 0
 
+    def built(self) -> KubeClient | None:
+        ready = self.client.done() and not self.client.cancelled() and self.client.exception() is None
+        return self.client.result() if ready else None
 
-WatchKey = tuple[str, str, str, str, str, int]
+
+WatchKey = tuple[str, str, str, str, str, int, Transform | None]
 
 
 class SharedWatches:
@@ -279,28 +274,31 @@ class SharedWatches:
 
     @property
     def clients(self) -> list[KubeClient]:
-        return [shared.client.result() for shared in self._clients.values()
-                if shared.client.done() and not shared.client.cancelled() and shared.client.exception() is None]
+        return [client for shared in self._clients.values() if (client := shared.built()) is not None]
 
     async def subscribe(self, *, connection: str, connect: Connect, resource: Resource, namespace: str,
                         label_selector: str = "", field_selector: str = "", watch_timeout_seconds: int = 300,
-                        on_retry: OnRetry | None = None, notify: Callable[[], None]) -> Subscription:
+                        on_retry: OnRetry | None = None, notify: Callable[[], None],
+                        transform: Transform | None = None) -> Subscription:
         """Join (or start) the watch of ``resource`` in ``namespace`` over ``connection``'s client
         (built with ``connect`` if this process has none yet); ``notify`` is called whenever the
-        returned subscription's view changes or its watch fails. Leave with :meth:`unsubscribe`."""
+        returned subscription's view changes or its watch fails; ``transform`` is the reflector's
+        (part of the key: pass one function object, not a new one each time). Leave with
+        :meth:`unsubscribe`."""
         try:
             selector = Selector.parse(label_selector, field_selector)
             scope, exact = selector.scope(), ""
         except Unsupported:
             selector, scope, exact = Selector(), label_selector, field_selector
-        key: WatchKey = (connection, namespace, resource.key, scope, exact, int(watch_timeout_seconds))
+        key: WatchKey = (connection, namespace, resource.key, scope, exact, int(watch_timeout_seconds), transform)
         watch = self._watches.get(key)
         if watch is None:
             client = await self._acquire(connection, connect)
             watch = self._watches.get(key)  # another subscriber may have started it meanwhile
             if watch is None:
                 watch = SharedWatch(client, resource, namespace, label_selector=scope, field_selector=exact,
-                                    watch_timeout_seconds=watch_timeout_seconds, on_failed=self._evict)
+                                    watch_timeout_seconds=watch_timeout_seconds, transform=transform,
+                                    on_failed=self._evict)
                 self._watches[key], self._client_of[watch] = watch, connection
                 watch.start()
             else:
@@ -348,11 +346,12 @@ class SharedWatches:
         if shared.watches > 0:
             return
         del self._clients[connection]
-        if not shared.client.done():
-            shared.client.cancel()
-        elif not shared.client.cancelled() and shared.client.exception() is None:
+        client = shared.built()
+        if client is None:
+            shared.client.cancel()  # still connecting (a failed or cancelled future ignores it)
+        else:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(shared.client.result().close(), CLOSE_TIMEOUT_SECONDS)
+                await asyncio.wait_for(client.close(), CLOSE_TIMEOUT_SECONDS)
 
 
 _REGISTRIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharedWatches] = weakref.WeakKeyDictionary()

@@ -86,6 +86,8 @@ class Reflector:
         on_retry: called as ``on_retry(reflector, error, delay)`` before each wait for a retry after
             a retryable error (for the caller's log); :attr:`failing_since` says since when the
             server has not answered.
+        transform: applied to every object before it is cached (client-go's informer
+            ``SetTransform``): a cache shared by many subscribers keeps only the fields they read.
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class Reflector:
         sleep: Sleep | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         on_retry: Callable[[Reflector, errors.KubeError, float], None] | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -115,6 +118,7 @@ class Reflector:
         self._sleep = sleep or asyncio.sleep
         self._monotonic = monotonic
         self._on_retry = on_retry
+        self._transform = transform
         self.failing_since: float | None = None
         """``monotonic()`` of the first of the retryable failures since the server last answered."""
         self.last_error: errors.KubeError | None = None
@@ -230,7 +234,8 @@ class Reflector:
                 continue
             self._answered()
             self.stats.lists += 1
-            self.objects = {_name(item): item for item in items}
+            transform = self._transform
+            self.objects = {_name(item): transform(item) if transform else item for item in items}
             self.resource_version = resource_version
             return
 
@@ -267,6 +272,8 @@ class Reflector:
             self.stats.bookmarks += 1
             return None
         name = _name(obj)
+        if self._transform is not None:
+            obj = self._transform(obj)
         if event_type == "DELETED":
             return Changed(name, self.objects.pop(name, None), None)
         if event_type in ("ADDED", "MODIFIED"):

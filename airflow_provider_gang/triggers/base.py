@@ -65,7 +65,7 @@ from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers import kill
 from airflow_provider_gang.triggers.events import PhaseClock, build_payload
-from airflow_provider_gang.triggers.observation import GangObjects
+from airflow_provider_gang.triggers.observation import GangObjects, trimmer
 from airflow_provider_gang.triggers.progress import DEFAULT_HEARTBEAT_SECONDS, WaitReporter
 
 FRESH_READ_TIMEOUT_SECONDS = 30.0
@@ -224,6 +224,7 @@ class GangTrigger(BaseTrigger):
                 resource=by_key(watch["resource"]), namespace=self.namespace,
                 label_selector=watch.get("label_selector", ""), field_selector=watch.get("field_selector", ""),
                 watch_timeout_seconds=self.watch_timeout_seconds, on_retry=self._log_retry, notify=wakeup.set,
+                transform=trimmer(watch["resource"]),
             ))
         self.reflectors = [subscription.reflector for subscription in self.subscriptions]
         pending = sorted(moment for moment in wake_times if moment is not None)
@@ -353,7 +354,7 @@ class GangTrigger(BaseTrigger):
             return None
         return Decision(phase=Phase.FAILED, terminal=True, reason=Reason.CLUSTER_UNREACHABLE,
                         message=f"no answer from the API server for {failing.failing_for():.0f} s "
-                                f"(last: {failing.resource.plural}: {failing.last_error})")
+                                f"(last: {failing.resource.plural}: {failing.reflector.last_error})")
 
     def _log_retry(self, subscription: Subscription, error: errors.KubeError, delay: float) -> None:
         self.log.warning("Gang %s: API server did not answer (%s: %s); retrying in %.1f s, no answer for %.0f s "

@@ -106,17 +106,17 @@ async def test_random_joins_and_leaves_under_cuts_and_410s_end_as_private_watche
             connection=key, connect=lambda: FAST.connect(settings), resource=PODS, namespace="default",
             label_selector=tracked.selector, watch_timeout_seconds=60, notify=tracked.notify)
         watches.add(tracked.subscription.watch)
-        tracked.private = Reflector(tracked.subscription.reflector.client, PODS, "default",
+        tracked.private = Reflector(client, PODS, "default",  # a client of its own: a private watch
                                     label_selector=tracked.selector, watch_timeout_seconds=60)
         tracked.private_task = asyncio.create_task(run_private(tracked.private))
         live.append(tracked)
 
     async def leave(tracked: Tracked) -> None:
         assert tracked.subscription is not None and tracked.private_task is not None
-        await registry.unsubscribe(tracked.subscription)
         tracked.private_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await tracked.private_task
+        await registry.unsubscribe(tracked.subscription)
 
     try:
         for step in range(70):

@@ -1,14 +1,21 @@
 """Gang triggers waiting in one process share their watches (``kube.shared_watches``): one LIST and one
 WATCH per kind for all of them, each deciding on its own gang only; a trigger rebuilt from its
-``serialize()`` joins the watches of the process it lands in; the last one leaving closes them."""
+``serialize()`` joins the watches of the process it lands in; the last one leaving closes them; the
+shared cache keeps of each object what the decisions read (``observation.trimmer``)."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
 
+import pytest
+
 from airflow_provider_gang.kube import shared_watches
+from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WORKLOADS
+from airflow_provider_gang.reservation import shape
+from airflow_provider_gang.reservation.decision import decide
 from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.triggers.observation import trimmer
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
 from .gangs import Gang, condition, first_event, gang_spec, until_watching
@@ -55,3 +62,34 @@ async def test_a_trigger_rebuilt_from_its_kwargs_joins_the_running_watches(sim, 
     events = await asyncio.wait_for(asyncio.gather(first, second), 10)
     assert [event["reason"] for event in events] == ["reserved", "reserved"]
     assert shared_watches.for_running_loop().watches == []
+
+
+async def test_the_shared_cache_keeps_what_the_decisions_read_and_drops_the_rest(sim, client, connection):
+    gang = await Gang(client, gang_spec(ReservationMode.GATES)).create()
+    trigger = ReservationTrigger(**gang.reservation_kwargs(connection, deadline_in=60))
+    waiting = asyncio.create_task(first_event(trigger))
+    await until_watching(trigger)
+    (members,) = [subscription for subscription in trigger.subscriptions if subscription.resource == PODS]
+    cached = members.view[gang.names.member(0)]
+    assert set(cached["spec"]) == {"schedulingGates"} and cached["status"] and cached["metadata"]["labels"]
+    full = (await members.read_now())[gang.names.member(0)]
+    assert full["spec"]["containers"] and decide_on(trigger, full) == decide_on(trigger, cached)
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+
+
+def decide_on(trigger: ReservationTrigger, pod: dict) -> object:
+    observed = trigger.objects.observe({PODS.key: {"p": pod}}, mode=trigger.mode, stage=trigger.stage,
+                                       size=1, started_at=0.0, scheduling_gate=trigger.scheduling_gate)
+    return decide(observed, now=1.0, policy=trigger.policy())
+
+
+@pytest.mark.parametrize("resource", [PODS.key, WORKLOADS.key, PROVISIONING_REQUESTS.key])
+def test_every_spec_field_a_shape_rule_names_survives_trimming_and_a_wrong_type_stays(resource):
+    trim = trimmer(resource)
+    assert trimmer(resource) is trim  # one function per kind: the shared watches key their caches by it
+    kind = {PODS.key: "Pod", WORKLOADS.key: "Workload", PROVISIONING_REQUESTS.key: "ProvisioningRequest"}[resource]
+    named = {path.split(".")[1].removesuffix("[]") for path, _ in shape.RULES_BY_KIND[kind] if path.startswith("spec.")}
+    obj = {"metadata": {"name": "x", "managedFields": [{}]}, "spec": {**dict.fromkeys(named, 1), "extra": 1}}
+    assert trim(obj) == {"metadata": {"name": "x"}, "spec": dict.fromkeys(named, 1)}
+    assert trim({"metadata": {"name": "x"}, "spec": "not an object"})["spec"] == "not an object"
