@@ -116,8 +116,9 @@ async def create_gangs(kubeconfig: dict[str, Any], mode: str, count: int) -> lis
         return list(await asyncio.gather(*(one(client, index) for index in range(count))))
 
 
-def measure(mode: str, count: int, options: argparse.Namespace) -> dict[str, Any]:
-    """One (mode, N): a fresh emulator, the gangs, then the child process that measures."""
+def measure(mode: str, count: int, options: argparse.Namespace) -> dict[str, Any] | None:
+    """One (mode, N): a fresh emulator, the gangs, then the child process that measures; ``None`` when
+    that process could not finish (its own calls timed out: the process is saturated)."""
     with tempfile.TemporaryDirectory(prefix="gang-load-") as folder:
         kubeconfig_path, gangs_path = Path(folder) / "kubeconfig", Path(folder) / "gangs.json"
         server = start_server(kubeconfig_path)
@@ -136,7 +137,9 @@ def measure(mode: str, count: int, options: argparse.Namespace) -> dict[str, Any
             server.terminate()
             server.wait(timeout=30)
     if child.returncode != 0:
-        raise SystemExit(f"{mode} x {count}: the measuring process failed:\n{child.stderr[-4000:]}")
+        last = (child.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"{mode:>20} {count:>6}  the measuring process failed ({last}): saturated", flush=True)
+        return None
     result: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
     return {**result, "mode": mode, "gangs": count, "setup_seconds": setup_seconds}
 
@@ -337,14 +340,16 @@ def main() -> int:
         return 0
     if options.smoke:
         options.gangs, options.anchor_gangs, options.window, options.flips = "3", "", 2.0, 3
-    runs = [(mode, int(n)) for mode in options.modes.split(",") for n in options.gangs.split(",")]
+    runs = [(mode, int(n)) for mode in options.modes.split(",") if mode for n in options.gangs.split(",") if n]
     runs += [(ANCHOR, int(n)) for n in options.anchor_gangs.split(",") if n]
     print(f"{'mode':>20} {'gangs':>6} {'req/gang/min':>10} {'conns':>6} {'CPU':>8} {'RSS MB':>8} {'KB/gang':>8}"
           f" {'p50 ms':>9} {'p99 ms':>9} {'start s':>7} {'start req/gang':>8}", flush=True)
     results = []
     for mode, count in runs:
-        results.append(measure(mode, count, options))
-        print(row(results[-1]), flush=True)
+        result = measure(mode, count, options)
+        if result is not None:
+            results.append(result)
+            print(row(result), flush=True)
     for result in results:
         if result["mode"] != ANCHOR and result["gangs"] == GOAL_GANGS:
             print(f"goals at {GOAL_GANGS} gangs, {result['mode']}: " + ", ".join(
