@@ -19,7 +19,7 @@ the API server does not answer within the timeout, the caller decides on the pod
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from airflow_provider_gang.kube import errors
@@ -69,8 +69,8 @@ async def nodes_shutting_down(client: KubeClient, names: Iterable[str], *,
     return frozenset(name for name, shutting in zip(ordered, found, strict=True) if shutting)
 
 
-async def found_shutting_down(decision: Decision, memory: RunMemory, client: Callable[[], Awaitable[KubeClient]],
-                              log: WarningLog, gang_name: str) -> bool:
+async def found_shutting_down(decision: Decision, memory: RunMemory, client: KubeClient, log: WarningLog,
+                              gang_name: str) -> bool:
     """Before ``decision`` (terminal, one of :data:`CHECKED_REASONS`) ends a spot gang's run: read the
     spot nodes ``memory`` knows and does not yet know to be shutting down; record those that are and
     say whether any was (then the caller decides again). A failed read is logged and changes nothing."""
@@ -80,7 +80,7 @@ async def found_shutting_down(decision: Decision, memory: RunMemory, client: Cal
     if not unknown:
         return False
     try:
-        found = await nodes_shutting_down(await client(), unknown)
+        found = await nodes_shutting_down(client, unknown)
     except (errors.KubeError, asyncio.TimeoutError) as error:
         log.warning("Gang %s: could not read its spot nodes %s before deciding (%s: grant get nodes, "
                     "deploy/rbac.yaml); deciding on the pods alone", gang_name, sorted(unknown), error or "timeout")
