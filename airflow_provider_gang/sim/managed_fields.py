@@ -28,7 +28,6 @@ limits/requests, ...) of built-in kinds and for every object node of custom reso
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +83,14 @@ class Entry:
     time: str = ""
     subresource: str = ""
     fields: set[Path] = field(default_factory=set)
+    # the decoded fieldsV1, kept while ``fields`` is unchanged so encoding can reuse it
+    encoded_fields: Object | None = field(default=None, compare=False, repr=False)
+
+    def take(self, paths: set[Path]) -> None:
+        """Remove ``paths`` from what this manager owns."""
+        if not self.fields.isdisjoint(paths):
+            self.fields -= paths
+            self.encoded_fields = None
 
     def identity(self) -> tuple[str, str, str, str]:
         """Entries with one identity are one manager: an applier's identity has no apiVersion
@@ -107,7 +114,7 @@ class Entry:
             "apiVersion": self.api_version,
             "time": self.time,
             "fieldsType": "FieldsV1",
-            "fieldsV1": encode_fields(self.fields),
+            "fieldsV1": self.encoded_fields if self.encoded_fields is not None else encode_fields(self.fields),
         }
         if self.subresource:
             entry["subresource"] = self.subresource
@@ -168,6 +175,7 @@ def decode_entries(raw: Any) -> list[Entry] | None:
         for item in raw:
             if not isinstance(item, dict):
                 return None
+            encoded = item.get("fieldsV1") or {}
             entries.append(
                 Entry(
                     manager=str(item.get("manager") or ""),
@@ -175,7 +183,8 @@ def decode_entries(raw: Any) -> list[Entry] | None:
                     api_version=str(item.get("apiVersion") or ""),
                     time=str(item.get("time") or ""),
                     subresource=str(item.get("subresource") or ""),
-                    fields=decode_fields(item.get("fieldsV1") or {}),
+                    fields=decode_fields(encoded),
+                    encoded_fields=encoded,
                 )
             )
     except ValueError:
@@ -307,13 +316,14 @@ def record_update(
     changed, removed = compare(old_view, tracked(new, shape, subresource), shape)
     mine = Entry(manager, "Update", str(new.get("apiVersion") or ""), now, subresource or "")
     for entry in entries:
-        entry.fields -= changed | removed
+        entry.take(changed | removed)
     existing = next((entry for entry in entries if entry.identity() == mine.identity()), None)
     if changed:
         if existing is None:
             entries.append(mine)
             existing = mine
         existing.fields |= changed
+        existing.encoded_fields = None
         existing.time = now
     return encode_entries(entries)
 
@@ -347,10 +357,12 @@ def assign(
 def same_but_time(first: Any, second: Any) -> bool:
     """Whether two ``managedFields`` lists differ at most in their timestamps (upstream then keeps the
     old ones, so a write that changes nothing else stays a no-op)."""
-
-    def untimed(raw: Any) -> Any:
-        if not isinstance(raw, list):
-            return raw
-        return [{k: v for k, v in item.items() if k != "time"} if isinstance(item, dict) else item for item in raw]
-
-    return bool(untimed(copy.deepcopy(first)) == untimed(copy.deepcopy(second)))
+    if not isinstance(first, list) or not isinstance(second, list) or len(first) != len(second):
+        return bool(first == second)
+    return all(
+        isinstance(a, dict)
+        and isinstance(b, dict)
+        and a.keys() == b.keys()
+        and all(a[k] == b[k] for k in a if k != "time")
+        for a, b in zip(first, second, strict=True)
+    )

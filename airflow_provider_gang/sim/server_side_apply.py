@@ -185,7 +185,7 @@ def applied(
         raise conflict_error(conflicts)
     for entry in entries:
         if entry is not previous:
-            entry.fields -= changed
+            entry.take(changed)
     mine.fields = managed_fields.field_set(managed_fields.tracked(config, shape, subresource), shape)
     entries = [entry for entry in entries if entry is not previous] + [mine]
     if previous is not None:
