@@ -7,8 +7,10 @@ Upstream: ``k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager`` (now
 
 - ``f:<name>``: a field of an object (``f:spec``, ``f:replicas``, a label ``f:app``);
 - ``k:{"name":"main"}``: an item of a keyed list, by its merge keys as a JSON object (containers by
-  ``name``, conditions by ``type``; the keys are :data:`.patches.MERGE_KEYS`);
-- ``v:"example.com/finalizer"``: an item of a list of primitives merged as a set (finalizers);
+  ``name``, conditions by ``type``): built-in kinds and every ``metadata`` by :data:`.patches.MERGE_KEYS`,
+  custom resources by their schema's ``x-kubernetes-list-type: map`` and ``x-kubernetes-list-map-keys``;
+- ``v:"example.com/finalizer"``: an item of a list of primitives merged as a set (finalizers,
+  ``x-kubernetes-list-type: set``);
 - ``i:0``: an item of a list by index (decoded, never produced: other lists are atomic, owned whole).
 
 ``FieldsV1`` nests these keys; a path that is a member and also has members below it carries ``".": {}``.
@@ -67,10 +69,24 @@ class Shape:
 
     custom: bool = False
     status_subresource: bool = False
+    # a custom resource's openAPIV3Schema: its lists follow x-kubernetes-list-type (default atomic)
+    schema: Object | None = field(default=None, compare=False, hash=False)
 
 
 def shape_of(resource_type: ResourceType) -> Shape:
-    return Shape(custom=resource_type.custom, status_subresource="status" in resource_type.subresources)
+    schema = (resource_type.schema or {}) if resource_type.custom else None
+    return Shape(resource_type.custom, "status" in resource_type.subresources, schema)
+
+
+def child_schema(schema: Object | None, name: str, prefix: Path = ()) -> Object | None:
+    """The schema of field ``name`` below ``schema``: None (built-in rules, also for every object's
+    ``metadata``, typed as ObjectMeta upstream) or a CRD schema node (``{}`` when it declares none)."""
+    if schema is None or (not prefix and name == "metadata"):
+        return None
+    declared = (schema.get("properties") or {}).get(name)
+    if declared is None and isinstance(schema.get("additionalProperties"), dict):
+        declared = schema["additionalProperties"]
+    return declared if isinstance(declared, dict) else {}
 
 
 @dataclass
@@ -203,35 +219,39 @@ def encode_entries(entries: list[Entry]) -> list[Object]:
 # ----------------------------------------------------------------- paths of an object
 
 
-def path_text(path: Path) -> str:
-    """A path as upstream's ``fieldpath.Path.String()`` prints it: ``.spec.containers[name="main"].image``."""
-    parts = []
-    for element in path:
-        kind, rest = element[:2], element[2:]
-        if kind == "f:":
-            parts.append(f".{rest}")
-        elif kind == "k:":
-            keys = json.loads(rest)
-            parts.append("[" + ",".join(f"{key}={json.dumps(keys[key])}" for key in sorted(keys)) + "]")
-        elif kind == "v:":
-            parts.append(f"[={rest}]")
-        else:
-            parts.append(f"[{rest}]")
-    return "".join(parts)
-
-
-def list_items(name: str, items: list[Any]) -> list[tuple[str, Any]] | None:
-    """The path elements of a keyed or set list's items, or None for an atomic list."""
-    if name not in MERGE_KEYS or not items:
+def list_items(name: str, items: list[Any], schema: Object | None = None) -> list[tuple[str, Any]] | None:
+    """The path elements of a keyed or set list's items, or None for an atomic list. Built-in kinds
+    (``schema`` None) key lists by :data:`.patches.MERGE_KEYS`; a CRD schema node by its
+    ``x-kubernetes-list-type`` (``map`` with ``x-kubernetes-list-map-keys``, ``set``, else atomic)."""
+    if not items:
         return None
-    merge_key = MERGE_KEYS[name]
-    if merge_key is None:
+    if schema is None:
+        if name not in MERGE_KEYS:
+            return None
+        merge_key = MERGE_KEYS[name]
+        keys, is_set = ([] if merge_key is None else [merge_key]), merge_key is None
+    else:
+        list_type = schema.get("x-kubernetes-list-type")
+        keys, is_set = list(schema.get("x-kubernetes-list-map-keys") or []), list_type == "set"
+        if list_type not in ("map", "set") or (list_type == "map" and not keys):
+            return None
+    if is_set:
         if any(isinstance(item, (dict, list)) for item in items):
             return None
         return [("v:" + json.dumps(item, separators=(",", ":")), item) for item in items]
-    if not all(isinstance(item, dict) and merge_key in item for item in items):
+    if not all(isinstance(item, dict) and all(key in item for key in keys) for item in items):
         return None
-    return [("k:" + json.dumps({merge_key: item[merge_key]}, separators=(",", ":")), item) for item in items]
+    return [
+        ("k:" + json.dumps({key: item[key] for key in sorted(keys)}, separators=(",", ":")), item) for item in items
+    ]
+
+
+def item_schema(schema: Object | None) -> Object | None:
+    """The schema of a list's items (None: built-in rules)."""
+    if schema is None:
+        return None
+    items = schema.get("items")
+    return items if isinstance(items, dict) else {}
 
 
 def tracked(obj: Object, shape: Shape, subresource: str | None) -> Object:
@@ -247,25 +267,30 @@ def tracked(obj: Object, shape: Shape, subresource: str | None) -> Object:
     return view
 
 
-def flatten(value: Object, shape: Shape, prefix: Path = ()) -> tuple[dict[Path, Any], set[Path]]:
+def flatten(value: Object, shape: Shape) -> tuple[dict[Path, Any], set[Path]]:
     """``(leaves, nodes)`` of an object: leaves (scalars, atomic lists, empty objects) with their values,
     and the object nodes and list items that may be members when newly added."""
+    return _flatten(value, shape, (), shape.schema)
+
+
+def _flatten(value: Object, shape: Shape, prefix: Path, schema: Object | None) -> tuple[dict[Path, Any], set[Path]]:
     leaves: dict[Path, Any] = {}
     nodes: set[Path] = set()
     for name, child in value.items():
         path = (*prefix, f"f:{name}")
+        below = child_schema(schema, name, prefix)
         if isinstance(child, dict) and child:
             if (shape.custom or name in _MAP_FIELDS) and path != ("f:metadata",):
                 nodes.add(path)
-            sub_leaves, sub_nodes = flatten(child, shape, path)
+            sub_leaves, sub_nodes = _flatten(child, shape, path, below)
             leaves.update(sub_leaves)
             nodes |= sub_nodes
-        elif isinstance(child, list) and (items := list_items(name, child)) is not None:
+        elif isinstance(child, list) and (items := list_items(name, child, below)) is not None:
             for element, item in items:
                 item_path = (*path, element)
                 if isinstance(item, dict):
                     nodes.add(item_path)
-                    sub_leaves, sub_nodes = flatten(item, shape, item_path)
+                    sub_leaves, sub_nodes = _flatten(item, shape, item_path, item_schema(below))
                     leaves.update(sub_leaves)
                     nodes |= sub_nodes
                 else:
@@ -278,7 +303,7 @@ def flatten(value: Object, shape: Shape, prefix: Path = ()) -> tuple[dict[Path, 
 def field_set(config: Object, shape: Shape) -> set[Path]:
     """The fields an applied configuration sets (upstream ``TypedValue.ToFieldSet``): its leaves and
     list items, not the object fields that hold them."""
-    leaves, nodes = flatten(config, Shape(custom=False, status_subresource=shape.status_subresource))
+    leaves, nodes = flatten(config, Shape(False, shape.status_subresource, shape.schema))
     return set(leaves) | {path for path in nodes if path[-1][:2] in ("k:", "v:")}
 
 

@@ -20,8 +20,8 @@ Not modelled (differences from a real apiserver a test could notice):
   pod-update immutability), no full OpenAPI schema; ``fieldValidation`` (Strict: 400, Warn: a
   ``Warning`` header) only for custom resources;
 - ``managedFields`` and server-side apply: the deviations listed in :mod:`.managed_fields` and
-  :mod:`.server_side_apply` (keyed lists only by the merge keys of :data:`.patches.MERGE_KEYS`, not a
-  CRD's ``x-kubernetes-list-map-keys``; ``".": {}`` membership of new object nodes approximated);
+  :mod:`.server_side_apply` (built-in kinds' lists keyed only where :data:`.patches.MERGE_KEYS` names
+  a merge key; ``".": {}`` membership of new object nodes approximated);
   the simulated controllers write as field manager ``gang-sim`` (not kubelet, kube-scheduler, kueue),
   and the garbage collector's and pod binding's writes record no entry;
 - list ``resourceVersion``/``resourceVersionMatch`` are ignored

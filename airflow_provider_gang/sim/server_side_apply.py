@@ -72,22 +72,31 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def merge(live: Any, config: Any, name: str = "") -> Any:
-    """``live`` with ``config`` merged in (step 1 of the module docstring); neither is modified."""
+def merge(live: Any, config: Any, schema: Object | None) -> Any:
+    """``live`` with ``config`` merged in (step 1 of the module docstring); neither is modified.
+    ``schema`` as :attr:`.managed_fields.Shape.schema`."""
+    return _merge(live, config, "", (), schema)
+
+
+def _merge(live: Any, config: Any, name: str, prefix: Path, schema: Object | None) -> Any:
     if isinstance(live, dict) and isinstance(config, dict):
         result = copy.deepcopy(live)
         for key, value in config.items():
-            result[key] = merge(live.get(key), value, key)
+            below = managed_fields.child_schema(schema, key, prefix)
+            result[key] = _merge(live.get(key), value, key, (*prefix, f"f:{key}"), below)
         return result
     if isinstance(live, list) and isinstance(config, list):
-        live_items = managed_fields.list_items(name, live)
-        config_items = managed_fields.list_items(name, config)
+        live_items = managed_fields.list_items(name, live, schema)
+        config_items = managed_fields.list_items(name, config, schema)
         if live_items is not None and config_items is not None:
             merged = [item for _, item in live_items]
             positions = {element: index for index, (element, _) in enumerate(live_items)}
             for element, item in config_items:
                 if element in positions:
-                    merged[positions[element]] = merge(merged[positions[element]], item, name)
+                    index = positions[element]
+                    merged[index] = _merge(
+                        merged[index], item, name, (*prefix, element), managed_fields.item_schema(schema)
+                    )
                 else:
                     positions[element] = len(merged)
                     merged.append(item)
@@ -95,37 +104,61 @@ def merge(live: Any, config: Any, name: str = "") -> Any:
     return copy.deepcopy(config)
 
 
-def _prune(value: Object, prefix: Path, removable: set[Path], kept: set[Path]) -> Object:
-    """``value`` without the paths of ``removable`` that are not in ``kept`` (the owned paths and their
-    prefixes); below a removed node, fields never owned by the applier stay, and nodes left empty go."""
-    result: Object = {}
-    for name, child in value.items():
-        path = (*prefix, f"f:{name}")
-        if path in kept:
-            result[name] = _prune_child(name, child, path, removable, kept)
-        elif path not in removable:
-            result[name] = child
-        elif isinstance(child, (dict, list)) and (pruned := _prune_child(name, child, path, removable, kept)):
-            result[name] = pruned
-    return result
+class _Pruning:
+    """Removing ``removable`` paths nobody keeps (``kept``: the owned paths and their prefixes)."""
 
+    def __init__(self, removable: set[Path], kept: set[Path]) -> None:
+        self.removable, self.kept = removable, kept
 
-def _prune_child(name: str, child: Any, path: Path, removable: set[Path], kept: set[Path]) -> Any:
-    if isinstance(child, dict):
-        return _prune(child, path, removable, kept)
-    if isinstance(child, list) and (items := managed_fields.list_items(name, child)) is not None:
-        result = []
-        for element, item in items:
-            item_path = (*path, element)
-            if item_path in removable and item_path not in kept:
-                continue
-            result.append(_prune(item, item_path, removable, kept) if isinstance(item, dict) else item)
+    def object(self, value: Object, prefix: Path, schema: Object | None) -> Object:
+        """``value`` without the removable paths not kept; below a removed node, fields never owned by
+        the applier stay, and nodes left empty go."""
+        result: Object = {}
+        for name, child in value.items():
+            path = (*prefix, f"f:{name}")
+            below = managed_fields.child_schema(schema, name, prefix)
+            if path in self.kept:
+                result[name] = self.child(name, child, path, below)
+            elif path not in self.removable:
+                result[name] = child
+            elif isinstance(child, (dict, list)) and (pruned := self.child(name, child, path, below)):
+                result[name] = pruned
         return result
-    return child
+
+    def child(self, name: str, child: Any, path: Path, schema: Object | None) -> Any:
+        if isinstance(child, dict):
+            return self.object(child, path, schema)
+        if isinstance(child, list) and (items := managed_fields.list_items(name, child, schema)) is not None:
+            result = []
+            for element, item in items:
+                item_path = (*path, element)
+                if item_path in self.removable and item_path not in self.kept:
+                    continue
+                below = managed_fields.item_schema(schema)
+                result.append(self.object(item, item_path, below) if isinstance(item, dict) else item)
+            return result
+        return child
 
 
 def _closure(paths: set[Path]) -> set[Path]:
     return {path[:length] for path in paths for length in range(1, len(path) + 1)}
+
+
+def path_text(path: Path) -> str:
+    """A path as upstream's ``fieldpath.Path.String()`` prints it: ``.spec.containers[name="main"].image``."""
+    parts = []
+    for element in path:
+        kind, rest = element[:2], element[2:]
+        if kind == "f:":
+            parts.append(f".{rest}")
+        elif kind == "k:":
+            keys = json.loads(rest)
+            parts.append("[" + ",".join(f"{key}={json.dumps(keys[key])}" for key in sorted(keys)) + "]")
+        elif kind == "v:":
+            parts.append(f"[={rest}]")
+        else:
+            parts.append(f"[{rest}]")
+    return "".join(parts)
 
 
 def conflict_error(conflicts: list[tuple[Entry, Path]]) -> errors.ApiError:
@@ -134,18 +167,18 @@ def conflict_error(conflicts: list[tuple[Entry, Path]]) -> errors.ApiError:
         {
             "reason": "FieldManagerConflict",
             "message": f"conflict with {entry.shown()}",
-            "field": managed_fields.path_text(path),
+            "field": path_text(path),
         }
         for entry, path in conflicts
     ]
     if len(conflicts) == 1:
         entry, path = conflicts[0]
-        message = f"Apply failed with 1 conflict: conflict with {entry.shown()}: {managed_fields.path_text(path)}"
+        message = f"Apply failed with 1 conflict: conflict with {entry.shown()}: {path_text(path)}"
     else:
         lines: list[str] = []
         for shown in sorted({entry.shown() for entry, _ in conflicts}):
             lines.append(f"conflicts with {shown}:")
-            lines += [f"- {managed_fields.path_text(p)}" for entry, p in conflicts if entry.shown() == shown]
+            lines += [f"- {path_text(p)}" for entry, p in conflicts if entry.shown() == shown]
         message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
     return errors.ApiError(409, "Conflict", message, causes)
 
@@ -170,7 +203,7 @@ def applied(
         config = {key: value for key, value in config.items() if key != "status" or not shape.status_subresource}
         config["metadata"] = metadata
     base = live or {"metadata": {}}
-    merged = merge(base, config)
+    merged = merge(base, config, shape.schema)
     entries = managed_fields.decode_entries(base.get("metadata", {}).get("managedFields")) or []
     mine = Entry(manager, "Apply", api_version, now, subresource or "")
     previous = next((entry for entry in entries if entry.identity() == mine.identity()), None)
@@ -191,7 +224,7 @@ def applied(
     if previous is not None:
         removable = _closure(previous.fields - mine.fields)
         kept = _closure(set().union(*(entry.fields for entry in entries)))
-        merged = _prune(merged, (), removable, kept)
+        merged = _Pruning(removable, kept).object(merged, (), shape.schema)
     return merged, managed_fields.encode_entries(entries)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.sim import errors, managed_fields
+from airflow_provider_gang.sim import errors, managed_fields, server_side_apply
+from airflow_provider_gang.sim.crds import install_bundled_crds
 from airflow_provider_gang.sim.managed_fields import Shape
 from airflow_provider_gang.sim.store import Store
 
 CM = "v1/configmaps"
 PODS = "v1/pods"
+PRS = "autoscaling.x-k8s.io/v1/provisioningrequests"
 
 
 @pytest.fixture
@@ -48,9 +50,9 @@ def test_fields_v1_round_trips_with_members_that_have_members_below():
 
 def test_paths_print_as_upstream_fieldpath():
     path = ("f:spec", "f:containers", 'k:{"name":"main"}', "f:image")
-    assert managed_fields.path_text(path) == '.spec.containers[name="main"].image'
-    assert managed_fields.path_text(("f:metadata", "f:finalizers", 'v:"a/b"')) == '.metadata.finalizers[="a/b"]'
-    assert managed_fields.path_text(("f:items", "i:2")) == ".items[2]"
+    assert server_side_apply.path_text(path) == '.spec.containers[name="main"].image'
+    assert server_side_apply.path_text(("f:metadata", "f:finalizers", 'v:"a/b"')) == '.metadata.finalizers[="a/b"]'
+    assert server_side_apply.path_text(("f:items", "i:2")) == ".items[2]"
 
 
 def test_an_undecodable_fields_v1_is_rejected():
@@ -214,3 +216,29 @@ def test_new_object_nodes_are_members_for_custom_resources_only():
     assert changed == {("f:spec",), ("f:spec", "f:x")} and not removed
     changed, _ = managed_fields.compare({}, {"spec": {"x": 1}}, Shape(custom=False))
     assert changed == {("f:spec", "f:x")}
+
+
+def test_custom_resource_lists_follow_their_schema_list_type():
+    keyed = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["port", "name"]}
+    items = managed_fields.list_items("anything", [{"name": "a", "port": 1, "x": 2}], keyed)
+    assert items == [('k:{"name":"a","port":1}', {"name": "a", "port": 1, "x": 2})]
+    assert managed_fields.list_items("names", ["a"], {"x-kubernetes-list-type": "set"}) == [('v:"a"', "a")]
+    assert managed_fields.list_items("containers", [{"name": "a"}], {}) is None  # undeclared: atomic
+    assert managed_fields.list_items("containers", [{"name": "a"}], None) is not None  # built-in rules
+
+
+def test_an_atomic_custom_resource_list_conflicts_as_a_whole_and_metadata_keeps_built_in_rules(store):
+    install_bundled_crds(store)
+    request = {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": "pr", "finalizers": ["a.example/x"]},
+        "spec": {"provisioningClassName": "c", "podSets": [{"count": 1, "podTemplateRef": {"name": "t"}}]},
+    }
+    created = apply(store, PRS, request, "alice", namespace="default")
+    fields = owners(created)[("alice", "Apply")]["fieldsV1"]
+    assert fields["f:spec"]["f:podSets"] == {} and fields["f:metadata"] == {"f:finalizers": {'v:"a.example/x"': {}}}
+    request["spec"]["podSets"][0]["count"] = 2
+    with pytest.raises(errors.ApiError) as raised:
+        apply(store, PRS, request, "bob", namespace="default")
+    assert [cause["field"] for cause in raised.value.causes] == [".spec.podSets"]
