@@ -28,17 +28,10 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_gang.sim import (
-    errors,
-    garbage,
-    managed_fields,
-    object_copy,
-    patches,
-    server_side_apply,
-    validation,
-)
+from airflow_provider_gang.sim import errors, garbage, managed_fields, patches, server_side_apply, validation
 from airflow_provider_gang.sim.kinds import pods, strategy_for
 from airflow_provider_gang.sim.kinds.base import omit_empty
+from airflow_provider_gang.sim.object_copy import copy_metadata, copy_object
 from airflow_provider_gang.sim.object_table import ObjectId, ObjectTable, Subscriber
 from airflow_provider_gang.sim.registry import Registry, ResourceType, types_from_crd
 
@@ -114,7 +107,7 @@ class Store(ObjectTable):
         if "create" not in resource_type.verbs:
             raise errors.method_not_allowed(f"create is not supported on resources of kind {resource_type.plural}")
         validation.check_body_type(resource_type, body)
-        new = object_copy.copy_object(body)
+        new = copy_object(body)
         new["apiVersion"], new["kind"] = resource_type.api_version, resource_type.kind
         metadata = new.setdefault("metadata", {})
         if not isinstance(metadata, dict):
@@ -211,7 +204,7 @@ class Store(ObjectTable):
         strategy = strategy_for(resource_type)
         if subresource == "status":
             new = {key: value for key, value in old.items() if key != "status"}
-            new["metadata"] = object_copy.copy_metadata(old["metadata"])
+            new["metadata"] = copy_metadata(old["metadata"])
             if "status" in body:
                 new["status"] = copy.deepcopy(body["status"])
             causes = strategy.validate_status_update(new, old, resource_type)
@@ -219,7 +212,7 @@ class Store(ObjectTable):
             raise errors.not_found(f"{resource_type.plural}/{subresource}", name, resource_type.group)
         else:
             validation.check_body_type(resource_type, body)
-            new = object_copy.copy_object(body)
+            new = copy_object(body)
             metadata = new.setdefault("metadata", {})
             for kept in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
                 if kept in old["metadata"]:
