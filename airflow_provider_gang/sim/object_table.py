@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
 import inspect
 import logging
 import random
@@ -21,7 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from airflow_provider_gang.sim import errors, garbage
+from airflow_provider_gang.sim import errors, garbage, object_copy
 from airflow_provider_gang.sim.logs import PodLogs
 from airflow_provider_gang.sim.object_index import ObjectIndex
 from airflow_provider_gang.sim.registry import Registry, ResourceType
@@ -94,7 +93,7 @@ class ObjectTable:
         return found
 
     def _present(self, resource_type: ResourceType, obj: Object) -> Object:
-        presented = copy.deepcopy(obj)
+        presented = object_copy.copy_object(obj)
         presented["apiVersion"] = resource_type.api_version
         return presented
 
@@ -169,7 +168,7 @@ class ObjectTable:
         self._hub.publish(Event(self._resource_version, resource_type.storage_key, event_type, new, old))
         for callback in list(self._subscribers):
             try:
-                result = callback(event_type, resource_type.storage_resource_key, copy.deepcopy(new))
+                result = callback(event_type, resource_type.storage_resource_key, object_copy.copy_object(new))
             except Exception:  # a broken subscriber must not undo or fail a committed write
                 _log.exception("store subscriber %r failed on %s %s", callback, event_type, resource_type.key)
                 continue
