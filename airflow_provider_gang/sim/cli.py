@@ -1,7 +1,7 @@
 """``gang-sim``: command-line entry point of the Kubernetes API emulator.
 
 ``gang-sim serve [--host 127.0.0.1] [--port 0] --kubeconfig-out PATH [--faults SPEC] [--seed N]
-[--scenario NAME|FILE] [--time-scale N] [--local-images GLOB,...]`` starts the emulator (with
+[--scenario NAME|FILE] [--time-scale N] [--local-images GLOB,...] [--serve-kueue-v1beta1]`` starts the emulator (with
 ``--scenario``, also the simulated control plane of :mod:`.controllers`, its delays ``--time-scale``
 times faster; ``--local-images`` adds image globs to the scenario's ``localProcessImages`` for this run,
 see :mod:`.controllers.images`); ``gang-sim scenarios`` lists the named scenarios. ``serve`` writes
@@ -51,19 +51,31 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")
     parser.add_argument(
-        "--scenario", type=_scenario, default=None,
+        "--scenario",
+        type=_scenario,
+        default=None,
         help="run the simulated control plane on this named scenario or scenario file (see `gang-sim scenarios`)",
     )
     parser.add_argument(
-        "--time-scale", type=_time_scale, default=1.0,
+        "--time-scale",
+        type=_time_scale,
+        default=1.0,
         help="simulated seconds per real second (default 1); scenario delays and sim.gang.dev/ annotations are "
         "simulated seconds, the operator's timeouts are real seconds",
     )
     parser.add_argument(
-        "--local-images", type=_local_images, default=(), metavar="GLOB,...",
+        "--local-images",
+        type=_local_images,
+        default=(),
+        metavar="GLOB,...",
         help="comma-separated image globs (fnmatch: *, ?, [seq]) whose containers run their command as local "
         "processes, added to the scenario's localProcessImages for this run, e.g. 'python:*,ghcr.io/me/*' "
         "(needs --scenario)",
+    )
+    parser.add_argument(
+        "--serve-kueue-v1beta1",
+        action="store_true",
+        help="also serve the deprecated kueue.x-k8s.io/v1beta1, as Kueue <= 0.19 (Kueue 0.20 serves v1beta2 only)",
     )
 
 
@@ -105,7 +117,13 @@ def scenario_of(args: argparse.Namespace) -> Scenario | None:
 
 def make_emulator(args: argparse.Namespace) -> Emulator:
     """The emulator ``serve`` runs, configured from the parsed options."""
-    emulator = Emulator(host=args.host, port=args.port, faults=args.faults, seed=args.seed)
+    emulator = Emulator(
+        host=args.host,
+        port=args.port,
+        faults=args.faults,
+        seed=args.seed,
+        serve_kueue_v1beta1=args.serve_kueue_v1beta1,
+    )
     scenario = scenario_of(args)
     if scenario is not None:
         attach(emulator, scenario, ScaledClock(args.time_scale))

@@ -81,11 +81,12 @@ class Emulator:
         admin_token: str | None = None,
         store: Store | None = None,
         graceful_pod_deletion: bool = False,
+        serve_kueue_v1beta1: bool = False,
     ) -> None:
         self.host, self.port, self.use_tls = host, port, use_tls
         self.store = store or Store(seed=seed, history_limit=history_limit, graceful_pod_deletion=graceful_pod_deletion)
         if preload_crds:
-            install_bundled_crds(self.store)
+            install_bundled_crds(self.store, kueue_v1beta1=serve_kueue_v1beta1)
         # A real apiserver's watch cache starts at its own start: older resourceVersions get 410.
         self.store.compact_history()
         self.authorizer = Authorizer()
