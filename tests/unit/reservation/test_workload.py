@@ -20,6 +20,9 @@ CASES = [
         WorkloadState.QUOTA_RESERVED,
     ),
     ("admitted", wl().admitted().check("prov", "Ready").obj(), WorkloadState.ADMITTED),
+    ("admitted-beside-a-pending-check", wl().admitted().check("prov", "Pending").obj(), WorkloadState.QUOTA_RESERVED),
+    ("admitted-beside-a-rejected-check", wl().admitted().check("prov", "Rejected").obj(), WorkloadState.REJECTED),
+    ("admitted-beside-a-retry-check", wl().admitted().check("prov", "Retry").obj(), WorkloadState.RETRY),
     ("retry", wl().quota_reserved().check("prov", "Retry", "Retrying after failure").obj(), WorkloadState.RETRY),
     ("retry-outranks-its-eviction", wl().check("prov", "Retry").evicted("AdmissionCheck").obj(), WorkloadState.RETRY),
     ("rejected", wl().quota_reserved().check("prov", "Rejected", "capacity revoked").obj(), WorkloadState.REJECTED),
@@ -42,7 +45,21 @@ def test_classify_workload(workload_object, expected):
 
 DESCRIBE_CASES = [
     ("missing", None, ""),
-    ("pending", wl().waiting_for_quota().obj(), "Pending: couldn't assign flavors to pod set main"),
+    (
+        "pending-legacy",
+        wl().waiting_for_quota().obj(),
+        "Pending - couldn't assign flavors to pod set main",
+    ),
+    (
+        "exceeds-max-quota",
+        wl().waiting_for_quota("ExceedsMaxQuota", "request > maximum capacity").obj(),
+        "ExceedsMaxQuota - request > maximum capacity",
+    ),
+    (
+        "waiting-without-message",
+        wl().waiting_for_quota("WaitingForQuota", "").obj(),
+        "WaitingForQuota",
+    ),
     ("pending-without-condition", wl().obj(), ""),
     (
         "pending-checks",
@@ -83,3 +100,8 @@ ADMITTED_COUNT_CASES = [
 )
 def test_admitted_count(workload_object, expected):
     assert conditions.admitted_count(workload_object) == expected
+
+
+def test_pending_reason_is_empty_once_quota_is_reserved():
+    assert workload.pending_reason(wl().quota_reserved().obj()) == ""
+    assert workload.pending_reason(None) == ""
