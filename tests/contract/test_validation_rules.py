@@ -197,3 +197,15 @@ def test_workload_rules_in_pod_sets_and_on_spec(objects, namespace):
         *args, _workload({"count": 2}, priorityClassRef=reference, priority=5)
     )
     assert created["spec"]["priority"] == 5
+
+
+def test_a_wrong_typed_field_stops_rule_evaluation_with_one_cause(objects, cluster_scoped):
+    body = _cluster_queue(unique("cq"), [{"name": "cpu", "nominalQuota": "4", "borrowingLimit": "1"}], ["cpu"])
+    body["spec"]["preemption"] = {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}}
+    body["spec"]["stopPolicy"] = 7
+    _, causes = rejected(lambda: objects.create_cluster_custom_object(KUEUE, "v1beta2", "clusterqueues", body))
+    assert {c["field"] for c in causes} == {"spec.stopPolicy", "<nil>"}  # no rule's cause (two rules fail here)
+    assert causes[-1]["message"] == (
+        'Invalid value: "null": some validation rules were not checked because the object was invalid; '
+        "correct the existing errors to complete validation"
+    )

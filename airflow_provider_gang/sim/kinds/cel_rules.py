@@ -45,7 +45,7 @@ def rule_causes(new: dict[str, Any], old: dict[str, Any] | None, schema: dict[st
 
 def blocked_cause() -> Cause:
     """The cause upstream adds instead of evaluating rules on an object with wrong-typed fields."""
-    return errors.field_cause("FieldValueInvalid", "<nil>", f"Invalid value: null: {BLOCKED_MESSAGE}")
+    return errors.field_cause("FieldValueInvalid", "<nil>", f'Invalid value: "null": {BLOCKED_MESSAGE}')
 
 
 def _root_view(obj: dict[str, Any]) -> dict[str, Any]:
