@@ -4,7 +4,9 @@ Kueue 0.20 turns ``UnadmittedWorkloadsObservability`` on by default (kubernetes-
 ``CHANGELOG/CHANGELOG-0.20.md``, #13063): the condition's reason is typed - ``WaitingForQuota`` when
 the ClusterQueue (with its cohort) could fit the podSet once other workloads release quota,
 ``ExceedsMaxQuota`` when even an idle ClusterQueue and cohort could not (the request is above the
-maximum capacity), besides ``Inadmissible`` for a missing queue or check. Messages follow
+maximum capacity), ``NoMatchingFlavor`` when no flavor's node labels and taints suit the pods (message
+worded here, upstream names each flavor's mismatch), besides ``Inadmissible`` for a missing queue or
+check. Messages follow
 ``pkg/scheduler/flavorassigner`` (``couldn't assign flavors to pod set main: insufficient quota for
 nvidia.com/gpu in flavor a100, request > maximum capacity (32 > 16)``; ``... insufficient unused quota
 for nvidia.com/gpu in flavor a100, 8 more needed``). Only the first podSet and flavor that fail are
@@ -22,6 +24,7 @@ from airflow_provider_gang.sim.controllers.resources import format_quantity
 
 WAITING_FOR_QUOTA = "WaitingForQuota"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 
 
 def reason_and_message(
@@ -32,6 +35,18 @@ def reason_and_message(
     usage: quota.Usage,
 ) -> tuple[str, str]:
     """``(reason, message)`` for requests :func:`quota.assign` could not fit into ``queue`` now."""
+    for request in requests:
+        names = [
+            entry.get("name", "")
+            for group in (queue.get("spec") or {}).get("resourceGroups") or []
+            for entry in group.get("flavors") or []
+        ]
+        if not any(name in flavors and quota.flavor_matches(flavors[name], request.spec) for name in names):
+            tried = ", ".join(names) or "none"
+            return NO_MATCHING_FLAVOR, (
+                f"couldn't assign flavors to pod set {request.name}: no flavor of ClusterQueue "
+                f"{queue['metadata']['name']} matches the pods' node selector and tolerations (flavors: {tried})"
+            )
     if quota.assign(list(requests), queue, cohort, flavors, {}) is None:
         reason, usage_seen = EXCEEDS_MAX_QUOTA, {}
     else:
@@ -40,6 +55,17 @@ def reason_and_message(
         detail = _first_shortfall(request, queue, cohort, flavors, usage_seen, maximum=reason == EXCEEDS_MAX_QUOTA)
         if detail is not None:
             return reason, f"couldn't assign flavors to pod set {request.name}: {detail}"
+    covered = {
+        resource
+        for group in (queue.get("spec") or {}).get("resourceGroups") or []
+        for resource in group.get("coveredResources") or []
+    }
+    for request in requests:
+        for resource in sorted(set(request.per_pod()) - covered):
+            return (
+                reason,
+                f"couldn't assign flavors to pod set {request.name}: resource {resource} unavailable in ClusterQueue",
+            )
     name = requests[0].name if requests else "main"
     return reason, f"couldn't assign flavors to pod set {name}: insufficient unused quota in ClusterQueue " + str(
         queue["metadata"]["name"]
