@@ -46,6 +46,10 @@ def cluster_scoped(objects: client.CustomObjectsApi) -> Iterator[list[tuple[str,
                 raise
 
 
+def kueue_object(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": f"{KUEUE}/v1beta2", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{os.getpid()}-{next(_NUMBERS)}"
 
@@ -58,6 +62,14 @@ def rejected(call: Any) -> tuple[str, list[dict[str, Any]]]:
     status = status_of(raised.value)
     assert status["reason"] == "Invalid"
     return status["message"], status["details"]["causes"]
+
+
+def rejected_cluster_patch(
+    objects: client.CustomObjectsApi, plural: str, name: str, patch: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """(field, message) of each cause of the 422 a merge patch of a cluster-scoped Kueue object answers."""
+    _, causes = rejected(lambda: objects.patch_cluster_custom_object(KUEUE, "v1beta2", plural, name, patch))
+    return [(cause["field"], cause["message"]) for cause in causes]
 
 
 def test_provisioning_request_class_is_immutable(cluster, namespace):
@@ -82,8 +94,7 @@ def test_provisioning_request_class_is_immutable(cluster, namespace):
 
 def test_local_queue_cluster_queue_is_immutable_but_other_fields_change(objects, namespace):
     args = (KUEUE, "v1beta2", namespace, "localqueues")
-    body = {"apiVersion": f"{KUEUE}/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq"}}
-    objects.create_namespaced_custom_object(*args, {**body, "spec": {"clusterQueue": "cq-a"}})
+    objects.create_namespaced_custom_object(*args, kueue_object("LocalQueue", "lq", {"clusterQueue": "cq-a"}))
     _, causes = rejected(lambda: objects.patch_namespaced_custom_object(*args, "lq", {"spec": {"clusterQueue": "b"}}))
     assert [(c["field"], c["message"]) for c in causes] == [
         ("spec.clusterQueue", 'Invalid value: "string": field is immutable')
@@ -94,34 +105,18 @@ def test_local_queue_cluster_queue_is_immutable_but_other_fields_change(objects,
 
 def test_admission_check_controller_name_is_immutable(objects, cluster_scoped):
     name = unique("ac")
-    body = {
-        "apiVersion": f"{KUEUE}/v1beta2",
-        "kind": "AdmissionCheck",
-        "metadata": {"name": name},
-        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"},
-    }
+    body = kueue_object("AdmissionCheck", name, {"controllerName": "kueue.x-k8s.io/provisioning-request"})
     objects.create_cluster_custom_object(KUEUE, "v1beta2", "admissionchecks", body)
     cluster_scoped.append(("admissionchecks", name))
-    _, causes = rejected(
-        lambda: objects.patch_cluster_custom_object(
-            KUEUE, "v1beta2", "admissionchecks", name, {"spec": {"controllerName": "example.com/other"}}
-        )
-    )
-    assert [(c["field"], c["message"]) for c in causes] == [
+    patch = {"spec": {"controllerName": "example.com/other"}}
+    assert rejected_cluster_patch(objects, "admissionchecks", name, patch) == [
         ("spec.controllerName", 'Invalid value: "string": field is immutable')
     ]
 
 
 def _cluster_queue(name: str, resources: list[dict[str, Any]], covered: list[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{KUEUE}/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [{"coveredResources": covered, "flavors": [{"name": "default", "resources": resources}]}],
-        },
-    }
+    groups = [{"coveredResources": covered, "flavors": [{"name": "default", "resources": resources}]}]
+    return kueue_object("ClusterQueue", name, {"namespaceSelector": {}, "resourceGroups": groups})
 
 
 def test_cluster_queue_rules_on_spec_and_inside_resource_groups(objects, cluster_scoped):
@@ -145,12 +140,7 @@ def test_cluster_queue_rules_on_spec_and_inside_resource_groups(objects, cluster
 
 def test_resource_flavor_toleration_rule_and_topology_transition_rule(objects, cluster_scoped):
     name = unique("rf")
-    body = {
-        "apiVersion": f"{KUEUE}/v1beta2",
-        "kind": "ResourceFlavor",
-        "metadata": {"name": name},
-        "spec": {"tolerations": [{"operator": "Equal", "value": "x"}]},
-    }
+    body = kueue_object("ResourceFlavor", name, {"tolerations": [{"operator": "Equal", "value": "x"}]})
     _, causes = rejected(lambda: objects.create_cluster_custom_object(KUEUE, "v1beta2", "resourceflavors", body))
     assert (
         "spec.tolerations",
@@ -160,24 +150,15 @@ def test_resource_flavor_toleration_rule_and_topology_transition_rule(objects, c
     body["spec"] = {"nodeLabels": {"pool": "a"}, "topologyName": "default"}
     objects.create_cluster_custom_object(KUEUE, "v1beta2", "resourceflavors", body)
     cluster_scoped.append(("resourceflavors", name))
-    _, causes = rejected(
-        lambda: objects.patch_cluster_custom_object(
-            KUEUE, "v1beta2", "resourceflavors", name, {"spec": {"topologyName": "other"}}
-        )
-    )
-    assert [(c["field"], c["message"]) for c in causes] == [
+    assert rejected_cluster_patch(objects, "resourceflavors", name, {"spec": {"topologyName": "other"}}) == [
         ("spec", 'Invalid value: "object": topologyName is immutable when topologyName is set')
     ]
 
 
 def _workload(pod_set: dict[str, Any], **spec: Any) -> dict[str, Any]:
     template = {"spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}
-    return {
-        "apiVersion": f"{KUEUE}/v1beta2",
-        "kind": "Workload",
-        "metadata": {"name": "wl"},
-        "spec": {"queueName": "lq", "podSets": [{"name": "main", "template": template, **pod_set}], **spec},
-    }
+    pod_sets = [{"name": "main", "template": template, **pod_set}]
+    return kueue_object("Workload", "wl", {"queueName": "lq", "podSets": pod_sets, **spec})
 
 
 def test_workload_rules_in_pod_sets_and_on_spec(objects, namespace):
