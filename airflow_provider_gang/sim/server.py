@@ -13,7 +13,7 @@ Not modelled (differences from a real apiserver a test could notice):
   stay Pending and are removed at once on delete unless ``graceful_pod_deletion`` is on (then a
   bound pod stays Terminating until deleted with grace 0, the kubelet's part);
 - CEL ``x-kubernetes-validations``: no Kubernetes CEL library functions, no optional syntax, no cost
-  budget (``sim.cel``, ``sim.kinds.cel_rules``); validating/mutating webhooks,
+  budget (``sim.cel_expressions``, ``sim.kinds.cel_rules``); validating/mutating webhooks,
   CRD conversion webhooks (versions share storage, only ``apiVersion`` differs); CRD schema
   ``format`` checks;
 - built-in kinds get only the validation this project relies on (names, labels, pod/job essentials,

@@ -17,7 +17,7 @@ https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resou
   extends the path; a runtime error gives ``<error> evaluating rule: <message or rule>``;
 - if the schema check found a wrong type, no rule is evaluated and one cause says so.
 
-Not modelled: the cost budget, ``optionalOldSelf`` (see ``sim.cel``), the metadata fields beyond name.
+Not modelled: the cost budget, ``optionalOldSelf`` (see ``sim.cel_expressions``), the metadata fields beyond name.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from airflow_provider_gang.sim import cel, errors, validation
+from airflow_provider_gang.sim import cel_expressions as cel
+from airflow_provider_gang.sim import errors, validation
 from airflow_provider_gang.sim.errors import Cause
 
 _ROOT_METADATA = ("name", "generateName")

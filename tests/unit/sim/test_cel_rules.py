@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim import cel
+from airflow_provider_gang.sim import cel_expressions as cel
 from airflow_provider_gang.sim.kinds import cel_rules
 
 
