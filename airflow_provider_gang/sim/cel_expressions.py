@@ -25,7 +25,12 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-import cel
+try:
+    import cel
+except ModuleNotFoundError as missing:  # the provider installs without it; only the emulator needs it
+    raise ModuleNotFoundError(
+        "the emulator needs the sim extra: pip install 'airflow-provider-gang[sim]' (common-expression-language)"
+    ) from missing
 
 SUPPORTED_FUNCTIONS = frozenset(
     {
