@@ -187,16 +187,6 @@ def test_messages_quote_upstream():
     assert "rank [1]" in decision.decide(gated, now=T0, policy=NO_LIMIT).message
 
 
-def test_a_pending_workload_names_its_quota_reason_and_message():
-    pending = wl(3).waiting_for_quota("ExceedsMaxQuota", "request > maximum capacity (6 > 4)").obj()
-    assert decision.decide(_reserve("kueue", workload=pending), now=T0, policy=NO_LIMIT).message == (
-        "Workload job-gang-t1-abc-1a2b3 waiting for quota: ExceedsMaxQuota - request > maximum capacity (6 > 4)"
-    )
-    assert decision.decide(_reserve("kueue", workload=wl(3).obj()), now=T0, policy=NO_LIMIT).message == (
-        "Workload job-gang-t1-abc-1a2b3 waiting for quota"
-    )
-
-
 def test_kueue_partial_admission_reports_admitted_count():
     observed = _reserve("kueue", workload=wl(8).admitted(count=5).obj(), size=8)
     result = decision.decide(observed, now=T0, policy=NO_LIMIT)

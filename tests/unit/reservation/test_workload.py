@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.reservation import conditions, workload
+from airflow_provider_gang.reservation import conditions, reserving, workload
 from airflow_provider_gang.reservation.workload import WorkloadState
 
 from .builders import workload as wl
@@ -105,3 +105,11 @@ def test_admitted_count(workload_object, expected):
 def test_pending_reason_is_empty_once_quota_is_reserved():
     assert workload.pending_reason(wl().quota_reserved().obj()) == ""
     assert workload.pending_reason(None) == ""
+
+
+def test_a_pending_workload_s_decision_names_its_quota_reason_and_message():
+    pending = wl(3).waiting_for_quota("ExceedsMaxQuota", "request > maximum capacity (6 > 4)").obj()
+    assert reserving.from_workload(pending, 3).message == (
+        "Workload job-gang-t1-abc-1a2b3 waiting for quota: ExceedsMaxQuota - request > maximum capacity (6 > 4)"
+    )
+    assert reserving.from_workload(wl(3).obj(), 3).message == "Workload job-gang-t1-abc-1a2b3 waiting for quota"
