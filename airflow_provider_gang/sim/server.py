@@ -13,7 +13,8 @@ Not modelled (differences from a real apiserver a test could notice):
 - no scheduler, kubelet or controllers here (see ``sim.controllers`` for the simulated ones); pods
   stay Pending and are removed at once on delete unless ``graceful_pod_deletion`` is on (then a
   bound pod stays Terminating until deleted with grace 0, the kubelet's part);
-- CEL ``x-kubernetes-validations`` other than ``self == oldSelf``; validating/mutating webhooks,
+- CEL ``x-kubernetes-validations``: no Kubernetes CEL library functions, no optional syntax, no cost
+  budget (``sim.cel_expressions``, ``sim.kinds.cel_rules``); validating/mutating webhooks,
   CRD conversion webhooks (versions share storage, only ``apiVersion`` differs); CRD schema
   ``format`` checks;
 - built-in kinds get only the validation this project relies on (names, labels, pod/job essentials,
@@ -85,11 +86,12 @@ class Emulator:
         admin_token: str | None = None,
         store: Store | None = None,
         graceful_pod_deletion: bool = False,
+        serve_kueue_v1beta1: bool = False,
     ) -> None:
         self.host, self.port, self.use_tls = host, port, use_tls
         self.store = store or Store(seed=seed, history_limit=history_limit, graceful_pod_deletion=graceful_pod_deletion)
         if preload_crds:
-            install_bundled_crds(self.store)
+            install_bundled_crds(self.store, kueue_v1beta1=serve_kueue_v1beta1)
         # A real apiserver's watch cache starts at its own start: older resourceVersions get 410.
         self.store.compact_history()
         self.authorizer = Authorizer()
