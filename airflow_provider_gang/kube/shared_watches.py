@@ -33,13 +33,14 @@ import json
 import logging
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import Resource
 from airflow_provider_gang.kube.selectors import Selector, Unsupported
+from airflow_provider_gang.kube.subscriber_index import SubscriberIndex
 from airflow_provider_gang.kube.watch import Changed, Listed, Objects, Reflector
 
 log = logging.getLogger(__name__)
@@ -111,45 +112,6 @@ class Subscription:
             log.exception("subscriber callback %r raised; other subscribers are unaffected", callback)
 
 
-@dataclass(eq=False)
-class _Index:
-    """Subscribers by what they select, and the cache's object names by label, for the keys
-    subscribers select on - so a change reaches its subscribers without looking at the others."""
-
-    by_name: dict[str, set[Subscription]] = field(default_factory=dict)
-    by_label: dict[tuple[str, str], set[Subscription]] = field(default_factory=dict)
-    unindexed: set[Subscription] = field(default_factory=set)
-    names_by_label: dict[tuple[str, str], set[str]] = field(default_factory=dict)
-    label_keys: set[str] = field(default_factory=set)
-
-    def bucket(self, subscription: Subscription) -> set[Subscription]:
-        selector = subscription.selector
-        if selector.name is not None:
-            return self.by_name.setdefault(selector.name, set())
-        equality = selector.equality()
-        return self.unindexed if equality is None else self.by_label.setdefault(equality, set())
-
-    def candidates(self, name: str, *objects: Mapping[str, Any] | None) -> set[Subscription]:
-        found = set(self.by_name.get(name, ())) | self.unindexed
-        for obj in objects:
-            for pair in _labels(obj).items():
-                found |= self.by_label.get(pair, set())
-        return found
-
-    def track(self, name: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
-        for pair in _labels(old).items():
-            if pair[0] in self.label_keys:
-                self.names_by_label.get(pair, set()).discard(name)
-        for pair in _labels(new).items():
-            if pair[0] in self.label_keys:
-                self.names_by_label.setdefault(pair, set()).add(name)
-
-    def reindex(self, objects: Mapping[str, Mapping[str, Any]]) -> None:
-        self.names_by_label = {}
-        for name, obj in objects.items():
-            self.track(name, None, obj)
-
-
 class SharedWatch:
     """One reflector and its subscribers (built by :class:`SharedWatches`)."""
 
@@ -161,7 +123,7 @@ class SharedWatch:
                                    on_retry=self.on_retry, transform=transform)
         self.subscribers: set[Subscription] = set()
         self.listed = False
-        self._index = _Index()
+        self._index: SubscriberIndex[Subscription] = SubscriberIndex()
         self._on_failed = on_failed
         self.task: asyncio.Task[None] | None = None
 
@@ -241,10 +203,14 @@ class SharedWatch:
                 subscription._call(subscription._notify)
 
     async def stop(self) -> None:
+        """Cancel the watch's task and wait for it (at most :data:`CLOSE_TIMEOUT_SECONDS`). A
+        cancellation of the caller itself still propagates: only the watch task's own end is
+        absorbed (``asyncio.wait`` neither raises it nor swallows the caller's ``CancelledError``)."""
         if self.task is not None:
             self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
-                await asyncio.wait_for(self.task, CLOSE_TIMEOUT_SECONDS)
+            await asyncio.wait({self.task}, timeout=CLOSE_TIMEOUT_SECONDS)
+            if self.task.done() and not self.task.cancelled():
+                self.task.exception()  # retrieved: its failure was dispatched to the subscribers
 
 
 @dataclass(eq=False)
@@ -318,9 +284,23 @@ class SharedWatches:
             return
         self._evict(watch)
         connection = self._client_of.pop(watch, None)
-        await watch.stop()
-        if connection is not None:
-            await self._release(connection)
+        try:
+            await watch.stop()
+        finally:  # also when the caller is cancelled meanwhile: the client is closed all the same
+            if connection is not None:
+                await self._release(connection)
+
+    async def unsubscribe_all(self, subscriptions: list[Subscription]) -> None:
+        """:meth:`unsubscribe` every one of ``subscriptions``, emptying the list - all of them even if
+        the caller is cancelled meanwhile, the cancellation raised once they are left."""
+        cancelled: asyncio.CancelledError | None = None
+        while subscriptions:
+            try:
+                await self.unsubscribe(subscriptions.pop())
+            except asyncio.CancelledError as error:
+                cancelled = error
+        if cancelled is not None:
+            raise cancelled
 
     def _evict(self, watch: SharedWatch) -> None:
         for key, known in list(self._watches.items()):
@@ -383,10 +363,6 @@ async def together(subscriptions: Sequence[Subscription], wakeup: asyncio.Event
             yield {subscription.resource.key: subscription.snapshot() for subscription in subscriptions}
             continue
         await wakeup.wait()
-
-
-def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
-    return ((obj or {}).get("metadata") or {}).get("labels") or {}
 
 
 def _version(obj: Mapping[str, Any] | None) -> str:

@@ -374,9 +374,7 @@ class GangTrigger(BaseTrigger):
         """Leave the shared watches (the last subscriber of a watch stops it, the last watch of a
         connection closes its client). Deletes nothing: cleanup runs on every exit, triggerer restarts
         included. Idempotent."""
-        registry = shared_watches.for_running_loop()
-        while self.subscriptions:
-            await registry.unsubscribe(self.subscriptions.pop())
+        await shared_watches.for_running_loop().unsubscribe_all(self.subscriptions)
 
     async def on_kill(self) -> None:
         """Delete the gang's objects after a user action, unless it may still be live (:mod:`.kill`)."""

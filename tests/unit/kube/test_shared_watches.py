@@ -232,3 +232,19 @@ async def test_clients_are_shared_per_connection_and_watches_per_kind(client, co
     for subscription in subscriptions:
         await registry.unsubscribe(subscription)
     assert built[0]._session.closed
+
+
+async def test_a_leaver_cancelled_while_leaving_is_cancelled_and_still_closes_everything(connection, registry):
+    """A trigger cancelled while it leaves (a triggerer cancelling it during its cleanup) must end
+    cancelled, not go on to yield its event - and must not leave its other watches or the client."""
+    first = Subscriber(registry, connection)
+    pods = await first.join(label_selector=f"{GANG}=a")
+    requests = await first.join(PROVISIONING_REQUESTS, field_selector="metadata.name=pr")
+    await first.until(lambda view: True)
+    (client,) = registry.clients
+    leaving = asyncio.create_task(registry.unsubscribe_all([pods, requests]))
+    await asyncio.sleep(0)  # inside the first watch's stop()
+    leaving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    assert registry.watches == [] and registry.clients == [] and client._session.closed
