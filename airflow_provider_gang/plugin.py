@@ -189,7 +189,8 @@ def read_trigger(dag_id: str, run_id: str, task_id: str, map_index: int = -1) ->
 
 def read_live_conditions(trigger: tuple[str, dict[str, Any]] | None) -> str | None:
     """The conditions of the ProvisioningRequest or Workload a gang trigger watches, read now
-    (``triggers.progress.describe_conditions``); ``None`` for no gang trigger, else a sentence
+    (``triggers.progress.describe_conditions``; a Workload with its state, pending reason and admission
+    checks, ``describe_workload``); ``None`` for no gang trigger, else a sentence
     saying why they could not be read. Never raises: the page shows what it has."""
     if trigger is None or not trigger[0].startswith("airflow_provider_gang.triggers."):
         return None
@@ -198,7 +199,7 @@ def read_live_conditions(trigger: tuple[str, dict[str, Any]] | None) -> str | No
 
     from airflow_provider_gang.kube.resources import PROVISIONING_REQUESTS, WORKLOADS
     from airflow_provider_gang.triggers.base import GangTrigger
-    from airflow_provider_gang.triggers.progress import describe_conditions
+    from airflow_provider_gang.triggers.progress import describe_conditions, describe_workload
 
     classpath, kwargs = trigger
 
@@ -216,7 +217,7 @@ def read_live_conditions(trigger: tuple[str, dict[str, Any]] | None) -> str | No
             if gang.objects.workload_selector:
                 selector = gang.objects.workload_selector
                 workloads, _ = await client.list(WORKLOADS, gang.namespace, label_selector=selector)
-                found.extend(describe_conditions("Workload", workload) for workload in workloads)
+                found.extend(describe_workload(workload) for workload in workloads)
         return "; ".join(text for text in found if text) or "no conditions yet"
 
     try:

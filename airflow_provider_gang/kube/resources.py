@@ -64,6 +64,9 @@ PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequ
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+"""Read only by the optional checks (the precheck's zone warning, ``triggers.spot_nodes``), so not
+among :data:`KNOWN`'s gang kinds."""
 SELF_SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
 )

@@ -25,9 +25,9 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient, Sleep
@@ -36,6 +36,26 @@ from airflow_provider_gang.kube.resources import Resource
 Objects = Mapping[str, dict[str, Any]]
 #: A watch the server ends sooner than this without any event counts as a failure (backoff).
 MIN_QUIET_WATCH_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A LIST (re)filled the cache; ``previous`` is what the cache held before it (empty the first time)."""
+
+    previous: Objects
+
+
+@dataclass(frozen=True)
+class Changed:
+    """One watch event changed the cache: the object named ``name`` before (``old``) and after (``new``);
+    ``None`` where it is absent (``ADDED``: no ``old``, ``DELETED``: no ``new``)."""
+
+    name: str
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+
+
+Change: TypeAlias = Listed | Changed
 
 
 @dataclass
@@ -66,6 +86,8 @@ class Reflector:
         on_retry: called as ``on_retry(reflector, error, delay)`` before each wait for a retry after
             a retryable error (for the caller's log); :attr:`failing_since` says since when the
             server has not answered.
+        transform: applied to every object before it is cached (client-go's informer
+            ``SetTransform``): a cache shared by many subscribers keeps only the fields they read.
     """
 
     def __init__(
@@ -81,6 +103,7 @@ class Reflector:
         sleep: Sleep | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         on_retry: Callable[[Reflector, errors.KubeError, float], None] | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -95,9 +118,14 @@ class Reflector:
         self._sleep = sleep or asyncio.sleep
         self._monotonic = monotonic
         self._on_retry = on_retry
+        self._transform = transform
         self.failing_since: float | None = None
         """``monotonic()`` of the first of the retryable failures since the server last answered."""
         self.last_error: errors.KubeError | None = None
+
+    def monotonic(self) -> float:
+        """The reflector's clock (``monotonic`` argument) now."""
+        return self._monotonic()
 
     def failing_for(self) -> float:
         """Seconds the server has failed to answer this reflector without a success in between."""
@@ -120,12 +148,22 @@ class Reflector:
     async def snapshots(self) -> AsyncIterator[Objects]:
         """Yield the cached objects (name -> object) after the first LIST and after every change.
 
+        Runs until the caller stops iterating; errors as :meth:`changes`.
+        """
+        async with contextlib.aclosing(self.changes()) as changes:
+            async for _ in changes:
+                yield dict(self.objects)
+
+    async def changes(self) -> AsyncGenerator[Change, None]:
+        """Yield :class:`Listed` after the first LIST and every relist, :class:`Changed` after every
+        watch event that changed the cache; :attr:`objects` is already updated when a change is yielded.
+
         Runs until the caller stops iterating. Retryable errors (429/5xx, cuts, timeouts) are retried
         forever with the client's backoff - waiting is the caller's job and it bounds it with its own
         deadline; any other :class:`errors.KubeError` (Forbidden, NotFound of the kind...) is raised.
         """
         await self._relist_until_done()
-        yield dict(self.objects)
+        yield Listed({})
         failures = 0
         expired_in_a_row = 0  # 410s with no event and no watch ended by the server in between
         unauthorized_retried = False
@@ -134,11 +172,11 @@ class Reflector:
             delivered = False
             try:
                 async with contextlib.aclosing(self._watch_once()) as events:
-                    async for changed in events:
+                    async for change in events:
                         failures, delivered, unauthorized_retried = 0, True, False
                         self._answered()
-                        if changed:
-                            yield dict(self.objects)
+                        if change is not None:
+                            yield change
                 expired_in_a_row = 0
                 if delivered or self._monotonic() - opened_at >= MIN_QUIET_WATCH_SECONDS:
                     self._answered()  # a watch the server ended on time is an answer too
@@ -155,7 +193,7 @@ class Reflector:
                 await self._relist_until_done()
                 if _versions(self.objects) != _versions(before):
                     expired_in_a_row = 0  # the LIST found changes the watch missed: events happened
-                yield dict(self.objects)
+                yield Listed(before)
                 continue
             except errors.Unauthorized:
                 # The client reloaded credentials (a new exec-plugin token); one more try with them.
@@ -196,12 +234,14 @@ class Reflector:
                 continue
             self._answered()
             self.stats.lists += 1
-            self.objects = {_name(item): item for item in items}
+            transform = self._transform
+            self.objects = {_name(item): transform(item) if transform else item for item in items}
             self.resource_version = resource_version
             return
 
-    async def _watch_once(self) -> AsyncGenerator[bool, None]:
-        """One WATCH request; yields whether each event changed the cache. Ends when the server does."""
+    async def _watch_once(self) -> AsyncGenerator[Changed | None, None]:
+        """One WATCH request; yields each event's change to the cache (``None``: none). Ends when the
+        server does."""
         params = {
             "watch": "true",
             "allowWatchBookmarks": "true",
@@ -220,7 +260,7 @@ class Reflector:
                     continue
                 yield self._apply(_parse_event(line))
 
-    def _apply(self, event: dict[str, Any]) -> bool:
+    def _apply(self, event: dict[str, Any]) -> Changed | None:
         event_type = event.get("type")
         obj = event.get("object") or {}
         if event_type == "ERROR":
@@ -230,47 +270,16 @@ class Reflector:
             self.resource_version = str(version)
         if event_type == "BOOKMARK":
             self.stats.bookmarks += 1
-            return False
+            return None
+        name = _name(obj)
+        if self._transform is not None:
+            obj = self._transform(obj)
         if event_type == "DELETED":
-            self.objects.pop(_name(obj), None)
-        elif event_type in ("ADDED", "MODIFIED"):
-            self.objects[_name(obj)] = obj
-        else:
-            return False
-        return True
-
-
-async def watch_together(reflectors: Sequence[Reflector]) -> AsyncGenerator[dict[str, Objects], None]:
-    """Run several reflectors at once; yield ``{resource key: objects}`` after every change.
-
-    The first view is yielded only once every reflector has listed, so a decision never sees a kind
-    as empty merely because its LIST has not answered yet. An error in any reflector is raised here
-    and stops the others.
-    """
-    queue: asyncio.Queue[tuple[int, Objects] | BaseException] = asyncio.Queue()
-
-    async def pump(index: int, reflector: Reflector) -> None:
-        try:
-            async for objects in reflector.snapshots():
-                queue.put_nowait((index, objects))
-        except Exception as error:  # handed to the consumer, which re-raises it
-            queue.put_nowait(error)
-
-    tasks = [asyncio.create_task(pump(index, reflector)) for index, reflector in enumerate(reflectors)]
-    latest: dict[int, Objects] = {}
-    try:
-        while True:
-            item = await queue.get()
-            if isinstance(item, BaseException):
-                raise item
-            index, objects = item
-            latest[index] = objects
-            if len(latest) == len(reflectors):
-                yield {reflectors[i].resource.key: latest[i] for i in range(len(reflectors))}
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            return Changed(name, self.objects.pop(name, None), None)
+        if event_type in ("ADDED", "MODIFIED"):
+            old, self.objects[name] = self.objects.get(name), obj
+            return Changed(name, old, obj)
+        return None
 
 
 def _versions(objects: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:

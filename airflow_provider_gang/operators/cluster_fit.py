@@ -31,13 +31,11 @@ from typing import Any
 
 from airflow_provider_gang.kube import discovery, errors
 from airflow_provider_gang.kube.client import KubeClient
-from airflow_provider_gang.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, Resource
+from airflow_provider_gang.kube.resources import CLUSTER_QUEUES, LOCAL_QUEUES, NODES
 from airflow_provider_gang.reservation import conditions, quantity
 from airflow_provider_gang.reservation.manifests import pods
 from airflow_provider_gang.reservation.spec import GangSpec
 
-NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
-"""Read only by the optional zone check (so not among ``kube.resources.KNOWN``'s gang kinds)."""
 ACTIVE = "Active"
 """The condition type of ``LocalQueueStatus`` and ``ClusterQueueStatus`` saying whether they admit."""
 CLUSTER_QUEUE_DOES_NOT_EXIST = "ClusterQueueDoesNotExist"

@@ -6,9 +6,10 @@ accounting (``reservation.cost``) would then count the whole reservation of that
 :func:`carry_forward` keeps the last known start of every rank and gives a member that is now
 missing or lost the time it ran: from that start to the moment the loss was observed.
 
-The same goes for two other facts a deleted pod takes with it: that its spot node was preempted
-(``Observed.spot_preempted_ranks``) and the checkpoint its termination message reported
-(``reservation.checkpoint``), of which the latest seen is kept.
+The same goes for other facts a deleted pod takes with it: that its spot node was preempted
+(``Observed.spot_preempted_ranks``), the spot node it ran on (a member missing from a node found
+shutting down, ``Observed.nodes_shutting_down``, was preempted with it) and the checkpoint its
+termination message reported (``reservation.checkpoint``), of which the latest seen is kept.
 """
 
 from __future__ import annotations
@@ -56,13 +57,23 @@ class RunMemory:
     """Whether termination messages are checkpoint reports (the gang has a ``checkpoint``)."""
     started: dict[int, float] = field(default_factory=dict)
     preempted: frozenset[int] = frozenset()
+    spot_nodes: dict[int, str] = field(default_factory=dict)
+    """The last spot node each rank was seen on."""
+    nodes_shutting_down: frozenset[str] = frozenset()
+    """Spot nodes found with the termination taint or gone (:meth:`saw_nodes_shutting_down`)."""
     checkpoint: CheckpointReport | None = None
     warned: set[str] = field(default_factory=set)
 
     def see(self, observed: Observed) -> tuple[Observed, list[str]]:
         """``observed`` with the spot preemptions seen so far, and warnings not given before (a
         malformed termination message, naming its pod)."""
-        self.preempted |= members.spot_preemption(observed.pods, size=observed.size)[0]
+        observed = dataclasses.replace(observed, nodes_shutting_down=self.nodes_shutting_down)
+        self.spot_nodes.update(members.spot_nodes(observed.pods, size=observed.size))
+        present = {members.member_rank(pod) for pod in observed.pods}
+        gone_with_node = {rank for rank, node in self.spot_nodes.items()
+                          if rank not in present and node in self.nodes_shutting_down}
+        self.preempted |= members.spot_preemption(observed.pods, size=observed.size,
+                                                  nodes_shutting_down=self.nodes_shutting_down)[0] | gone_with_node
         warnings: list[str] = []
         for pod in observed.pods if self.read_checkpoints else ():
             report, problem = checkpoint.report_of_pod(pod, members.member_rank(pod))
@@ -71,6 +82,10 @@ class RunMemory:
                 self.warned.add(problem)
                 warnings.append(problem)
         return dataclasses.replace(observed, spot_preempted_ranks=self.preempted), warnings
+
+    def saw_nodes_shutting_down(self, nodes: frozenset[str]) -> None:
+        """Record spot nodes read with GKE's termination taint or found deleted."""
+        self.nodes_shutting_down |= nodes
 
     def remember(self, members_seen: Sequence[MemberStatus]) -> None:
         self.started = remember(self.started, members_seen)

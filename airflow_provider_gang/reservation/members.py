@@ -222,16 +222,41 @@ def is_stopping(pod: Object) -> bool:
     return any("running" in (container.get("state") or {}) for container in _container_statuses(pod))
 
 
-def spot_preemption(pods: Iterable[Object], *, size: int) -> tuple[frozenset[int], tuple[int, ...]]:
-    """The ranks (``0..size-1``) with a spot-preempted pod (:func:`is_spot_preempted`), and the ranks
-    whose pod on a node being shut down is still stopping (:func:`is_stopping`): the kubelet stops a
-    node's pods one by one, so a member on the same node may not show the shutdown yet."""
+def _node(pod: Object) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def spot_preemption(pods: Iterable[Object], *, size: int, nodes_shutting_down: frozenset[str] = frozenset()) -> tuple[
+        frozenset[int], tuple[int, ...]]:
+    """The ranks (``0..size-1``) with a spot-preempted pod, and the ranks whose pod on a node being
+    shut down is still stopping (:func:`is_stopping`): the kubelet stops a node's pods one by one, so
+    a member on the same node may not show the shutdown yet.
+
+    A pod is spot-preempted when :func:`is_spot_preempted` says so, or when it is a spot pod that did
+    not succeed on a node in ``nodes_shutting_down`` (a node the trigger read with GKE's termination
+    taint, or found gone) and no container of it runs any more: the kubelet reports the shutdown only
+    once the containers stopped, so a peer elsewhere can fail first."""
     members = [(rank, pod) for pod in pods if (rank := member_rank(pod)) is not None and rank < size]
-    preempted = [(rank, pod) for rank, pod in members if is_spot_preempted(pod)]
-    nodes = {str((pod.get("spec") or {}).get("nodeName") or "") for _, pod in preempted} - {""}
-    shut_down = [(rank, pod) for rank, pod in members if (pod.get("spec") or {}).get("nodeName") in nodes]
+
+    def preempted_pod(pod: Object) -> bool:
+        on_stopped_node = is_on_spot(pod) and _node(pod) in nodes_shutting_down and not is_stopping(pod)
+        return is_spot_preempted(pod) or (on_stopped_node and conditions.pod_phase(pod) != "Succeeded")
+
+    preempted = [(rank, pod) for rank, pod in members if preempted_pod(pod)]
+    nodes = ({_node(pod) for _, pod in preempted} | nodes_shutting_down) - {""}
+    shut_down = [(rank, pod) for rank, pod in members if _node(pod) in nodes]
     stopping = sorted({rank for rank, pod in [*preempted, *shut_down] if is_stopping(pod)})
     return frozenset(rank for rank, _ in preempted), tuple(stopping)
+
+
+def spot_nodes(pods: Iterable[Object], *, size: int) -> dict[int, str]:
+    """The node of every member (by rank) that asked for spot capacity and is bound to one."""
+    found = {}
+    for pod in pods:
+        rank = member_rank(pod)
+        if rank is not None and rank < size and is_on_spot(pod) and _node(pod):
+            found[rank] = _node(pod)
+    return found
 
 
 class GangState(str, Enum):

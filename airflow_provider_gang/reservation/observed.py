@@ -38,6 +38,9 @@ class Observed:
     - ``spot_preempted_ranks``: ranks an earlier observation of this wait saw spot-preempted
       (``members.is_spot_preempted``): the node goes away with the pod, so the last view may no longer
       show why the member is missing.
+    - ``nodes_shutting_down``: spot nodes of members that the trigger read with GKE's termination
+      taint, or found deleted, when it checked before deciding a member failure (``members.
+      spot_preemption``): the preempted pod's own status says so only once its containers stopped.
     """
 
     mode: ReservationMode
@@ -50,3 +53,4 @@ class Observed:
     scheduling_gate: str | None = None
     pods_from_job: bool = False
     spot_preempted_ranks: frozenset[int] = frozenset()
+    nodes_shutting_down: frozenset[str] = frozenset()

@@ -73,7 +73,11 @@ def from_workload(observed_workload: Mapping[str, Any] | None, size: int) -> Dec
         if admitted < size:
             summary = f"{summary}, partially: {admitted} of {size} members"
     subject = "Workload (not yet created)" if observed_workload is None else f"Workload {_name(observed_workload)}"
-    message = f"{subject} {_with_detail(summary, workload.describe(observed_workload))}"
+    detail = workload.describe(observed_workload)
+    if state is WorkloadState.PENDING and detail:  # "waiting for quota: ExceedsMaxQuota - <message>"
+        message = f"{subject} {summary}: {detail}"
+    else:
+        message = f"{subject} {_with_detail(summary, detail)}"
     return _decision(phase, reason, message, admitted)
 
 

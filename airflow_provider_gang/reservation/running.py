@@ -34,11 +34,13 @@ def _reservation_failure(observed: Observed) -> Decision | None:
 def _spot_preemption(observed: Observed, gang: members.GangRun) -> Decision | None:
     """A member's spot node was reclaimed (now or in an earlier view), or ``None``. It outranks every
     other failure: the peers that fail or vanish afterwards fail because of it. While a member on a
-    node being shut down still runs (the shutdown's grace period) the wait goes on, so the termination
+    node being shut down (its own status, or ``Observed.nodes_shutting_down``) still runs (the
+    shutdown's grace period) the wait goes on, so the termination
     message it writes last (its checkpoint, ``reservation.checkpoint``) is read before the pods go."""
-    now, stopping = members.spot_preemption(observed.pods, size=observed.size)
+    now, stopping = members.spot_preemption(observed.pods, size=observed.size,
+                                            nodes_shutting_down=observed.nodes_shutting_down)
     ranks = sorted(now | observed.spot_preempted_ranks)
-    if not ranks:
+    if not ranks and not stopping:
         return None
     if stopping:
         return Decision(Phase.RUNNING, False, Reason.MEMBERS_RUNNING, f"the spot node of rank(s) {list(stopping)} is "

@@ -51,7 +51,8 @@ WORKLOAD_RULES: tuple[Rule, ...] = _METADATA + _CONDITIONS + (
     ("status.admission.podSetAssignments[]", dict), ("status.admission.podSetAssignments[].count", int),
 )
 POD_RULES: tuple[Rule, ...] = _METADATA + _CONDITIONS + (
-    ("spec", dict), ("spec.nodeName", str), ("spec.schedulingGates", list), ("spec.schedulingGates[]", dict),
+    ("spec", dict), ("spec.nodeName", str), ("spec.nodeSelector", dict), ("spec.schedulingGates", list),
+    ("spec.schedulingGates[]", dict),
     ("spec.schedulingGates[].name", str), ("status.phase", str), ("status.reason", str), ("status.message", str),
     ("status.startTime", str),
 ) + _container_statuses("containerStatuses") + _container_statuses("initContainerStatuses")

@@ -1,7 +1,7 @@
 """``gang-sim``: command-line entry point of the Kubernetes API emulator.
 
 ``gang-sim serve [--host 127.0.0.1] [--port 0] --kubeconfig-out PATH [--faults SPEC] [--seed N]
-[--scenario NAME|FILE] [--time-scale N] [--local-images GLOB,...]`` starts the emulator (with
+[--scenario NAME|FILE] [--time-scale N] [--local-images GLOB,...] [--serve-kueue-v1beta1]`` starts the emulator (with
 ``--scenario``, also the simulated control plane of :mod:`.controllers`, its delays ``--time-scale``
 times faster; ``--local-images`` adds image globs to the scenario's ``localProcessImages`` for this run,
 see :mod:`.controllers.images`); ``gang-sim scenarios`` lists the named scenarios. ``serve`` writes
@@ -65,6 +65,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "processes, added to the scenario's localProcessImages for this run, e.g. 'python:*,ghcr.io/me/*' "
         "(needs --scenario)",
     )
+    parser.add_argument(
+        "--serve-kueue-v1beta1", action="store_true",
+        help="also serve the deprecated kueue.x-k8s.io/v1beta1, as Kueue <= 0.19 (Kueue 0.20 serves v1beta2 only)",
+    )
 
 
 def _scenario(name_or_path: str) -> Scenario:
@@ -105,7 +109,13 @@ def scenario_of(args: argparse.Namespace) -> Scenario | None:
 
 def make_emulator(args: argparse.Namespace) -> Emulator:
     """The emulator ``serve`` runs, configured from the parsed options."""
-    emulator = Emulator(host=args.host, port=args.port, faults=args.faults, seed=args.seed)
+    emulator = Emulator(
+        host=args.host,
+        port=args.port,
+        faults=args.faults,
+        seed=args.seed,
+        serve_kueue_v1beta1=args.serve_kueue_v1beta1,
+    )
     scenario = scenario_of(args)
     if scenario is not None:
         attach(emulator, scenario, ScaledClock(args.time_scale))

@@ -1,9 +1,10 @@
 """The real CRDs shipped as package data (``sim/crds/``, provenance in its README).
 
-ProvisioningRequest (``autoscaling.x-k8s.io`` v1 + v1beta1) and Kueue (``kueue.x-k8s.io`` v1beta2 +
-v1beta1). The Kueue Workload CRD is 1.4 MB of YAML, so files are parsed once per process with
-libyaml's ``CSafeLoader`` and the parsed documents are shared; the store never mutates stored
-objects in place, so sharing is safe.
+ProvisioningRequest (``autoscaling.x-k8s.io`` v1 + v1beta1) and Kueue (``kueue.x-k8s.io`` v1beta2; its
+v1beta1 only with ``kueue_v1beta1=True``: Kueue 0.20 stopped serving v1beta1, kubernetes-sigs/kueue
+``CHANGELOG/CHANGELOG-0.20.md`` #14558, while 0.16 - 0.19 served it deprecated). The Kueue Workload
+CRD is 1.4 MB of YAML, so files are parsed once per process with libyaml's ``CSafeLoader`` and the
+parsed documents are shared; the store never mutates stored objects in place, so sharing is safe.
 """
 
 from __future__ import annotations
@@ -37,16 +38,34 @@ def bundled_crds() -> tuple[dict[str, Any], ...]:
     return tuple(documents)
 
 
-def install_bundled_crds(store: Store) -> list[str]:
-    """Create every bundled CRD in ``store`` (skipping ones that exist); returns their names."""
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+def install_bundled_crds(store: Store, *, kueue_v1beta1: bool = False) -> list[str]:
+    """Create every bundled CRD in ``store`` (skipping ones that exist); returns their names.
+
+    ``kueue_v1beta1`` serves Kueue's deprecated v1beta1 beside v1beta2, as Kueue <= 0.19 did;
+    by default only v1beta2 is served, as Kueue 0.20.
+    """
     names: list[str] = []
     for crd in bundled_crds():
         name = crd["metadata"]["name"]
         existing, _ = store.list(CRD_KEY, field_selector=f"metadata.name={name}")
         if not existing:
-            _create_shared(store, crd)
+            _create_shared(store, crd if kueue_v1beta1 else without_kueue_v1beta1(crd))
         names.append(name)
     return names
+
+
+def without_kueue_v1beta1(crd: dict[str, Any]) -> dict[str, Any]:
+    """``crd`` with Kueue's v1beta1 not served (other CRDs unchanged); shares the schemas."""
+    if crd["spec"].get("group") != KUEUE_GROUP:
+        return crd
+    versions = [
+        {**version, "served": False} if version.get("name") == "v1beta1" else version
+        for version in crd["spec"]["versions"]
+    ]
+    return {**crd, "spec": {**crd["spec"], "versions": versions}}
 
 
 def _create_shared(store: Store, body: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
 import inspect
 import logging
 import random
@@ -24,6 +23,7 @@ from typing import Any
 
 from airflow_provider_gang.sim import errors, garbage
 from airflow_provider_gang.sim.logs import PodLogs
+from airflow_provider_gang.sim.object_copy import json_copy
 from airflow_provider_gang.sim.object_index import ObjectIndex
 from airflow_provider_gang.sim.registry import Registry, ResourceType
 from airflow_provider_gang.sim.selectors import (
@@ -40,21 +40,6 @@ ObjectId = tuple[str, str, str]  # (storage key, namespace, name)
 
 _log = logging.getLogger(__name__)
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream utilrand.String
-
-
-def json_copy(value: Any) -> Any:
-    """A deep copy of a JSON document (dicts, lists, scalars), as ``copy.deepcopy`` makes but several
-    times faster; any other container is handed to ``copy.deepcopy``."""
-    if isinstance(value, dict):
-        return {key: item if item is None or type(item) in _SCALARS else json_copy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [item if item is None or type(item) in _SCALARS else json_copy(item) for item in value]
-    if value is None or type(value) in _SCALARS:
-        return value
-    return copy.deepcopy(value)
-
-
-_SCALARS = frozenset({str, int, float, bool})
 
 
 class ObjectTable:

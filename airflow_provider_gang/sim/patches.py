@@ -16,7 +16,7 @@ import copy
 import json
 from typing import Any
 
-from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim import errors, object_copy
 
 # field name -> patchMergeKey (None: a list of primitives merged as a set, e.g. finalizers)
 MERGE_KEYS: dict[str, str | None] = {
@@ -42,13 +42,20 @@ def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch; returns a new value, ``target`` is not modified."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    result = _copy_unpatched(target, patch)
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+def _copy_unpatched(target: Any, patch: dict[str, Any]) -> dict[str, Any]:
+    """``target``'s fields, copied where ``patch`` leaves them (the patched ones are replaced anyway)."""
+    if not isinstance(target, dict):
+        return {}
+    return {key: value if key in patch else object_copy.copy_field(key, value) for key, value in target.items()}
 
 
 def _invalid_patch(message: str) -> errors.ApiError:
@@ -159,7 +166,7 @@ def strategic_merge_patch(target: Any, patch: Any, field: str = "") -> Any:
         return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    result = _copy_unpatched(target, patch)
     for key, value in patch.items():
         if key.startswith("$setElementOrder/") or key in ("$retainKeys", "$patch"):
             continue

@@ -3,7 +3,8 @@
 The official ``kubernetes`` and ``kubernetes_asyncio`` clients and ``kubectl`` use it unchanged
 through the kubeconfig it writes (bearer token, self-signed CA). Follows
 ``shared/reference/kubernetes-api-emulation.md``: discovery, OpenAPI for ``kubectl apply``, CRUD with
-real status codes and ``Status`` errors, Content-Type-dispatched PATCH, status subresources,
+real status codes and ``Status`` errors, Content-Type-dispatched PATCH, ``managedFields`` and
+server-side apply with field ownership, status subresources,
 finalizers and garbage collection, watches with resume/bookmarks/410, CRD-schema validation,
 pod logs, token auth with per-user rules, fault injection and request metrics.
 
@@ -12,20 +13,25 @@ Not modelled (differences from a real apiserver a test could notice):
 - no scheduler, kubelet or controllers here (see ``sim.controllers`` for the simulated ones); pods
   stay Pending and are removed at once on delete unless ``graceful_pod_deletion`` is on (then a
   bound pod stays Terminating until deleted with grace 0, the kubelet's part);
-- CEL ``x-kubernetes-validations`` other than ``self == oldSelf``; validating/mutating webhooks,
+- CEL ``x-kubernetes-validations``: no Kubernetes CEL library functions, no optional syntax, no cost
+  budget (``sim.cel_expressions``, ``sim.kinds.cel_rules``); validating/mutating webhooks,
   CRD conversion webhooks (versions share storage, only ``apiVersion`` differs); CRD schema
   ``format`` checks;
 - built-in kinds get only the validation this project relies on (names, labels, pod/job essentials,
   pod-update immutability), no full OpenAPI schema; ``fieldValidation`` (Strict: 400, Warn: a
   ``Warning`` header) only for custom resources;
-- server-side apply is a merge patch (no ``managedFields``, no field ownership or conflicts);
-  list ``resourceVersion``/``resourceVersionMatch`` are ignored
+- ``managedFields`` and server-side apply: the deviations listed in :mod:`.managed_fields` and
+  :mod:`.server_side_apply` (built-in kinds' lists keyed only where :data:`.patches.MERGE_KEYS` names
+  a merge key; ``".": {}`` membership of new object nodes approximated);
+  the simulated controllers write as field manager ``gang-sim`` (not kubelet, kube-scheduler, kueue),
+  and the garbage collector's and pod binding's writes record no entry;
+- list ``resourceVersion``/``resourceVersionMatch`` are ignored
   (lists are always current); continue tokens never expire;
 - ``sendInitialEvents`` watches get 422 (kubectl falls back to list+watch); slow watchers are never
   dropped (each watch has an unbounded queue, where a real watch cache would close it); the watch
   cache's start is this server's start (older resourceVersions get 410 from the beginning);
 - Go zero values a real server prints (``creationTimestamp: null`` in templates, ``source: {}`` in
-  Events, empty ``nodeInfo``) and ``managedFields`` are absent; JSON key order differs;
+  Events, empty ``nodeInfo``) are absent; JSON key order differs;
 - admission plugins beyond DefaultTolerationSeconds (e.g. TaintNodesByCondition's ``not-ready``
   taint on new Nodes, ServiceAccount, LimitRanger, ResourceQuota, PodSecurity);
 - protobuf request bodies other than SelfSubjectAccessReview, Namespace, ConfigMap and Secret get
@@ -80,11 +86,12 @@ class Emulator:
         admin_token: str | None = None,
         store: Store | None = None,
         graceful_pod_deletion: bool = False,
+        serve_kueue_v1beta1: bool = False,
     ) -> None:
         self.host, self.port, self.use_tls = host, port, use_tls
         self.store = store or Store(seed=seed, history_limit=history_limit, graceful_pod_deletion=graceful_pod_deletion)
         if preload_crds:
-            install_bundled_crds(self.store)
+            install_bundled_crds(self.store, kueue_v1beta1=serve_kueue_v1beta1)
         # A real apiserver's watch cache starts at its own start: older resourceVersions get 410.
         self.store.compact_history()
         self.authorizer = Authorizer()

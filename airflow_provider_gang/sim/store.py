@@ -10,6 +10,8 @@ One asyncio event loop, no threads. Resource keys are ``"<apiVersion>/<plural>"`
   subresource semantics (main resource keeps ``status``, ``/status`` changes only ``status``),
   custom resources validated against their CRD schema;
 - optimistic concurrency: a stale ``metadata.resourceVersion`` gives 409 Conflict;
+- ``metadata.managedFields`` per field manager (:mod:`.managed_fields`), server-side apply with
+  field ownership and conflicts (:mod:`.server_side_apply`);
 - deletion: finalizers (``deletionTimestamp`` then DELETED once they are cleared) and ownerReference
   garbage collection with ``propagationPolicy`` Orphan / Background / Foreground (:mod:`.garbage`);
 - watch history with 410 Expired for compacted resourceVersions (:mod:`.watch`).
@@ -26,9 +28,10 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_gang.sim import errors, garbage, patches, validation
+from airflow_provider_gang.sim import errors, garbage, managed_fields, patches, server_side_apply, validation
 from airflow_provider_gang.sim.kinds import pods, strategy_for
 from airflow_provider_gang.sim.kinds.base import omit_empty
+from airflow_provider_gang.sim.object_copy import copy_metadata, copy_object
 from airflow_provider_gang.sim.object_table import ObjectId, ObjectTable, Subscriber
 from airflow_provider_gang.sim.registry import Registry, ResourceType, types_from_crd
 
@@ -91,17 +94,20 @@ class Store(ObjectTable):
         *,
         field_validation: str = "Ignore",
         dry_run: bool = False,
+        field_manager: str = managed_fields.DEFAULT_MANAGER,
+        apply_entries: list[Object] | None = None,
     ) -> Object:
         """Create an object (201 semantics): server fields set, admission run; 409 if it exists.
 
         ``field_validation`` is the request's ``fieldValidation`` (Ignore/Warn prune unknown fields of
-        custom resources, Strict rejects them with 400).
+        custom resources, Strict rejects them with 400). ``field_manager`` gets an Update entry in
+        ``managedFields`` unless ``apply_entries`` (a server-side apply's entries) are given.
         """
         resource_type = self.resolve(resource)
         if "create" not in resource_type.verbs:
             raise errors.method_not_allowed(f"create is not supported on resources of kind {resource_type.plural}")
         validation.check_body_type(resource_type, body)
-        new = copy.deepcopy(body)
+        new = copy_object(body)
         new["apiVersion"], new["kind"] = resource_type.api_version, resource_type.kind
         metadata = new.setdefault("metadata", {})
         if not isinstance(metadata, dict):
@@ -135,12 +141,17 @@ class Store(ObjectTable):
         metadata["creationTimestamp"] = rfc3339(self._wall_clock())
         if strategy.tracks_generation:
             metadata["generation"] = 1
+        managed_fields.assign(resource_type, new, None, field_manager, None, apply_entries, self.timestamp())
         if dry_run:
             return self._present(resource_type, new)
         committed = self._commit(resource_type, "ADDED", new, None)
         if resource_type.key == CRD_KEY:
             self.serve_crd(committed)
         return self._present(resource_type, committed)
+
+    def timestamp(self) -> str:
+        """Now, as the second-precision RFC 3339 time of ``creationTimestamp`` and ``managedFields``."""
+        return rfc3339(self._wall_clock())
 
     def serve_crd(self, crd: Object) -> None:
         """Serve exactly the served versions of a committed CRD (versions no longer served disappear)."""
@@ -159,6 +170,8 @@ class Store(ObjectTable):
         require_resource_version: bool,
         field_validation: str,
         dry_run: bool = False,
+        field_manager: str = managed_fields.DEFAULT_MANAGER,
+        apply_entries: list[Object] | None = None,
     ) -> Object:
         metadata_in = body.get("metadata") or {}
         name = metadata_in.get("name") or ""
@@ -191,7 +204,7 @@ class Store(ObjectTable):
         strategy = strategy_for(resource_type)
         if subresource == "status":
             new = {key: value for key, value in old.items() if key != "status"}
-            new["metadata"] = copy.deepcopy(old["metadata"])
+            new["metadata"] = copy_metadata(old["metadata"])
             if "status" in body:
                 new["status"] = copy.deepcopy(body["status"])
             causes = strategy.validate_status_update(new, old, resource_type)
@@ -199,7 +212,7 @@ class Store(ObjectTable):
             raise errors.not_found(f"{resource_type.plural}/{subresource}", name, resource_type.group)
         else:
             validation.check_body_type(resource_type, body)
-            new = copy.deepcopy(body)
+            new = copy_object(body)
             metadata = new.setdefault("metadata", {})
             for kept in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
                 if kept in old["metadata"]:
@@ -216,6 +229,7 @@ class Store(ObjectTable):
             raise errors.invalid(resource_type.kind, name, causes, resource_type.group)
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        managed_fields.assign(resource_type, new, old, field_manager, subresource, apply_entries, self.timestamp())
         if new == old:
             return self._present(resource_type, old)
         if strategy.tracks_generation and strategy.spec_changed(new, old):
@@ -249,11 +263,13 @@ class Store(ObjectTable):
         namespace: str | None = None,
         field_validation: str = "Ignore",
         dry_run: bool = False,
+        field_manager: str = managed_fields.DEFAULT_MANAGER,
+        apply_entries: list[Object] | None = None,
     ) -> Object:
         """PUT: replace the object named in ``body``; 409 Conflict on a stale resourceVersion.
 
         Custom resources require ``metadata.resourceVersion`` (422), built-ins allow unconditional
-        updates, as upstream.
+        updates, as upstream. ``field_manager``/``apply_entries`` as for :meth:`create`.
         """
         resource_type = self.resolve(resource)
         return self._update(
@@ -264,6 +280,8 @@ class Store(ObjectTable):
             require_resource_version=True,
             field_validation=field_validation,
             dry_run=dry_run,
+            field_manager=field_manager,
+            apply_entries=apply_entries,
         )
 
     def patch(
@@ -277,23 +295,33 @@ class Store(ObjectTable):
         subresource: str | None = None,
         field_validation: str = "Ignore",
         dry_run: bool = False,
+        field_manager: str = managed_fields.DEFAULT_MANAGER,
+        force: bool = False,
     ) -> Object:
-        """Apply a ``merge``/``json``/``strategic``/``apply`` patch (see :mod:`.patches`).
+        """Apply a ``merge``/``json``/``strategic`` patch (see :mod:`.patches`) as an Update of
+        ``field_manager``, or an ``apply`` patch as its server-side apply (:mod:`.server_side_apply`,
+        ``force`` takes conflicting fields over; creates the object when it does not exist).
 
-        ``strategic`` on a custom resource is 415. A ``metadata.resourceVersion`` in a merge patch is a
-        precondition (409 when stale). ``apply`` creates the object when it does not exist (server-side
-        apply, approximated as a merge patch without field ownership).
+        ``strategic`` on a custom resource is 415. A ``metadata.resourceVersion`` in a patch is a
+        precondition (409 when stale).
         """
         resource_type = self.resolve(resource)
         if patch_type == "strategic" and resource_type.custom:
             raise errors.unsupported_media_type("application/strategic-merge-patch+json")
         target_namespace = self._namespace_for(resource_type, namespace)
-        if patch_type == "apply" and subresource is None:
-            existing = self._objects.get(resource_type.storage_key, {}).get((target_namespace, name))
-            if existing is None:
-                body = dict(patch) if isinstance(patch, dict) else {}
-                body.setdefault("metadata", {})["name"] = name
-                return self.create(resource, body, namespace, field_validation=field_validation, dry_run=dry_run)
+        if patch_type == "apply":
+            return server_side_apply.apply(
+                self,
+                resource_type,
+                name,
+                patch,
+                namespace=target_namespace,
+                subresource=subresource,
+                manager=field_manager,
+                force=force,
+                field_validation=field_validation,
+                dry_run=dry_run,
+            )
         current = self._present(resource_type, self._stored(resource_type, name, target_namespace))
         patched = patches.apply(current, patch, patch_type)
         patched_metadata = patched.setdefault("metadata", {})
@@ -311,6 +339,7 @@ class Store(ObjectTable):
             require_resource_version=False,
             field_validation=field_validation,
             dry_run=dry_run,
+            field_manager=field_manager,
         )
 
     # ----------------------------------------------------------------- deleting

@@ -1,4 +1,4 @@
-"""What both gang triggers share: one client, watches raced against a deadline, a guarded ``on_kill``.
+"""What both gang triggers share: watches shared in the process, raced against a deadline, a guarded ``on_kill``.
 
 Arguments common to every gang trigger (all plain values, part of the stored format):
 
@@ -29,9 +29,11 @@ Arguments common to every gang trigger (all plain values, part of the stored for
   back to the trigger's task instance's try number in a triggerer.
 - ``heartbeat_seconds``, ``tries_allowed``, ``step_description``: what the wait logs (:mod:`.progress`).
 
-Safety when two copies run at once (HA triggerers, apache/airflow#37180): the waiting path only reads
-(LIST and WATCH), so duplicates cost requests but change nothing. ``cleanup()`` only closes the client.
-``on_kill()`` deletes, guarded so that a gang still live elsewhere survives (:mod:`.kill`).
+Every gang trigger waiting in one process follows one watch per (connection, namespace, kind) over one
+client (:mod:`kube.shared_watches`; a trigger rebuilt in another process joins that one's); a spot
+gang's member failure is decided after reading its spot nodes (:mod:`.spot_nodes`). Two copies at once
+(HA triggerers, apache/airflow#37180) only read, so they cost requests but change nothing; ``cleanup()``
+leaves the watches; ``on_kill()`` deletes, guarded so that a gang live elsewhere survives (:mod:`.kill`).
 """
 
 from __future__ import annotations
@@ -48,20 +50,21 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
 from airflow_provider_gang.hooks.gang import GangHook
-from airflow_provider_gang.kube import errors
+from airflow_provider_gang.kube import errors, shared_watches
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import by_key
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.kube.watch import Objects, Reflector, watch_together
+from airflow_provider_gang.kube.shared_watches import Subscription
+from airflow_provider_gang.kube.watch import Objects, Reflector
 from airflow_provider_gang.reservation import member_history
 from airflow_provider_gang.reservation.decision import Decision, Policy, decide
 from airflow_provider_gang.reservation.observed import Observed, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.triggers import kill
+from airflow_provider_gang.triggers import kill, spot_nodes
 from airflow_provider_gang.triggers.events import PhaseClock, build_payload
-from airflow_provider_gang.triggers.observation import GangObjects
+from airflow_provider_gang.triggers.observation import GangObjects, trimmer
 from airflow_provider_gang.triggers.progress import DEFAULT_HEARTBEAT_SECONDS, WaitReporter
 
 FRESH_READ_TIMEOUT_SECONDS = 30.0
@@ -124,9 +127,10 @@ class GangTrigger(BaseTrigger):
         self.tries_allowed = None if tries_allowed is None else int(tries_allowed)
         self.step_description = step_description
         self.fired = False
+        self.subscriptions: list[Subscription] = []
+        """What the trigger follows of the watches shared in its process (:meth:`views`), until cleanup."""
         self.reflectors: list[Reflector] = []
-        self._client: KubeClient | None = None
-        self._client_lock = asyncio.Lock()
+        """The reflectors of the shared watches it followed (their counters are the watch's), kept after."""
 
     def policy(self) -> Policy:
         """The deadlines ``decide`` applies; each subclass sets its own."""
@@ -167,10 +171,10 @@ class GangTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Yield the one event: the payload of the first terminal decision (see :mod:`.events`).
 
-        The client is closed before the event is yielded: ``dag.test()`` takes only the first event
-        and never calls ``cleanup()`` (``InProcessTestSupervisor.run_trigger_in_process``, Airflow
-        3.3.2), which left the HTTP session to the garbage collector. ``cleanup()`` stays idempotent
-        for the triggerer, which always calls it.
+        The trigger leaves its shared watches before the event is yielded: ``dag.test()`` takes only
+        the first event and never calls ``cleanup()`` (``InProcessTestSupervisor.run_trigger_in_process``,
+        Airflow 3.3.2), which would leave the watch and its HTTP session to the garbage collector.
+        ``cleanup()`` stays idempotent for the triggerer, which always calls it.
         """
         self.log.info("Gang %s: %s", self.gang_name, self.describe_wait())
         try:
@@ -180,13 +184,6 @@ class GangTrigger(BaseTrigger):
         self.fired = True
         self.log.info("Gang %s: %s (%s) %s", self.gang_name, payload["phase"], payload["reason"], payload["message"])
         yield TriggerEvent(payload)  # type: ignore[no-untyped-call]
-
-    async def client(self) -> KubeClient:
-        """The trigger's one client, built on first use (auth loaded once)."""
-        async with self._client_lock:
-            if self._client is None:
-                self._client = await self.connect()
-            return self._client
 
     async def connect(self) -> KubeClient:
         """A new client with the trigger's connection and ``client_options``; the caller closes it."""
@@ -216,21 +213,22 @@ class GangTrigger(BaseTrigger):
         every ``tick`` seconds without a change, so the caller decides again on the last view. The
         caller stops iterating once it has decided.
         """
-        client = await self.client()
-        self.reflectors = [
-            Reflector(
-                client,
-                by_key(watch["resource"]),
-                self.namespace,
-                label_selector=watch.get("label_selector", ""),
-                field_selector=watch.get("field_selector", ""),
-                watch_timeout_seconds=self.watch_timeout_seconds,
-                on_retry=self._log_retry,
-            )
-            for watch in watches
-        ]
+        settings = await self.connection_settings()
+        options = ClientOptions.from_dict(self.client_options)
+        connection = shared_watches.connection_key(settings.to_dict(), options.to_dict())
+        registry = shared_watches.for_running_loop()
+        wakeup = asyncio.Event()
+        for watch in watches:
+            self.subscriptions.append(await registry.subscribe(
+                connection=connection, connect=functools.partial(options.connect, settings),
+                resource=by_key(watch["resource"]), namespace=self.namespace,
+                label_selector=watch.get("label_selector", ""), field_selector=watch.get("field_selector", ""),
+                watch_timeout_seconds=self.watch_timeout_seconds, on_retry=self._log_retry, notify=wakeup.set,
+                transform=trimmer(watch["resource"]),
+            ))
+        self.reflectors = [subscription.reflector for subscription in self.subscriptions]
         pending = sorted(moment for moment in wake_times if moment is not None)
-        stream = watch_together(self.reflectors)
+        stream = shared_watches.together(self.subscriptions, wakeup)
         # One pending ``anext`` survives wake-ups: cancelling it would close the stream.
         next_view: asyncio.Future[dict[str, Objects]] | None = None
         try:
@@ -310,6 +308,10 @@ class GangTrigger(BaseTrigger):
                         if fresh is not None and objects.malformed(fresh) is None:
                             observed = self.remembered(memory, observe(fresh))
                             decision = decide(observed, now=now, policy=policy)
+                    client = self.subscriptions[0].reflector.client  # the process's shared client of this connection
+                    if await spot_nodes.found_shutting_down(decision, memory, client, self.log, self.gang_name):
+                        observed = self.remembered(memory, observed)
+                        decision = decide(observed, now=now, policy=policy)
                     clock.saw(decision.phase, now)
                     reporter.saw(observed, decision, now)
                     memory.remember(decision.members)
@@ -338,41 +340,43 @@ class GangTrigger(BaseTrigger):
     async def read_now(self) -> dict[str, Objects] | None:
         """A fresh LIST of every watched kind, or ``None`` if the server does not answer in time.
 
-        A deadline is decided on this, not on the reflectors' caches: after 410s with no event a
+        A deadline is decided on this, not on the shared watches' caches: after 410s with no event a
         reflector relists only after its backoff (up to the client's ``max_delay``), so its view can
         say "not started" about members that started since.
         """
         try:
             views = await asyncio.wait_for(
-                asyncio.gather(*(reflector.read_now() for reflector in self.reflectors)),
+                asyncio.gather(*(subscription.read_now() for subscription in self.subscriptions)),
                 timeout=min(FRESH_READ_TIMEOUT_SECONDS, self.unreachable_seconds),
             )
         except (errors.KubeError, asyncio.TimeoutError) as error:
             self.log.warning("Gang %s: could not read the gang afresh before deciding its deadline (%s); "
                              "deciding on the last view", self.gang_name, error)
             return None
-        return {reflector.resource.key: view for reflector, view in zip(self.reflectors, views, strict=True)}
+        return {subscription.resource.key: view for subscription, view in zip(self.subscriptions, views, strict=True)}
 
     def unreachable(self) -> Decision | None:
-        """The ``cluster_unreachable`` decision once a reflector has had no answer for
-        ``unreachable_seconds`` in a row, else ``None``."""
-        failing = max(self.reflectors, key=lambda reflector: reflector.failing_for(), default=None)
+        """The ``cluster_unreachable`` decision once a watch has had no answer for this trigger for
+        ``unreachable_seconds`` in a row (:meth:`Subscription.failing_for`), else ``None``."""
+        failing = max(self.subscriptions, key=lambda subscription: subscription.failing_for(), default=None)
         if failing is None or failing.failing_for() < self.unreachable_seconds:
             return None
         return Decision(phase=Phase.FAILED, terminal=True, reason=Reason.CLUSTER_UNREACHABLE,
                         message=f"no answer from the API server for {failing.failing_for():.0f} s "
-                                f"(last: {failing.resource.plural}: {failing.last_error})")
+                                f"(last: {failing.resource.plural}: {failing.reflector.last_error})")
 
-    def _log_retry(self, reflector: Reflector, error: errors.KubeError, delay: float) -> None:
+    def _log_retry(self, subscription: Subscription, error: errors.KubeError, delay: float) -> None:
         self.log.warning("Gang %s: API server did not answer (%s: %s); retrying in %.1f s, no answer for %.0f s "
-                         "of the %.0f s allowed", self.gang_name, reflector.resource.plural, error, delay,
-                         reflector.failing_for(), self.unreachable_seconds)
+                         "of the %.0f s allowed", self.gang_name, subscription.resource.plural, error, delay,
+                         subscription.failing_for(), self.unreachable_seconds)
 
     async def cleanup(self) -> None:
-        """Close the client. Deletes nothing: cleanup runs on every exit, triggerer restarts included."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        """Leave the shared watches (the last subscriber of a watch stops it, the last watch of a
+        connection closes its client). Deletes nothing: cleanup runs on every exit, triggerer restarts
+        included. Idempotent."""
+        registry = shared_watches.for_running_loop()
+        while self.subscriptions:
+            await registry.unsubscribe(self.subscriptions.pop())
 
     async def on_kill(self) -> None:
         """Delete the gang's objects after a user action, unless it may still be live (:mod:`.kill`)."""

@@ -6,7 +6,8 @@ them to ``reservation.decision.decide``, which alone says what they mean.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,34 @@ class GangObjects:
 
 
 _KIND_OF_RESOURCE = {PROVISIONING_REQUESTS.key: "ProvisioningRequest", WORKLOADS.key: "Workload", PODS.key: "Pod"}
+
+
+@functools.cache
+def trimmer(resource_key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What the shared watch of a kind caches of each object: all of it but ``metadata.managedFields``
+    and the ``spec`` fields no classifier reads - the kept ones are those ``reservation.shape``
+    has rules for (``spec.nodeName``, ``spec.nodeSelector``, ``spec.schedulingGates`` of a Pod,
+    ``spec.active`` of a Workload) and the names of a Pod's containers (``reservation.checkpoint``
+    reads container 0's status by name). A member's containers and environment are most of a Pod,
+    and a Workload's pod templates most of it. A field of the wrong type is kept as it is, for ``malformed`` to name.
+    One function per kind (cached): the shared watches key their caches by it."""
+    kept = frozenset(path.split(".")[1].removesuffix("[]") for path, _ in shape.RULES_BY_KIND[
+        _KIND_OF_RESOURCE[resource_key]] if path.startswith("spec."))
+
+    def trim(obj: dict[str, Any]) -> dict[str, Any]:
+        trimmed = dict(obj)
+        metadata, spec = obj.get("metadata"), obj.get("spec")
+        if isinstance(metadata, dict) and "managedFields" in metadata:
+            trimmed["metadata"] = {key: value for key, value in metadata.items() if key != "managedFields"}
+        if isinstance(spec, dict):
+            trimmed["spec"] = {key: value for key, value in spec.items() if key in kept}
+            containers = spec.get("containers")
+            if isinstance(containers, list):  # their names only: container 0's status is found by name
+                trimmed["spec"]["containers"] = [{"name": item.get("name")} if isinstance(item, dict) else item
+                                                 for item in containers]
+        return trimmed
+
+    return trim
 
 
 def _created(obj: Mapping[str, Any]) -> tuple[str, str]:

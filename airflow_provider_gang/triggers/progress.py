@@ -6,8 +6,10 @@ what a person reading the task log sees while the task is deferred.
 
 :class:`WaitReporter` is fed every decision the trigger makes and logs:
 
-- a line whenever what the gang waits on changes: the decision's message, or any condition of the
-  ProvisioningRequest or Kueue Workload (type, status, reason, message) - with the condition text;
+- a line whenever what the gang waits on changes: the decision's message (for a Workload waiting for
+  quota, Kueue's pending reason: ``waiting for quota: ExceedsMaxQuota - <message>``), any condition of
+  the ProvisioningRequest or Kueue Workload (type, status, reason, message) or the state of one of the
+  Workload's admission checks - with that text;
 - a heartbeat line when nothing was logged for ``heartbeat_seconds`` (trigger kwarg, default 300),
   e.g. ``still waiting 42 min: ProvisioningRequest ... accepted, waiting for capacity; try 2 of 3,
   step 'other zone'``.
@@ -26,7 +28,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_gang.reservation.conditions import conditions_of
+from airflow_provider_gang.reservation import reserving
+from airflow_provider_gang.reservation.conditions import admission_checks, conditions_of
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.observed import Observed, Stage
 from airflow_provider_gang.reservation.phases import Phase
@@ -58,10 +61,31 @@ def describe_conditions(kind: str, obj: Mapping[str, Any] | None) -> str:
     return f"{kind} {', '.join(parts)}" if parts else ""
 
 
+def describe_admission_checks(workload: Mapping[str, Any] | None) -> str:
+    """``"admission checks prov=Retry (Retrying after failure: ...)"``, or ``""`` without checks.
+
+    Kueue's check states outrank its ``Admitted`` condition (``reservation.workload``), so they are
+    shown beside it."""
+    parts = []
+    for check in admission_checks(workload):
+        text = f"{check.get('name')}={check.get('state')}"
+        parts.append(f"{text} ({check.get('message')})" if check.get("message") else text)
+    return "admission checks " + ", ".join(parts) if parts else ""
+
+
+def describe_workload(workload: Mapping[str, Any]) -> str:
+    """A Workload as the Gang page shows it: where it stands as a trigger decides it (``"Workload x
+    waiting for quota: ExceedsMaxQuota - <message>"``), then its conditions and admission checks."""
+    described = (reserving.from_workload(workload, 0).message, describe_conditions("Workload", workload),
+                 describe_admission_checks(workload))
+    return "; ".join(text for text in described if text)
+
+
 def reservation_conditions(observed: Observed) -> str:
-    """Every condition of the gang's ProvisioningRequest and Workload, as :func:`describe_conditions`."""
+    """Every condition of the gang's ProvisioningRequest and Workload, as :func:`describe_conditions`,
+    and the Workload's admission checks (:func:`describe_admission_checks`)."""
     described = (describe_conditions("ProvisioningRequest", observed.provisioning_request),
-                 describe_conditions("Workload", observed.workload))
+                 describe_conditions("Workload", observed.workload), describe_admission_checks(observed.workload))
     return "; ".join(text for text in described if text)
 
 

@@ -24,6 +24,19 @@ def test_malformed_json_is_400(cluster: Cluster, namespace):
     assert stored_names(cluster, namespace) == []
 
 
+def test_a_custom_resource_without_kind_is_400_naming_the_missing_kind(cluster: Cluster, namespace):
+    body = json.dumps({"apiVersion": "autoscaling.x-k8s.io/v1", "metadata": {"name": "kindless"}}).encode()
+    status, answer = cluster.raw("POST", PRS.format(ns=namespace), body)
+    assert status == 400 and answer["reason"] == "BadRequest"
+    assert "Object 'Kind' is missing in '" in answer["message"]
+    assert stored_names(cluster, namespace) == []
+
+
+def test_a_built_in_list_has_no_continue_token_on_its_last_page(cluster: Cluster, namespace):
+    status, listed = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/configmaps")
+    assert status == 200 and "continue" not in listed["metadata"]
+
+
 def test_unknown_resource_is_404(cluster: Cluster, namespace):
     status, body = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/gadgets")
     assert status == 404 and body["reason"] == "NotFound"

@@ -73,7 +73,13 @@ def kueue_queues(cluster: Any, quotas: dict[str, int]) -> None:
                                                  "spec": {"clusterQueue": f"cq-{name}"}}, "default")
 
 
-def test_kueue_queue_over_quota_falls_back_to_another_queue(cluster_factory: Any, run_dag: Any) -> None:
+EXCEEDS_SMALL_QUEUE = ("waiting for quota: ExceedsMaxQuota - couldn't assign flavors to pod set main: insufficient "
+                       "quota for nvidia.com/gpu in flavor l4, request > maximum capacity (4 > 2)")
+
+
+def test_kueue_queue_over_quota_falls_back_to_another_queue(cluster_factory: Any, run_dag: Any,
+                                                            capfd: pytest.CaptureFixture[str],
+                                                            caplog: pytest.LogCaptureFixture) -> None:
     cluster = cluster_factory("small", time_scale=60)
     kueue_queues(cluster, {"team-small": 2, "team-big": 4})
     dag = gang_dag("kueue_fallback", retries=1, size=4, gpus=1, pod_template=simulated_pod(30), reservation="kueue",
@@ -84,6 +90,9 @@ def test_kueue_queue_over_quota_falls_back_to_another_queue(cluster_factory: Any
     summary = summary_of(dag_run)
     tries = [(item["step"], item["outcome"]) for item in summary["tries"]]
     assert tries == [("as configured", "deadline"), ("other queue team-big", "all_succeeded")]
+    captured = capfd.readouterr()
+    logs = "\n".join([captured.out, captured.err, caplog.text])
+    assert EXCEEDS_SMALL_QUEUE in logs, logs[-3000:]  # Kueue's pending reason, in the first try's log
     assert (summary["reservation_mode"], summary["queue"], summary["size_run"]) == ("kueue", "team-big", 4)
     assert summary["exit_codes"] == {"0": 0, "1": 0, "2": 0, "3": 0}  # the Job's pods, by completion index
     assert cluster.objects("v1/pods") == [] and cluster.objects("batch/v1/jobs") == []

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from airflow_provider_gang.sim import errors
+from airflow_provider_gang.sim import errors, managed_fields
 from airflow_provider_gang.sim.api import malformed, podlogs, protobuf, requestlog, tables, watching
 from airflow_provider_gang.sim.api.context import ApiContext, json_response, success_status
 from airflow_provider_gang.sim.api.paths import RequestInfo
@@ -34,13 +34,24 @@ PATCH_TYPES = {
 _KIND_STRUCT = 'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
 
 
+def _summary(raw: bytes, length: int = 30) -> str:
+    """A request body as upstream's decode errors cite it (``summarizeData``): its first 30 bytes."""
+    if not raw:
+        return "<empty>"
+    cut = raw[:length]
+    shown = cut.decode(errors="replace") if raw[:1] == b"{" else cut.hex()
+    return shown + (" ..." if len(raw) > length else "")
+
+
 def _unrecognized(kind: str, detail: str, raw: bytes) -> errors.ApiError:
-    """The decoder's 400 for an object body it cannot read (upstream appends the body, or its hex)."""
-    shown = "<empty>" if not raw.strip() else (raw.decode(errors="replace") if raw[:1] == b"{" else raw.hex())
+    """The decoder's 400 for an object body it cannot read (``transformDecodeError``)."""
     return errors.bad_request(
-        f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; "
-        f"json parse error: {detail} ({shown[:64]})"
+        f"the object provided is unrecognized (must be of type {kind}): {detail} ({_summary(raw)})"
     )
+
+
+def _unparsable(kind: str, detail: str, raw: bytes) -> errors.ApiError:
+    return _unrecognized(kind, f"couldn't get version/kind; json parse error: {detail}", raw)
 
 
 async def read_patch(request: web.Request, patch_type: str) -> Any:
@@ -59,19 +70,22 @@ async def read_patch(request: web.Request, patch_type: str) -> Any:
         raise errors.bad_request(str(error)) from None
 
 
-async def _object_body(request: web.Request, kind: str) -> dict[str, Any]:
-    """A create/update body (JSON or YAML) that must be an object of ``kind``."""
+async def _object_body(request: web.Request, kind: str, custom: bool = False) -> dict[str, Any]:
+    """A create/update body (JSON or YAML) that must be an object of ``kind``; a custom resource's
+    must name its kind (the unstructured decoder cannot default it from the URL)."""
     if request.content_type == protobuf.CONTENT_TYPE:
         return protobuf.decode_object(await request.read(), kind)
     raw = await request.read()
     if not raw.strip():
-        raise _unrecognized(kind, "unexpected end of JSON input", raw)
+        raise _unparsable(kind, "unexpected end of JSON input", raw)
     try:
         body = yaml.safe_load(raw) if "yaml" in request.content_type else json.loads(raw)
     except (ValueError, yaml.YAMLError) as error:
-        raise _unrecognized(kind, str(error), raw) from None
+        raise _unparsable(kind, str(error), raw) from None
     if not isinstance(body, dict):
-        raise _unrecognized(kind, f"json: cannot unmarshal array into Go value of type {_KIND_STRUCT}", raw)
+        raise _unparsable(kind, f"json: cannot unmarshal array into Go value of type {_KIND_STRUCT}", raw)
+    if custom and not body.get("kind"):
+        raise _unrecognized(kind, f"Object 'Kind' is missing in '{raw.decode(errors='replace')}'", raw)
     return body
 
 
@@ -90,6 +104,28 @@ def _dry_run(request: web.Request) -> bool:
     if any(value != "All" for value in values):
         raise errors.bad_request(f"Invalid dry run value: {values}")
     return bool(values)
+
+
+def _field_manager(request: web.Request, options: str, patch_type: str | None = None) -> str:
+    """The request's field manager: ``fieldManager``, else the User-Agent's prefix (upstream
+    ``prefixFromUserAgent``); an apply needs it named (422), ``force`` is for applies only (422)."""
+    manager = request.query.get("fieldManager", "")
+    causes = []
+    if patch_type == "apply" and not manager:
+        causes.append(
+            errors.field_cause("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")
+        )
+    if "force" in request.query and patch_type not in (None, "apply"):
+        causes.append(
+            errors.field_cause("FieldValueForbidden", "force", "Forbidden: may not be specified for non-apply patch")
+        )
+    if len(manager) > 128:
+        causes.append(
+            errors.field_cause("FieldValueTooLong", "fieldManager", "Too long: may not be more than 128 bytes")
+        )
+    if causes:
+        raise errors.invalid(options, "", causes, "meta.k8s.io")
+    return manager or managed_fields.manager_from_user_agent(request.headers.get("User-Agent", ""))
 
 
 def _continue_token(start_after: tuple[str, str], resource_version: str) -> str:
@@ -124,6 +160,8 @@ def _list(request: web.Request, context: ApiContext, info: RequestInfo, resource
         last = items[-1]["metadata"]
         metadata["continue"] = _continue_token((last.get("namespace", ""), last["name"]), resource_version)
         metadata["remainingItemCount"] = remaining
+    elif resource_type.custom:  # unstructured lists carry the empty token; typed ones omit it (omitempty)
+        metadata["continue"] = ""
     if tables.wants_table(request.headers.get("Accept", "")):
         rendered = tables.table(resource_type, items, resource_version)
         rendered["metadata"] = metadata
@@ -248,7 +286,7 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
         if info.name:
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
         if not resource_type.namespaced or namespace is not None:
-            body = await _object_body(request, resource_type.kind)
+            body = await _object_body(request, resource_type.kind, resource_type.custom)
             return json_response(
                 store.create(
                     info.resource_key,
@@ -256,12 +294,13 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
                     namespace,
                     field_validation=_field_validation(request),
                     dry_run=_dry_run(request),
+                    field_manager=_field_manager(request, "CreateOptions"),
                 ),
                 status=201,
             )
         raise errors.method_not_allowed("the server does not allow this method on the requested resource")
     if info.verb == "update":
-        body = await _object_body(request, resource_type.kind)
+        body = await _object_body(request, resource_type.kind, resource_type.custom)
         if (body.get("metadata") or {}).get("name") not in (None, info.name):
             raise errors.bad_request(
                 f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({info.name})"
@@ -275,6 +314,7 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
                 namespace=namespace,
                 field_validation=_field_validation(request),
                 dry_run=_dry_run(request),
+                field_manager=_field_manager(request, "UpdateOptions"),
             )
         )
     if info.verb == "patch":
@@ -282,18 +322,25 @@ async def handle(request: web.Request, context: ApiContext, info: RequestInfo, u
         if patch_type is None:
             raise errors.unsupported_media_type(request.content_type)
         patch = await read_patch(request, patch_type)
-        return json_response(
-            store.patch(
-                info.resource_key,
-                info.name or "",
-                patch,
-                namespace=namespace,
-                patch_type=patch_type,
-                subresource=info.subresource,
-                field_validation=_field_validation(request),
-                dry_run=_dry_run(request),
-            )
+        object_id = (
+            resource_type.storage_key,
+            (namespace or "default") if resource_type.namespaced else "",
+            info.name or "",
         )
+        existed = store.stored(object_id) is not None
+        patched = store.patch(
+            info.resource_key,
+            info.name or "",
+            patch,
+            namespace=namespace,
+            patch_type=patch_type,
+            subresource=info.subresource,
+            field_validation=_field_validation(request),
+            dry_run=_dry_run(request),
+            field_manager=_field_manager(request, "PatchOptions", patch_type),
+            force=request.query.get("force", "") in ("true", "True", "1"),
+        )
+        return json_response(patched, status=200 if existed else 201)  # an apply that created answers 201
     if info.verb == "delete":
         return await _delete(request, context, info, resource_type)
     if info.verb == "deletecollection":

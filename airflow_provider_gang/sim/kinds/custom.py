@@ -7,8 +7,8 @@ Like ``apiextensions-apiserver``:
 - the object is validated with ``jsonschema`` (OpenAPI 3.0 is draft-4 flavoured; ``nullable`` and
   ``x-kubernetes-int-or-string`` are translated first), and errors become ``Status`` causes with the
   upstream field paths and messages (``spec.podSets: Required value``);
-- of the CEL rules in ``x-kubernetes-validations`` only the transition rule ``self == oldSelf``
-  (immutability, used by ProvisioningRequest and Kueue CRDs) is evaluated; other rules are ignored.
+- the CEL rules in ``x-kubernetes-validations`` are evaluated by ``sim.kinds.cel_rules`` on create,
+  update and status update (the whole object each time, as upstream), unless a field has the wrong type.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import jsonschema
 
 from airflow_provider_gang.sim import errors, validation, warning_headers
 from airflow_provider_gang.sim.errors import Cause
+from airflow_provider_gang.sim.kinds import cel_rules
 from airflow_provider_gang.sim.kinds.base import Object, Strategy
 from airflow_provider_gang.sim.registry import ResourceType
 
@@ -177,36 +178,14 @@ def _describe(error: Any) -> str:
     return described
 
 
-def _is_immutability_rule(rule: dict[str, Any]) -> bool:
-    return "".join(str(rule.get("rule", "")).split()) == "self==oldSelf"
-
-
-def transition_causes(new: Any, old: Any, schema: dict[str, Any], path: list[Any]) -> list[Cause]:
-    """Causes for ``self == oldSelf`` rules where both old and new values exist and differ."""
-    causes: list[Cause] = []
-    for rule in schema.get("x-kubernetes-validations") or []:
-        if _is_immutability_rule(rule) and new != old:
-            field = render_path(path)
-            causes.append(
-                validation.invalid_value(field, _type_name(new), rule.get("message") or "failed rule: self == oldSelf")
-            )
-    if isinstance(new, dict) and isinstance(old, dict):
-        for key, sub_schema in (schema.get("properties") or {}).items():
-            if key in new and key in old:
-                causes.extend(transition_causes(new[key], old[key], sub_schema, [*path, key]))
-        additional = schema.get("additionalProperties")
-        if isinstance(additional, dict):
-            for key in set(new) & set(old):
-                causes.extend(transition_causes(new[key], old[key], additional, [*path, key]))
-    return causes
-
-
 class CustomResourceStrategy(Strategy):
     """Admission for custom resources served from a CRD version's schema."""
 
     tracks_generation = True
 
-    def _prune_and_check(self, new: Object, resource_type: ResourceType, field_validation: str) -> list[Cause]:
+    def _prune_and_check(
+        self, new: Object, old: Object | None, resource_type: ResourceType, field_validation: str
+    ) -> list[Cause]:
         schema = resource_type.schema
         if schema is None:
             return []
@@ -217,29 +196,20 @@ class CustomResourceStrategy(Strategy):
         if field_validation == "Warn":
             for field in unknown:
                 warning_headers.warn(f'unknown field "{field}"')
-        return schema_causes(new, schema)
+        causes = schema_causes(new, schema)
+        if any(cause["reason"] == "FieldValueTypeInvalid" for cause in causes):
+            return [*causes, cel_rules.blocked_cause()]
+        return causes + cel_rules.rule_causes(new, old, schema)
 
     def validate_create(self, new: Object, resource_type: ResourceType, field_validation: str) -> list[Cause]:
         causes = super().validate_create(new, resource_type, field_validation)
-        return causes + self._prune_and_check(new, resource_type, field_validation)
+        return causes + self._prune_and_check(new, None, resource_type, field_validation)
 
     def validate_update(
         self, new: Object, old: Object, resource_type: ResourceType, field_validation: str
     ) -> list[Cause]:
         causes = super().validate_update(new, old, resource_type, field_validation)
-        causes += self._prune_and_check(new, resource_type, field_validation)
-        if resource_type.schema is not None:
-            causes += transition_causes(
-                {k: v for k, v in new.items() if k != "metadata"},
-                {k: v for k, v in old.items() if k != "metadata"},
-                resource_type.schema,
-                [],
-            )
-        return causes
+        return causes + self._prune_and_check(new, old, resource_type, field_validation)
 
     def validate_status_update(self, new: Object, old: Object, resource_type: ResourceType) -> list[Cause]:
-        causes = self._prune_and_check(new, resource_type, "Ignore")
-        if resource_type.schema is not None and "status" in new and "status" in old:
-            status_schema = (resource_type.schema.get("properties") or {}).get("status") or {}
-            causes += transition_causes(new["status"], old["status"], status_schema, ["status"])
-        return causes
+        return self._prune_and_check(new, old, resource_type, "Ignore")

@@ -17,7 +17,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.object_table import json_copy
+from airflow_provider_gang.sim.object_copy import json_copy
 from airflow_provider_gang.sim.scenario import Scenario, load_scenario, parse_scenario
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")

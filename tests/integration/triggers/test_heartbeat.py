@@ -126,3 +126,22 @@ def test_triggers_serialized_before_the_progress_kwargs_still_load_and_keep_them
 @pytest.mark.parametrize(("seconds", "text"), [(12.4, "12 s"), (42 * 60 + 5, "42 min"), (125 * 60, "2 h 5 min")])
 def test_elapsed_time_reads_as_a_person_would_say_it(seconds, text):
     assert describe_elapsed(seconds) == text
+
+
+async def test_a_waiting_workload_logs_kueue_s_pending_reason_then_its_check_states(sim, client, connection, logged):
+    gang = await Gang(client, gang_spec(ReservationMode.KUEUE, size=4)).create()
+    trigger = ReservationTrigger(**gang.reservation_kwargs(connection), heartbeat_seconds=3600)
+    task = asyncio.create_task(first_event(trigger))
+    await until_watching(trigger)
+    full = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor l4, "
+            "2 more needed")
+    await gang.set_workload_status({"conditions": [condition("QuotaReserved", "False", "WaitingForQuota", full)]})
+    line = await logged.wait_for("WaitingForQuota")
+    assert f"waiting for quota: WaitingForQuota - {full} [Workload QuotaReserved=False" in line
+    check = {"name": "prov", "state": "Pending", "message": "ETA 5m", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    await gang.set_workload_status({"conditions": [condition("QuotaReserved")], "admissionChecks": [check]})
+    line = await logged.wait_for("admission checks prov=Pending")
+    assert line.endswith("admission checks prov=Pending (ETA 5m)]")
+    await gang.set_workload_status({"conditions": [condition("QuotaReserved"), condition("Admitted")],
+                                    "admissionChecks": [{**check, "state": "Ready", "message": ""}]})
+    assert (await task)["reason"] == "reserved"

@@ -36,3 +36,30 @@ async def test_a_cluster_failing_past_the_retries_gives_a_sentence_within_the_ti
     shown = await asyncio.to_thread(read_live_conditions, trigger)
     assert shown is not None and shown.startswith("could not read the cluster (Unavailable: 503")
     assert time.monotonic() - started < LIVE_READ_TIMEOUT_SECONDS + 1
+
+
+async def kueue_gang(client, connection, status) -> tuple[str, dict]:
+    gang = await Gang(client, gang_spec(ReservationMode.KUEUE, size=6)).create()
+    await gang.set_workload_status(status)
+    return TRIGGER, gang.reservation_kwargs(connection)
+
+
+async def test_a_workload_waiting_for_quota_shows_kueue_s_pending_reason(sim, client, connection):
+    message = (
+        "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor l4, "
+        "request > maximum capacity (6 > 4)"
+    )
+    status = {"conditions": [condition("QuotaReserved", "False", reason="ExceedsMaxQuota", message=message)]}
+    shown = await asyncio.to_thread(read_live_conditions, await kueue_gang(client, connection, status))
+    assert shown is not None and shown.startswith("Workload job-train-t1-0a1b2c3d-")
+    assert f"waiting for quota: ExceedsMaxQuota - {message}; Workload QuotaReserved=False" in shown
+
+
+async def test_a_rejected_check_outranks_admitted_on_the_page(sim, client, connection):
+    check = {"name": "prov", "state": "Rejected", "message": "capacity revoked",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    status = {"conditions": [condition("QuotaReserved"), condition("Admitted")], "admissionChecks": [check]}
+    shown = await asyncio.to_thread(read_live_conditions, await kueue_gang(client, connection, status))
+    assert shown is not None
+    assert "admission check rejected (admission check 'prov' is Rejected: capacity revoked)" in shown
+    assert shown.endswith("admission checks prov=Rejected (capacity revoked)")

@@ -5,17 +5,21 @@ when the rendezvous breaks. The try ends ``spot_preempted``, not ``member_failed
 
 The emulator's kubelet reports the shutdown as upstream does (``mergePodStatus`` in
 ``pkg/kubelet/status/status_manager.go``): ``DisruptionTarget`` with the terminal phase, in one write
-once the containers stopped. The peer's failure comes later: its process only notices the broken
-rendezvous once the preempted rank's process is gone."""
+once the containers stopped. The peer may fail after that write, or during the preempted rank's
+grace period, before it: then only the node's termination taint tells (``triggers.spot_nodes``), and
+the trigger reads it before deciding."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import kubernetes
 import pytest
+import structlog
 import yaml
 
 from airflow_provider_gang.kube.client import KubeClient
@@ -23,6 +27,7 @@ from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation.manifests import pods
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
+from airflow_provider_gang.sim.api.faults import Faults
 from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
 from airflow_provider_gang.sim.scenario import parse_scenario
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
@@ -32,6 +37,7 @@ from .gangs import NAMESPACE, Gang, first_event, until_watching
 
 SCENARIO = {
     "name": "two-spot-nodes",
+    "localProcessImages": ["python:*"],
     "nodePools": [
         {"name": "cpu", "zone": "us-central1-a", "cpu": "8", "memory": "32Gi", "initialNodes": 1, "maxNodes": 1},
         {"name": "l4-spot", "zone": "us-central1-a", "gpuType": "nvidia-l4", "gpusPerNode": 1, "cpu": "8",
@@ -60,29 +66,60 @@ def connection(cluster: SimulatedClusterHarness) -> dict[str, Any]:
     return ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text())).to_dict()
 
 
-def member(spec: GangSpec, rank: int, owner_uid: str) -> dict[str, Any]:
-    """Rank 0 exits 1 after :data:`PEER_FAILS_AFTER` seconds (its peer is gone); rank 1 runs on."""
+IGNORES_SIGTERM = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+                   "time.sleep(3600)")
+PEER_FAILS_IN_GRACE = 15
+"""Simulated seconds rank 0 runs before it exits 1 in the other test: within rank 1's grace period
+(its node noticed at 10 s, its pod stopped at 25 s)."""
+
+
+def member(spec: GangSpec, rank: int, owner_uid: str, peer_fails_after: int) -> dict[str, Any]:
+    """Rank 0 exits 1 after ``peer_fails_after`` seconds (its peer is gone); rank 1 runs on."""
     body = pods.launch_pod(spec, rank, owner_uid=owner_uid)
     annotations = body["metadata"].setdefault("annotations", {})
-    annotations["sim.gang.dev/run-seconds"] = str(PEER_FAILS_AFTER if rank == 0 else 3600)
+    annotations["sim.gang.dev/run-seconds"] = str(peer_fails_after if rank == 0 else 3600)
     annotations["sim.gang.dev/exit-code"] = "1" if rank == 0 else "0"
+    if rank == 1 and peer_fails_after == PEER_FAILS_IN_GRACE:
+        # a local process that ignores SIGTERM: it stops only when its grace period runs out (SIGKILL)
+        body["spec"]["containers"][0].update(image="python:3.11-slim", command=["python", "-c", IGNORES_SIGTERM])
     return body
 
 
-def preempt_rank_1_then_let_rank_0_fail(cluster: SimulatedClusterHarness, nodes: dict[int, str]) -> None:
-    """Off the test's loop: both ranks start, rank 1's node gets its termination notice at 10 s of
-    the run, and time runs on past rank 0's failure at :data:`PEER_FAILS_AFTER` s."""
+def wait_until_ready(cluster: SimulatedClusterHarness, pod: str) -> None:
+    """Until the local process of ``pod`` has printed ``ready`` (its SIGTERM handler is set)."""
+    core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(cluster.kubeconfig_path)))
+    for _ in range(400):
+        try:
+            if "ready" in core.read_namespaced_pod_log(pod, NAMESPACE):
+                return
+        except kubernetes.client.ApiException as error:  # 400 while its container is being created
+            assert error.status == 400, error
+        time.sleep(0.05)
+    raise AssertionError(f"{pod} never printed ready")
+
+
+def preempt_rank_1(cluster: SimulatedClusterHarness, nodes: dict[int, str], *, local_rank_1: bool = False) -> None:
+    """Off the test's loop: both ranks start and rank 1's node gets its termination notice at 10 s
+    of the run, with 15 s of grace for its pod (a local process: once it is ready); ``nodes`` gets
+    each rank's node."""
     cluster.advance(10)
+    if local_rank_1:
+        wait_until_ready(cluster, "two-spot-t1-00000000-1")
     store = cluster.store
     pods_now = {item["metadata"]["name"]: item for item in cluster.run(lambda: store.list("v1/pods")[0])}
     for rank in (0, 1):
         nodes[rank] = pods_now[f"two-spot-t1-00000000-{rank}"]["spec"]["nodeName"]
     cluster.preempt(nodes[1], notice_seconds=60, pod_grace_period_seconds=15)  # the node outlives the test
+
+
+def preempt_rank_1_then_let_rank_0_fail(cluster: SimulatedClusterHarness, nodes: dict[int, str]) -> None:
+    """:func:`preempt_rank_1`, then time runs on past rank 0's failure at :data:`PEER_FAILS_AFTER` s."""
+    preempt_rank_1(cluster, nodes)
     cluster.advance(PEER_FAILS_AFTER)
 
 
-async def reserve_and_launch(client: KubeClient, cluster: SimulatedClusterHarness, connection: dict[str, Any]
-                             ) -> Gang:
+async def reserve_and_launch(client: KubeClient, cluster: SimulatedClusterHarness, connection: dict[str, Any],
+                             peer_fails_after: int = PEER_FAILS_AFTER) -> Gang:
     """The gang reserved (the autoscaler adds one spot node per rank) and its two members created."""
     spec = dataclasses.replace(
         GangSpec(name="two-spot-t1-00000000", namespace=NAMESPACE, size=2, pod_template=TEMPLATE,
@@ -98,7 +135,7 @@ async def reserve_and_launch(client: KubeClient, cluster: SimulatedClusterHarnes
     reserved = await waiting
     assert (reserved["phase"], reserved["reason"]) == ("reserved", "reserved"), reserved["message"]
     for rank in range(spec.size):
-        await client.create(PODS, member(spec, rank, gang.owner_uid))
+        await client.create(PODS, member(spec, rank, gang.owner_uid, peer_fails_after))
     return gang
 
 
@@ -136,3 +173,57 @@ async def test_a_trigger_that_first_sees_both_the_preemption_and_the_peer_failur
         assert peer["status"]["phase"] == "Failed"
         event = await first_event(GangRunTrigger(**gang.run_kwargs(connection, deadline_in=60)))
     assert_spot_preempted(event, nodes)
+
+
+def node_reads(cluster: SimulatedClusterHarness) -> list[str]:
+    """Names of the nodes read (GET) so far, from the emulator's request log."""
+    entries = cluster.run(lambda: cluster.emulator.context.requests.snapshot())
+    return [entry["name"] for entry in entries if (entry["verb"], entry["resource"]) == ("get", "nodes")]
+
+
+async def peer_fails_in_grace(cluster: SimulatedClusterHarness, connection: dict[str, Any], *,
+                              node_faults: str = "") -> tuple[dict[str, Any], dict[int, str], bool]:
+    """Rank 0 fails at 15 s, while rank 1's pod on the noticed node still stops (until 25 s) and looks
+    Running; ``node_faults`` (``sim.api.faults`` items) are injected for the trigger's node reads.
+    Returns the run trigger's event, each rank's node, and whether the event came before 25 s
+    (waited for up to 30 s with faults, else for 0.5 s once the trigger has read the nodes)."""
+    async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as client:
+        gang = await reserve_and_launch(client, cluster, connection, peer_fails_after=PEER_FAILS_IN_GRACE)
+        if node_faults:
+            faults = Faults.parse(node_faults)
+            cluster.run(lambda: setattr(cluster.emulator.context, "faults", faults))
+        run = GangRunTrigger(**gang.run_kwargs(connection, deadline_in=60))
+        ended = asyncio.create_task(first_event(run))
+        await until_watching(run)
+        nodes: dict[int, str] = {}
+        await asyncio.to_thread(preempt_rank_1, cluster, nodes, local_rank_1=True)
+        await asyncio.to_thread(cluster.advance, PEER_FAILS_IN_GRACE - 10 + 4)  # past its start-up, before 25 s
+        peer = await client.get(PODS, gang.names.member(0))
+        assert peer["status"]["phase"] == "Failed"
+        for _ in range(200):  # until the trigger has read the nodes (decided by requests, not by time)
+            if set(nodes.values()) <= set(node_reads(cluster)) or ended.done():
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.wait([ended], timeout=30 if node_faults else 0.5)
+        early = ended.done()
+        await asyncio.to_thread(cluster.advance, 20)  # rank 1's containers stop: its shutdown status
+        return await ended, nodes, early
+
+
+async def test_a_peer_failing_while_its_partner_node_shuts_down_waits_for_it_and_ends_spot_preempted(
+        cluster, connection):
+    """The trigger reads each spot node of the gang once, finds rank 1's with the termination taint,
+    and waits for rank 1's containers to stop."""
+    event, nodes, early = await peer_fails_in_grace(cluster, connection)
+    assert not early, event["message"]
+    assert_spot_preempted(event, nodes)
+    assert sorted(node_reads(cluster)) == sorted(nodes.values())
+
+
+async def test_node_reads_failing_past_their_retries_leave_the_decision_to_the_pods(cluster, connection):
+    """``get nodes`` answered 503 past the client's retries (or refused without the RBAC rule): the
+    trigger warns and decides on the pods alone, as before it could read nodes."""
+    with structlog.testing.capture_logs() as logged:
+        event, _, early = await peer_fails_in_grace(cluster, connection, node_faults="get/nodes:1.0:503")
+    assert early and (event["phase"], event["reason"]) == ("failed", "member_failed"), event["message"]
+    assert any("could not read its spot nodes" in str(entry["event"]) for entry in logged), logged

@@ -95,8 +95,8 @@ class WorkloadBuilder(_Conditions):
         }
         return self
 
-    def waiting_for_quota(self):
-        return self.condition("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main")
+    def waiting_for_quota(self, reason: str = "Pending", message: str = "couldn't assign flavors to pod set main"):
+        return self.condition("QuotaReserved", "False", reason, message)
 
     def admitted(self, count: int | None = None):
         self.quota_reserved(count)

@@ -4,10 +4,11 @@ as its own reason, and the GPU-time split of a preempted try."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
-from airflow_provider_gang.reservation import checkpoint, decision, member_history
+from airflow_provider_gang.reservation import checkpoint, decision, member_history, members
 from airflow_provider_gang.reservation.checkpoint import Checkpoint, CheckpointReport, PersistentVolumeCheckpoint
 from airflow_provider_gang.reservation.decision import Observed, Policy, Stage
 from airflow_provider_gang.reservation.errors import GangSpecError
@@ -138,9 +139,10 @@ def test_a_preempted_try_splits_its_gpu_time_at_its_checkpoint() -> None:
 # -- spot preemption --------------------------------------------------------------------------
 
 
-def _run(*pods, size=2, preempted=frozenset()):
+def _run(*pods, size=2, preempted=frozenset(), shutting_down=frozenset()):
     return Observed(mode=ReservationMode.PROVISIONING_REQUEST, stage=Stage.RUN, size=size, started_at=T0,
-                    pods=[item.obj() for item in pods], spot_preempted_ranks=preempted)
+                    pods=[item.obj() for item in pods], spot_preempted_ranks=preempted,
+                    nodes_shutting_down=shutting_down)
 
 
 SPOT_CASES = [
@@ -160,6 +162,18 @@ SPOT_CASES = [
      Phase.FAILED, True, Reason.SPOT_PREEMPTED),
     ("on-demand-node-shutdown-is-member-lost", _run(pod(0).running(), pod(1).shut_down()),
      Phase.FAILED, True, Reason.MEMBER_LOST),
+    ("a-peer-failing-first-waits-for-the-member-on-the-tainted-node",
+     _run(pod(0).on_spot().failed().bound("node-2"), pod(1).on_spot().container_running(),
+          shutting_down=frozenset({"node-1"})), Phase.RUNNING, False, Reason.MEMBERS_RUNNING),
+    ("a-stopped-member-on-the-tainted-node-is-spot-preempted-before-its-own-status-says-so",
+     _run(pod(0).on_spot().failed().bound("node-2"), pod(1).on_spot().failed(143),
+          shutting_down=frozenset({"node-1"})), Phase.FAILED, True, Reason.SPOT_PREEMPTED),
+    ("a-member-that-succeeded-on-a-tainted-node-is-no-preemption",
+     _run(pod(0).on_spot().failed().bound("node-2"), pod(1).on_spot().succeeded(),
+          shutting_down=frozenset({"node-1"})), Phase.FAILED, True, Reason.MEMBER_FAILED),
+    ("an-on-demand-member-on-a-tainted-node-is-no-spot-preemption",
+     _run(pod(0).failed().bound("node-2"), pod(1).failed(143), shutting_down=frozenset({"node-1"})),
+     Phase.FAILED, True, Reason.MEMBER_FAILED),
     ("a-member-that-finished-first-is-no-preemption",
      _run(pod(0).on_spot().succeeded(), pod(1).on_spot().succeeded().condition(
          "DisruptionTarget", reason="TerminationByKubelet")), Phase.SUCCEEDED, True, Reason.ALL_SUCCEEDED),
@@ -193,3 +207,127 @@ def test_without_a_checkpoint_termination_messages_are_not_read() -> None:
     garbled = pod(0).on_spot().shut_down(message="{oops").obj()
     seen, warnings = memory.see(dataclasses.replace(_run(), pods=[garbled]))
     assert (warnings, memory.checkpoint, seen.spot_preempted_ranks) == ([], None, frozenset({0}))
+
+
+def test_a_member_gone_with_a_node_found_shutting_down_was_preempted() -> None:
+    """Rank 1 ran on spot node-1 and is gone (its node deleted); rank 0 failed on node-2 after it."""
+    memory = member_history.RunMemory(read_checkpoints=False)
+    peer = pod(0).on_spot().failed().bound("node-2").obj()
+    memory.see(dataclasses.replace(_run(), pods=[peer, pod(1).on_spot().container_running().obj()]))
+    gone = dataclasses.replace(_run(), pods=[peer])
+    seen, _ = memory.see(gone)
+    assert decision.decide(seen, now=T0 + 10, policy=Policy()).reason is Reason.MEMBER_FAILED
+    memory.saw_nodes_shutting_down(frozenset({"node-1"}))
+    seen, _ = memory.see(gone)
+    assert (seen.spot_preempted_ranks, seen.nodes_shutting_down) == (frozenset({1}), frozenset({"node-1"}))
+    assert decision.decide(seen, now=T0 + 10, policy=Policy()).reason is Reason.SPOT_PREEMPTED
+
+
+def test_spot_nodes_are_those_of_bound_spot_members() -> None:
+    pods = [pod(0).on_spot().running().obj(), pod(1).running().obj(), pod(2).on_spot().obj(),
+            pod(5).on_spot().running().obj(), pod(None).on_spot().running().obj()]
+    assert members.spot_nodes(pods, size=4) == {0: "node-1"}
+
+
+# -- parse-time stand-ins, environment, mounts, stored reports -------------------------------
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("gs://bucket/{{ dag.dag_id }}/{{ run_id }}", "gs://parse-check"),
+    ("gs://{{ var.value.bucket }}/run", "gs://parse-check"),
+    ("/mnt/checkpoints/{{ run_id }}", "/parse-check"),
+    ("{{ var.value.checkpoint_root }}/run", "/parse-check"),
+    ("/mnt/{% if params.fast %}fast{% else %}slow{% endif %}", "/parse-check"),
+], ids=["uri", "templated-bucket", "path", "all-templated", "statement"])
+def test_a_templated_location_stands_in_as_a_valid_one_of_its_kind(value: str, expected: str) -> None:
+    stood_in = checkpoint.stand_in(value)
+    assert stood_in == expected
+    assert checkpoint.from_argument(stood_in) == Checkpoint(location=expected)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", ["checkpoints/run", 42, None, "gs://bucket/run"])
+def test_a_location_without_jinja_is_checked_as_written(value: object) -> None:
+    assert checkpoint.stand_in(value) is value
+
+
+def test_a_templated_claim_stands_in_for_its_jinja_parts_only() -> None:
+    written = PersistentVolumeCheckpoint(claim="{{ params.claim }}", sub_path="{{ dag.dag_id }}/{{ run_id }}",
+                                         mount_path="/ckpt")
+    stood_in = checkpoint.stand_in(written)
+    assert stood_in == PersistentVolumeCheckpoint(claim="parse-check", sub_path="parse-check", mount_path="/ckpt")
+    assert written.claim == "{{ params.claim }}"  # the operator's own argument keeps its Jinja to render later
+    assert checkpoint.from_argument(stood_in) == Checkpoint("/ckpt", claim="parse-check",  # type: ignore[arg-type]
+                                                            sub_path="parse-check")
+    plain = checkpoint.stand_in(PersistentVolumeCheckpoint(claim="ckpt", sub_path="{{ run_id }}"))
+    assert plain == PersistentVolumeCheckpoint(claim="ckpt", sub_path="parse-check")
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    (PersistentVolumeCheckpoint(claim="{{ params.claim }}", mount_path="/"), "mount_path"),
+    (PersistentVolumeCheckpoint(claim="Bad_Name", sub_path="{{ run_id }}"), "is not a claim name"),
+    (PersistentVolumeCheckpoint(claim="{{ params.claim }}", sub_path="/abs"), "relative path"),
+], ids=["mount-root", "claim", "sub-path"])
+def test_the_parts_without_jinja_are_still_refused_at_parse_time(value: PersistentVolumeCheckpoint,
+                                                                 fragment: str) -> None:
+    with pytest.raises(GangSpecError, match=fragment):
+        checkpoint.from_argument(checkpoint.stand_in(value))  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_before_its_try_is_planned_gives_only_the_location_and_message_path() -> None:
+    assert checkpoint.environment(Checkpoint("/c"), "/dev/termination-log") == [
+        {"name": "GANG_CHECKPOINT_DIR", "value": "/c"},
+        {"name": "GANG_TERMINATION_MESSAGE_PATH", "value": "/dev/termination-log"}]
+    assert [item["name"] for item in checkpoint.environment(Checkpoint("/c", resume_step=4), "/m")] == [
+        "GANG_CHECKPOINT_DIR", "GANG_TERMINATION_MESSAGE_PATH", "GANG_RESUME", "GANG_RESUME_STEP"]
+
+
+def test_a_claim_without_sub_path_is_mounted_at_the_volume_root_once_however_often_it_is_mounted() -> None:
+    pod_spec: dict[str, Any] = {"volumes": [{"name": "data", "emptyDir": {}}],
+                                "containers": [{"name": "worker",
+                                                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}
+    claim = Checkpoint("/gang-checkpoint", claim="ckpt")
+    checkpoint.mount(pod_spec, claim)
+    checkpoint.mount(pod_spec, claim)
+    assert pod_spec["volumes"] == [{"name": "data", "emptyDir": {}},
+                                   {"name": "gang-checkpoint", "persistentVolumeClaim": {"claimName": "ckpt"}}]
+    assert pod_spec["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data"},
+                                                         {"name": "gang-checkpoint", "mountPath": "/gang-checkpoint"}]
+    unmounted: dict[str, Any] = {"containers": [{"name": "worker"}]}
+    checkpoint.mount(unmounted, Checkpoint("gs://b/run"))
+    assert unmounted == {"containers": [{"name": "worker"}]}
+
+
+def test_a_report_round_trips_through_the_try_record_and_a_bare_one_reads_as_its_step() -> None:
+    report = CheckpointReport(20, 23, "gang-t1-abc-1", 1)
+    assert report.to_dict() == {"step": 20, "progress": 23, "pod": "gang-t1-abc-1", "rank": 1}
+    assert CheckpointReport.from_dict(report.to_dict()) == report
+    assert CheckpointReport.from_dict({"step": 7}) == CheckpointReport(7, 7, "", None)
+
+
+def _with_statuses(*statuses: dict[str, Any]) -> dict[str, Any]:
+    member: dict[str, Any] = pod(0).running().obj()
+    member["spec"]["containers"].append({"name": "sidecar", "image": "s:1"})
+    member["status"]["containerStatuses"] = list(statuses)
+    return member
+
+
+def _terminated(message: str = "") -> dict[str, Any]:
+    return {"terminated": {"exitCode": 1, **({"message": message} if message else {})}}
+
+
+def test_a_restarted_container_reports_the_message_of_its_last_termination() -> None:
+    restarted = _with_statuses({"name": "worker", "state": {"running": {}}, "lastState": _terminated(
+        '{"checkpoint_step": 5, "step": 6}')})
+    assert checkpoint.report_of_pod(restarted, 0) == (CheckpointReport(5, 6, "gang-t1-abc-0", 0), None)
+    both = _with_statuses({"name": "worker", "state": _terminated('{"checkpoint_step": 9}'),
+                           "lastState": _terminated('{"checkpoint_step": 5}')})
+    assert checkpoint.report_of_pod(both, 0)[0] == CheckpointReport(9, 9, "gang-t1-abc-0", 0)
+
+
+def test_only_container_zero_reports_and_a_termination_without_a_message_reports_nothing() -> None:
+    sidecar_first = _with_statuses({"name": "sidecar", "state": _terminated('{"checkpoint_step": 99}')},
+                                   {"name": "worker", "state": _terminated('{"checkpoint_step": 10}')})
+    assert checkpoint.report_of_pod(sidecar_first, 0)[0] == CheckpointReport(10, 10, "gang-t1-abc-0", 0)
+    silent = _with_statuses({"name": "sidecar", "state": _terminated('{"checkpoint_step": 99}')},
+                            {"name": "worker", "state": _terminated(), "lastState": {}})
+    assert checkpoint.report_of_pod(silent, 0) == (None, None)

@@ -86,3 +86,11 @@ def test_policy_round_trips_through_the_stored_spec() -> None:
     assert spec.retry_on_exit_codes == RETRY_ON and spec.fail_on_exit_codes == frozenset({2})
     assert spec.to_dict()["retry_on_exit_codes"] == [137, 143]
     assert type(spec).from_dict(spec.to_dict()) == spec
+
+
+def test_no_policy_written_means_no_code_decides() -> None:
+    spec = gang_spec(retry_on_exit_codes=None, fail_on_exit_codes=None)
+    assert (spec.retry_on_exit_codes, spec.fail_on_exit_codes) == (frozenset(), frozenset())
+    assert (spec.to_dict()["retry_on_exit_codes"], spec.to_dict()["fail_on_exit_codes"]) == ([], [])
+    assert exit_codes.judge([failed(0, 137)], retry_on=spec.retry_on_exit_codes,
+                            fail_on=spec.fail_on_exit_codes) is None

@@ -332,6 +332,21 @@ def test_use_reservation_requires_it_and_leaves_spot() -> None:
     assert (spec.reservation_name, spec.spot) == ("a100-res", False)
 
 
+@pytest.mark.parametrize("reason", [R.CAPACITY_NOT_FOUND, R.CAPACITY_REVOKED, R.PREEMPTED])
+def test_a_reservation_answers_capacity_taken_away_and_says_which(reason: Reason) -> None:
+    ladder = (fallback.UseReservation("a100-res"),)
+    fallback.check_ladder(ladder, gang_spec(spot=True))
+    choice = fallback.choose_step(ladder, 2, [TryOutcome(1, None, reason)])
+    assert choice.explanation == f"try 2: step 1 (use reservation a100-res) because try 1 ended with {reason.value}"
+    assert fallback.summarize(ladder, [TryOutcome(1, None, reason), TryOutcome(2, 0, R.DEADLINE)]).endswith(
+        "try 2 (step 1: use reservation a100-res): deadline")
+
+
+def test_a_reservation_step_with_a_bad_name_is_refused_at_parse_time() -> None:
+    with pytest.raises(GangSpecError, match=r"step 1 \(use reservation A100_res\).*not a reservation name"):
+        fallback.check_ladder([fallback.UseReservation("A100_res")], gang_spec())
+
+
 @pytest.mark.parametrize(("step", "spot"), [(fallback.LeaveReservation(), False),
                                              (fallback.LeaveReservation(spot=True), True)], ids=["on-demand", "spot"])
 def test_leave_reservation_drops_the_requirement(step: fallback.LeaveReservation, spot: bool) -> None:

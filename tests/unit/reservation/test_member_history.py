@@ -23,3 +23,16 @@ def test_a_lost_member_keeps_the_time_it_ran() -> None:
 def test_a_lost_member_with_its_own_finish_keeps_it() -> None:
     lost = (MemberStatus(0, MemberState.LOST, finished_at=150.0),)
     assert member_history.carry_forward({0: 100.0}, lost, now=200.0)[0].finished_at == 150.0
+
+
+def test_the_run_memory_gives_a_member_lost_after_an_earlier_observation_the_time_it_ran() -> None:
+    memory = member_history.RunMemory(read_checkpoints=False)
+    memory.remember((MemberStatus(0, MemberState.RUNNING, started_at=100.0),
+                     MemberStatus(1, MemberState.RUNNING, started_at=105.0)))
+    memory.remember((MemberStatus(0, MemberState.FAILED, started_at=100.0, finished_at=150.0),
+                     MemberStatus(1, MemberState.MISSING)))
+    ended = memory.ended((MemberStatus(0, MemberState.FAILED, started_at=100.0, finished_at=150.0),
+                          MemberStatus(1, MemberState.MISSING), MemberStatus(2, MemberState.LOST)), now=160.0)
+    assert ended == (MemberStatus(0, MemberState.FAILED, started_at=100.0, finished_at=150.0),
+                     MemberStatus(1, MemberState.MISSING, started_at=105.0, finished_at=160.0),
+                     MemberStatus(2, MemberState.LOST))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.reservation import conditions, workload
+from airflow_provider_gang.reservation import conditions, reserving, workload
 from airflow_provider_gang.reservation.workload import WorkloadState
 
 from .builders import workload as wl
@@ -20,6 +20,9 @@ CASES = [
         WorkloadState.QUOTA_RESERVED,
     ),
     ("admitted", wl().admitted().check("prov", "Ready").obj(), WorkloadState.ADMITTED),
+    ("admitted-beside-a-pending-check", wl().admitted().check("prov", "Pending").obj(), WorkloadState.QUOTA_RESERVED),
+    ("admitted-beside-a-rejected-check", wl().admitted().check("prov", "Rejected").obj(), WorkloadState.REJECTED),
+    ("admitted-beside-a-retry-check", wl().admitted().check("prov", "Retry").obj(), WorkloadState.RETRY),
     ("retry", wl().quota_reserved().check("prov", "Retry", "Retrying after failure").obj(), WorkloadState.RETRY),
     ("retry-outranks-its-eviction", wl().check("prov", "Retry").evicted("AdmissionCheck").obj(), WorkloadState.RETRY),
     ("rejected", wl().quota_reserved().check("prov", "Rejected", "capacity revoked").obj(), WorkloadState.REJECTED),
@@ -42,7 +45,21 @@ def test_classify_workload(workload_object, expected):
 
 DESCRIBE_CASES = [
     ("missing", None, ""),
-    ("pending", wl().waiting_for_quota().obj(), "Pending: couldn't assign flavors to pod set main"),
+    (
+        "pending-legacy",
+        wl().waiting_for_quota().obj(),
+        "Pending - couldn't assign flavors to pod set main",
+    ),
+    (
+        "exceeds-max-quota",
+        wl().waiting_for_quota("ExceedsMaxQuota", "request > maximum capacity").obj(),
+        "ExceedsMaxQuota - request > maximum capacity",
+    ),
+    (
+        "waiting-without-message",
+        wl().waiting_for_quota("WaitingForQuota", "").obj(),
+        "WaitingForQuota",
+    ),
     ("pending-without-condition", wl().obj(), ""),
     (
         "pending-checks",
@@ -83,3 +100,16 @@ ADMITTED_COUNT_CASES = [
 )
 def test_admitted_count(workload_object, expected):
     assert conditions.admitted_count(workload_object) == expected
+
+
+def test_pending_reason_is_empty_once_quota_is_reserved():
+    assert workload.pending_reason(wl().quota_reserved().obj()) == ""
+    assert workload.pending_reason(None) == ""
+
+
+def test_a_pending_workload_s_decision_names_its_quota_reason_and_message():
+    pending = wl(3).waiting_for_quota("ExceedsMaxQuota", "request > maximum capacity (6 > 4)").obj()
+    assert reserving.from_workload(pending, 3).message == (
+        "Workload job-gang-t1-abc-1a2b3 waiting for quota: ExceedsMaxQuota - request > maximum capacity (6 > 4)"
+    )
+    assert reserving.from_workload(wl(3).obj(), 3).message == "Workload job-gang-t1-abc-1a2b3 waiting for quota"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.object_table import json_copy
+from airflow_provider_gang.sim.object_copy import json_copy
 from airflow_provider_gang.sim.selectors import object_matcher
 from airflow_provider_gang.sim.store import Store
 

@@ -7,13 +7,15 @@ Per pass (reference 2.5-2.9, state machines 7.C-7.E):
   (event "'<group>' group has fewer runnable pods than expected" until then).
 - **reservation** in creation order within each ClusterQueue (BestEffortFIFO): LocalQueue and
   ClusterQueue must exist (else ``QuotaReserved=False/Inadmissible``); flavors are assigned by
-  :mod:`.quota` with cohort borrowing and partial admission; a miss leaves ``QuotaReserved=False/
-  Pending`` with the reason. Success writes ``status.admission``, ``QuotaReserved=True`` and the
-  ClusterQueue's admission checks as ``Pending``.
+  :mod:`.quota` with cohort borrowing and partial admission; a miss leaves ``QuotaReserved=False`` with
+  :mod:`.pending`'s ``WaitingForQuota``/``ExceedsMaxQuota`` and message. Success writes
+  ``status.admission``, ``QuotaReserved=True`` and the ClusterQueue's admission checks as ``Pending``.
 - **checks**: ProvisioningRequest checks run in :mod:`.checks`. Any ``Retry`` evicts
   (``Evicted=True/AdmissionCheck``, quota released, requests deleted, ``Requeued=False`` until
   ``requeueAfterSeconds`` pass, then ``Requeued=True/BackoffFinished``); any ``Rejected`` deactivates
-  (``DeactivationTarget``, ``spec.active=false``, ``Evicted=True/Deactivated``).
+  (``DeactivationTarget``, ``spec.active=false``, ``Evicted=True/Deactivated``); check states always
+  outrank ``Admitted``: a check turning Rejected or Retry sets ``Admitted=False`` in the same write
+  (Kueue 0.19.3, #14871).
 - **admission**: all checks Ready -> ``Admitted=True``; the Job's template gets flavor node labels,
   tolerations and ``podSetUpdates`` and is unsuspended (``parallelism`` set for partial admission); pod
   groups get their gate removed.
@@ -33,11 +35,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, condition, earliest, is_true, set_condition
-from airflow_provider_gang.sim.controllers.kueue import checks, queues, quota
+from airflow_provider_gang.sim.controllers.kueue import checks, pending, queues, quota
 from airflow_provider_gang.sim.controllers.kueue import workloads as wl
 from airflow_provider_gang.sim.controllers.kueue.starter import OwnerControl
 from airflow_provider_gang.sim.controllers.resources import format_quantity
 from airflow_provider_gang.sim.errors import ApiError
+
+_UNSATISFIED = "The workload has not all admission checks ready"
 
 
 def _wall_in(seconds: float) -> str:
@@ -141,25 +145,9 @@ class KueueManager(Controller):
             return None
         check_states = self._run_checks(workload, now)
         if any(item["state"] == "Rejected" for item in check_states):
-            self._write(
-                workload,
-                conditions=[
-                    ("DeactivationTarget", "True", "AdmissionCheck", "At least one admission check is rejected")
-                ],
-            )
-            self.store.patch(
-                wl.WORKLOADS,
-                workload["metadata"]["name"],
-                {"spec": {"active": False}},
-                namespace=workload["metadata"]["namespace"],
-            )
-            self.plane.record_event(
-                workload,
-                "AdmissionCheckRejected",
-                "At least one admission check is rejected",
-                warning=True,
-                component=self.component,
-            )
+            message = "At least one admission check is rejected"
+            self._deactivate(workload, "AdmissionCheck", message)
+            self.plane.record_event(workload, "AdmissionCheckRejected", message, warning=True, component=self.component)
             return None
         retry = [item for item in check_states if item["state"] == "Retry"]
         if retry:
@@ -217,13 +205,11 @@ class KueueManager(Controller):
             )
             for item in (workload.get("spec") or {}).get("podSets") or []
         ]
-        assignments = quota.assign(requests, cluster_queue, cohort or [cluster_queue], self.flavors, self.usage)
+        members = cohort or [cluster_queue]
+        assignments = quota.assign(requests, cluster_queue, members, self.flavors, self.usage)
         if assignments is None:
             self._pending(
-                workload,
-                "Pending",
-                f"couldn't assign flavors to pod set {requests[0].name if requests else 'main'}: "
-                f"insufficient unused quota in ClusterQueue {cq_name}",
+                workload, *pending.reason_and_message(requests, cluster_queue, members, self.flavors, self.usage)
             )
             return
         admission = {
@@ -254,9 +240,7 @@ class KueueManager(Controller):
         if is_true(workload, "Evicted"):
             updates.append(("Evicted", "False", "QuotaReserved", "Previously: evicted"))
         if check_names:
-            updates.append(
-                ("Admitted", "False", "UnsatisfiedAdmissionChecks", "The workload has not all admission checks ready")
-            )
+            updates.append(("Admitted", "False", "UnsatisfiedAdmissionChecks", _UNSATISFIED))
         else:
             updates.append(("Admitted", "True", "Admitted", "The workload is admitted"))
             self.admitted_at[workload["metadata"]["uid"]] = self.plane.clock.now()
@@ -296,7 +280,10 @@ class KueueManager(Controller):
                 entries[index] = new
                 changed = True
         if changed:
-            self._write(workload, admission_checks=entries)
+            # check states outrank Admitted in the same write (Kueue <= 0.19.2 left it True: #14871, 0.19.3)
+            failing = admitted and any(entry["state"] in ("Rejected", "Retry") for entry in entries)
+            unadmitted = [("Admitted", "False", "UnsatisfiedAdmissionChecks", _UNSATISFIED)] if failing else []
+            self._write(workload, conditions=unadmitted, admission_checks=entries)
         return entries
 
     def _wait_for_pods_ready(self, workload: Obj, now: float) -> float | None:
@@ -304,12 +291,8 @@ class KueueManager(Controller):
         ready, total = self.owners.ready_pods(workload)
         if ready >= total:
             if not is_true(workload, "PodsReady"):
-                self._write(
-                    workload,
-                    conditions=[
-                        ("PodsReady", "True", "Started", "All pods reached readiness and the workload is running")
-                    ],
-                )
+                started = ("PodsReady", "True", "Started", "All pods reached readiness and the workload is running")
+                self._write(workload, conditions=[started])
             return None
         current = condition(workload, "PodsReady")
         if (current is None or current.get("reason") != "WaitForStart") and not is_true(workload, "PodsReady"):
@@ -324,23 +307,7 @@ class KueueManager(Controller):
         count = int(((workload.get("status") or {}).get("requeueState") or {}).get("count", 0)) + 1
         limit = self.settings.requeue_limit
         if limit is not None and count > limit:
-            self._write(
-                workload,
-                conditions=[
-                    (
-                        "DeactivationTarget",
-                        "True",
-                        "RequeuingLimitExceeded",
-                        "exceeding the maximum number of re-queuing retries",
-                    )
-                ],
-            )
-            self.store.patch(
-                wl.WORKLOADS,
-                workload["metadata"]["name"],
-                {"spec": {"active": False}},
-                namespace=workload["metadata"]["namespace"],
-            )
+            self._deactivate(workload, "RequeuingLimitExceeded", "exceeding the maximum number of re-queuing retries")
             return None
         delay = min(self.settings.requeue_max_seconds, self.settings.requeue_base_seconds * 2 ** (count - 1))
         self._evict(
@@ -352,6 +319,12 @@ class KueueManager(Controller):
             requeue_count=count,
         )
         return float(now + delay)
+
+    def _deactivate(self, workload: Obj, reason: str, message: str) -> None:
+        """``DeactivationTarget=True/<reason>``, then ``spec.active=false``."""
+        self._write(workload, conditions=[("DeactivationTarget", "True", reason, message)])
+        metadata = workload["metadata"]
+        self.store.patch(wl.WORKLOADS, metadata["name"], {"spec": {"active": False}}, namespace=metadata["namespace"])
 
     def _evict(
         self,
