@@ -83,7 +83,7 @@ class BindingWatch:
         self.bound: set[str] = set()
         self.done = threading.Event()
         self.at = 0.0
-        self.unsubscribe = harness.run(lambda: harness.store.subscribe(self.changed))
+        self.unsubscribe = harness.run(lambda: harness.store.subscribe(self.changed, shared=True))
 
     def changed(self, event_type: str, resource: str, obj: dict[str, Any]) -> None:
         metadata = obj.get("metadata") or {}

@@ -2,7 +2,8 @@
 
 :class:`ObjectTable` keeps the objects per storage key, assigns the one global resourceVersion on
 commit, publishes each committed change to watches (:mod:`.watch`) and subscribers, and serves
-reads (always deep copies) through the secondary indexes of :mod:`.object_index` (by namespace,
+reads (deep copies; for the in-process simulated controllers, :meth:`ObjectTable.view`: the stored
+objects themselves, read-only) through the secondary indexes of :mod:`.object_index` (by namespace,
 name and label value, so a LIST or watch by name costs the same with 30 objects as with 3,000).
 Admission and the write verbs live in :class:`.store.Store`, which
 extends it. Stored objects are never mutated in place, so events and history may share them.
@@ -20,8 +21,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from airflow_provider_gang.sim import errors, garbage, object_copy
+from airflow_provider_gang.sim import errors, garbage
 from airflow_provider_gang.sim.logs import PodLogs
+from airflow_provider_gang.sim.object_copy import json_copy
 from airflow_provider_gang.sim.object_index import ObjectIndex
 from airflow_provider_gang.sim.registry import Registry, ResourceType
 from airflow_provider_gang.sim.selectors import (
@@ -65,6 +67,7 @@ class ObjectTable:
         self._resource_version = 0
         self._hub = WatchHub(history_limit)
         self._subscribers: list[Subscriber] = []
+        self._shared_subscribers: set[Subscriber] = set()
         self.dependents: dict[str, set[ObjectId]] = {}  # owner uid -> objects naming it in ownerReferences
         self.uids: dict[str, ObjectId] = {}  # uid -> object, for every stored object
         self._background: set[asyncio.Task[Any]] = set()
@@ -93,7 +96,7 @@ class ObjectTable:
         return found
 
     def _present(self, resource_type: ResourceType, obj: Object) -> Object:
-        presented = object_copy.copy_object(obj)
+        presented: Object = json_copy(obj)
         presented["apiVersion"] = resource_type.api_version
         return presented
 
@@ -135,20 +138,43 @@ class ObjectTable:
         )
         return [obj for obj in candidates if matches(obj)]
 
+    def view(self, resource: str, namespace: str | None = None) -> builtins.list[Object]:
+        """The stored objects of ``resource`` as :meth:`list` orders them, shared and never copied.
+
+        For in-process readers (the simulated controllers) that only read: the objects are the
+        stored ones, which the store never mutates (each commit stores a new object), so a view is
+        a consistent snapshot of the objects as of the call; a reader that mutates one corrupts the
+        store. A resource read at another version than its storage version is converted, so it is
+        copied, as :meth:`list` does.
+        """
+        resource_type = self.resolve(resource)
+        if resource_type.key != resource_type.storage_resource_key:
+            return self.list(resource, namespace)[0]
+        return self._selected(resource_type, namespace, "", "")
+
     def iter_objects(self, storage_key: str) -> Iterator[Object]:
         """The stored objects of one storage key, shared (read-only: do not mutate)."""
         return iter(list(self._objects.get(storage_key, {}).values()))
 
     # ----------------------------------------------------------------- committing
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+    def subscribe(self, callback: Subscriber, *, shared: bool = False) -> Callable[[], None]:
         """Call ``callback(event_type, resource_key, obj_copy)`` after every committed change, in order.
 
-        ``resource_key`` uses the storage version. A callback returning an awaitable is scheduled as
-        a task. Returns a function that unsubscribes.
+        ``resource_key`` uses the storage version. With ``shared`` the callback gets the stored
+        object itself, not a copy (read-only, as :meth:`view`). A callback returning an awaitable
+        is scheduled as a task. Returns a function that unsubscribes.
         """
+        if shared:
+            self._shared_subscribers.add(callback)
         self._subscribers.append(callback)
-        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+            self._shared_subscribers.discard(callback)
+
+        return unsubscribe
 
     def _commit(self, resource_type: ResourceType, event_type: str, new: Object, old: Object | None) -> Object:
         self._resource_version += 1
@@ -168,7 +194,8 @@ class ObjectTable:
         self._hub.publish(Event(self._resource_version, resource_type.storage_key, event_type, new, old))
         for callback in list(self._subscribers):
             try:
-                result = callback(event_type, resource_type.storage_resource_key, object_copy.copy_object(new))
+                delivered = new if callback in self._shared_subscribers else json_copy(new)
+                result = callback(event_type, resource_type.storage_resource_key, delivered)
             except Exception:  # a broken subscriber must not undo or fail a committed write
                 _log.exception("store subscriber %r failed on %s %s", callback, event_type, resource_type.key)
                 continue

@@ -154,9 +154,14 @@ def insufficient_resources(requests: Mapping[str, Fraction], free: Mapping[str, 
 
 
 def fit_failures(
-    pod_spec: Mapping[str, Any], requests: Mapping[str, Fraction], node: Mapping[str, Any], used: Mapping[str, Fraction]
+    pod_spec: Mapping[str, Any],
+    requests: Mapping[str, Fraction],
+    node: Mapping[str, Any],
+    used: Mapping[str, Fraction],
+    capacity: Mapping[str, Fraction] | None = None,
 ) -> list[str]:
-    """Why ``node`` cannot take the pod (empty list = it fits); ``used`` = requests of its bound pods."""
+    """Why ``node`` cannot take the pod (empty list = it fits); ``used`` = requests of its bound pods;
+    ``capacity`` = ``allocatable(node)`` when the caller has it already."""
     if (node.get("spec") or {}).get("unschedulable"):
         return ["node(s) were unschedulable"]
     taint = untolerated_taint(pod_spec, node)
@@ -167,7 +172,7 @@ def fit_failures(
         return [AFFINITY_MISMATCH]
     if not selects_reservation(pod_spec, node):
         return [RESERVATION_MISMATCH]
-    return insufficient_resources(requests, subtract(allocatable(node), used))
+    return insufficient_resources(requests, subtract(allocatable(node) if capacity is None else capacity, used))
 
 
 def unschedulable_message(total_nodes: int, failures: Mapping[str, list[str]]) -> str:
@@ -185,10 +190,14 @@ def unschedulable_message(total_nodes: int, failures: Mapping[str, list[str]]) -
 
 
 def least_allocated_score(
-    requests: Mapping[str, Fraction], node: Mapping[str, Any], used: Mapping[str, Fraction]
+    requests: Mapping[str, Fraction],
+    node: Mapping[str, Any],
+    used: Mapping[str, Fraction],
+    capacity: Mapping[str, Fraction] | None = None,
 ) -> float:
-    """``NodeResourcesFit`` LeastAllocated score (0..100) over cpu and memory after placing the pod."""
-    capacity = allocatable(node)
+    """``NodeResourcesFit`` LeastAllocated score (0..100) over cpu and memory after placing the pod
+    (``capacity`` as :func:`fit_failures` takes it)."""
+    capacity = allocatable(node) if capacity is None else capacity
     scores = []
     for name in ("cpu", "memory"):
         total = capacity.get(name, Fraction(0))

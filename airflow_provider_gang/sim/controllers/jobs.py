@@ -132,7 +132,7 @@ class JobController(Controller):
 
     def reconcile(self, now: float) -> float | None:
         jobs, _ = self.store.list("batch/v1/jobs")
-        pods, _ = self.store.list("v1/pods")
+        pods = self.store.view("v1/pods")
         for job in jobs:
             with self.guard(job):
                 owned = [pod for pod in pods if controlled_by(pod, job)]

@@ -114,8 +114,8 @@ class Kubelet(Controller):
         task.add_done_callback(self._background.discard)
 
     def reconcile(self, now: float) -> float | None:
-        pods, _ = self.store.list("v1/pods")
-        nodes = {node["metadata"]["name"] for node in self.store.list("v1/nodes")[0]}
+        pods = self.store.view("v1/pods")
+        nodes = {node["metadata"]["name"] for node in self.store.view("v1/nodes")}
         wake: float | None = None
         live = set()
         for pod in pods:
@@ -140,7 +140,7 @@ class Kubelet(Controller):
             if self.processes is not None:
                 self._spawn(self.processes.kill(uid))
         if self.processes is not None:
-            self.processes.update_hosts(pods, self.store.list("v1/services")[0], self.plane.pod_ips)
+            self.processes.update_hosts(pods, self.store.view("v1/services"), self.plane.pod_ips)
         return wake
 
     def _pod_ip(self, uid: str) -> str:
@@ -319,7 +319,7 @@ class Kubelet(Controller):
     def _start_processes(self, pod: Obj, run: PodRun, now: float) -> None:
         assert self.processes is not None
         ip = self._pod_ip(pod["metadata"]["uid"])
-        pods, services = self.store.list("v1/pods")[0], self.store.list("v1/services")[0]
+        pods, services = self.store.view("v1/pods"), self.store.view("v1/services")
         self.processes.update_hosts(pods, services, self.plane.pod_ips)
         try:
             environments = self.processes.environments(pod, ip)

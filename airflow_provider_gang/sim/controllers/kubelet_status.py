@@ -28,7 +28,7 @@ def container_statuses(pod: Obj, state: dict[str, Any], *, ready: bool, restarts
 
 def pod_conditions(pod: Obj, *, ready: bool, reason: str = "") -> list[Obj]:
     """The pod's conditions once its sandbox exists: Ready/ContainersReady as ``ready`` says."""
-    conditions = list((pod.get("status") or {}).get("conditions") or [])
+    conditions = [dict(item) for item in (pod.get("status") or {}).get("conditions") or []]
     conditions = set_condition(conditions, "PodReadyToStartContainers", "True", "", "")
     conditions = set_condition(conditions, "Initialized", "True", "", "")
     for kind in ("Ready", "ContainersReady"):

@@ -103,7 +103,7 @@ def start(
         for controller in running.controllers:
             controller.notify(event_type, resource, obj)
 
-    running.unsubscribe = store.subscribe(notify)
+    running.unsubscribe = store.subscribe(notify, shared=True)
     if isinstance(clock, ManualClock):
         clock.is_settled = lambda: all(controller.is_idle() for controller in running.controllers)
     for controller in running.controllers:

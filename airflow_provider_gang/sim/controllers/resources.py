@@ -12,6 +12,7 @@ request, taking the larger; a container without ``requests`` but with ``limits``
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
@@ -51,6 +52,13 @@ def parse_quantity(value: object) -> Fraction:
         return Fraction(str(value))
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Fraction:
+    """:func:`parse_quantity` of a string, remembered: a pass of the scheduler parses the same few
+    quantities (node allocatable, member requests) once per pod and node, and a Fraction is immutable."""
     match = _QUANTITY.match(value.strip())
     if match is None or match.group(1) in {"", ".", "+", "-"}:
         raise QuantityError(

@@ -70,6 +70,7 @@ def is_node_ready(node: Obj) -> bool:
 def place(pending: list[Obj], nodes: list[Obj], usage: dict[str, Resources]) -> list[Placement]:
     """Decide every pending pod in order; ``usage`` is updated with the pods placed here."""
     ready = sorted((node for node in nodes if is_node_ready(node)), key=lambda node: node["metadata"]["name"])
+    capacities = {node["metadata"]["name"]: fit.allocatable(node) for node in ready}
     placements: list[Placement] = []
     for pod in sorted(pending, key=_queue_order):
         spec = pod.get("spec") or {}
@@ -82,11 +83,11 @@ def place(pending: list[Obj], nodes: list[Obj], usage: dict[str, Resources]) -> 
         for node in ready:
             name = node["metadata"]["name"]
             used = usage.get(name, {})
-            reasons = fit.fit_failures(spec, requests, node, used)
+            reasons = fit.fit_failures(spec, requests, node, used, capacities[name])
             if reasons:
                 failures[name] = reasons
                 continue
-            score = fit.least_allocated_score(requests, node, used)
+            score = fit.least_allocated_score(requests, node, used, capacities[name])
             if best is None or score > best[0]:
                 best = (score, name)
         if best is None:
@@ -108,8 +109,8 @@ class Scheduler(Controller):
     watches = frozenset({"v1/pods", "v1/nodes"})
 
     def reconcile(self, now: float) -> float | None:
-        pods, _ = self.store.list("v1/pods")
-        nodes, _ = self.store.list("v1/nodes")
+        pods = self.store.view("v1/pods")
+        nodes = self.store.view("v1/nodes")
         pending = [pod for pod in pods if is_pending_unbound(pod)]
         if not pending:
             return None

@@ -8,11 +8,11 @@ a function that removes the wrapper.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.kueue.workloads import mutate_on_create
+from airflow_provider_gang.sim.object_copy import json_copy
 
 Mutator = Callable[[str, dict[str, Any]], None]
 MUTATORS: tuple[Mutator, ...] = (mutate_on_create,)
@@ -26,7 +26,7 @@ def install(store: Any, mutators: tuple[Mutator, ...] = MUTATORS) -> Callable[[]
             key = store.resolve(resource).key
         except Exception:  # unknown resource: let the Store produce its own 404
             return original(resource, body, namespace, **options)
-        mutated = copy.deepcopy(body)
+        mutated = json_copy(body)  # a request body or a controller's manifest: a JSON document
         for mutate in mutators:
             mutate(key, mutated)
         return original(resource, mutated, namespace, **options)

@@ -17,6 +17,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.object_copy import json_copy
 from airflow_provider_gang.sim.scenario import Scenario, load_scenario, parse_scenario
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
@@ -176,20 +177,48 @@ class SimCluster:
         return items
 
 
+class StoredObjectsUnchanged:
+    """Every object the store commits, next to a copy taken at its commit.
+
+    The simulated controllers read the stored objects themselves (``ObjectTable.view``, shared
+    subscriptions), so one that mutated what it read would change the store behind its back;
+    :meth:`changed` names every object that no longer equals its copy.
+    """
+
+    def __init__(self) -> None:
+        self.committed: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def record(self, event_type: str, resource: str, obj: dict[str, Any]) -> None:
+        self.committed.append((obj, json_copy(obj)))
+
+    def changed(self) -> list[str]:
+        return [
+            f"{obj.get('kind')} {obj['metadata'].get('name')} rv {committed['metadata'].get('resourceVersion')}"
+            for obj, committed in self.committed
+            if obj != committed
+        ]
+
+
 @pytest.fixture
 def sim_cluster() -> Iterator[Callable[[Scenario | str], SimCluster]]:
-    started: list[tuple[SimulatedClusterHarness, client.ApiClient]] = []
+    """Start emulators with the control plane; on teardown, also assert no stored object was mutated."""
+    started: list[tuple[SimulatedClusterHarness, client.ApiClient, StoredObjectsUnchanged]] = []
 
     def start(scenario: Scenario | str) -> SimCluster:
         harness = SimulatedClusterHarness(
             scenario=load_scenario(scenario) if isinstance(scenario, str) else scenario, seed=0
         )
         harness.start()
+        recorder = StoredObjectsUnchanged()
+        harness.run(lambda: harness.store.subscribe(recorder.record, shared=True))
         api = config.new_client_from_config(str(harness.kubeconfig_path))
-        started.append((harness, api))
+        started.append((harness, api, recorder))
         return SimCluster(harness, api)
 
     yield start
-    for harness, api in started:
+    mutated: list[str] = []
+    for harness, api, recorder in started:
         api.close()
+        mutated += harness.run(recorder.changed)
         harness.stop()
+    assert not mutated, f"stored objects changed after their commit: {mutated}"

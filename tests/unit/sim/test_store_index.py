@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_gang.sim.object_copy import json_copy
 from airflow_provider_gang.sim.selectors import object_matcher
 from airflow_provider_gang.sim.store import Store
 
@@ -113,3 +114,32 @@ def test_a_watch_by_name_gets_only_its_objects_events_in_every_namespace() -> No
             store.close_watch(stream)
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_view_is_the_list_without_copies_and_a_write_replaces_what_it_showed(seed: int) -> None:
+    store = _random_store(seed)
+    shared: list[dict[str, Any]] = []
+    store.subscribe(lambda event_type, resource, obj: shared.append(obj), shared=True)
+    for namespace in (None, *NAMESPACES):
+        viewed = store.view("v1/configmaps", namespace)
+        assert viewed == store.list("v1/configmaps", namespace)[0], namespace
+        assert [id(obj) for obj in viewed] == [id(obj) for obj in store.view("v1/configmaps", namespace)]
+    before = store.view("v1/configmaps", "team-a")
+    assert before, "the random walk left objects in team-a"
+    snapshot = json_copy(before)
+    name = before[0]["metadata"]["name"]
+    store.patch("v1/configmaps", name, {"data": {"changed": "yes"}}, namespace="team-a")
+    assert before == snapshot  # the store committed a new object; the view shows the old state
+    after = store.view("v1/configmaps", "team-a")
+    assert after[0]["data"] == {"changed": "yes"}
+    assert shared == [after[0]] and shared[0] is after[0]  # the shared subscriber got the stored object
+
+
+def test_json_copy_is_a_deep_copy() -> None:
+    document = {"a": [1, {"b": None, "c": [True, 2.5, "s"]}], "d": {"e": {}}, "f": (1, 2)}
+    copied = json_copy(document)
+    assert copied == document
+    copied["a"][1]["c"].append("x")
+    copied["d"]["e"]["g"] = 1
+    assert document == {"a": [1, {"b": None, "c": [True, 2.5, "s"]}], "d": {"e": {}}, "f": (1, 2)}

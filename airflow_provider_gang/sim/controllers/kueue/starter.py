@@ -54,7 +54,7 @@ class OwnerControl:
 
     def release_finalizers(self, finished_groups: set[tuple[str, str]]) -> None:
         """Drop ``kueue.x-k8s.io/managed`` from pods being deleted, or terminal once their group finished."""
-        for pod in self.store.list("v1/pods")[0]:
+        for pod in self.store.view("v1/pods"):
             metadata = pod["metadata"]
             finalizers = metadata.get("finalizers") or []
             if wl.MANAGED not in finalizers:
@@ -91,7 +91,7 @@ class OwnerControl:
                     component=self.manager.component,
                 )
         groups: dict[tuple[str, str], list[Obj]] = {}
-        for pod in self.store.list("v1/pods")[0]:
+        for pod in self.store.view("v1/pods"):
             labels = pod["metadata"].get("labels") or {}
             if labels.get(wl.QUEUE_NAME) and labels.get(wl.GROUP_NAME) and not pod["metadata"].get("deletionTimestamp"):
                 groups.setdefault((pod["metadata"]["namespace"], labels[wl.GROUP_NAME]), []).append(pod)
@@ -100,7 +100,7 @@ class OwnerControl:
                 continue
             with self.manager.guard(pods[0]):
                 self._create_group_workload(namespace, group, pods)
-        for pod in self.store.list("v1/pods")[0]:
+        for pod in self.store.view("v1/pods"):
             metadata = pod["metadata"]
             labels = metadata.get("labels") or {}
             if not labels.get(wl.QUEUE_NAME) or labels.get(wl.GROUP_NAME) or metadata["uid"] in by_job_uid:
