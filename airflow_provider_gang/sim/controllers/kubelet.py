@@ -53,7 +53,7 @@ from typing import Any
 from airflow_provider_gang.sim.controllers import container_env, kubelet_status, termination_messages
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, earliest, wall_time
 from airflow_provider_gang.sim.controllers.kubelet_shutdown import TERMINATED_BY_SIGTERM, NodeShutdownStopper
-from airflow_provider_gang.sim.controllers.kubelet_status import container_statuses, pod_conditions
+from airflow_provider_gang.sim.controllers.kubelet_status import container_statuses, pod_conditions, terminated_statuses
 from airflow_provider_gang.sim.controllers.processes import ProcessRuntime
 from airflow_provider_gang.sim.controllers.simulated_runtime import (  # noqa: F401 (re-exported)
     ANNOTATION_PREFIX,
@@ -292,18 +292,7 @@ class Kubelet(Controller):
         codes = self.processes.exit_codes(uid)
         if codes is None:
             return None
-        statuses = []
-        for status in container_statuses(pod, {}, ready=False, restarts=0):
-            code = codes.get(status["name"], 0)
-            status["state"] = {
-                "terminated": {
-                    "exitCode": code,
-                    "reason": "Completed" if code == 0 else "Error",
-                    "finishedAt": wall_time(),
-                }
-            }
-            status["started"] = False
-            statuses.append(status)
+        statuses = terminated_statuses(pod, codes, default_code=0)
         self._write(
             pod,
             {

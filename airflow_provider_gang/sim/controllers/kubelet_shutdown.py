@@ -32,8 +32,8 @@ from typing import Any
 
 from airflow_provider_gang.sim.cluster import NodeShutdown
 from airflow_provider_gang.sim.controllers import termination_messages
-from airflow_provider_gang.sim.controllers.base import Obj, wall_time
-from airflow_provider_gang.sim.controllers.kubelet_status import container_statuses, pod_conditions
+from airflow_provider_gang.sim.controllers.base import Obj
+from airflow_provider_gang.sim.controllers.kubelet_status import pod_conditions, terminated_statuses
 from airflow_provider_gang.sim.controllers.preemption import shutdown_status
 from airflow_provider_gang.sim.controllers.processes import ProcessRuntime
 from airflow_provider_gang.sim.errors import ApiError
@@ -87,17 +87,7 @@ class NodeShutdownStopper:
             raise
         if current["metadata"].get("uid") != metadata["uid"]:
             return
-        statuses = container_statuses(current, {}, ready=False, restarts=0)
-        for status in statuses:
-            code = codes.get(status["name"], 137)
-            status["state"] = {
-                "terminated": {
-                    "exitCode": code,
-                    "reason": "Completed" if code == 0 else "Error",
-                    "finishedAt": wall_time(),
-                }
-            }
-            status["started"] = False
+        statuses = terminated_statuses(current, codes, default_code=137)
         termination_messages.fill_for(current, statuses, store=self.store, processes=self.processes)
         conditions = pod_conditions(current, ready=False, reason="PodCompleted")
         self.store.patch(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_gang.sim.controllers import container_env
-from airflow_provider_gang.sim.controllers.base import Obj, set_condition
+from airflow_provider_gang.sim.controllers.base import Obj, set_condition, wall_time
 
 
 def container_statuses(pod: Obj, state: dict[str, Any], *, ready: bool, restarts: int) -> list[Obj]:
@@ -24,6 +24,19 @@ def container_statuses(pod: Obj, state: dict[str, Any], *, ready: bool, restarts
         }
         for container in (pod.get("spec") or {}).get("containers") or []
     ]
+
+
+def terminated_statuses(pod: Obj, codes: dict[str, int], *, default_code: int) -> list[Obj]:
+    """The ``containerStatuses`` of ``pod`` once every container exited with its code in ``codes``
+    (``default_code`` for a container without one): ``Completed`` for 0, else ``Error``."""
+    statuses = container_statuses(pod, {}, ready=False, restarts=0)
+    for status in statuses:
+        code = codes.get(status["name"], default_code)
+        status["state"] = {
+            "terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": wall_time()}
+        }
+        status["started"] = False
+    return statuses
 
 
 def pod_conditions(pod: Obj, *, ready: bool, reason: str = "") -> list[Obj]:
