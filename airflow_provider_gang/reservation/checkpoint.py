@@ -102,14 +102,24 @@ def from_argument(value: str | PersistentVolumeCheckpoint) -> Checkpoint:
     return Checkpoint(location=value)
 
 
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
+"""A Jinja expression or statement in a templated argument."""
+
+
 def stand_in(value: object) -> object:
-    """A valid value in place of the parts of a ``checkpoint`` argument that still hold Jinja, so the
-    rest can be checked at DAG parse time (the rendered value is checked when the try starts)."""
-    if isinstance(value, str) and ("{{" in value or "{%" in value):
-        return "/parse-check" if value.startswith("/") or "://" not in value.split("{{")[0] else "gs://parse-check"
+    """``value`` with each Jinja part of a ``checkpoint`` argument replaced by ``x``, so the rest is
+    checked at DAG parse time: ``"rel/{{ run_id }}"`` (not absolute) and a ``sub_path`` of
+    ``"../{{ run_id }}"`` are refused there already. A location that starts with Jinja may render to
+    any root, so that part stands in as ``/parse-check``. The rendered value is checked again when
+    the try starts."""
+    if isinstance(value, str) and _JINJA.search(value):
+        leading = _JINJA.match(value)
+        if leading is not None:  # it may render to any root: an absolute path or a URI
+            value = "/parse-check" + value[leading.end():]
+        return _JINJA.sub("x", value)
     if isinstance(value, PersistentVolumeCheckpoint):
-        claim = "parse-check" if "{" in str(value.claim) else value.claim
-        sub_path = "parse-check" if "{" in str(value.sub_path) else value.sub_path
+        claim, sub_path = (_JINJA.sub("x", part) if isinstance(part, str) else part
+                           for part in (value.claim, value.sub_path))
         return PersistentVolumeCheckpoint(claim=claim, sub_path=sub_path, mount_path=value.mount_path)
     return value
 
@@ -147,7 +157,8 @@ def environment(checkpoint: Checkpoint, message_path: str) -> list[dict[str, str
 
 
 def mount(pod_spec: dict[str, Any], checkpoint: Checkpoint) -> None:
-    """Add the claim's volume to ``pod_spec`` and mount it in every container (no-op without a claim)."""
+    """Add the claim's volume to ``pod_spec`` and mount it in every container, init containers too
+    (no-op without a claim)."""
     if checkpoint.claim is None:
         return
     volume = {"name": CLAIM_VOLUME, "persistentVolumeClaim": {"claimName": checkpoint.claim}}
@@ -156,11 +167,14 @@ def mount(pod_spec: dict[str, Any], checkpoint: Checkpoint) -> None:
     volume_mount: dict[str, Any] = {"name": CLAIM_VOLUME, "mountPath": checkpoint.location}
     if checkpoint.sub_path:
         volume_mount["subPath"] = checkpoint.sub_path
-    containers = []
-    for container in pod_spec["containers"]:
-        kept = [item for item in container.get("volumeMounts") or () if item.get("name") != CLAIM_VOLUME]
-        containers.append({**container, "volumeMounts": [*kept, volume_mount]})
-    pod_spec["containers"] = containers
+    for kind in ("initContainers", "containers"):
+        if kind not in pod_spec:
+            continue
+        containers = []
+        for container in pod_spec[kind]:
+            kept = [item for item in container.get("volumeMounts") or () if item.get("name") != CLAIM_VOLUME]
+            containers.append({**container, "volumeMounts": [*kept, volume_mount]})
+        pod_spec[kind] = containers
 
 
 @dataclass(frozen=True)

@@ -233,12 +233,13 @@ def test_spot_nodes_are_those_of_bound_spot_members() -> None:
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    ("gs://bucket/{{ dag.dag_id }}/{{ run_id }}", "gs://parse-check"),
-    ("gs://{{ var.value.bucket }}/run", "gs://parse-check"),
-    ("/mnt/checkpoints/{{ run_id }}", "/parse-check"),
-    ("{{ var.value.checkpoint_root }}/run", "/parse-check"),
-    ("/mnt/{% if params.fast %}fast{% else %}slow{% endif %}", "/parse-check"),
-], ids=["uri", "templated-bucket", "path", "all-templated", "statement"])
+    ("gs://bucket/{{ dag.dag_id }}/{{ run_id }}", "gs://bucket/x/x"),
+    ("gs://{{ var.value.bucket }}/run", "gs://x/run"),
+    ("/mnt/checkpoints/{{ run_id }}", "/mnt/checkpoints/x"),
+    ("{{ var.value.checkpoint_root }}/run", "/parse-check/run"),
+    ("{{ var.value.checkpoint }}", "/parse-check"),
+    ("/mnt/{% if params.fast %}fast{% else %}slow{% endif %}", "/mnt/xfastxslowx"),
+], ids=["uri", "templated-bucket", "path", "templated-root", "all-templated", "statement"])
 def test_a_templated_location_stands_in_as_a_valid_one_of_its_kind(value: str, expected: str) -> None:
     stood_in = checkpoint.stand_in(value)
     assert stood_in == expected
@@ -254,21 +255,22 @@ def test_a_templated_claim_stands_in_for_its_jinja_parts_only() -> None:
     written = PersistentVolumeCheckpoint(claim="{{ params.claim }}", sub_path="{{ dag.dag_id }}/{{ run_id }}",
                                          mount_path="/ckpt")
     stood_in = checkpoint.stand_in(written)
-    assert stood_in == PersistentVolumeCheckpoint(claim="parse-check", sub_path="parse-check", mount_path="/ckpt")
+    assert stood_in == PersistentVolumeCheckpoint(claim="x", sub_path="x/x", mount_path="/ckpt")
     assert written.claim == "{{ params.claim }}"  # the operator's own argument keeps its Jinja to render later
-    assert checkpoint.from_argument(stood_in) == Checkpoint("/ckpt", claim="parse-check",  # type: ignore[arg-type]
-                                                            sub_path="parse-check")
-    plain = checkpoint.stand_in(PersistentVolumeCheckpoint(claim="ckpt", sub_path="{{ run_id }}"))
-    assert plain == PersistentVolumeCheckpoint(claim="ckpt", sub_path="parse-check")
+    assert checkpoint.from_argument(stood_in) == Checkpoint("/ckpt", claim="x",  # type: ignore[arg-type]
+                                                            sub_path="x/x")
+    plain = checkpoint.stand_in(PersistentVolumeCheckpoint(claim="ckpt-{{ ds_nodash }}", sub_path="{{ run_id }}"))
+    assert plain == PersistentVolumeCheckpoint(claim="ckpt-x", sub_path="x")
 
 
 @pytest.mark.parametrize(("value", "fragment"), [
     (PersistentVolumeCheckpoint(claim="{{ params.claim }}", mount_path="/"), "mount_path"),
     (PersistentVolumeCheckpoint(claim="Bad_Name", sub_path="{{ run_id }}"), "is not a claim name"),
     (PersistentVolumeCheckpoint(claim="{{ params.claim }}", sub_path="/abs"), "relative path"),
-], ids=["mount-root", "claim", "sub-path"])
-def test_the_parts_without_jinja_are_still_refused_at_parse_time(value: PersistentVolumeCheckpoint,
-                                                                 fragment: str) -> None:
+    (PersistentVolumeCheckpoint(claim="ckpt", sub_path="../{{ run_id }}"), "sub_path"),
+    ("checkpoints/{{ run_id }}", "neither a URI"),
+], ids=["mount-root", "claim", "sub-path", "templated-sub-path-leaving-the-volume", "templated-relative-path"])
+def test_the_parts_without_jinja_are_still_refused_at_parse_time(value: object, fragment: str) -> None:
     with pytest.raises(GangSpecError, match=fragment):
         checkpoint.from_argument(checkpoint.stand_in(value))  # type: ignore[arg-type]
 
@@ -331,3 +333,10 @@ def test_only_container_zero_reports_and_a_termination_without_a_message_reports
     silent = _with_statuses({"name": "sidecar", "state": _terminated('{"checkpoint_step": 99}')},
                             {"name": "worker", "state": _terminated(), "lastState": {}})
     assert checkpoint.report_of_pod(silent, 0) == (None, None)
+
+
+def test_init_containers_mount_the_claim_too() -> None:
+    pod_spec: dict[str, Any] = {"initContainers": [{"name": "fetch"}], "containers": [{"name": "worker"}]}
+    checkpoint.mount(pod_spec, Checkpoint("/gang-checkpoint", claim="ckpt", sub_path="run-1"))
+    mount = {"name": "gang-checkpoint", "mountPath": "/gang-checkpoint", "subPath": "run-1"}
+    assert [item["volumeMounts"] for item in pod_spec["initContainers"] + pod_spec["containers"]] == [[mount]] * 2
