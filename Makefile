@@ -23,11 +23,14 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # Every check; the main suite in two pytest-xdist workers (most of its time waits on emulated
-# clusters and subprocesses, so two workers on two cores halve it). The real-Airflow suite runs last,
+# clusters and subprocesses, so two workers on two cores halve it), then the fault-injection suite on
+# its own (its clusters run at 40x: a booking lasts 15 s, too little beside a second worker's load).
+# The real-Airflow suite runs last,
 # after the quick tests: it is the slowest part
 # (about 7 minutes on 2 cores). GANG_STANDALONE=0 make test skips it for quick local runs.
 test: lint reservation-coverage
-	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone -n 2
+	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability -n 2
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 	$(MAKE) --no-print-directory standalone
 
 # tests/standalone: Airflow's scheduler, dag-processor, triggerer(s) and api-server as processes,
