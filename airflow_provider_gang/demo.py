@@ -28,8 +28,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.scenario import Scenario, load_scenario, parse_scenario
+from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.world.scenario import Scenario, load_scenario, parse_scenario
 
 
 @dataclass

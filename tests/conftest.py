@@ -31,7 +31,7 @@ from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
-from airflow_provider_gang.sim.harness import EmulatorHarness  # noqa: E402
+from airflow_provider_gang.sim.testing.harness import EmulatorHarness  # noqa: E402
 
 
 @pytest.fixture

@@ -1,15 +1,22 @@
 """``gang-sim``: a Kubernetes API emulator plus simulated controllers, for tests and the demo.
 
-An in-memory kube-apiserver (:mod:`.store`, :mod:`.object_table`, admission in :mod:`.kinds`) served
-over HTTPS by aiohttp (:mod:`.api`, :class:`.server.Emulator`), which the official ``kubernetes`` and
-``kubernetes_asyncio`` clients and ``kubectl`` use unchanged through the kubeconfig it writes.
-:mod:`.harness` runs it in a background thread; :mod:`.cli` is the ``gang-sim`` command.
-:mod:`.controllers` (scheduler, kubelet, Job, ProvisioningRequest and Kueue controllers) and
-:mod:`.clock`/:mod:`.cluster`/:mod:`.scenario` simulate what runs around a real apiserver.
+Four layers, each importing only the ones below it (``lint-imports`` checks it):
 
-What the emulator does *not* model is listed in the :mod:`.server` module docstring ("Not
-modelled"); ``tests/contract/`` checks that the rest answers like a real apiserver (it also runs
-against one: ``tests/contract/real_apiserver.sh``).
+- :mod:`.cli` (the ``gang-sim`` command) and :mod:`.testing` (harnesses running the emulator in a
+  background thread, a pytest plugin, :func:`~.testing.eventually.eventually`);
+- :mod:`.controllers`: what runs around a real apiserver (scheduler, kubelet, Job controller,
+  cluster-autoscaler with ProvisioningRequests in :mod:`.controllers.autoscaler`, Kueue in
+  :mod:`.controllers.kueue`);
+- :mod:`.world`: the scenario, the simulated cloud and simulated time;
+- :mod:`.apiserver`: an in-memory kube-apiserver served over HTTPS by aiohttp, which the official
+  ``kubernetes`` and ``kubernetes_asyncio`` clients and ``kubectl`` use unchanged through the
+  kubeconfig it writes.
 
-This package imports nothing from Airflow or the provider layers (checked by ``lint-imports``).
+What the emulator does *not* model is listed in the :mod:`.apiserver.server` module docstring
+("Not modelled"); ``tests/contract/`` checks that the rest answers like a real apiserver (it also
+runs against one: ``tests/contract/real_apiserver.sh``).
+
+This package imports nothing from Airflow or the provider layers, and its runtime dependencies
+beyond the provider's (``jsonschema``, ``cryptography``, ``common-expression-language``) come with
+the ``airflow-provider-gang[sim]`` extra.
 """

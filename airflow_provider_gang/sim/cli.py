@@ -22,12 +22,12 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from airflow_provider_gang.sim.api.faults import Faults
-from airflow_provider_gang.sim.clock import ScaledClock
-from airflow_provider_gang.sim.controllers import images
+from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from airflow_provider_gang.sim.apiserver.server import Emulator
 from airflow_provider_gang.sim.controllers.attach import attach
-from airflow_provider_gang.sim.scenario import Scenario, ScenarioError, load_scenario, named_scenarios
-from airflow_provider_gang.sim.server import Emulator
+from airflow_provider_gang.sim.world import images
+from airflow_provider_gang.sim.world.clock import ScaledClock
+from airflow_provider_gang.sim.world.scenario import Scenario, ScenarioError, load_scenario, named_scenarios
 
 
 def _faults(spec: str) -> Faults:
@@ -46,7 +46,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--faults",
         type=_faults,
         default=Faults(),
-        help="fault spec (grammar: airflow_provider_gang.sim.api.faults), e.g. "
+        help="fault spec (grammar: airflow_provider_gang.sim.apiserver.http.faults), e.g. "
         "'create/pods:1.0:503:count:3,list:0.1:reset,watch-expire:1.0:count:1,seed:7'",
     )
     parser.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")

@@ -21,8 +21,8 @@ from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.reservation.naming import GANG_LABEL
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.validation import KNOWN_PROVISIONING_CLASSES
-from airflow_provider_gang.sim.api.auth import Rule
-from airflow_provider_gang.sim.errors import ApiError
+from airflow_provider_gang.sim.apiserver.errors import ApiError
+from airflow_provider_gang.sim.apiserver.http.auth import Rule
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred
 from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
 from tests.e2e.test_kill_and_adopt import wait_until

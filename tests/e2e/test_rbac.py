@@ -30,7 +30,7 @@ from airflow_provider_gang.operators.precheck import permissions_needed
 from airflow_provider_gang.reservation.naming import GANG_LABEL
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.sim.api.auth import Rule
+from airflow_provider_gang.sim.apiserver.http.auth import Rule
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import on_kill_with_state, wait_until

@@ -15,7 +15,7 @@ from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instan
 
 RESERVATION = "a100-reservation"
 SHIPPED_RESERVATION = "l4-reservation"
-"""The reservation of the shipped ``reserved`` scenario (``sim/scenarios/reserved.yaml``)."""
+"""The reservation of the shipped ``reserved`` scenario (``sim/world/scenarios/reserved.yaml``)."""
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from airflow_provider_gang.demo import free_port
 from airflow_provider_gang.reservation.fallback import OnDemand, RetryAsIs
-from airflow_provider_gang.sim.scenario import parse_scenario
+from airflow_provider_gang.sim.world.scenario import parse_scenario
 from tests.e2e.gang_dags import gang_dag, summary_of, task_instance
 from tests.standalone.processes import wait_for
 

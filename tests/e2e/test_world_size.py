@@ -20,7 +20,7 @@ from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.api.faults import Faults
+from airflow_provider_gang.sim.apiserver.http.faults import Faults
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import wait_until

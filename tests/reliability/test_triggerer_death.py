@@ -31,8 +31,8 @@ import pytest
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.fallback import RetryAsIs
 from airflow_provider_gang.reservation.naming import GangNames
-from airflow_provider_gang.sim.errors import ApiError
-from airflow_provider_gang.sim.scenario import Scenario, load_scenario
+from airflow_provider_gang.sim.apiserver.errors import ApiError
+from airflow_provider_gang.sim.world.scenario import Scenario, load_scenario
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import wait_until

@@ -1,4 +1,4 @@
-"""Attach the simulated control plane to an :class:`~airflow_provider_gang.sim.server.Emulator`.
+"""Attach the simulated control plane to an :class:`~airflow_provider_gang.sim.apiserver.server.Emulator`.
 
 :func:`attach` must be called before ``Emulator.start()``: it adds the ``/_sim/clock`` control
 endpoint and startup/cleanup hooks that run the controllers on the server's event loop.
@@ -29,16 +29,16 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from airflow_provider_gang.sim.clock import Clock, ManualClock
+from airflow_provider_gang.sim.apiserver.errors import ApiError
 from airflow_provider_gang.sim.controllers import plane
 from airflow_provider_gang.sim.controllers.preemption import NodeTerminationController
-from airflow_provider_gang.sim.errors import ApiError
-from airflow_provider_gang.sim.scenario import Scenario
-from airflow_provider_gang.sim.scenario_fields import ScenarioError
-from airflow_provider_gang.sim.scenario_preemptions import parse_preemption
+from airflow_provider_gang.sim.world.clock import Clock, ManualClock
+from airflow_provider_gang.sim.world.scenario import Scenario
+from airflow_provider_gang.sim.world.scenario_fields import ScenarioError
+from airflow_provider_gang.sim.world.scenario_preemptions import parse_preemption
 
 if TYPE_CHECKING:
-    from airflow_provider_gang.sim.server import Emulator
+    from airflow_provider_gang.sim.apiserver.server import Emulator
 
 
 @dataclass

@@ -26,17 +26,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_gang.sim.clock import Clock
-from airflow_provider_gang.sim.cluster import Cloud
-from airflow_provider_gang.sim.scenario import Scenario
-from airflow_provider_gang.sim.store import Store
+from airflow_provider_gang.sim.apiserver.store import Store
+from airflow_provider_gang.sim.world.clock import Clock
+from airflow_provider_gang.sim.world.cloud import Cloud
+from airflow_provider_gang.sim.world.scenario import Scenario
 
 LOG = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
 def wall_time() -> str:
-    """An RFC 3339 wall-clock timestamp, as object timestamps are (see ``sim.clock``)."""
+    """An RFC 3339 wall-clock timestamp, as object timestamps are (see ``sim.world.clock``)."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_gang.sim.errors import ApiError
+from airflow_provider_gang.sim.apiserver.errors import ApiError
 
 Obj = dict[str, Any]
 ConfigMapLookup = Callable[[str, str], Obj | None]
@@ -41,7 +41,7 @@ class ContainerConfigError(Exception):
 
 
 def config_map_in(store: Any, namespace: str, name: str) -> Obj | None:
-    """ConfigMap ``namespace/name`` from ``store`` (a ``sim.store.Store``: what the kubelet's
+    """ConfigMap ``namespace/name`` from ``store`` (a ``sim.apiserver.store.Store``: what the kubelet's
     ConfigMap manager would fetch), ``None`` when absent."""
     try:
         return dict(store.get("v1/configmaps", name, namespace))

@@ -7,9 +7,10 @@ that rejects it (``pkg/scheduler/framework/plugins``):
    ("node(s) had untolerated taint {key: value}").
 2. ``NodeAffinity``: ``spec.nodeSelector`` and required node affinity
    ("node(s) didn't match Pod's node affinity/selector").
-   GKE specific reservations: a node labelled ``cloud.google.com/reservation-name: <name>`` (a node
-   pool consuming reservation ``<name>``, :data:`RESERVATION_LABEL`) takes only pods whose
-   ``nodeSelector`` or required node affinity term selects that reservation (``In`` with the name),
+   GKE specific reservations: a node labelled ``cloud.google.com/reservation-name: <name>``
+   (:data:`~airflow_provider_gang.sim.world.cloud.RESERVATION_LABEL`; a node of a pool consuming
+   reservation ``<name>``) takes only pods whose ``nodeSelector`` or required node affinity term
+   selects that reservation (``In`` with the name),
    "node(s) belong to a specific reservation the pod does not select". So reserved capacity is
    used only by the pods meant for it, as ``reservation-affinity=specific`` promises
    (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations); the scheduler
@@ -33,11 +34,10 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from airflow_provider_gang.sim.controllers.resources import Resources, parse_resources, subtract
+from airflow_provider_gang.sim.world.cloud import RESERVATION_LABEL
+from airflow_provider_gang.sim.world.resources import Resources, parse_resources, subtract
 
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
-RESERVATION_LABEL = "cloud.google.com/reservation-name"
-"""The node label GKE gives nodes consuming a specific reservation; pods select it to use them."""
 RESERVATION_MISMATCH = "node(s) belong to a specific reservation the pod does not select"
 
 

@@ -30,13 +30,13 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from airflow_provider_gang.sim.cluster import NodeShutdown
+from airflow_provider_gang.sim.apiserver.errors import ApiError
 from airflow_provider_gang.sim.controllers import termination_messages
 from airflow_provider_gang.sim.controllers.base import Obj
 from airflow_provider_gang.sim.controllers.kubelet_status import pod_conditions, terminated_statuses
 from airflow_provider_gang.sim.controllers.preemption import shutdown_status
 from airflow_provider_gang.sim.controllers.processes import ProcessRuntime
-from airflow_provider_gang.sim.errors import ApiError
+from airflow_provider_gang.sim.world.cloud import NodeShutdown
 
 TERMINATED_BY_SIGTERM = 143
 

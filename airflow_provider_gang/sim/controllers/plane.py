@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_gang.sim.clock import Clock, ManualClock
-from airflow_provider_gang.sim.cluster import Cloud, NodeRecord, node_manifest
+from airflow_provider_gang.sim.apiserver.store import Store
 from airflow_provider_gang.sim.controllers import webhooks
 from airflow_provider_gang.sim.controllers.base import Controller, ControlPlane, Obj
-from airflow_provider_gang.sim.scenario import NodePool, Scenario
-from airflow_provider_gang.sim.scenario_objects import create_objects
-from airflow_provider_gang.sim.store import Store
+from airflow_provider_gang.sim.world.clock import Clock, ManualClock
+from airflow_provider_gang.sim.world.cloud import Cloud, NodeRecord, node_manifest
+from airflow_provider_gang.sim.world.scenario import NodePool, Scenario
+from airflow_provider_gang.sim.world.scenario_objects import create_objects
 
 
 def register_node(store: Store, pool: NodePool, record: NodeRecord) -> Obj:
@@ -37,7 +37,7 @@ def register_node(store: Store, pool: NodePool, record: NodeRecord) -> Obj:
 
 def default_controllers() -> list[type[Controller]]:
     """The controllers a scenario runs, in start order."""
-    from airflow_provider_gang.sim.controllers.autoscaler import ClusterAutoscaler
+    from airflow_provider_gang.sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
     from airflow_provider_gang.sim.controllers.jobs import JobController
     from airflow_provider_gang.sim.controllers.kubelet import Kubelet
     from airflow_provider_gang.sim.controllers.kueue.manager import KueueManager

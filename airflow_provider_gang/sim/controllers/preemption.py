@@ -8,7 +8,7 @@ non-system pods up to 15 of the 30 seconds, and the VM stops. Cloud-provider-gcp
 Node and the pods bound to it are garbage collected (pod GC's rule for pods on deleted nodes).
 
 :class:`NodeTerminationController` plays Compute Engine and the node-termination side of GKE. For
-each due preemption (:class:`~airflow_provider_gang.sim.scenario_preemptions.PreemptionSpec`, from
+each due preemption (:class:`~airflow_provider_gang.sim.world.scenario_preemptions.PreemptionSpec`, from
 the scenario's ``preemptions`` or ``POST /_sim/preemptions``) it picks the node(s) - a named node, or
 ``count`` Ready nodes of the pool not already shutting down, drawn in name order with the control
 plane's seeded random source - and for each
@@ -16,7 +16,7 @@ plane's seeded random source - and for each
 1. adds the taint above, sets ``Ready=False`` (reason ``KubeletNotReady``, message
    ``node is shutting down``, as the kubelet reports a node in shutdown) and records the kubelet's
    ``Normal NodeShutdown`` Event ("Shutdown manager detected shutdown event") on the Node;
-2. registers a :class:`~airflow_provider_gang.sim.cluster.NodeShutdown`: the kubelet then stops
+2. registers a :class:`~airflow_provider_gang.sim.world.cloud.NodeShutdown`: the kubelet then stops
    every pod on the node (:func:`shutdown_status`; a local process gets a real SIGTERM and SIGKILL
    after ``min(terminationGracePeriodSeconds, podGracePeriodSeconds)``);
 3. at ``noticeSeconds`` after the notice deletes the Node (billing stops); the kubelet's orphan rule
@@ -38,10 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_gang.sim.cluster import NodeShutdown
+from airflow_provider_gang.sim.apiserver.errors import ApiError
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, earliest, set_condition
-from airflow_provider_gang.sim.errors import ApiError
-from airflow_provider_gang.sim.scenario_preemptions import PreemptionSpec, describe
+from airflow_provider_gang.sim.world.cloud import NodeShutdown
+from airflow_provider_gang.sim.world.scenario_preemptions import PreemptionSpec, describe
 
 TERMINATION_TAINT = {"key": "cloud.google.com/impending-node-termination", "effect": "NoSchedule"}
 """The taint GKE puts on a node that got its termination notice."""

@@ -54,9 +54,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.sim.clock import Clock
-from airflow_provider_gang.sim.controllers import container_env, images, termination_messages
+from airflow_provider_gang.sim.controllers import container_env, termination_messages
 from airflow_provider_gang.sim.controllers.resolver import Resolver
+from airflow_provider_gang.sim.world import images
+from airflow_provider_gang.sim.world.clock import Clock
 
 Obj = dict[str, Any]
 _PYTHON = re.compile(r"^python(3(\.[0-9]+)?)?$")

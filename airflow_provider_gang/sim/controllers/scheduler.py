@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow_provider_gang.sim.controllers import fit
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, condition, same_conditions, set_condition
-from airflow_provider_gang.sim.controllers.resources import Resources, add, pod_requests
+from airflow_provider_gang.sim.world.resources import Resources, add, pod_requests
 
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 

@@ -33,8 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_gang.sim.apiserver.errors import ApiError
 from airflow_provider_gang.sim.controllers import simulated_runtime
-from airflow_provider_gang.sim.errors import ApiError
 
 Obj = dict[str, Any]
 

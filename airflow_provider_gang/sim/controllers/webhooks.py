@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from airflow_provider_gang.sim.apiserver.object_copy import json_copy
 from airflow_provider_gang.sim.controllers.kueue.workloads import mutate_on_create
-from airflow_provider_gang.sim.object_copy import json_copy
 
 Mutator = Callable[[str, dict[str, Any]], None]
 MUTATORS: tuple[Mutator, ...] = (mutate_on_create,)

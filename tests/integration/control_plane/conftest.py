@@ -16,9 +16,9 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.object_copy import json_copy
-from airflow_provider_gang.sim.scenario import Scenario, load_scenario, parse_scenario
+from airflow_provider_gang.sim.apiserver.object_copy import json_copy
+from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.world.scenario import Scenario, load_scenario, parse_scenario
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from airflow_provider_gang.sim.apiserver.errors import ApiError
 from airflow_provider_gang.sim.controllers.preemption import (
     SHUTDOWN_MESSAGE,
     SHUTDOWN_REASON,
     TERMINATION_BY_KUBELET,
     TERMINATION_TAINT,
 )
-from airflow_provider_gang.sim.errors import ApiError
-from airflow_provider_gang.sim.scenario_fields import ScenarioError
+from airflow_provider_gang.sim.world.scenario_fields import ScenarioError
 from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_pod_spec, gpu_scenario
 
 SPOT_POOL = {"spot": True, "initialNodes": 2, "maxNodes": 4}

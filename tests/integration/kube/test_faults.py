@@ -23,8 +23,8 @@ from airflow_provider_gang.kube.resources import CONFIG_MAPS, PODS, PROVISIONING
 from airflow_provider_gang.kube.retry import RetryPolicy
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Reflector
-from airflow_provider_gang.sim.api import malformed
-from airflow_provider_gang.sim.harness import EmulatorHarness
+from airflow_provider_gang.sim.apiserver.http import malformed
+from airflow_provider_gang.sim.testing.harness import EmulatorHarness
 
 
 class Http:

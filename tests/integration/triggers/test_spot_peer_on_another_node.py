@@ -27,9 +27,9 @@ from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation.manifests import pods
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.api.faults import Faults
-from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.scenario import parse_scenario
+from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.world.scenario import parse_scenario
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 

@@ -11,8 +11,8 @@ import yaml
 
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.sim.api.faults import Faults
-from airflow_provider_gang.sim.harness import EmulatorHarness
+from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from airflow_provider_gang.sim.testing.harness import EmulatorHarness
 
 
 class Sim:

@@ -14,7 +14,7 @@ from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Reflector
-from airflow_provider_gang.sim.api.auth import ALLOW_ALL
+from airflow_provider_gang.sim.apiserver.http.auth import ALLOW_ALL
 
 PLUGIN = textwrap.dedent(
     """

@@ -49,7 +49,7 @@ def test_a_harness_that_fails_to_start_leaves_no_thread_behind():
 
     import pytest
 
-    from airflow_provider_gang.sim.harness import EmulatorHarness
+    from airflow_provider_gang.sim.testing.harness import EmulatorHarness
 
     before = {t.name for t in threading.enumerate()}
     with pytest.raises(ValueError), EmulatorHarness(faults="not a fault spec"):

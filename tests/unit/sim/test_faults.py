@@ -7,10 +7,10 @@ import copy
 
 import pytest
 
-from airflow_provider_gang.sim.api import malformed
-from airflow_provider_gang.sim.api.fault_items import Target
-from airflow_provider_gang.sim.api.faults import Faults
-from airflow_provider_gang.sim.api.paths import RequestInfo
+from airflow_provider_gang.sim.apiserver.http import malformed
+from airflow_provider_gang.sim.apiserver.http.fault_items import Target
+from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from airflow_provider_gang.sim.apiserver.http.paths import RequestInfo
 
 
 class FakeClock:

@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client, config
 
 from airflow_provider_gang.sim.cli import build_parser
-from airflow_provider_gang.sim.harness import EmulatorHarness
+from airflow_provider_gang.sim.testing.harness import EmulatorHarness
 
 KUEUE = "kueue.x-k8s.io"
 

@@ -18,9 +18,15 @@ import pytest
 from kubernetes import client, config
 
 from airflow_provider_gang.sim.cli import build_parser, main, scenario_of
-from airflow_provider_gang.sim.controllers.cluster_harness import SimulatedClusterHarness
 from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
-from airflow_provider_gang.sim.scenario import Scenario, ScenarioError, load_scenario, named_scenarios, parse_scenario
+from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.world.scenario import (
+    Scenario,
+    ScenarioError,
+    load_scenario,
+    named_scenarios,
+    parse_scenario,
+)
 
 
 def _pod(name: str, image: str, command: list[str] | None = None, annotations: dict[str, str] | None = None) -> Any:

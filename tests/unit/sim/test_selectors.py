@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.sim import errors
-from airflow_provider_gang.sim.selectors import field_matcher, label_matcher, matches_label_selector_object
+from airflow_provider_gang.sim.apiserver import errors
+from airflow_provider_gang.sim.apiserver.selectors import field_matcher, label_matcher, matches_label_selector_object
 
 LABELS = {"app": "web", "tier": "front", "empty": ""}
 
@@ -97,7 +97,7 @@ def test_structured_label_selector():
     ],
 )
 def test_ages_render_like_kubectl(seconds, shown):
-    from airflow_provider_gang.sim.api.tables import human_duration
+    from airflow_provider_gang.sim.apiserver.http.tables import human_duration
 
     assert human_duration(seconds) == shown
 
@@ -113,7 +113,7 @@ def test_ages_render_like_kubectl(seconds, shown):
     ],
 )
 def test_printer_column_json_paths(path, value):
-    from airflow_provider_gang.sim.api.tables import evaluate
+    from airflow_provider_gang.sim.apiserver.http.tables import evaluate
 
     workload = {
         "spec": {"queueName": "q"},

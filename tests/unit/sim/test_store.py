@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from airflow_provider_gang.sim import errors
-from airflow_provider_gang.sim.crds import install_bundled_crds
-from airflow_provider_gang.sim.store import Store
+from airflow_provider_gang.sim.apiserver import errors
+from airflow_provider_gang.sim.apiserver.crds import install_bundled_crds
+from airflow_provider_gang.sim.apiserver.store import Store
 
 CM = "v1/configmaps"
 PODS = "v1/pods"

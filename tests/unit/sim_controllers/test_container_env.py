@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_gang.sim.apiserver.errors import ApiError
+from airflow_provider_gang.sim.apiserver.store import Store
 from airflow_provider_gang.sim.controllers import container_env
-from airflow_provider_gang.sim.errors import ApiError
-from airflow_provider_gang.sim.store import Store
 
 CONFIG_MAPS = {("ml", "world"): {"data": {"size": "2"}}, ("ml", "empty"): {}}
 

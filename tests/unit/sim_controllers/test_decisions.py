@@ -6,10 +6,16 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.controllers import provisioning as pr
+from airflow_provider_gang.sim.controllers.autoscaler import provisioning as pr
+from airflow_provider_gang.sim.controllers.autoscaler.scaleup import (
+    Bin,
+    GroupOption,
+    pack,
+    plan_atomic,
+    plan_incremental,
+)
 from airflow_provider_gang.sim.controllers.jobs import format_indexes, pod_manifest
 from airflow_provider_gang.sim.controllers.kubelet import RuntimeSpec, runtime_spec
-from airflow_provider_gang.sim.controllers.scaleup import Bin, GroupOption, pack, plan_atomic, plan_incremental
 from airflow_provider_gang.sim.controllers.scheduler import GATED_MESSAGE, node_usage, place
 from tests.unit.sim_controllers.builders import GPU_TAINT, GPU_TOLERATION, node, pod_spec
 

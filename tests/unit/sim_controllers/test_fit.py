@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.sim.controllers import fit
-from airflow_provider_gang.sim.controllers.resources import (
+from airflow_provider_gang.sim.world.resources import (
     QuantityError,
     format_quantity,
     parse_quantity,

@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_gang.sim.controllers import provisioning as pr
+from airflow_provider_gang.sim.controllers.autoscaler import provisioning as pr
 from airflow_provider_gang.sim.controllers.base import Obj, owner_reference
 from airflow_provider_gang.sim.controllers.kueue.workloads import PROVREQ_PREFIX
 

@@ -34,12 +34,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from airflow_provider_gang.sim.apiserver.errors import ApiError
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, condition, earliest, is_true, set_condition
 from airflow_provider_gang.sim.controllers.kueue import checks, pending, queues, quota
 from airflow_provider_gang.sim.controllers.kueue import workloads as wl
 from airflow_provider_gang.sim.controllers.kueue.starter import OwnerControl
-from airflow_provider_gang.sim.controllers.resources import format_quantity
-from airflow_provider_gang.sim.errors import ApiError
+from airflow_provider_gang.sim.world.resources import format_quantity
 
 _UNSATISFIED = "The workload has not all admission checks ready"
 

@@ -20,7 +20,7 @@ from fractions import Fraction
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.kueue import quota
-from airflow_provider_gang.sim.controllers.resources import format_quantity
+from airflow_provider_gang.sim.world.resources import format_quantity
 
 WAITING_FOR_QUOTA = "WaitingForQuota"
 EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"

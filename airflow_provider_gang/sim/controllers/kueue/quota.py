@@ -25,7 +25,7 @@ from fractions import Fraction
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.fit import tolerates
-from airflow_provider_gang.sim.controllers.resources import Resources, parse_quantity, pod_requests
+from airflow_provider_gang.sim.world.resources import Resources, parse_quantity, pod_requests
 
 Usage = dict[tuple[str, str, str], Fraction]
 

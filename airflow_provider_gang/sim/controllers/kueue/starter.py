@@ -16,11 +16,11 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_gang.sim.controllers import provisioning as pr
+from airflow_provider_gang.sim.apiserver.errors import ApiError
+from airflow_provider_gang.sim.controllers.autoscaler import provisioning as pr
 from airflow_provider_gang.sim.controllers.base import Obj, controlled_by, is_true, owner_reference
 from airflow_provider_gang.sim.controllers.kueue import checks
 from airflow_provider_gang.sim.controllers.kueue import workloads as wl
-from airflow_provider_gang.sim.errors import ApiError
 
 if TYPE_CHECKING:
     from airflow_provider_gang.sim.controllers.kueue.manager import KueueManager
