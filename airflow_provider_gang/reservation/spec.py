@@ -135,7 +135,30 @@ class GangSpec:
         object.__setattr__(self, "pod_template", template.to_pod_template_spec(self.pod_template))
         for codes in ("retry_on_exit_codes", "fail_on_exit_codes"):
             object.__setattr__(self, codes, exit_codes.as_code_set(getattr(self, codes), codes))
-        validation.validate_spec(self)
+        self._validate()
+
+    def _validate(self) -> None:
+        """Check every field; the first problem found is raised as a :class:`GangSpecError`."""
+        validation.check_name(self.name, self.namespace)
+        validation.check_sizes(self.size, self.min_size, self.original_size)
+        resources = self.resources
+        validation.check_resources(resources.gpus, resources.gpu_resource, resources.cpu, resources.memory)
+        template.check_pod_template(self.pod_template, gpu_resource=resources.gpu_resource, gpus=resources.gpus)
+        if self.mode.uses_provisioning_request:
+            validation.check_provisioning(self.provisioning_class, self.provisioning_parameters, self.mode.value)
+        elif self.provisioning_parameters:
+            raise GangSpecError("provisioning_parameters", "only modes with a ProvisioningRequest use it; remove it")
+        if self.mode.value == "kueue":
+            validation.check_queue(self.queue)
+        elif self.queue is not None:
+            raise GangSpecError("queue", "only used by reservation='kueue'; remove it or switch the mode")
+        validation.check_flag("strict_zone", self.strict_zone)
+        validation.check_flag("spot", self.spot)
+        validation.check_zone(self.zone, self.strict_zone)
+        validation.check_reservation_name(self.reservation_name, self.spot)
+        exit_codes.check_policy(self.retry_on_exit_codes, self.fail_on_exit_codes)
+        validation.check_labels(self.labels)
+        validation.check_master_port(self.master_port)
 
     @property
     def floor(self) -> int:

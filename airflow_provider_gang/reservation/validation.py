@@ -1,5 +1,5 @@
-"""Checks behind :class:`reservation.spec.GangSpec`; each raises :class:`GangSpecError` naming the
-field and the fix.
+"""Field checks behind :class:`reservation.spec.GangSpec` (which calls them in field order); each
+raises :class:`GangSpecError` naming the field and the fix.
 
 Limits come from the real API: ProvisioningRequest ``spec.parameters`` has at most 100 entries of
 at most 255 chars and ``provisioningClassName`` is a DNS subdomain (CRD
@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from airflow_provider_gang.reservation import exit_codes, naming, quantity, template
+from airflow_provider_gang.reservation import naming, quantity
 from airflow_provider_gang.reservation.errors import GangSpecError
-
-if TYPE_CHECKING:
-    from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
 
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -60,33 +57,7 @@ def enum_value(enum: type[EnumT], value: object, field: str) -> EnumT:
         raise GangSpecError(field, f"{value!r} is not one of {allowed}") from None
 
 
-def validate_spec(spec: GangSpec) -> None:
-    """Check every field of ``spec``; the first problem found is raised."""
-    _check_name(spec.name, spec.namespace)
-    _check_sizes(spec.size, spec.min_size, spec.original_size)
-    _check_resources(spec.resources)
-    template.check_pod_template(spec.pod_template, gpu_resource=spec.resources.gpu_resource,
-                                gpus=spec.resources.gpus)
-    if spec.mode.uses_provisioning_request:
-        _check_provisioning(spec.provisioning_class, spec.provisioning_parameters, spec.mode.value)
-    elif spec.provisioning_parameters:
-        raise GangSpecError("provisioning_parameters", "only modes with a ProvisioningRequest use it; remove it")
-    if spec.mode.value == "kueue":
-        _check_queue(spec.queue)
-    elif spec.queue is not None:
-        raise GangSpecError("queue", "only used by reservation='kueue'; remove it or switch the mode")
-    for flag in ("strict_zone", "spot"):
-        if not isinstance(getattr(spec, flag), bool):
-            raise GangSpecError(flag, f"must be True or False, got {getattr(spec, flag)!r}")
-    _check_zone(spec.zone, spec.strict_zone)
-    _check_reservation_name(spec.reservation_name, spec.spot)
-    exit_codes.check_policy(spec.retry_on_exit_codes, spec.fail_on_exit_codes)
-    _check_labels(spec.labels)
-    if not _is_int(spec.master_port) or not 1 <= spec.master_port <= 65535:
-        raise GangSpecError("master_port", f"must be a port number 1..65535, got {spec.master_port!r}")
-
-
-def _check_name(name: str, namespace: str) -> None:
+def check_name(name: str, namespace: str) -> None:
     if not isinstance(name, str) or not naming.is_dns_1035_label(name):
         raise GangSpecError(
             "name",
@@ -103,7 +74,7 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_sizes(size: int, min_size: int | None, original_size: int | None) -> None:
+def check_sizes(size: int, min_size: int | None, original_size: int | None) -> None:
     if not _is_int(size) or size < 1:
         raise GangSpecError("size", f"must be a whole number >= 1, got {size!r}")
     if min_size is not None:
@@ -115,17 +86,16 @@ def _check_sizes(size: int, min_size: int | None, original_size: int | None) -> 
         raise GangSpecError("original_size", f"must be a whole number >= size={size}, got {original_size!r}")
 
 
-def _check_resources(resources: MemberResources) -> None:
-    if not _is_int(resources.gpus) or resources.gpus < 0:
-        raise GangSpecError("gpus", f"must be a whole number >= 0, got {resources.gpus!r}")
-    if resources.gpus > 0 and not _is_extended_resource(resources.gpu_resource):
+def check_resources(gpus: int, gpu_resource: str, cpu: str | None, memory: str | None) -> None:
+    if not _is_int(gpus) or gpus < 0:
+        raise GangSpecError("gpus", f"must be a whole number >= 0, got {gpus!r}")
+    if gpus > 0 and not _is_extended_resource(gpu_resource):
         raise GangSpecError(
             "gpu_resource",
-            f"gpus={resources.gpus} requested but {resources.gpu_resource!r} is not a GPU resource name; "
+            f"gpus={gpus} requested but {gpu_resource!r} is not a GPU resource name; "
             "use a vendor resource such as 'nvidia.com/gpu' or 'amd.com/gpu'",
         )
-    for field in ("cpu", "memory"):
-        value = getattr(resources, field)
+    for field, value in (("cpu", cpu), ("memory", memory)):
         if value is None:
             continue
         try:
@@ -144,7 +114,7 @@ def _is_extended_resource(name: object) -> bool:
     return domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
 
 
-def _check_provisioning(provisioning_class: str | None, parameters: Mapping[str, str], mode: str) -> None:
+def check_provisioning(provisioning_class: str | None, parameters: Mapping[str, str], mode: str) -> None:
     known = ", ".join(KNOWN_PROVISIONING_CLASSES)
     if provisioning_class is None:
         raise GangSpecError("provisioning_class", f"reservation={mode!r} needs a provisioning class: one of {known}")
@@ -189,14 +159,14 @@ def _check_known_parameters(provisioning_class: str, parameters: Mapping[str, st
             raise GangSpecError("provisioning_parameters['noRetry']", f"must be 'true' or 'false', got {no_retry!r}")
 
 
-def _check_queue(queue: str | None) -> None:
+def check_queue(queue: str | None) -> None:
     if queue is None:
         raise GangSpecError("queue", "reservation='kueue' needs the name of a Kueue LocalQueue in the namespace")
     if not isinstance(queue, str) or not naming.is_dns_subdomain(queue) or not naming.is_label_value(queue):
         raise GangSpecError("queue", f"{queue!r} is not a valid LocalQueue name (DNS subdomain, <= 63 chars)")
 
 
-def _check_reservation_name(name: str | None, spot: bool) -> None:
+def check_reservation_name(name: str | None, spot: bool) -> None:
     """A Compute Engine reservation name (RFC 1035, <= 63 chars), in the cluster's project; never with
     spot: "You can't consume a reservation to create Spot VMs"
     (https://cloud.google.com/compute/docs/instances/reservations-consume)."""
@@ -210,7 +180,7 @@ def _check_reservation_name(name: str | None, spot: bool) -> None:
                             "one); drop spot=True, or leave the reservation with LeaveReservation(spot=True)")
 
 
-def _check_zone(zone: str | None, strict_zone: bool) -> None:
+def check_zone(zone: str | None, strict_zone: bool) -> None:
     if zone is None:
         if strict_zone:
             raise GangSpecError("strict_zone", "strict_zone=True needs a zone; set zone='<zone>' or drop strict_zone")
@@ -219,7 +189,7 @@ def _check_zone(zone: str | None, strict_zone: bool) -> None:
         raise GangSpecError("zone", f"{zone!r} is not a valid zone label value (e.g. 'us-central1-a')")
 
 
-def _check_labels(labels: Mapping[str, Any]) -> None:
+def check_labels(labels: Mapping[str, Any]) -> None:
     if not isinstance(labels, Mapping):
         raise GangSpecError("labels", "must be a mapping of label keys to label values")
     for key, value in labels.items():
@@ -231,3 +201,13 @@ def _check_labels(labels: Mapping[str, Any]) -> None:
             raise GangSpecError(
                 f"labels[{key!r}]", f"{value!r} is not a valid label value (<= 63 chars of [A-Za-z0-9_.-])"
             )
+
+
+def check_flag(field: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise GangSpecError(field, f"must be True or False, got {value!r}")
+
+
+def check_master_port(port: object) -> None:
+    if not (isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535):
+        raise GangSpecError("master_port", f"must be a port number 1..65535, got {port!r}")
