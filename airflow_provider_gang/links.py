@@ -1,10 +1,12 @@
 """Extra link from a gang task instance to its reservation page.
 
 Airflow 3 computes extra links on the worker in ``finalize()`` - also right after ``execute()``
-defers - and stores the URL as the XCom ``_link_GangReservationLink``; the API server only reads that
-XCom and never imports this class (airflow-3.3-notes section 4). The link therefore carries the task
-instance key only; the page served by :mod:`airflow_provider_gang.plugin` looks the gang up from it.
-A relative, same-origin URL is accepted by the UI.
+defers - and stores the URL as the XCom ``_link_GangReservationLink``; the API server only reads
+that XCom and never imports this class (``finalize`` in apache/airflow
+``task-sdk/src/airflow/sdk/execution_time/task_runner.py``; ``xcom_key`` in
+``sdk/bases/operatorlink.py``). The link therefore carries the task instance key only; the page
+served by :mod:`airflow_provider_gang.plugin` looks the gang up from it. A relative, same-origin URL
+is accepted by the UI.
 """
 
 from __future__ import annotations

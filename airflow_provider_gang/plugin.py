@@ -2,9 +2,9 @@
 
 Registered through the ``airflow.plugins`` entry point in ``pyproject.toml``, which Airflow always
 loads (the provider-info ``plugins`` key only loads with ``lazy_discover_providers=False``,
-airflow-3.3-notes section 3). The FastAPI app is mounted at ``/gang`` on the api-server; routes
-require an Airflow user (``GetUserDep``: the UI's ``_token`` cookie or a Bearer token), because
-plugin apps get no authentication by default.
+``LAZY_LOAD_PROVIDERS`` in apache/airflow ``airflow-core/src/airflow/settings.py``). The FastAPI app
+is mounted at ``/gang`` on the api-server; routes require an Airflow user (``GetUserDep``: the UI's
+``_token`` cookie or a Bearer token), because plugin apps get no authentication by default.
 
 The same page is reached two ways: the "Gang reservation" extra link (:mod:`airflow_provider_gang.links`)
 and the "Gang" tab that the external view adds to every task instance page, where the UI shows it

@@ -1,7 +1,8 @@
 """What earlier tries of this task instance did, kept across tries in Airflow's task state store.
 
 XComs of a task instance are cleared when a new try starts, and ``dag.test()`` drops ``defer()``
-kwargs (airflow-3.3-notes section 2b), so neither can carry the fallback history. Airflow 3.3's
+kwargs (``next_kwargs = {"event": ...}`` in ``DAG.test``, apache/airflow
+``task-sdk/src/airflow/sdk/definitions/dag.py``), so neither can carry the fallback history. Airflow 3.3's
 ``task_state_store`` (``context["task_state_store"]``, keyed by dag, run, task and map index, not by
 try) survives retries and worker crashes, which is what the ladder and the summed GPU-hours need.
 

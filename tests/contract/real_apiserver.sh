@@ -7,7 +7,7 @@
 #   GANG_CONTRACT_KUBECONFIG=RUNDIR/kubeconfig .venv/bin/python -m pytest tests/contract
 #   tests/contract/real_apiserver.sh stop   RUNDIR
 #
-# Steps and flags follow shared/reference/kubernetes-api-emulation.md section 1.3 (the vendored
+# Flags follow https://kubernetes.io/docs/reference/command-line-tools-reference/kube-apiserver/ (the vendored
 # modern-go/reflect2 1.0.1 is swapped for Debian's 1.0.2, which Go >= 1.18 needs). Runs no
 # controller-manager, scheduler or kubelet: pods stay Pending, nothing is garbage-collected.
 set -euo pipefail

@@ -1,12 +1,12 @@
 """The Kubernetes API emulator: an in-memory kube-apiserver over HTTPS on 127.0.0.1.
 
 The official ``kubernetes`` and ``kubernetes_asyncio`` clients and ``kubectl`` use it unchanged
-through the kubeconfig it writes (bearer token, self-signed CA). Follows
-``shared/reference/kubernetes-api-emulation.md``: discovery, OpenAPI for ``kubectl apply``, CRUD with
-real status codes and ``Status`` errors, Content-Type-dispatched PATCH, ``managedFields`` and
-server-side apply with field ownership, status subresources,
-finalizers and garbage collection, watches with resume/bookmarks/410, CRD-schema validation,
-pod logs, token auth with per-user rules, fault injection and request metrics.
+through the kubeconfig it writes (bearer token, self-signed CA). Follows the kube-apiserver's
+documented behaviour (https://kubernetes.io/docs/reference/using-api/api-concepts/): discovery,
+OpenAPI for ``kubectl apply``, CRUD with real status codes and ``Status`` errors,
+Content-Type-dispatched PATCH, ``managedFields`` and server-side apply with field ownership, status
+subresources, finalizers and garbage collection, watches with resume/bookmarks/410, CRD-schema
+validation, pod logs, token auth with per-user rules, fault injection and request metrics.
 
 Not modelled (differences from a real apiserver a test could notice):
 
