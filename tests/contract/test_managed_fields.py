@@ -102,7 +102,7 @@ def test_a_status_write_is_its_own_entry_with_its_subresource(cluster: Cluster, 
 
 
 def test_apply_creates_and_owns_exactly_the_applied_fields(cluster: Cluster, namespace):
-    require_version(cluster, 22, "server-side apply")
+    require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
     status, created = apply(cluster, CONFIGMAPS.format(ns=namespace) + "/applied", configmap("applied", a="1"), "alice")
     assert status == 201, created
     assert entries(created)[("alice", "Apply")]["fieldsV1"] == {"f:data": {"f:a": {}}}
@@ -118,7 +118,7 @@ def test_an_apply_that_changes_nothing_writes_nothing(cluster: Cluster, namespac
 
 
 def test_apply_needs_a_field_manager(cluster: Cluster, namespace):
-    require_version(cluster, 22, "server-side apply")
+    require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
     status, body = cluster.raw(
         "PATCH",
         CONFIGMAPS.format(ns=namespace) + "/nameless",
@@ -129,7 +129,7 @@ def test_apply_needs_a_field_manager(cluster: Cluster, namespace):
 
 
 def test_a_conflicting_apply_is_409_with_the_field_and_its_manager_then_force_takes_it(cluster: Cluster, namespace):
-    require_version(cluster, 22, "server-side apply")
+    require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
     path = CONFIGMAPS.format(ns=namespace)
     cluster.raw("POST", path + "?fieldManager=creator", json.dumps(configmap("contested", a="1", b="1")).encode())
     status, answer = apply(cluster, f"{path}/contested", configmap("contested", a="2"), "alice")
@@ -150,7 +150,7 @@ def test_a_conflicting_apply_is_409_with_the_field_and_its_manager_then_force_ta
 
 
 def test_applying_the_value_another_manager_set_shares_it_without_conflict(cluster: Cluster, namespace):
-    require_version(cluster, 22, "server-side apply")
+    require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
     path = CONFIGMAPS.format(ns=namespace)
     cluster.raw("POST", path + "?fieldManager=creator", json.dumps(configmap("agreed", a="1")).encode())
     status, shared = apply(cluster, f"{path}/agreed", configmap("agreed", a="1"), "alice")
@@ -163,7 +163,7 @@ def test_applying_the_value_another_manager_set_shares_it_without_conflict(clust
 def test_a_field_dropped_from_an_applied_configuration_is_removed_unless_another_manager_owns_it(
     cluster: Cluster, namespace
 ):
-    require_version(cluster, 22, "server-side apply")
+    require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
     path = CONFIGMAPS.format(ns=namespace) + "/pruned"
     assert apply(cluster, path, configmap("pruned", a="1", b="1", c="1"), "alice")[0] == 201
     assert apply(cluster, path, configmap("pruned", c="1"), "bob")[0] == 200
@@ -174,7 +174,7 @@ def test_a_field_dropped_from_an_applied_configuration_is_removed_unless_another
 
 
 def test_keyed_list_items_are_owned_by_their_merge_key(cluster: Cluster, namespace):
-    require_version(cluster, 22, "server-side apply")
+    require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
     path = f"/api/v1/namespaces/{namespace}/pods/keyed"
     pod = {
         "apiVersion": "v1",
@@ -199,7 +199,7 @@ def test_keyed_list_items_are_owned_by_their_merge_key(cluster: Cluster, namespa
 
 
 def test_kubectl_apply_server_side_conflicts_forces_and_hides_managed_fields(cluster: Cluster, namespace):
-    require_version(cluster, 22, "server-side apply")
+    require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
 
     def kubectl_apply(manager: str, *extra: str, **data: str) -> Any:
         text = yaml.safe_dump(configmap("kubectl-ssa", **data))
