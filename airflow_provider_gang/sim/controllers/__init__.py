@@ -1,7 +1,7 @@
 """The simulated control plane that runs on the emulator's Store (``gang-sim serve --scenario``).
 
 - :mod:`.plane` builds and runs the controllers; :mod:`.attach` hooks them into an ``Emulator``
-  (``/_sim/clock``).
+  (``/_sim/clock``); :mod:`.node_registration` creates a booted node's Node object.
 - :mod:`.base` is the level-triggered controller loop (a malformed object becomes an Event).
 - :mod:`.scheduler` (filters in :mod:`.fit`), :mod:`.kubelet` (simulated runtime; local processes in
   :mod:`.processes` with DNS from :mod:`.resolver`; shutdown on preemption in

@@ -18,32 +18,22 @@ from typing import Any
 
 from airflow_provider_gang.sim.apiserver.store import Store
 from airflow_provider_gang.sim.controllers import webhooks
+from airflow_provider_gang.sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
 from airflow_provider_gang.sim.controllers.base import Controller, ControlPlane, Obj
+from airflow_provider_gang.sim.controllers.jobs import JobController
+from airflow_provider_gang.sim.controllers.kubelet import Kubelet
+from airflow_provider_gang.sim.controllers.kueue.manager import KueueManager
+from airflow_provider_gang.sim.controllers.node_registration import register_node
+from airflow_provider_gang.sim.controllers.preemption import NodeTerminationController
+from airflow_provider_gang.sim.controllers.scheduler import Scheduler
 from airflow_provider_gang.sim.world.clock import Clock, ManualClock
-from airflow_provider_gang.sim.world.cloud import Cloud, NodeRecord, node_manifest
-from airflow_provider_gang.sim.world.scenario import NodePool, Scenario
+from airflow_provider_gang.sim.world.cloud import Cloud
+from airflow_provider_gang.sim.world.scenario import Scenario
 from airflow_provider_gang.sim.world.scenario_objects import create_objects
-
-
-def register_node(store: Store, pool: NodePool, record: NodeRecord) -> Obj:
-    """Create the Node object for ``record`` (status written through the status subresource)."""
-    manifest = node_manifest(pool, record)
-    status = manifest.pop("status")
-    node = store.create("v1/nodes", manifest)
-    if node.get("status") != status:
-        node = store.patch("v1/nodes", record.name, {"status": status}, subresource="status")
-    return node
 
 
 def default_controllers() -> list[type[Controller]]:
     """The controllers a scenario runs, in start order."""
-    from airflow_provider_gang.sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
-    from airflow_provider_gang.sim.controllers.jobs import JobController
-    from airflow_provider_gang.sim.controllers.kubelet import Kubelet
-    from airflow_provider_gang.sim.controllers.kueue.manager import KueueManager
-    from airflow_provider_gang.sim.controllers.preemption import NodeTerminationController
-    from airflow_provider_gang.sim.controllers.scheduler import Scheduler
-
     return [Scheduler, Kubelet, JobController, ClusterAutoscaler, KueueManager, NodeTerminationController]
 
 

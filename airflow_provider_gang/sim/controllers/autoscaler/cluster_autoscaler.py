@@ -16,12 +16,17 @@ Every ``scanIntervalSeconds`` (CA ``--scan-interval``, 10 s) one loop
 
 Node objects are registered when their pool's provisioning delay has passed (the VM boots and the
 kubelet registers), between loops, at the exact simulated instant.
+
+The autoscaler is the :class:`~.node_groups.NodeGroups` the request processor works on (it implements
+that protocol structurally: ``cloudprovider/cloud_provider.go``'s ``NodeGroup`` operations plus the
+cluster snapshot), so the processor never imports this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_gang.sim.controllers.autoscaler import node_groups
 from airflow_provider_gang.sim.controllers.autoscaler.provisioner import RequestProcessor
 from airflow_provider_gang.sim.controllers.autoscaler.provisioning import consumed_request
 from airflow_provider_gang.sim.controllers.autoscaler.scaleup import (
@@ -31,9 +36,9 @@ from airflow_provider_gang.sim.controllers.autoscaler.scaleup import (
     plan_incremental,
 )
 from airflow_provider_gang.sim.controllers.base import Controller, Obj, condition, earliest
-from airflow_provider_gang.sim.controllers.plane import register_node
+from airflow_provider_gang.sim.controllers.node_registration import register_node
 from airflow_provider_gang.sim.controllers.scheduler import is_terminal, node_usage
-from airflow_provider_gang.sim.world.cloud import Cloud, NodeRecord, node_manifest
+from airflow_provider_gang.sim.world.cloud import NodeRecord, node_manifest
 from airflow_provider_gang.sim.world.scenario import NodePool
 
 
@@ -49,19 +54,6 @@ def is_unschedulable(pod: Obj) -> bool:
     )
 
 
-def group_options(cloud: Cloud, now: float, *, queued: bool) -> list[GroupOption]:
-    """Node groups the autoscaler may grow now (queued-provisioning pools only for DWS requests)."""
-    options = []
-    for pool in cloud.scenario.node_pools:
-        if pool.queued_provisioning != queued:
-            continue
-        template = node_manifest(
-            pool, NodeRecord(name=f"template-{pool.name}", pool=pool.name, gpus=0, created_at=0, ready_at=0)
-        )
-        options.append(GroupOption(pool.name, template, cloud.headroom(pool, now)))
-    return options
-
-
 class ClusterAutoscaler(Controller):
     component = "cluster-autoscaler"
     watches = frozenset({"v1/pods", "v1/nodes", "autoscaling.x-k8s.io/v1/provisioningrequests", "v1/podtemplates"})
@@ -71,7 +63,7 @@ class ClusterAutoscaler(Controller):
         settings = self.plane.scenario.autoscaler
         self.settings = settings
         self.cloud = self.plane.cloud
-        self.requests = RequestProcessor(self)
+        self.requests = RequestProcessor(self, node_groups=self)
         self.registered: set[str] = {record.name for record in self.cloud.live_nodes()}
         self.next_scan = 0.0
         self.last_scan: float | None = None
@@ -100,6 +92,13 @@ class ClusterAutoscaler(Controller):
             if record.name not in self.registered and record.ready_at <= now:
                 register_node(self.store, self.pool(record.pool), record)
                 self.registered.add(record.name)
+
+    def group_options(self, now: float, *, queued: bool) -> list[GroupOption]:
+        """:meth:`.node_groups.NodeGroups.group_options`: the cloud's pools of that kind, with headroom."""
+        return node_groups.group_options(self.cloud, now, queued=queued)
+
+    def is_registered(self, name: str) -> bool:
+        return name in self.registered
 
     def add_nodes(
         self, pool_name: str, count: int, now: float, *, provisioning_request: str | None = None
@@ -173,7 +172,7 @@ class ClusterAutoscaler(Controller):
         budget = int(self.tokens + 1e-9)
         if not leftover or budget <= 0:
             return
-        for pool_name, count in plan_incremental(leftover, group_options(self.cloud, now, queued=False), budget):
+        for pool_name, count in plan_incremental(leftover, self.group_options(now, queued=False), budget):
             before = len(self.cloud.live_nodes(pool_name))
             self.add_nodes(pool_name, count, now)
             self.tokens -= count

@@ -29,25 +29,30 @@ Per CA loop, requests are handled oldest first:
 ``Accepted`` and the retried ``Provisioned=False`` rewrite ``lastTransitionTime`` on every attempt
 (``conditions.AddOrUpdateCondition``). Simulated instants (when booked, next retry) are kept in memory,
 like CA's backoff cache, because object timestamps are wall-clock.
+
+The processor sees the nodes only through :class:`~.node_groups.NodeGroups` (snapshot, group options,
+increase, delete, registration), as upstream's ``provisioningrequest/orchestrator/orchestrator.go``
+sees them through the scale-up orchestrator and ``cloudprovider.NodeGroup``
+(``cloudprovider/cloud_provider.go``); the controller it runs in gives it the Store, the per-object
+guard, Events and the scenario's autoscaler settings.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_provider_gang.sim.apiserver.errors import ApiError
 from airflow_provider_gang.sim.controllers.autoscaler import provisioning as pr
+from airflow_provider_gang.sim.controllers.autoscaler.node_groups import NodeGroups
 from airflow_provider_gang.sim.controllers.autoscaler.scaleup import (
     Bin,
     could_ever_fit,
     pack,
     plan_atomic,
 )
-from airflow_provider_gang.sim.controllers.base import Obj, set_condition
-
-if TYPE_CHECKING:
-    from airflow_provider_gang.sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
+from airflow_provider_gang.sim.controllers.base import Controller, Obj, set_condition
+from airflow_provider_gang.sim.world.cloud import NodeRecord
 
 QUEUED_BOOKING_EXPIRED_MESSAGE = (
     "Capacity booking for the Provisioning Request has expired and the nodes are now candidates for scale down "
@@ -64,14 +69,24 @@ class RequestMemory:
     next_attempt: float = 0.0
     provisioned_at: float | None = None
     nodes: list[str] = field(default_factory=list)
+    nodes_created_at: float | None = None  # earliest creation of ``nodes`` (queued: maxRunDurationSeconds start)
     revoke_at: float | None = None
     provisioned_or_failed_at: float | None = None  # last write of either condition (for garbage collection)
 
+    def remember_nodes(self, records: list[NodeRecord]) -> None:
+        """The nodes provisioned for the request (one increase, never empty)."""
+        self.nodes = [record.name for record in records]
+        self.nodes_created_at = min(record.created_at for record in records)
+
 
 class RequestProcessor:
-    def __init__(self, autoscaler: ClusterAutoscaler) -> None:
-        self.autoscaler = autoscaler
-        self.store = autoscaler.store
+    """The ProvisioningRequest classes, run inside ``controller`` on the cluster's ``node_groups``."""
+
+    def __init__(self, controller: Controller, node_groups: NodeGroups) -> None:
+        self.controller = controller
+        self.node_groups = node_groups
+        self.store = controller.store
+        self.settings = controller.plane.scenario.autoscaler
         self.memory: dict[str, RequestMemory] = {}
         self.active_bookings: dict[str, tuple[Obj, list[pr.PodSet]]] = {}
         self._now = 0.0
@@ -123,7 +138,7 @@ class RequestProcessor:
         for request in ordered:
             if request["spec"].get("provisioningClassName") not in pr.SUPPORTED_CLASSES:
                 continue
-            with self.autoscaler.guard(request):
+            with self.controller.guard(request):
                 namespace = request["metadata"]["namespace"]
                 own = {name: obj for (ns, name), obj in templates.items() if ns == namespace}
                 self._handle(request, own, now, pods, nodes)
@@ -140,7 +155,7 @@ class RequestProcessor:
             written = None if memory is None else memory.provisioned_or_failed_at
             if written is not None and now - written >= pr.TERMINAL_TTL_SECONDS:
                 metadata = request["metadata"]
-                with self.autoscaler.guard(request):
+                with self.controller.guard(request):
                     self.store.delete(pr.PROVISIONING_REQUESTS, metadata["name"], metadata["namespace"])
                 continue
             kept.append(request)
@@ -168,7 +183,7 @@ class RequestProcessor:
         if missing:
             message = f"missing pod templates: {', '.join(missing)}"
             self._write(request, ("Failed", "True", "FailedToCreatePods", message))
-            self.autoscaler.plane.record_event(
+            self.controller.plane.record_event(
                 request, "FailedToCreatePods", message, warning=True, component="cluster-autoscaler"
             )
             return
@@ -179,7 +194,7 @@ class RequestProcessor:
         if queued:
             self._handle_queued(request, memory, pod_sets, specs, now)
             return
-        bins = self.autoscaler.node_bins(pods, nodes)
+        bins = self.node_groups.node_bins(pods, nodes)
         self.reserve_bookings(bins, pods, exclude=uid)
         leftover = pack(specs, bins)
         accepted = ("Accepted", "True", "Accepted", pr.ACCEPTED_MESSAGE)
@@ -194,13 +209,13 @@ class RequestProcessor:
             return
         if self._provisioned_this_loop:
             return
-        plan = plan_atomic(leftover, _options(self.autoscaler, now, queued=False))
+        plan = plan_atomic(leftover, self.node_groups.group_options(now, queued=False))
         if plan is None:
             self._retry_later(request, memory, now, accepted)
             return
         pool, count = plan
         self._provisioned_this_loop = True
-        memory.nodes = [record.name for record in self.autoscaler.add_nodes(pool, count, now)]
+        memory.remember_nodes(self.node_groups.add_nodes(pool, count, now))
         self._provisioned(request, memory, pod_sets, now, accepted, "CapacityIsProvisioned")
 
     def _handle_queued(
@@ -208,21 +223,22 @@ class RequestProcessor:
     ) -> None:
         accepted = ("Accepted", "True", "SuccessfullyQueued", "Provisioning Request was successfully queued.")
         if memory.nodes:
-            records = [self.autoscaler.cloud.nodes[name] for name in memory.nodes]
-            if all(record.name in self.autoscaler.registered for record in records):
-                memory.revoke_at = min(record.created_at for record in records) + pr.max_run_duration(request)
+            if memory.nodes_created_at is not None and all(
+                self.node_groups.is_registered(name) for name in memory.nodes
+            ):
+                memory.revoke_at = memory.nodes_created_at + pr.max_run_duration(request)
                 details = {"ResizeRequestName": _resize_name(request)}
                 self._provisioned(request, memory, pod_sets, now, accepted, "Provisioned", details=details)
             return
         pr.max_run_duration(request)  # validate early: a malformed parameter is reported, not queued forever
         if pr.classify(request) is pr.State.NEW:
             self._write(request, accepted)
-        if now - memory.first_seen < self.autoscaler.settings.queued_provisioning_delay_seconds:
+        if now - memory.first_seen < self.settings.queued_provisioning_delay_seconds:
             return
-        options = _options(self.autoscaler, now, queued=True)
+        options = self.node_groups.group_options(now, queued=True)
         plan = plan_atomic(specs, options)
         if plan is None:
-            scenario = self.autoscaler.plane.scenario
+            scenario = self.controller.plane.scenario
             if not could_ever_fit(specs, options, lambda name: scenario.pool(name).max_nodes):
                 pools = ", ".join(option.name for option in options) or "none"
                 message = f"max cluster limit reached, nodepools out of resources: {pools}"
@@ -232,8 +248,7 @@ class RequestProcessor:
             return
         self._provisioned_this_loop = True
         pool, count = plan
-        records = self.autoscaler.add_nodes(pool, count, now, provisioning_request=_resize_name(request))
-        memory.nodes = [record.name for record in records]
+        memory.remember_nodes(self.node_groups.add_nodes(pool, count, now, provisioning_request=_resize_name(request)))
 
     def _provisioned(
         self,
@@ -254,7 +269,7 @@ class RequestProcessor:
         self, request: Obj, memory: RequestMemory, now: float, accepted: tuple[str, str, str, str]
     ) -> None:
         memory.attempts += 1
-        settings = self.autoscaler.settings
+        settings = self.settings
         memory.next_attempt = now + pr.retry_delay(
             memory.attempts, initial=settings.initial_backoff_seconds, maximum=settings.max_backoff_seconds
         )
@@ -270,7 +285,7 @@ class RequestProcessor:
             self.active_bookings[uid] = (request, pr.pod_sets(request, templates))
         if len(self._bound_consumers(request, pods)) >= pr.requested_pods(request):
             ending = ("BookingExpired", "True", "CapacityBookingConsumed", pr.BOOKING_CONSUMED_MESSAGE)
-        elif now >= memory.provisioned_at + self.autoscaler.settings.booking_seconds:
+        elif now >= memory.provisioned_at + self.settings.booking_seconds:
             message = QUEUED_BOOKING_EXPIRED_MESSAGE if queued else pr.RESERVATION_EXPIRED_MESSAGE
             ending = ("BookingExpired", "True", "CapacityReservationTimeExpired", message)
         else:
@@ -280,7 +295,7 @@ class RequestProcessor:
 
     def _revoke(self, request: Obj, memory: RequestMemory, now: float) -> None:
         for name in memory.nodes:
-            self.autoscaler.remove_node(name, now)
+            self.node_groups.remove_node(name, now)
         message = "maxRunDurationSeconds reached: the provisioned nodes are being deleted"
         self._write(request, ("CapacityRevoked", "True", "MaxRunDurationSecondsReached", message))
         self.active_bookings.pop(request["metadata"]["uid"], None)
@@ -318,12 +333,6 @@ class RequestProcessor:
             subresource="status",
         )
         request["status"] = updated.get("status")
-
-
-def _options(autoscaler: ClusterAutoscaler, now: float, *, queued: bool) -> list[Any]:
-    from airflow_provider_gang.sim.controllers.autoscaler.cluster_autoscaler import group_options
-
-    return group_options(autoscaler.cloud, now, queued=queued)
 
 
 def _resize_name(request: Obj) -> str:
