@@ -4,9 +4,11 @@
 commit, publishes each committed change to watches (:mod:`.watch`) and subscribers, and serves
 reads (deep copies; for the in-process simulated controllers, :meth:`ObjectTable.view`: the stored
 objects themselves, read-only) through the secondary indexes of :mod:`.object_index` (by namespace,
-name and label value, so a LIST or watch by name costs the same with 30 objects as with 3,000).
-Admission and the write verbs live in :class:`.store.Store`, which
-extends it. Stored objects are never mutated in place, so events and history may share them.
+name and label value, so a LIST or watch by name costs the same with 30 objects as with 3,000),
+and keeps the owner index of :mod:`.owner_index` (ownerReferences, for garbage collection).
+Removal and garbage collection live in :class:`.deletion.DeletingObjectTable`, admission and
+the write verbs in :class:`.store.Store`, which extend it. Stored objects are never mutated in
+place, so events and history may share them.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_gang.sim.apiserver import errors, garbage
+from airflow_provider_gang.sim.apiserver import errors
 from airflow_provider_gang.sim.apiserver.logs import PodLogs
 from airflow_provider_gang.sim.apiserver.object_copy import json_copy
 from airflow_provider_gang.sim.apiserver.object_index import ObjectIndex
+from airflow_provider_gang.sim.apiserver.owner_index import ObjectId, OwnerIndex
 from airflow_provider_gang.sim.apiserver.registry import Registry, ResourceType
 from airflow_provider_gang.sim.apiserver.selectors import (
     object_matcher,
@@ -34,12 +38,18 @@ from airflow_provider_gang.sim.apiserver.selectors import (
 )
 from airflow_provider_gang.sim.apiserver.watch import Event, WatchHub, WatchStream
 
+__all__ = ["ObjectId", "ObjectTable", "Subscriber", "rfc3339"]
+
 Object = dict[str, Any]
 Subscriber = Callable[[str, str, Object], Any]
-ObjectId = tuple[str, str, str]  # (storage key, namespace, name)
 
 _log = logging.getLogger(__name__)
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream utilrand.String
+
+
+def rfc3339(seconds: float) -> str:
+    """``seconds`` since the epoch as the apiserver writes times: UTC, whole seconds (metav1.Time)."""
+    return datetime.fromtimestamp(int(seconds), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ObjectTable:
@@ -68,8 +78,7 @@ class ObjectTable:
         self._hub = WatchHub(history_limit)
         self._subscribers: list[Subscriber] = []
         self._shared_subscribers: set[Subscriber] = set()
-        self.dependents: dict[str, set[ObjectId]] = {}  # owner uid -> objects naming it in ownerReferences
-        self.uids: dict[str, ObjectId] = {}  # uid -> object, for every stored object
+        self.owners = OwnerIndex()  # who names whom in ownerReferences, and uid -> object
         self._background: set[asyncio.Task[Any]] = set()
 
     # ----------------------------------------------------------------- reading
@@ -78,6 +87,11 @@ class ObjectTable:
     def resource_version(self) -> str:
         """The newest committed resourceVersion (what a list reports)."""
         return str(self._resource_version)
+
+    def timestamp(self, after_seconds: int = 0) -> str:
+        """Now (plus ``after_seconds``), as the second-precision RFC 3339 time of ``creationTimestamp``,
+        ``deletionTimestamp`` and ``managedFields``."""
+        return rfc3339(self._wall_clock() + after_seconds)
 
     def compact_history(self) -> None:
         """Forget the event history so far, like a watch cache that starts now (older versions: 410)."""
@@ -190,7 +204,7 @@ class ObjectTable:
         else:
             bucket[identity] = new
             index.put(identity, new, previous)
-        garbage.index_owners(self, (resource_type.storage_key, *identity), old, new, event_type)
+        self.owners.record((resource_type.storage_key, *identity), old, new, event_type)
         self._hub.publish(Event(self._resource_version, resource_type.storage_key, event_type, new, old))
         for callback in list(self._subscribers):
             try:

@@ -15,6 +15,7 @@ from typing import Any
 from airflow_provider_gang.sim.apiserver import errors
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+CRD_KEY = "apiextensions.k8s.io/v1/customresourcedefinitions"  # the resource key of CRDs
 
 
 @dataclass(frozen=True)

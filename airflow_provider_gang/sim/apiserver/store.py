@@ -13,7 +13,8 @@ One asyncio event loop, no threads. Resource keys are ``"<apiVersion>/<plural>"`
 - ``metadata.managedFields`` per field manager (:mod:`.managed_fields`), server-side apply with
   field ownership and conflicts (:mod:`.server_side_apply`);
 - deletion: finalizers (``deletionTimestamp`` then DELETED once they are cleared) and ownerReference
-  garbage collection with ``propagationPolicy`` Orphan / Background / Foreground (:mod:`.garbage`);
+  garbage collection with ``propagationPolicy`` Orphan / Background / Foreground (:mod:`.garbage`
+  plans it, :mod:`.deletion` applies the plans);
 - watch history with 410 Expired for compacted resourceVersions (:mod:`.watch`).
 
 Stored objects are never mutated in place: every write builds a new dict, so events and history may
@@ -25,32 +26,27 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_gang.sim.apiserver import errors, garbage, managed_fields, patches, server_side_apply, validation
+from airflow_provider_gang.sim.apiserver.deletion import DeletingObjectTable
 from airflow_provider_gang.sim.apiserver.kinds import pods, strategy_for
 from airflow_provider_gang.sim.apiserver.kinds.base import omit_empty
 from airflow_provider_gang.sim.apiserver.object_copy import copy_metadata, copy_object
-from airflow_provider_gang.sim.apiserver.object_table import ObjectId, ObjectTable, Subscriber
-from airflow_provider_gang.sim.apiserver.registry import Registry, ResourceType, types_from_crd
+from airflow_provider_gang.sim.apiserver.object_table import ObjectId, Subscriber, rfc3339
+from airflow_provider_gang.sim.apiserver.registry import CRD_KEY, Registry, ResourceType, types_from_crd
 
 __all__ = ["CRD_KEY", "DEFAULT_NAMESPACES", "ObjectId", "Store", "Subscriber", "rfc3339"]
 
 Object = dict[str, Any]
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-CRD_KEY = "apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
-def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(int(seconds), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class Store(ObjectTable):
+class Store(DeletingObjectTable):
     """In-memory API objects with admission, deletion and garbage collection (see module docstring).
 
-    Options as :class:`.object_table.ObjectTable`, plus ``graceful_pod_deletion`` (off: pods are
-    removed at once; on: a pod bound to a node is only marked until deleted with grace 0, as a
+    Options as :class:`.deletion.DeletingObjectTable` (``graceful_pod_deletion``: off, pods are
+    removed at once; on, a pod bound to a node is only marked until deleted with grace 0, as a
     real kubelet does). The default namespaces exist from the start.
     """
 
@@ -63,9 +59,13 @@ class Store(ObjectTable):
         wall_clock: Callable[[], float] = time.time,
         graceful_pod_deletion: bool = False,
     ) -> None:
-        super().__init__(registry=registry, history_limit=history_limit, seed=seed, wall_clock=wall_clock)
-        # True: pods bound to a node stay Terminating until deleted with grace 0 (a kubelet's job).
-        self.graceful_pod_deletion = graceful_pod_deletion
+        super().__init__(
+            registry=registry,
+            history_limit=history_limit,
+            seed=seed,
+            wall_clock=wall_clock,
+            graceful_pod_deletion=graceful_pod_deletion,
+        )
         for namespace in DEFAULT_NAMESPACES:
             self.create("v1/namespaces", {"metadata": {"name": namespace}})
 
@@ -148,10 +148,6 @@ class Store(ObjectTable):
         if resource_type.key == CRD_KEY:
             self.serve_crd(committed)
         return self._present(resource_type, committed)
-
-    def timestamp(self) -> str:
-        """Now, as the second-precision RFC 3339 time of ``creationTimestamp`` and ``managedFields``."""
-        return rfc3339(self._wall_clock())
 
     def serve_crd(self, crd: Object) -> None:
         """Serve exactly the served versions of a committed CRD (versions no longer served disappear)."""
@@ -359,14 +355,14 @@ class Store(ObjectTable):
         ``propagation_policy`` (Orphan / Background / Foreground) decides what happens to objects whose
         ownerReferences point at it; the default is Background, except batch/v1 Jobs which default to
         Orphan as upstream's ``jobStrategy.DefaultGarbageCollectionPolicy``. ``grace_period_seconds``
-        matters for pods only: see :func:`.garbage.delete` and ``graceful_pod_deletion``.
+        matters for pods only: see :func:`.garbage.plan_delete` and ``graceful_pod_deletion``.
         ``dry_run`` (also on create/replace/patch) runs admission and returns the result without
         storing anything (``dryRun=All``).
         """
         resource_type = self.resolve(resource)
         obj = self._stored(resource_type, name, self._namespace_for(resource_type, namespace))
         policy = propagation_policy or garbage.default_policy(resource_type)
-        if policy not in ("Orphan", "Background", "Foreground"):
+        if policy not in garbage.POLICIES:
             raise errors.invalid(
                 "DeleteOptions",
                 "",
@@ -374,23 +370,5 @@ class Store(ObjectTable):
             )
         if dry_run:
             return self._present(resource_type, obj)
-        return self._present(resource_type, garbage.delete(self, resource_type, obj, policy, grace_period_seconds))
-
-    def _remove(self, resource_type: ResourceType, last: Object, old: Object | None = None) -> Object:
-        """Commit the removal of a stored object and run what follows a real deletion."""
-        removed = self._commit(resource_type, "DELETED", copy.deepcopy(last), old or last)
-        metadata = removed["metadata"]
-        if resource_type.storage_key == "/pods":
-            self.logs.forget_pod(metadata.get("namespace", ""), metadata["name"])
-        garbage.after_removal(self, removed)
-        if resource_type.key == CRD_KEY:
-            group, plural = removed["spec"]["group"], removed["spec"]["names"]["plural"]
-            storage_key = f"{group}/{plural}"
-            served = self.registry.versions_of(storage_key)
-            for obj in list(self._objects.get(storage_key, {}).values()):
-                if served:
-                    self._commit(served[0], "DELETED", copy.deepcopy(obj), obj)
-            self._objects.pop(storage_key, None)
-            self._indexes.pop(storage_key, None)
-            self.registry.remove_storage(storage_key)
-        return removed
+        plan = garbage.plan_delete(self, resource_type, obj, policy, grace_period_seconds)
+        return self._present(resource_type, self._apply_deletion(plan))
