@@ -14,6 +14,13 @@ For a workload with ``QuotaReserved=True`` and a check whose AdmissionCheck has
    CapacityRevoked -> Rejected; BookingExpired before admission -> as Failed, after admission ignored;
    Provisioned -> Ready with ``podSetUpdates`` carrying the two consume annotations and the configured
    ``nodeSelector`` from ``provisioningClassDetails``; Accepted -> Pending with the Provisioned message.
+
+:func:`sync_checks` is the controller's pass over one Workload (kubernetes-sigs/kueue
+``pkg/controller/admissionchecks/provisioning/controller.go``): it reads a
+:class:`~.snapshot.CheckSnapshot` and returns the objects to create and the status to write
+(:mod:`.patches`), with the check states the workload controller goes on with. A change that turns
+a check Rejected or Retry on an admitted Workload sets ``Admitted=False`` in the same write: check
+states outrank ``Admitted`` (Kueue 0.19.3, kubernetes-sigs/kueue#14871).
 """
 
 from __future__ import annotations
@@ -21,14 +28,18 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.autoscaler import provisioning as pr
-from airflow_provider_gang.sim.controllers.base import Obj, owner_reference
-from airflow_provider_gang.sim.controllers.kueue.workloads import PROVREQ_PREFIX
+from airflow_provider_gang.sim.controllers.base import Obj, is_true, owner_reference
+from airflow_provider_gang.sim.controllers.kueue import workloads as wl
+from airflow_provider_gang.sim.controllers.kueue.patches import Condition, CreateObject, Patch, WorkloadStatus
+from airflow_provider_gang.sim.controllers.kueue.snapshot import CheckSnapshot, timestamp
 
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 MAX_REQUEST_NAME = 253
+UNSATISFIED_CHECKS = "The workload has not all admission checks ready"
 
 
 def request_name(workload: str, check: str, attempt: int) -> str:
@@ -143,8 +154,8 @@ def pod_template(workload: Obj, pod_set: Mapping[str, Any], flavor: Mapping[str,
 def provisioning_request(workload: Obj, config: Mapping[str, Any], name: str, counts: Mapping[str, int]) -> Obj:
     parameters = dict((config.get("spec") or {}).get("parameters") or {})
     for key, value in (workload["metadata"].get("annotations") or {}).items():
-        if key.startswith(PROVREQ_PREFIX):
-            parameters[key[len(PROVREQ_PREFIX) :]] = value
+        if key.startswith(wl.PROVREQ_PREFIX):
+            parameters[key[len(wl.PROVREQ_PREFIX) :]] = value
     spec: dict[str, Any] = {
         "provisioningClassName": (config.get("spec") or {}).get("provisioningClassName"),
         "podSets": [
@@ -170,3 +181,95 @@ def _managed_metadata(workload: Obj, name: str) -> Obj:
         "labels": {"kueue.x-k8s.io/managed": "true"},
         "ownerReferences": [owner_reference(workload)],
     }
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What :func:`sync_checks` decided: ``patches`` to apply and every check entry's new ``states``."""
+
+    patches: list[Patch]
+    states: list[dict[str, Any]]
+
+
+def sync_checks(snapshot: CheckSnapshot) -> CheckResult:
+    """Advance the Workload's ProvisioningRequest checks (Retry and Rejected entries stay as they are).
+
+    A Ready check whose request turns Pending after admission (BookingExpired) stays Ready.
+    ``lastTransitionTime`` changes only with ``state``.
+    """
+    workload, config = snapshot.workload, snapshot.queues
+    entries = list((workload.get("status") or {}).get("admissionChecks") or [])
+    admitted = is_true(workload, "Admitted")
+    patches: list[Patch] = []
+    changed = False
+    for index, entry in enumerate(entries):
+        check = config.admission_checks.get(entry["name"])
+        if check is None or (check.get("spec") or {}).get("controllerName") != PROVISIONING_CONTROLLER:
+            continue
+        if entry["state"] in ("Retry", "Rejected"):
+            continue
+        parameters = (check.get("spec") or {}).get("parameters") or {}
+        check_config = config.provisioning_configs.get(parameters.get("name", ""))
+        if check_config is None:
+            continue
+        state = _provisioning_state(snapshot, entry, check_config, patches)
+        new = {**{k: v for k, v in entry.items() if k not in ("podSetUpdates", "requeueAfterSeconds")}, **state}
+        if entry["state"] == "Ready" and admitted and state["state"] == "Pending":
+            continue  # BookingExpired after admission is ignored
+        if {k: v for k, v in new.items() if k != "lastTransitionTime"} != {
+            k: v for k, v in entry.items() if k != "lastTransitionTime"
+        }:
+            if new["state"] != entry["state"]:
+                new["lastTransitionTime"] = timestamp(snapshot.wall_clock)
+            entries[index] = new
+            changed = True
+    if changed:
+        failing = admitted and any(entry["state"] in ("Rejected", "Retry") for entry in entries)
+        unadmitted = (Condition("Admitted", "False", "UnsatisfiedAdmissionChecks", UNSATISFIED_CHECKS),)
+        patches.append(WorkloadStatus(unadmitted if failing else (), {"admissionChecks": entries}))
+    return CheckResult(patches, entries)
+
+
+def _provisioning_state(
+    snapshot: CheckSnapshot, entry: Mapping[str, Any], config: Mapping[str, Any], patches: list[Patch]
+) -> dict[str, Any]:
+    """The check's state from its current attempt's request; a missing request is created (its
+    PodTemplates first, appended to ``patches``) and the check is Pending."""
+    workload = snapshot.workload
+    attempt = int(entry.get("retryCount", 0)) + 1
+    name = request_name(workload["metadata"]["name"], entry["name"], attempt)
+    namespace = workload["metadata"]["namespace"]
+    managed = set((config.get("spec") or {}).get("managedResources") or [])
+    pod_sets = workload["spec"]["podSets"]
+    if managed:
+        wanted = [item for item in pod_sets if managed & set(_requested_resources(item))]
+        if not wanted:
+            return {"state": "Ready", "message": "the provisioning request is not needed"}
+        pod_sets = wanted
+    request = snapshot.requests.get(name)
+    if request is None:
+        counts = {}
+        for item in pod_sets:
+            assignment = wl.pod_set_assignment(workload, item["name"])
+            flavor = wl.assigned_flavor(assignment, snapshot.queues.flavors)
+            template = pod_template(workload, item, flavor, template_name(name, item["name"]))
+            patches.append(CreateObject("v1/podtemplates", namespace, template, exists_ok=True))
+            counts[item["name"]] = int(assignment.get("count", item.get("count", 1)))
+        request_body = provisioning_request(workload, config, name, counts)
+        patches.append(CreateObject(pr.PROVISIONING_REQUESTS, namespace, request_body))
+        return {"state": "Pending", "message": ""}
+    return check_state(
+        request,
+        config,
+        attempt,
+        admitted=is_true(workload, "Admitted"),
+        pod_set_names=[item["name"] for item in pod_sets],
+    )
+
+
+def _requested_resources(pod_set: Mapping[str, Any]) -> list[str]:
+    names: list[str] = []
+    for container in ((pod_set.get("template") or {}).get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        names += list((resources.get("requests") or {}).keys()) + list((resources.get("limits") or {}).keys())
+    return names

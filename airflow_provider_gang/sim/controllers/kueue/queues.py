@@ -6,19 +6,25 @@ referenced ResourceFlavor or AdmissionCheck is missing (reasons ``FlavorNotFound
 ``AdmissionCheckNotFound``); a LocalQueue is inactive when its ClusterQueue is missing
 (``ClusterQueueDoesNotExist``). ProvisioningRequest AdmissionChecks get ``Active=True/Active``, or
 ``Active=False/BadParametersRef`` when their ProvisioningRequestConfig is missing.
+
+Pure: :func:`status_batches` and :func:`check_activity` read a :class:`~.snapshot.QueueSnapshot`
+and return the status patches (:mod:`.patches`), as kubernetes-sigs/kueue's
+``pkg/controller/core/clusterqueue_controller.go`` and ``localqueue_controller.go`` update queue
+status from the cache, and ``pkg/controller/admissionchecks/provisioning/admissioncheck_reconciler.go``
+the ProvisioningRequest AdmissionChecks' ``Active``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from airflow_provider_gang.sim.controllers.base import Obj, condition, is_true, same_conditions, set_condition
 from airflow_provider_gang.sim.controllers.kueue import checks
 from airflow_provider_gang.sim.controllers.kueue import workloads as wl
-
-if TYPE_CHECKING:
-    from airflow_provider_gang.sim.controllers.kueue.manager import KueueManager
+from airflow_provider_gang.sim.controllers.kueue.patches import Batch, Patch, PatchObject
+from airflow_provider_gang.sim.controllers.kueue.snapshot import QueueSnapshot
 
 Counts = dict[str, int]
 
@@ -118,40 +124,51 @@ def status_patch(obj: Obj, counts: Counts, active: tuple[str, str, str]) -> dict
     return {**wanted, "conditions": updated}
 
 
-def report(manager: KueueManager) -> None:
-    """Write every ClusterQueue's and LocalQueue's status (counts and ``Active``) when it changed."""
-    workloads, _ = manager.store.list(wl.WORKLOADS)
-    queue_of = {key: (item.get("spec") or {}).get("clusterQueue", "") for key, item in manager.lqs.items()}
+def status_batches(config: QueueSnapshot, workloads: list[Obj]) -> list[Batch]:
+    """Every ClusterQueue's and LocalQueue's status write (counts and ``Active``), when it changed."""
+    queue_of = {key: (item.get("spec") or {}).get("clusterQueue", "") for key, item in config.local_queues.items()}
     by_cluster_queue, by_local_queue = workload_counts(workloads, queue_of)
-    for name, cluster_queue in manager.cqs.items():
-        with manager.guard(cluster_queue):
-            active = cluster_queue_activity(cluster_queue, manager.flavors, manager.acs)
-            patch = status_patch(cluster_queue, by_cluster_queue.get(name, {}), active)
-            if patch is not None:
-                manager.store.patch(wl.RESOURCES["cqs"], name, {"status": patch}, subresource="status")
-    for (namespace, name), local_queue in manager.lqs.items():
-        with manager.guard(local_queue):
-            target = queue_of[(namespace, name)]
-            active = (
-                ("True", "Ready", "Can submit new workloads to localQueue")
-                if target in manager.cqs
-                else ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
-            )
-            patch = status_patch(local_queue, by_local_queue.get((namespace, name), {}), active)
-            if patch is not None:
-                manager.store.patch(
-                    wl.RESOURCES["lqs"], name, {"status": patch}, namespace=namespace, subresource="status"
-                )
+    batches = [
+        Batch(queue, partial(_cluster_queue_status, config, name, queue, by_cluster_queue.get(name, {})))
+        for name, queue in config.cluster_queues.items()
+    ]
+    for key, local_queue in config.local_queues.items():
+        counts = by_local_queue.get(key, {})
+        plan = partial(_local_queue_status, config, key, queue_of[key], local_queue, counts)
+        batches.append(Batch(local_queue, plan))
+    return batches
 
 
-def mark_checks_active(manager: KueueManager) -> None:
+def _cluster_queue_status(config: QueueSnapshot, name: str, queue: Obj, counts: Counts) -> list[Patch]:
+    active = cluster_queue_activity(queue, config.flavors, config.admission_checks)
+    patch = status_patch(queue, counts, active)
+    return [] if patch is None else [PatchObject(wl.RESOURCES["cqs"], name, {"status": patch}, subresource="status")]
+
+
+def _local_queue_status(
+    config: QueueSnapshot, key: tuple[str, str], target: str, queue: Obj, counts: Counts
+) -> list[Patch]:
+    namespace, name = key
+    active = (
+        ("True", "Ready", "Can submit new workloads to localQueue")
+        if target in config.cluster_queues
+        else ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+    )
+    patch = status_patch(queue, counts, active)
+    if patch is None:
+        return []
+    return [PatchObject(wl.RESOURCES["lqs"], name, {"status": patch}, namespace=namespace, subresource="status")]
+
+
+def check_activity(config: QueueSnapshot) -> list[Patch]:
     """``Active`` on ProvisioningRequest AdmissionChecks: False/BadParametersRef when the config is missing."""
-    for name, check in manager.acs.items():
+    patches: list[Patch] = []
+    for name, check in config.admission_checks.items():
         spec = check.get("spec") or {}
         parameters = spec.get("parameters") or {}
         if spec.get("controllerName") != checks.PROVISIONING_CONTROLLER:
             continue
-        if parameters.get("name") in manager.prcs:
+        if parameters.get("name") in config.provisioning_configs:
             wanted = ("True", "Active", "The admission check is active")
         else:
             wanted = (
@@ -162,4 +179,6 @@ def mark_checks_active(manager: KueueManager) -> None:
         current = condition(check, "Active")
         if current is None or (current.get("status"), current.get("reason")) != wanted[:2]:
             conditions = set_condition(list((check.get("status") or {}).get("conditions") or []), "Active", *wanted)
-            manager.store.patch(wl.RESOURCES["acs"], name, {"status": {"conditions": conditions}}, subresource="status")
+            body = {"status": {"conditions": conditions}}
+            patches.append(PatchObject(wl.RESOURCES["acs"], name, body, subresource="status"))
+    return patches

@@ -8,6 +8,7 @@
   over ``kind \\n group \\n name \\n uid``.
 - :func:`job_workload` / :func:`group_workload` / :func:`pod_workload` (a single plain pod) build the
   Workload objects.
+- :func:`stands_for_pods`, :func:`pod_set_assignment` and :func:`assigned_flavor` read a Workload.
 """
 
 from __future__ import annotations
@@ -201,3 +202,26 @@ def group_workload(group: str, namespace: str, pods: Sequence[Mapping[str, Any]]
         },
         "spec": {"active": True, "queueName": (first.get("labels") or {})[QUEUE_NAME], "podSets": pod_sets},
     }
+
+
+def stands_for_pods(workload: Mapping[str, Any]) -> bool:
+    """A Workload of plain pods (a group, or a single pod) rather than of a Job."""
+    annotations = workload["metadata"].get("annotations") or {}
+    owners = workload["metadata"].get("ownerReferences") or []
+    return annotations.get(IS_GROUP) == "true" or any(ref.get("kind") == "Pod" for ref in owners)
+
+
+def pod_set_assignment(workload: Mapping[str, Any], pod_set: str) -> dict[str, Any]:
+    """The ``status.admission.podSetAssignments`` entry of ``pod_set`` (a copy; empty when none)."""
+    for item in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+        if item["name"] == pod_set:
+            return dict(item)
+    return {}
+
+
+def assigned_flavor(
+    assignment: Mapping[str, Any], flavors: Mapping[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The ResourceFlavor of an assignment (the first by name when resources got different ones)."""
+    names = set((assignment.get("flavors") or {}).values())
+    return flavors.get(sorted(names)[0]) if names else None
