@@ -5,8 +5,10 @@ every Kubernetes API request (watches included):
 
 * **anchor** - 8 real ``KubernetesPodTrigger`` instances (cncf-kubernetes, operator defaults: pod GET
   every 5 s while Pending plus the 5 s event watch) polling 8 Pending pods for ``--anchor-seconds`` of
-  real time; their rate is extrapolated to 10 minutes. airflow-kubernetes-anchors.md section 8
-  documents ~36 requests per pod per minute for the same loop.
+  real time; their rate is extrapolated to 10 minutes. Reading that loop
+  (``await_pod_start`` in cncf-kubernetes ``utils/pod_manager.py``, one pod GET per 5 s, plus
+  ``watch_pod_events`` in ``hooks/kubernetes.py``, a pod GET and a 5 s event WATCH per turn) gives ~36
+  requests per pod per minute.
 * **gang** - one ``ReservationTrigger`` for a gang of 8 in ``gates`` mode (a ProvisioningRequest that
   stays Accepted, plus 8 gated member pods) until its own 10-minute deadline. Time is *scaled*: the
   deadline and the watch length are divided by ``--scale`` (10 min -> 6 s, 5 min watches -> 3 s at

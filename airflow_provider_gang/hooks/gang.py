@@ -7,7 +7,8 @@ options, and with none set "in-cluster first, then the default kubeconfig" - and
 the outcome: in-cluster, or the kubeconfig that was loaded, as a dict.
 
 The dict is needed because the triggerer may run elsewhere: cncf-kubernetes' ``AsyncKubernetesHook``
-ignores ``config_file`` and has no in-cluster fallback (anchors reference section 5.2, issues #34644 and
+ignores ``config_file`` and has no in-cluster fallback (``AsyncKubernetesHook._load_config`` in apache/airflow
+``providers/cncf/kubernetes/src/airflow/providers/cncf/kubernetes/hooks/kubernetes.py``; issues #34644 and
 PR #72301). File references in the kubeconfig (CA, client certificate and key) are inlined as ``*-data``
 so the dict does not depend on the worker's files. Exec plugins are kept as they are: the plugin binary
 must exist on the triggerer, as for any kubeconfig.

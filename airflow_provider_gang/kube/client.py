@@ -2,7 +2,8 @@
 
 One :class:`KubeClient` is built per trigger (or per operator call) and reused for every request, so a
 waiting gang holds one connection pool instead of opening a TCP+TLS connection per poll as the
-cncf-kubernetes async hook does (anchors reference sections 1.3 and 8; its PR #71349).
+cncf-kubernetes async hook does (``AsyncKubernetesHook`` in cncf-kubernetes ``hooks/kubernetes.py`` and the
+``KubernetesPodTrigger`` loop of ``triggers/pod.py``; its PR #71349).
 
 Why aiohttp with kubernetes_asyncio's configuration, and not kubernetes_asyncio's generated APIs:
 

@@ -1,10 +1,11 @@
 """Explicit, serializable connection settings and their loading into a kubernetes_asyncio configuration.
 
-Triggers run in the triggerer, which may not have the worker's files, environment or Airflow connection
-cache, and cncf-kubernetes' ``AsyncKubernetesHook`` does not fall back to in-cluster config the way the
-sync hook does (anchors reference section 5.2). So the hook resolves the connection on the worker and
-hands the trigger one of exactly two things: "in cluster", or a kubeconfig *dict* (plus context and
-namespace). Both are plain values that survive ``BaseTrigger.serialize()``.
+Triggers run in the triggerer, which may not have the worker's files, environment or Airflow
+connection cache, and cncf-kubernetes' ``AsyncKubernetesHook`` does not fall back to in-cluster
+config the way the sync hook does (``AsyncKubernetesHook._load_config``, cncf-kubernetes
+``hooks/kubernetes.py``). So the hook resolves the connection on the worker and hands the trigger
+one of exactly two things: "in cluster", or a kubeconfig *dict* (plus context and namespace). Both
+are plain values that survive ``BaseTrigger.serialize()``.
 
 Authentication is not re-implemented: :func:`load_configuration` delegates to kubernetes_asyncio's
 loaders, which handle client certificates, bearer tokens, ``exec`` credential plugins (GKE's

@@ -10,7 +10,7 @@ cluster cannot serve fails in seconds instead of after the whole ``reservation_t
   ``LocalQueueStatus`` (reasons ``ClusterQueueDoesNotExist``, ``ClusterQueueIsInactive``, ...) and of
   ``ClusterQueueStatus`` (``FlavorNotFound``, ``AdmissionCheckNotFound``, ``Stopped``, ...), and from
   ``ClusterQueueSpec.resourceGroups`` (Kueue ``apis/kueue/v1beta2/localqueue_types.go``,
-  ``clusterqueue_types.go``; gang-reservation-apis 2.3, 2.4). A missing condition (the controller has
+  ``clusterqueue_types.go``). A missing condition (the controller has
   not reported yet) refuses nothing. Each answer is a refusal message or ``None``.
 - **a zone: does any node carry it yet?** Only a warning: a node pool that scales from zero has no node
   until the autoscaler creates one, so no node in the zone is not proof the zone cannot be served. Asked

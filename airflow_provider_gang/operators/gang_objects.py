@@ -5,8 +5,9 @@ Manifests come from ``reservation.manifests``; this module only sends them. Ever
 this try created the object, and it is reused. Every delete is idempotent (``NotFound`` is done).
 Prechecks are :mod:`.precheck`. Members are created (and gates released) concurrently, by
 ``ClientOptions.max_parallel_requests`` workers under the client's rate limit, so they are all bound
-well inside the 10-minute booking window of a provisioned request (gang-reservation-apis section
-1.6); the first create failing past its retries stops further creates (:mod:`.parallel`).
+well inside the 10-minute booking window of a provisioned request (``BookingExpired`` after 10
+minutes, cluster-autoscaler ``proposals/provisioning-request.md``); the first create failing past
+its retries stops further creates (:mod:`.parallel`).
 """
 
 from __future__ import annotations

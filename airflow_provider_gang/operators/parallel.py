@@ -6,7 +6,8 @@ the workers from starting more, the calls already sent finish (their outcome is 
 either way; a retry adopts what they created), and that first error is raised. This is the
 "stop at the first error" half of the Job and ReplicaSet controllers' ``slowStartBatch``
 (``kubernetes/pkg/controller/job/job_controller.go``), without its slow start: a gang is created
-all at once because its reservation's booking lasts 10 minutes (gang-reservation-apis section 1.6).
+all at once because its reservation's booking lasts 10 minutes (``BookingExpired``,
+cluster-autoscaler ``proposals/provisioning-request.md``).
 """
 
 from __future__ import annotations

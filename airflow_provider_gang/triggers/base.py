@@ -13,8 +13,8 @@ Arguments common to every gang trigger (all plain values, part of the stored for
 - ``provisioning_request`` / ``workload_selector`` / ``pod_selector``: the gang's ProvisioningRequest
   name, Kueue Workload label selector, member pods label selector - whichever the wait watches.
 - ``deadline``: absolute UNIX time at which the trigger gives up with reason ``deadline``. It is absolute
-  so a trigger rebuilt on another triggerer keeps the original budget (cncf's ``_execution_deadline``
-  lesson, anchors reference section 1.4).
+  so a trigger rebuilt on another triggerer keeps the original budget (as cncf-kubernetes'
+  ``KubernetesPodTrigger`` keeps ``_execution_deadline``, ``triggers/pod.py``; apache/airflow#67227).
 - ``delete_on_kill``: the gang's objects, ``{"resource": <key>, "name": str|None, "label_selector": str}``,
   deleted by :meth:`on_kill` only.
 - ``client_options``: :class:`kube.options.ClientOptions` as a dict.

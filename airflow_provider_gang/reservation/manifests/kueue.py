@@ -11,10 +11,11 @@ the Job; the Job controller then creates pods ``<job>-<index>-<suffix>`` whose h
 ``<job>-<index>``.
 
 Partial admission lowers ``spec.parallelism`` (and, with the annotation above, ``completions``) but
-never the pod template (gang-reservation-apis 2.7), so a size written into the env would be the
-requested one. With ``min_size < size`` the template's size-dependent variables (``GANG_SIZE``,
-``WORLD_SIZE``, ``PET_NNODES``, ``JAX_NUM_PROCESSES``) therefore read key ``size`` of the gang's
-world ConfigMap through ``valueFrom.configMapKeyRef`` (:mod:`.world`): the operator writes it with
+never the pod template (Kueue ``pkg/controller/jobs/job/job_controller.go``,
+``RunWithPodSetsInfo``), so a size written into the env would be the requested one. With ``min_size
+< size`` the template's size-dependent variables (``GANG_SIZE``, ``WORLD_SIZE``, ``PET_NNODES``,
+``JAX_NUM_PROCESSES``) therefore read key ``size`` of the gang's world ConfigMap through
+``valueFrom.configMapKeyRef`` (:mod:`.world`): the operator writes it with
 ``Decision.admitted_count`` once the Workload is admitted, and the kubelet holds every container in
 ``CreateContainerConfigError`` until then, so the admitted members all start with the admitted size.
 """

@@ -1,12 +1,13 @@
 """The world ConfigMap: the number of members that really run, told to them only once it is known.
 
 Under Kueue partial admission (``reservation="kueue"`` and ``min_size < size``) the Job is created
-for ``size`` members, but Kueue may admit fewer: it binary-searches down to the largest count
-``>= min_size`` that fits, records it in ``status.admission.podSetAssignments[].count`` and lowers the
-Job's ``parallelism`` (and ``completions``) to it before unsuspending it (gang-reservation-apis 2.7;
-Kueue ``pkg/controller/jobframework``, KEP-420). It does not touch the pod template, so a size
-written into the env at creation would tell the admitted members the requested size, and a DDP
-rendezvous waiting for ``WORLD_SIZE=4`` peers of which only 2 exist hangs until its timeout.
+for ``size`` members, but Kueue may admit fewer: it binary-searches down to the largest count ``>=
+min_size`` that fits, records it in ``status.admission.podSetAssignments[].count`` and lowers the
+Job's ``parallelism`` (and ``completions``) to it before unsuspending it (Kueue
+``pkg/controller/jobframework``, ``pkg/controller/jobs/job/job_controller.go``, KEP-420). It does
+not touch the pod template, so a size written into the env at creation would tell the admitted
+members the requested size, and a DDP rendezvous waiting for ``WORLD_SIZE=4`` peers of which only 2
+exist hangs until its timeout.
 
 So for such a gang every size-dependent variable of the rank environment (``GANG_SIZE``,
 ``WORLD_SIZE``, ``PET_NNODES``, ``JAX_NUM_PROCESSES``; see ``rank_env``) is not a ``value`` but a
