@@ -19,10 +19,9 @@ from kubernetes.client.exceptions import ApiException
 from airflow_provider_gang.sim.apiserver.object_copy import json_copy
 from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
 from airflow_provider_gang.sim.world.scenario import Scenario, load_scenario, parse_scenario
+from tests.builders import GPU_TAINT
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 PROVISIONING = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
@@ -44,24 +43,6 @@ def gpu_scenario(**overrides: Any) -> Scenario:
     document: dict[str, Any] = {"name": "gpu-test", "nodePools": [pool, *overrides.pop("extra_pools", [])]}
     document.update(overrides)
     return parse_scenario(document)
-
-
-def gpu_pod_spec(**extra: Any) -> dict[str, Any]:
-    return {
-        "restartPolicy": "Never",
-        "tolerations": [GPU_TOLERATION],
-        "containers": [
-            {
-                "name": "worker",
-                "image": "registry.example/trainer:1.0",
-                "resources": {
-                    "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-                    "limits": {"nvidia.com/gpu": "1"},
-                },
-            }
-        ],
-        **extra,
-    }
 
 
 def exits_on_sigterm(says: str) -> str:

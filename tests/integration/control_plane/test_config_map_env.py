@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tests.builders import pod
 from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
 
 WORLD = {"name": "world", "key": "size"}
@@ -26,8 +27,7 @@ def _pod(name: str, *, reference: dict[str, Any] = WORLD, image: str = "busybox"
     }
     if command:
         container["command"] = command
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": annotations or {}},
-            "spec": {"restartPolicy": restart, "containers": [container]}}
+    return pod(name, spec={"restartPolicy": restart, "containers": [container]}, annotations=annotations or {})
 
 
 def _config_map(cluster: SimCluster, data: dict[str, str], name: str = "world") -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import pod
 from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_scenario
 
 IMAGE = "python:3.11"
@@ -30,11 +31,11 @@ def _free_port() -> int:
 
 
 def _python_pod(name: str, code: str, port: int = 0, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "trainer"}, "annotations": {"rank": name[-1]}},
-        "spec": {
+    return pod(
+        name,
+        labels={"app": "trainer"},
+        annotations={"rank": name[-1]},
+        spec={
             "restartPolicy": "Never",
             "containers": [
                 {
@@ -53,7 +54,7 @@ def _python_pod(name: str, code: str, port: int = 0, **spec: Any) -> dict[str, A
             ],
             **spec,
         },
-    }
+    )
 
 
 def _create_headless_service(cluster: SimCluster) -> None:

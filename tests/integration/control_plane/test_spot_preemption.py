@@ -22,13 +22,14 @@ from airflow_provider_gang.sim.controllers.preemption import (
     TERMINATION_TAINT,
 )
 from airflow_provider_gang.sim.world.scenario_fields import ScenarioError
-from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_pod_spec, gpu_scenario
+from tests.builders import gpu_pod_spec, pod
+from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_scenario
 
 SPOT_POOL = {"spot": True, "initialNodes": 2, "maxNodes": 4}
 
 
 def _pod(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": gpu_pod_spec(**spec)}
+    return pod(name, spec=gpu_pod_spec(**spec))
 
 
 def _node_of(cluster: SimCluster, name: str) -> str:
@@ -197,7 +198,7 @@ def _process_pod(name: str, code: str, grace: int) -> dict[str, Any]:
         "resources": {"requests": {"cpu": "100m"}},
     }
     spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": grace, "containers": [container]}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    return pod(name, spec=spec)
 
 
 def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> None:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, TERMINATION_MESSAGE
-from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
+from tests.builders import gpu_pod_spec, pod
+from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
 
 IMAGE = "python:3.11"
 CPU_POOL = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}
@@ -27,7 +28,7 @@ def _process_pod(name: str, command: list[str], **container: Any) -> dict[str, A
     body = {"name": "main", "image": IMAGE, "command": command, "resources": {"requests": {"cpu": "100m"}}}
     body.update(container)
     spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 30, "containers": [body]}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    return pod(name, spec=spec)
 
 
 def _python(code: str) -> list[str]:
@@ -89,13 +90,7 @@ def test_the_default_path_in_a_shell_command_and_the_log_fallback(sim_cluster: C
 def test_a_simulated_container_reports_its_annotation(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(gpu_scenario(pool={"initialNodes": 1}))
     annotations = {RUN_SECONDS: "5", TERMINATION_MESSAGE: '{"step": 9}', "sim.gang.dev/exit-code": "2"}
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "sim", "annotations": annotations},
-        "spec": gpu_pod_spec(),
-    }
-    cluster.core.create_namespaced_pod("default", body)
+    cluster.core.create_namespaced_pod("default", pod("sim", spec=gpu_pod_spec(), annotations=annotations))
     cluster.advance(10)
     terminated = cluster.core.read_namespaced_pod("sim", "default").status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.message) == (2, '{"step": 9}')

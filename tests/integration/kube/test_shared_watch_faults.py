@@ -20,6 +20,7 @@ from airflow_provider_gang.kube.selectors import Selector
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watches import SharedWatch, SharedWatches, Subscription
 from airflow_provider_gang.kube.watch import Reflector
+from tests.builders import pod
 from tests.unit.kube.emulated import client, connection, sim
 
 __all__ = ["client", "connection", "sim"]
@@ -76,9 +77,7 @@ async def mutate(client: Any, rng: random.Random) -> None:
     choice = rng.random()
     try:
         if choice < 0.4:
-            await client.create(PODS, {"apiVersion": "v1", "kind": "Pod",
-                                       "metadata": {"name": name, "labels": labels},
-                                       "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
+            await client.create(PODS, pod(name, labels=labels))
         elif choice < 0.65:
             await client.patch(PODS, name, {"metadata": {"labels": labels}})
         elif choice < 0.85:

@@ -15,6 +15,7 @@ from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Reflector
 from airflow_provider_gang.sim.apiserver.http.auth import ALLOW_ALL
+from tests.builders import pod
 
 PLUGIN = textwrap.dedent(
     """
@@ -46,15 +47,6 @@ def rotate(sim, old: str, new: str) -> None:
     authorizer = sim.harness.emulator.authorizer
     sim.harness.run(lambda: authorizer._users_by_token.pop(old))  # test-only: revoke a token
     sim.harness.run(lambda: authorizer.add_user("rotating", ALLOW_ALL, token=new))
-
-
-def pod(name: str) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-    }
 
 
 async def test_a_rotated_exec_token_is_picked_up_by_a_running_watch(sim, client, tmp_path):

@@ -10,15 +10,7 @@ import pytest
 
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.watch import Reflector
-
-
-def pod(name: str, team: str = "a") -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"team": team}},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-    }
+from tests.builders import pod
 
 
 async def no_sleep(seconds: float) -> None:
@@ -38,12 +30,12 @@ async def until(snapshots, predicate, timeout: float = 10.0):
 
 
 async def test_lists_once_then_follows_changes_with_one_watch(sim, client):
-    await client.create(PODS, pod("one"))
-    await client.create(PODS, pod("other", team="b"))
+    await client.create(PODS, pod("one", labels={"team": "a"}))
+    await client.create(PODS, pod("other", labels={"team": "b"}))
     reflector = Reflector(client, PODS, label_selector="team=a", watch_timeout_seconds=60)
     async with contextlib.aclosing(reflector.snapshots()) as snapshots:
         assert set(await anext(snapshots)) == {"one"}
-        await client.create(PODS, pod("two"))
+        await client.create(PODS, pod("two", labels={"team": "a"}))
         assert set(await until(snapshots, lambda objects: "two" in objects)) == {"one", "two"}
         await client.delete(PODS, "one")
         remaining = await until(snapshots, lambda objects: "one" not in objects)

@@ -7,8 +7,7 @@ import pytest
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.manifests import common, kueue, owner, pods, provisioning, rank_env, service
 from airflow_provider_gang.reservation.spec import MemberResources
-
-from .builders import gang_spec, template
+from tests.builders import gang_spec, template
 
 UID = "0f1e2d3c-owner"
 SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations", "restartPolicy")

@@ -9,18 +9,11 @@ import pytest
 from airflow_provider_gang.sim.apiserver import errors
 from airflow_provider_gang.sim.apiserver.crds import install_bundled_crds
 from airflow_provider_gang.sim.apiserver.store import Store
+from tests.builders import config_map, pod, provisioning_request
 
 CM = "v1/configmaps"
 PODS = "v1/pods"
 PRS = "autoscaling.x-k8s.io/v1/provisioningrequests"
-
-
-def configmap(name: str, **metadata) -> dict:
-    return {"metadata": {"name": name, **metadata}, "data": {"k": "v"}}
-
-
-def pod(name: str, **metadata) -> dict:
-    return {"metadata": {"name": name, **metadata}, "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}
 
 
 @pytest.fixture
@@ -38,18 +31,8 @@ def reference(owner: dict, **extra) -> dict:
     }
 
 
-def provisioning_request(name: str) -> dict:
-    """A minimal valid ProvisioningRequest (the bundled CRDs must be installed)."""
-    return {
-        "apiVersion": "autoscaling.x-k8s.io/v1",
-        "kind": "ProvisioningRequest",
-        "metadata": {"name": name},
-        "spec": {"provisioningClassName": "c", "podSets": [{"count": 1, "podTemplateRef": {"name": "t"}}]},
-    }
-
-
 def test_server_fields_and_one_global_resource_version(store):
-    first = store.create(CM, configmap("a"))
+    first = store.create(CM, config_map("a"))
     second = store.create(PODS, pod("p"))
     assert first["metadata"]["creationTimestamp"] == "2027-01-15T08:00:00Z"
     assert int(second["metadata"]["resourceVersion"]) == int(first["metadata"]["resourceVersion"]) + 1
@@ -84,21 +67,21 @@ def test_generation_bumps_only_on_spec_changes_and_no_op_writes_emit_nothing(sto
     same = store.patch("batch/v1/jobs", "j", {"spec": {"parallelism": 2}})
     assert same["metadata"]["resourceVersion"] == changed["metadata"]["resourceVersion"]
     assert [kind for kind, _ in events] == ["ADDED", "MODIFIED", "MODIFIED"]
-    assert "generation" not in store.create(CM, configmap("no-generation"))["metadata"]  # as upstream ConfigMaps
+    assert "generation" not in store.create(CM, config_map("no-generation"))["metadata"]  # as upstream ConfigMaps
 
 
 def test_subscribers_get_copies_in_order_and_can_unsubscribe(store):
     seen = []
     unsubscribe = store.subscribe(lambda kind, resource, obj: seen.append((kind, resource, obj["metadata"]["name"])))
-    store.create(CM, configmap("a"))["metadata"]["name"] = "mutated"
+    store.create(CM, config_map("a"))["metadata"]["name"] = "mutated"
     store.delete(CM, "a")
     unsubscribe()
-    store.create(CM, configmap("b"))
+    store.create(CM, config_map("b"))
     assert seen == [("ADDED", CM, "a"), ("DELETED", CM, "a")]
 
 
 def test_finalizers_delay_removal_and_none_may_be_added_while_deleting(store):
-    store.create(CM, configmap("a", finalizers=["example.com/x"]))
+    store.create(CM, config_map("a", finalizers=["example.com/x"]))
     terminating = store.delete(CM, "a")
     assert terminating["metadata"]["deletionTimestamp"]
     with pytest.raises(errors.ApiError) as raised:
@@ -111,9 +94,9 @@ def test_finalizers_delay_removal_and_none_may_be_added_while_deleting(store):
 
 
 def test_background_collection_is_recursive_and_spares_dependents_with_another_live_owner(store):
-    root = store.create(CM, configmap("root"))
-    other = store.create(CM, configmap("other"))
-    child = store.create(CM, configmap("child", ownerReferences=[reference(root)]))
+    root = store.create(CM, config_map("root"))
+    other = store.create(CM, config_map("other"))
+    child = store.create(CM, config_map("child", ownerReferences=[reference(root)]))
     store.create(PODS, pod("grandchild", ownerReferences=[reference(child)]))
     shared = store.create(PODS, pod("shared", ownerReferences=[reference(root), reference(other)]))
     store.delete(CM, "root")
@@ -143,12 +126,12 @@ def test_jobs_orphan_their_pods_by_default_as_upstream(store):
 
 def test_deleting_a_namespace_deletes_its_objects(store):
     store.create("v1/namespaces", {"metadata": {"name": "team"}})
-    store.create(CM, configmap("a"), "team")
-    store.create(CM, configmap("b"), "default")
+    store.create(CM, config_map("a"), "team")
+    store.create(CM, config_map("b"), "default")
     store.delete("v1/namespaces", "team")
     assert [c["metadata"]["namespace"] for c in store.list(CM)[0]] == ["default"]
     with pytest.raises(errors.ApiError) as raised:
-        store.create(CM, configmap("c"), "team")
+        store.create(CM, config_map("c"), "team")
     assert raised.value.code == 404
 
 
@@ -251,7 +234,7 @@ def test_qos_class(store, resources, qos):
 
 async def test_watch_history_is_bounded_and_older_versions_are_410():
     store = Store(history_limit=3)
-    first = store.create(CM, configmap("a"))
+    first = store.create(CM, config_map("a"))
     for value in ("1", "2", "3", "4"):  # 3 kept events: the one right after ``first`` is forgotten
         store.patch(CM, "a", {"data": {"k": value}})
     with pytest.raises(errors.ApiError) as raised:
@@ -272,8 +255,8 @@ async def test_watch_iterator_yields_copies_until_closed(store):
 
     task = asyncio.create_task(consume())
     await asyncio.sleep(0)
-    store.create(CM, configmap("a"))
-    store.create(CM, configmap("elsewhere"), "kube-system")
+    store.create(CM, config_map("a"))
+    store.create(CM, config_map("elsewhere"), "kube-system")
     store.delete(CM, "a")
     await asyncio.sleep(0)
     store.close_all_watches()
@@ -342,7 +325,7 @@ def test_a_failing_subscriber_does_not_fail_the_write(store, caplog):
         raise RuntimeError("subscriber bug")
 
     store.subscribe(broken)
-    store.create(CM, configmap("a"))
+    store.create(CM, config_map("a"))
     assert store.get(CM, "a")["metadata"]["name"] == "a"
     assert "subscriber bug" in caplog.text
 
@@ -371,7 +354,7 @@ def test_graceful_pod_deletion_waits_for_the_kubelet():
 
 def test_creating_with_a_resource_version_is_the_upstream_500(store):
     with pytest.raises(errors.ApiError) as raised:
-        store.create(CM, configmap("a", resourceVersion="5"))
+        store.create(CM, config_map("a", resourceVersion="5"))
     assert raised.value.code == 500
 
 
@@ -392,7 +375,7 @@ def test_default_tolerations_and_duplicate_schema_causes(store):
 def test_clearing_the_last_finalizer_deletes_the_stored_state_as_upstream(store):
     events = []
     store.subscribe(lambda kind, resource, obj: events.append((kind, obj["metadata"].get("finalizers"))))
-    store.create(CM, configmap("a", finalizers=["example.com/x"]))
+    store.create(CM, config_map("a", finalizers=["example.com/x"]))
     store.delete(CM, "a")
     answer = store.patch(CM, "a", {"metadata": {"finalizers": None}})
     assert answer["metadata"]["finalizers"] == ["example.com/x"]
@@ -447,7 +430,7 @@ def test_a_suspended_unstarted_job_accepts_only_scheduling_directive_changes(sto
 
 def test_annotations_are_limited_to_256_kib_in_total(store):
     with pytest.raises(errors.ApiError) as raised:
-        store.create(CM, configmap("big", annotations={"a": "x" * (256 * 1024)}))
+        store.create(CM, config_map("big", annotations={"a": "x" * (256 * 1024)}))
     assert raised.value.causes[0]["reason"] == "FieldValueTooLong"
 
 
@@ -456,7 +439,7 @@ def test_orphan_and_foreground_deletes_are_marked_first_as_upstream(store):
     store.subscribe(
         lambda kind, resource, obj: events.append((kind, obj["metadata"]["name"], obj["metadata"].get("finalizers")))
     )
-    owner = store.create(CM, configmap("owner"))
+    owner = store.create(CM, config_map("owner"))
     store.create(PODS, pod("dependent", ownerReferences=[reference(owner)]))
     answer = store.delete(CM, "owner", propagation_policy="Orphan")
     assert answer["metadata"]["finalizers"] == ["orphan"] and answer["metadata"]["deletionTimestamp"]

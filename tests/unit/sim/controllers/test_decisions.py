@@ -9,7 +9,7 @@ import pytest
 from airflow_provider_gang.sim.controllers.jobs import format_indexes, pod_manifest
 from airflow_provider_gang.sim.controllers.kubelet import RuntimeSpec, runtime_spec
 from airflow_provider_gang.sim.controllers.scheduler import GATED_MESSAGE, node_usage, place
-from tests.unit.sim_controllers.builders import GPU_TAINT, GPU_TOLERATION, node, pod_spec
+from tests.builders import GPU_TAINT, GPU_TOLERATION, node, pod_spec
 
 GPU_POD = pod_spec(gpus=1, tolerations=[GPU_TOLERATION])
 

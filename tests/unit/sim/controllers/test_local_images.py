@@ -27,18 +27,14 @@ from airflow_provider_gang.sim.world.scenario import (
     named_scenarios,
     parse_scenario,
 )
+from tests.builders import pod
 
 
 def _pod(name: str, image: str, command: list[str] | None = None, annotations: dict[str, str] | None = None) -> Any:
     container: dict[str, Any] = {"name": "main", "image": image, "resources": {"requests": {"cpu": "100m"}}}
     if command is not None:
         container["command"] = command
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {"restartPolicy": "Never", "containers": [container]},
-    }
+    return pod(name, spec={"restartPolicy": "Never", "containers": [container]}, annotations=annotations or {})
 
 
 class Cluster(client.CoreV1Api):  # type: ignore[misc]  # the kubernetes client is untyped

@@ -14,7 +14,7 @@ from airflow_provider_gang.sim.controllers.autoscaler.scaleup import (
     plan_atomic,
     plan_incremental,
 )
-from tests.unit.sim_controllers.builders import GPU_TAINT, GPU_TOLERATION, node, pod_spec
+from tests.builders import GPU_TAINT, GPU_TOLERATION, node, pod_spec
 
 
 def _request(*conditions: tuple[str, str]) -> dict[str, Any]:
