@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.builders import pod
 from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
 
@@ -102,11 +103,12 @@ def _local_scenario() -> Any:
 
 
 def _wait_for_phase(cluster: SimCluster, name: str, phases: set[str], timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    while (phase := _state(cluster, name)[0]) not in phases:
-        assert time.monotonic() < deadline, f"{name} stayed {phase}"
-        time.sleep(0.05)
-    return phase
+    def reached() -> str:
+        phase = _state(cluster, name)[0]
+        assert phase in phases, f"{name} is {phase}"
+        return str(phase)
+
+    return eventually(reached, timeout=timeout, what=f"{name} to be {' or '.join(sorted(phases))}")
 
 
 def test_a_local_process_starts_only_once_its_config_map_value_exists(

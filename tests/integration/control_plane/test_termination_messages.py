@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, TERMINATION_MESSAGE
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.builders import gpu_pod_spec, pod
 from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
 
@@ -36,13 +36,12 @@ def _python(code: str) -> list[str]:
 
 
 def _terminated(cluster: SimCluster, name: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    def finished() -> Any:
         pod = cluster.core.read_namespaced_pod(name, "default")
-        if pod.status.phase in ("Succeeded", "Failed"):
-            return pod.status.container_statuses[0].state.terminated
-        assert time.monotonic() < deadline, f"{name} stayed {pod.status.phase}"
-        time.sleep(0.05)
+        assert pod.status.phase in ("Succeeded", "Failed"), f"{name} is {pod.status.phase}"
+        return pod.status.container_statuses[0].state.terminated
+
+    return eventually(finished, timeout=timeout, what=f"{name} to finish")
 
 
 def test_a_process_writes_json_where_an_env_value_equal_to_its_path_points(
@@ -111,10 +110,7 @@ def test_a_preempted_process_reports_what_it_wrote_on_sigterm(sim_cluster: Calla
         time.sleep(600)
     """
     cluster.core.create_namespaced_pod("default", _process_pod("spot", _python(code)))
-    deadline = time.monotonic() + 20
-    while "ready" not in cluster.log("spot"):  # its SIGTERM handler is installed
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(lambda: "ready" in cluster.log("spot"), timeout=20, what="spot ready (its SIGTERM handler set)")
     cluster.harness.preempt(cluster.core.read_namespaced_pod("spot", "default").spec.node_name)
     terminated = _terminated(cluster, "spot")
     assert (terminated.exit_code, terminated.message) == (143, '{"checkpointStep": 12}')
