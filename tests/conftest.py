@@ -26,17 +26,5 @@ os.environ.update(
 )
 
 
-# --- The Kubernetes API emulator (airflow_provider_gang.sim), one per test on a free port. -----------
-from collections.abc import Iterator  # noqa: E402
-
-import pytest  # noqa: E402
-
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness  # noqa: E402
-
-
-@pytest.fixture
-def emulator() -> Iterator[EmulatorHarness]:
-    """A started emulator (thread + own loop): ``.url``, ``.kubeconfig_path``, ``.token``, ``.store``,
-    ``.run(fn)`` to touch the store on the server loop, ``.emulator`` for hooks/faults/metrics."""
-    with EmulatorHarness(seed=0) as harness:
-        yield harness
+pytest_plugins = ["airflow_provider_gang.sim.testing.pytest_plugin"]
+"""The emulator's fixtures (``emulator``, ``sim_cluster``), loaded after the environment above is set."""

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
 from tests.builders import pod
-from tests.integration.control_plane.conftest import KUBECTL, SimCluster, gpu_scenario
+from tests.integration.control_plane.conftest import KUBECTL, gpu_scenario
 
 GANG_SIM = [sys.executable, "-m", "airflow_provider_gang.sim.cli"]
 

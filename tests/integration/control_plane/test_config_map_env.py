@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_gang.sim.testing.eventually import eventually
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
 from tests.builders import pod
-from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
+from tests.integration.control_plane.conftest import gpu_scenario
 
 WORLD = {"name": "world", "key": "size"}
 LOCAL_IMAGE = "python:3.11"

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_gang.sim.testing.pytest_plugin import PROVISIONING, SimCluster
 from tests.builders import GPU_TOLERATION, pod
-from tests.integration.control_plane.conftest import PROVISIONING, SimCluster
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 ZONE_A = "us-central1-a"

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.sim.testing.eventually import eventually
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
 from tests.builders import pod
-from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_scenario
+from tests.integration.control_plane.conftest import exits_on_sigterm, gpu_scenario
 
 IMAGE = "python:3.11"
 CPU_POOL = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}

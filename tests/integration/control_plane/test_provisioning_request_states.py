@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
-from tests.integration.control_plane.conftest import KUBECTL, SimCluster, gpu_scenario
+from tests.integration.control_plane.conftest import KUBECTL, gpu_scenario
 
 CHECK = "check-capacity.autoscaling.x-k8s.io"
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.fit import RESERVATION_LABEL, RESERVATION_MISMATCH
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
 from tests.builders import GPU_TOLERATION, pod
-from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
+from tests.integration.control_plane.conftest import gpu_scenario
 
 RESERVATION = "l4-reservation"
 SELECTS = {"nodeSelector": {RESERVATION_LABEL: RESERVATION}}

@@ -14,8 +14,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
-from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
+from tests.integration.control_plane.conftest import gpu_scenario
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 

@@ -21,9 +21,10 @@ from airflow_provider_gang.sim.controllers.preemption import (
     TERMINATION_TAINT,
 )
 from airflow_provider_gang.sim.testing.eventually import eventually
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
 from airflow_provider_gang.sim.world.scenario_fields import ScenarioError
 from tests.builders import gpu_pod_spec, pod
-from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_scenario
+from tests.integration.control_plane.conftest import exits_on_sigterm, gpu_scenario
 
 SPOT_POOL = {"spot": True, "initialNodes": 2, "maxNodes": 4}
 

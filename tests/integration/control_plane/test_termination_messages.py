@@ -13,8 +13,9 @@ from typing import Any
 
 from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, TERMINATION_MESSAGE
 from airflow_provider_gang.sim.testing.eventually import eventually
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
-from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
+from tests.integration.control_plane.conftest import gpu_scenario
 
 IMAGE = "python:3.11"
 CPU_POOL = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}
