@@ -182,9 +182,8 @@ def test_messages_quote_upstream():
     assert decision.decide(observed, now=T0, policy=NO_LIMIT).message == (
         "ProvisioningRequest gang-x failed (OutOfResources: pool max)"
     )
-    gated = _reserve(
-        "gates", request=provreq().provisioned().obj(), pods=[member(0).gated(GATE), member(2).gated(GATE)]
-    )
+    pods = [member(0).gated(GATE), member(2).gated(GATE)]
+    gated = _reserve("gates", request=provreq().provisioned().obj(), pods=pods)
     assert "rank [1]" in decision.decide(gated, now=T0, policy=NO_LIMIT).message
 
 
@@ -253,12 +252,8 @@ RUN_CASES = [
         Phase.FAILED,
         Reason.MEMBER_FAILED,
     ),
-    (
-        "member-lost",
-        _run("provisioning_request", member(0).running(), member(1).running()),
-        Phase.FAILED,
-        Reason.MEMBER_LOST,
-    ),
+    ("member-lost", _run("provisioning_request", member(0).running(), member(1).running()),
+     Phase.FAILED, Reason.MEMBER_LOST),
     (
         "job-pods-not-created-yet",
         _run("kueue", member(0).running(), from_job=True),
@@ -337,9 +332,8 @@ def test_run_stage(observed, phase, reason):
 
 
 def test_run_failure_names_rank_exit_code_and_reason():
-    observed = _run(
-        "provisioning_request", member(0).running(), member(1).failed(137, "OOMKilled"), member(2).running()
-    )
+    pods = (member(0).running(), member(1).failed(137, "OOMKilled"), member(2).running())
+    observed = _run("provisioning_request", *pods)
     result = decision.decide(observed, now=T0, policy=NO_LIMIT)
     assert result.message == "1 of 3 failed: rank 1 (gang-t1-abc-1) failed, exit code 137, OOMKilled"
     event = result.as_event()
