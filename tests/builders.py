@@ -57,7 +57,7 @@ def gpu_pod_spec(**extra: Any) -> dict[str, Any]:
     requesting 1 CPU, 1 Gi and one GPU."""
     resources = {"requests": {"cpu": "1", "memory": "1Gi", GPU: "1"}, "limits": {GPU: "1"}}
     container = {"name": "worker", "image": "registry.example/trainer:1.0", "resources": resources}
-    return {"restartPolicy": "Never", "tolerations": [GPU_TOLERATION], "containers": [container], **extra}
+    return {"restartPolicy": "Never", "tolerations": [dict(GPU_TOLERATION)], "containers": [container], **extra}
 
 
 def node(
