@@ -14,8 +14,13 @@ from pathlib import Path
 
 _REPOSITORY = Path(__file__).resolve().parents[1]
 
-if "AIRFLOW_HOME" not in os.environ:
-    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="gang-airflow-home-")
+# The home this conftest made, so that each pytest-xdist worker (a process that inherits the controller's
+# environment) makes its own: two workers creating Airflow's sqlite tables in one file at once fail with
+# "table ... already exists". A home the user set is left as it is.
+_OWN_HOME = "GANG_TESTS_OWN_AIRFLOW_HOME"
+if "AIRFLOW_HOME" not in os.environ or os.environ.get(_OWN_HOME) == os.environ["AIRFLOW_HOME"]:
+    _worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    os.environ["AIRFLOW_HOME"] = os.environ[_OWN_HOME] = tempfile.mkdtemp(prefix=f"gang-airflow-home-{_worker}-")
     atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)  # ours: remove it after the run
 os.environ.update(
     {
@@ -26,17 +31,5 @@ os.environ.update(
 )
 
 
-# --- The Kubernetes API emulator (airflow_provider_gang.sim), one per test on a free port. -----------
-from collections.abc import Iterator  # noqa: E402
-
-import pytest  # noqa: E402
-
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness  # noqa: E402
-
-
-@pytest.fixture
-def emulator() -> Iterator[EmulatorHarness]:
-    """A started emulator (thread + own loop): ``.url``, ``.kubeconfig_path``, ``.token``, ``.store``,
-    ``.run(fn)`` to touch the store on the server loop, ``.emulator`` for hooks/faults/metrics."""
-    with EmulatorHarness(seed=0) as harness:
-        yield harness
+pytest_plugins = ["airflow_provider_gang.sim.testing.pytest_plugin"]
+"""The emulator's fixtures (``emulator``, ``sim_cluster``), loaded after the environment above is set."""

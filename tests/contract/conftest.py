@@ -138,24 +138,3 @@ def status_of(error: client.ApiException) -> dict[str, Any]:
     """The ``Status`` body of a client error."""
     decoded: dict[str, Any] = json.loads(error.body)
     return decoded
-
-
-def provisioning_request(name: str, count: int = 4, **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling.x-k8s.io/v1",
-        "kind": "ProvisioningRequest",
-        "metadata": {"name": name, **({"labels": dict(labels)} if labels else {})},
-        "spec": {
-            "provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
-            "podSets": [{"count": count, "podTemplateRef": {"name": "tpl"}}],
-        },
-    }
-
-
-def pod(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, **({"labels": dict(labels)} if labels else {})},
-        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
-    }

@@ -6,7 +6,9 @@ import json
 
 from kubernetes import client
 
-from .conftest import Cluster, provisioning_request
+from tests.builders import provisioning_request
+
+from .conftest import Cluster
 
 PRS = "/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests"
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from .conftest import Cluster, pod, require_version, status_of
+from tests.builders import pod
+
+from .conftest import Cluster, require_version, status_of
 
 
 @pytest.fixture
@@ -14,7 +16,7 @@ def core(cluster: Cluster) -> client.CoreV1Api:
 
 
 def test_typed_pod_create_is_pending_with_server_fields(core, namespace):
-    created = core.create_namespaced_pod(namespace, pod("p1", app="x"))
+    created = core.create_namespaced_pod(namespace, pod("p1", labels={"app": "x"}))
     assert created.status.phase == "Pending"
     assert created.metadata.uid and created.metadata.resource_version and created.metadata.namespace == namespace
     assert created.spec.restart_policy == "Always"

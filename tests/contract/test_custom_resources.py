@@ -7,7 +7,9 @@ import re
 import pytest
 from kubernetes import client
 
-from .conftest import Cluster, provisioning_request, require_version, status_of
+from tests.builders import provisioning_request
+
+from .conftest import Cluster, require_version, status_of
 
 GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
 
@@ -56,7 +58,7 @@ def test_get_missing_is_404_not_found_status(objects, namespace):
 
 def test_list_envelope_selectors_and_pages(objects, namespace):
     for name, app in (("a1", "a"), ("a2", "a"), ("b1", "b")):
-        create(objects, namespace, provisioning_request(name, app=app))
+        create(objects, namespace, provisioning_request(name, labels={"app": app}))
     listed = objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
     assert listed["kind"] == "ProvisioningRequestList" and listed["metadata"]["resourceVersion"]
     names = lambda result: [item["metadata"]["name"] for item in result["items"]]  # noqa: E731

@@ -9,7 +9,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from .conftest import KUBECTL, Cluster, pod, provisioning_request, require_emulator, require_version
+from tests.builders import pod, provisioning_request
+
+from .conftest import KUBECTL, Cluster, require_emulator, require_version
 
 
 def manifest(*documents: dict) -> str:
@@ -23,7 +25,7 @@ def test_apply_creates_then_is_unchanged_then_configures(cluster: Cluster, names
     assert "provisioningrequest.autoscaling.x-k8s.io/applied created" in first.stdout
     again = cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=text)
     assert "unchanged" in again.stdout, again.stderr
-    labelled = provisioning_request("applied", team="a")
+    labelled = provisioning_request("applied", labels={"team": "a"})
     changed = cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=manifest(labelled))
     assert "configured" in changed.stdout, changed.stderr
 
@@ -119,8 +121,8 @@ def test_imperative_create_of_namespaces_configmaps_and_secrets(cluster: Cluster
 
 def test_get_with_selectors_and_jsonpath(cluster: Cluster, namespace):
     core = client.CoreV1Api(cluster.api)
-    core.create_namespaced_pod(namespace, pod("p1", app="a"))
-    core.create_namespaced_pod(namespace, pod("p2", app="b"))
+    core.create_namespaced_pod(namespace, pod("p1", labels={"app": "a"}))
+    core.create_namespaced_pod(namespace, pod("p2", labels={"app": "b"}))
     result = cluster.kubectl("get", "pods", "-n", namespace, "-l", "app=b", "-o", "jsonpath={.items[*].metadata.name}")
     assert result.stdout == "p2", result.stderr
     named = cluster.kubectl("get", "pods", "-n", namespace, "-o", "name")

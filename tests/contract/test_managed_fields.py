@@ -13,16 +13,14 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from .conftest import Cluster, provisioning_request, require_version
+from tests.builders import config_map, provisioning_request
+
+from .conftest import Cluster, require_version
 
 CONFIGMAPS = "/api/v1/namespaces/{ns}/configmaps"
 PRS = "/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests"
 APPLY = "application/apply-patch+yaml"
 SECOND_PRECISION = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
-
-
-def configmap(name: str, **data: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
 
 
 def entries(obj: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -38,7 +36,7 @@ def apply(cluster: Cluster, path: str, body: dict[str, Any], manager: str, *, fo
 
 
 def test_create_records_an_update_entry_of_its_manager(cluster: Cluster, namespace):
-    body = configmap("owned", a="1")
+    body = config_map("owned", {"a": "1"})
     body["metadata"]["labels"] = {"team": "x"}
     status, created = cluster.raw(
         "POST", CONFIGMAPS.format(ns=namespace) + "?fieldManager=creator", json.dumps(body).encode()
@@ -52,14 +50,14 @@ def test_create_records_an_update_entry_of_its_manager(cluster: Cluster, namespa
 
 
 def test_the_manager_defaults_to_the_user_agent_prefix(cluster: Cluster, namespace):
-    created = client.CoreV1Api(cluster.api).create_namespaced_config_map(namespace, configmap("agent", a="1"))
+    created = client.CoreV1Api(cluster.api).create_namespaced_config_map(namespace, config_map("agent", {"a": "1"}))
     managers = [entry.manager for entry in created.metadata.managed_fields]
     assert managers == [cluster.api.user_agent.split("/")[0]]
 
 
 def test_a_second_manager_takes_the_fields_it_changes_and_its_updates_merge(cluster: Cluster, namespace):
     path = CONFIGMAPS.format(ns=namespace)
-    cluster.raw("POST", path + "?fieldManager=creator", json.dumps(configmap("shared", a="1", b="1")).encode())
+    cluster.raw("POST", path + "?fieldManager=creator", json.dumps(config_map("shared", {"a": "1", "b": "1"})).encode())
     for data in ({"a": "2"}, {"c": "3"}):
         status, patched = cluster.raw(
             "PATCH",
@@ -103,7 +101,8 @@ def test_a_status_write_is_its_own_entry_with_its_subresource(cluster: Cluster, 
 
 def test_apply_creates_and_owns_exactly_the_applied_fields(cluster: Cluster, namespace):
     require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
-    status, created = apply(cluster, CONFIGMAPS.format(ns=namespace) + "/applied", configmap("applied", a="1"), "alice")
+    path = CONFIGMAPS.format(ns=namespace) + "/applied"
+    status, created = apply(cluster, path, config_map("applied", {"a": "1"}), "alice")
     assert status == 201, created
     assert entries(created)[("alice", "Apply")]["fieldsV1"] == {"f:data": {"f:a": {}}}
 
@@ -111,9 +110,9 @@ def test_apply_creates_and_owns_exactly_the_applied_fields(cluster: Cluster, nam
 def test_an_apply_that_changes_nothing_writes_nothing(cluster: Cluster, namespace):
     require_version(cluster, 27, "managedFields timestamps ignored on no-op writes")
     path = CONFIGMAPS.format(ns=namespace) + "/again"
-    status, created = apply(cluster, path, configmap("again", a="1"), "alice")
+    status, created = apply(cluster, path, config_map("again", {"a": "1"}), "alice")
     assert status == 201, created
-    status, again = apply(cluster, path, configmap("again", a="1"), "alice")
+    status, again = apply(cluster, path, config_map("again", {"a": "1"}), "alice")
     assert status == 200 and again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
 
@@ -122,7 +121,7 @@ def test_apply_needs_a_field_manager(cluster: Cluster, namespace):
     status, body = cluster.raw(
         "PATCH",
         CONFIGMAPS.format(ns=namespace) + "/nameless",
-        json.dumps(configmap("nameless", a="1")).encode(),
+        json.dumps(config_map("nameless", {"a": "1"})).encode(),
         content_type=APPLY,
     )
     assert status == 422 and body["reason"] == "Invalid" and "fieldManager" in body["message"]
@@ -131,8 +130,9 @@ def test_apply_needs_a_field_manager(cluster: Cluster, namespace):
 def test_a_conflicting_apply_is_409_with_the_field_and_its_manager_then_force_takes_it(cluster: Cluster, namespace):
     require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
     path = CONFIGMAPS.format(ns=namespace)
-    cluster.raw("POST", path + "?fieldManager=creator", json.dumps(configmap("contested", a="1", b="1")).encode())
-    status, answer = apply(cluster, f"{path}/contested", configmap("contested", a="2"), "alice")
+    contested = json.dumps(config_map("contested", {"a": "1", "b": "1"})).encode()
+    cluster.raw("POST", path + "?fieldManager=creator", contested)
+    status, answer = apply(cluster, f"{path}/contested", config_map("contested", {"a": "2"}), "alice")
     assert status == 409 and answer["reason"] == "Conflict"
     assert answer["message"] == 'Apply failed with 1 conflict: conflict with "creator" using v1: .data.a'
     assert answer["details"]["causes"] == [
@@ -141,7 +141,7 @@ def test_a_conflicting_apply_is_409_with_the_field_and_its_manager_then_force_ta
     unchanged = client.CoreV1Api(cluster.api).read_namespaced_config_map("contested", namespace)
     assert unchanged.data == {"a": "1", "b": "1"}
 
-    status, forced = apply(cluster, f"{path}/contested", configmap("contested", a="2"), "alice", force=True)
+    status, forced = apply(cluster, f"{path}/contested", config_map("contested", {"a": "2"}), "alice", force=True)
     assert status == 200, forced
     assert forced["data"] == {"a": "2", "b": "1"}
     owners = entries(forced)
@@ -152,8 +152,8 @@ def test_a_conflicting_apply_is_409_with_the_field_and_its_manager_then_force_ta
 def test_applying_the_value_another_manager_set_shares_it_without_conflict(cluster: Cluster, namespace):
     require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
     path = CONFIGMAPS.format(ns=namespace)
-    cluster.raw("POST", path + "?fieldManager=creator", json.dumps(configmap("agreed", a="1")).encode())
-    status, shared = apply(cluster, f"{path}/agreed", configmap("agreed", a="1"), "alice")
+    cluster.raw("POST", path + "?fieldManager=creator", json.dumps(config_map("agreed", {"a": "1"})).encode())
+    status, shared = apply(cluster, f"{path}/agreed", config_map("agreed", {"a": "1"}), "alice")
     assert status == 200, shared
     owners = entries(shared)
     assert "f:a" in owners[("creator", "Update")]["fieldsV1"]["f:data"]
@@ -165,9 +165,9 @@ def test_a_field_dropped_from_an_applied_configuration_is_removed_unless_another
 ):
     require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
     path = CONFIGMAPS.format(ns=namespace) + "/pruned"
-    assert apply(cluster, path, configmap("pruned", a="1", b="1", c="1"), "alice")[0] == 201
-    assert apply(cluster, path, configmap("pruned", c="1"), "bob")[0] == 200
-    status, pruned = apply(cluster, path, configmap("pruned", a="1"), "alice")
+    assert apply(cluster, path, config_map("pruned", {"a": "1", "b": "1", "c": "1"}), "alice")[0] == 201
+    assert apply(cluster, path, config_map("pruned", {"c": "1"}), "bob")[0] == 200
+    status, pruned = apply(cluster, path, config_map("pruned", {"a": "1"}), "alice")
     assert status == 200, pruned
     assert pruned["data"] == {"a": "1", "c": "1"}  # b was alice's alone; c is bob's too
     assert entries(pruned)[("alice", "Apply")]["fieldsV1"] == {"f:data": {"f:a": {}}}
@@ -202,7 +202,7 @@ def test_kubectl_apply_server_side_conflicts_forces_and_hides_managed_fields(clu
     require_version(cluster, 18, "server-side apply (beta and on by default since 1.18)")
 
     def kubectl_apply(manager: str, *extra: str, **data: str) -> Any:
-        text = yaml.safe_dump(configmap("kubectl-ssa", **data))
+        text = yaml.safe_dump(config_map("kubectl-ssa", data))
         return cluster.kubectl(
             "apply", "--server-side", f"--field-manager={manager}", *extra, "-n", namespace, "-f", "-", input_text=text
         )

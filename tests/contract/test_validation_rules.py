@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from .conftest import Cluster, provisioning_request, require_version, status_of
+from tests.builders import provisioning_request
+
+from .conftest import Cluster, require_version, status_of
 
 KUEUE = "kueue.x-k8s.io"
 _CRDS = Path(__file__).resolve().parents[2] / "airflow_provider_gang" / "sim" / "crds"

@@ -10,7 +10,9 @@ from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio import config as async_config
 from kubernetes_asyncio import watch as async_watch
 
-from .conftest import Cluster, provisioning_request, require_emulator
+from tests.builders import provisioning_request
+
+from .conftest import Cluster, require_emulator
 
 GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
 

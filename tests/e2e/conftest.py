@@ -1,6 +1,6 @@
 """Airflow-only fixtures for end-to-end tests: the metadata database, a simulated cluster, and a
 runner for DAGs defined inside tests (``dag.test()`` needs them serialized first; see
-airflow-3.3-notes section 6)."""
+``DAG.test`` in apache/airflow ``task-sdk/src/airflow/sdk/definitions/dag.py``)."""
 
 from __future__ import annotations
 

@@ -15,10 +15,11 @@ from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import ShrinkTo
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 from tests.e2e.test_fallbacks import RESERVATION_WINDOW
-from tests.e2e.test_kill_and_adopt import gang_objects, running_pods, wait_until
+from tests.e2e.test_kill_and_adopt import gang_objects, running_pods
 
 
 def test_a_lost_member_counts_as_used_for_the_time_it_ran(cluster_factory: Any) -> None:
@@ -32,7 +33,7 @@ def test_a_lost_member_counts_as_used_for_the_time_it_ran(cluster_factory: Any) 
     watched: dict[str, Any] = {}
     triggerer = threading.Thread(target=lambda: watched.update(event=first_event(run)))
     triggerer.start()  # the run trigger watches from launch on, as in a triggerer
-    wait_until(lambda: running_pods(cluster, run.gang_name) == 2)
+    eventually(lambda: running_pods(cluster, run.gang_name) == 2, timeout=30.0, what="both members running")
     time.sleep(3.0)  # GPU time is wall time: let both members run a while before rank 1's node goes
     rank_one = naming.GangNames(run.gang_name).member(1)
     cluster.harness.run(lambda: cluster.harness.store.delete("v1/pods", rank_one, "default"))  # node gone
@@ -43,7 +44,7 @@ def test_a_lost_member_counts_as_used_for_the_time_it_ran(cluster_factory: Any) 
     assert record.outcome == "member_lost"
     # Both members ran ~3 s of the ~3.5 s reserved; counting the lost one as idle would give under half.
     assert record.gpu_seconds_used >= 0.65 * record.gpu_seconds_reserved > 0
-    wait_until(lambda: gang_objects(cluster, run.gang_name) == {})
+    eventually(lambda: gang_objects(cluster, run.gang_name) == {}, timeout=30.0, what="the gang's objects deleted")
 
 
 def test_a_clamped_shrink_says_the_size_it_ran_and_the_story_ends_the_log(
@@ -81,7 +82,8 @@ def test_on_finish_keep_keeps_the_finished_members_and_their_owner_only(cluster_
     assert {pod["status"]["phase"] for pod in pods} == {"Succeeded"} and len(pods) == 2
     (owner,) = left["v1/configmaps"]
     cluster.harness.run(lambda: cluster.harness.store.delete("v1/configmaps", owner, "default"))
-    wait_until(lambda: gang_objects(cluster, gang) == {})  # the owner takes its members with it
+    eventually(lambda: gang_objects(cluster, gang) == {}, timeout=30.0,
+               what="the gang's objects deleted (the owner takes its members with it)")
 
 
 def test_timeouts_given_in_seconds_run_a_gang(cluster_factory: Any, run_dag: Any) -> None:

@@ -17,10 +17,10 @@ from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.reservation.fallback import OtherZone, ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.sim.world.scenario import load_scenario
+from tests.builders import GPU_TAINT
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 
-GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
 TWO_ZONES: dict[str, Any] = {
     "name": "two-zones",
     "description": "zone-a has no GPU nodes and cannot get any; zone-b has four idle 1-GPU nodes",
@@ -29,7 +29,7 @@ TWO_ZONES: dict[str, Any] = {
         {"name": "cpu-a", "zone": "zone-a", "cpu": "8", "memory": "32Gi", "minNodes": 1, "maxNodes": 1,
          "initialNodes": 1},
         {"name": "gpu-b", "zone": "zone-b", "gpuType": "nvidia-l4", "gpusPerNode": 1, "cpu": "8", "memory": "32Gi",
-         "taints": GPU_TAINT, "maxNodes": 4, "initialNodes": 4},
+         "taints": [GPU_TAINT], "maxNodes": 4, "initialNodes": 4},
     ],
 }
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"

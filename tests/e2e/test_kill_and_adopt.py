@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from airflow_provider_gang.reservation import manifests, naming
 from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import GangSpec
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
 from tests.e2e.gang_dags import simulated_pod
 
@@ -32,15 +32,6 @@ def gang_objects(cluster: SimulatedCluster, gang: str) -> dict[str, list[str]]:
     found = {kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)]
              for kind in GANG_KINDS}
     return {kind: names for kind, names in found.items() if names}
-
-
-def wait_until(condition: Any, timeout: float = 30.0) -> None:
-    """Poll ``condition`` (deletion and pod start are asynchronous in the cluster) up to ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(0.05)
 
 
 def running_pods(cluster: SimulatedCluster, gang: str) -> int:
@@ -84,7 +75,7 @@ def test_kill_while_reserving_leaves_no_object(cluster_factory: Any) -> None:
     trigger = deferred(op.execute, context_for(FakeTaskInstance("kill_reserving", "run-1")))
     assert "autoscaling.x-k8s.io/v1/provisioningrequests" in gang_objects(cluster, trigger.gang_name)
     assert delete_like_on_kill(trigger) > 0
-    wait_until(lambda: gang_objects(cluster, trigger.gang_name) == {})
+    eventually(lambda: gang_objects(cluster, trigger.gang_name) == {}, timeout=30.0, what="the gang's objects deleted")
 
 
 def test_kill_while_running_leaves_no_object(cluster_factory: Any) -> None:
@@ -93,9 +84,10 @@ def test_kill_while_running_leaves_no_object(cluster_factory: Any) -> None:
     context = context_for(FakeTaskInstance("kill_running", "run-1"))
     reservation = deferred(op.execute, context)
     run_trigger = deferred(op.execute_reserved, context, first_event(reservation))
-    wait_until(lambda: running_pods(cluster, run_trigger.gang_name) == 4)
+    eventually(lambda: running_pods(cluster, run_trigger.gang_name) == 4, timeout=30.0, what="the 4 members running")
     assert delete_like_on_kill(run_trigger) > 0
-    wait_until(lambda: gang_objects(cluster, run_trigger.gang_name) == {})
+    eventually(lambda: gang_objects(cluster, run_trigger.gang_name) == {},
+               timeout=30.0, what="the gang's objects deleted")
 
 
 def test_blocking_on_kill_during_run_leaves_no_object(cluster_factory: Any) -> None:
@@ -113,12 +105,12 @@ def test_blocking_on_kill_during_run_leaves_no_object(cluster_factory: Any) -> N
     worker = threading.Thread(target=execute)
     worker.start()
     gang = naming.gang_name("kill_blocking", "train", "run-1", attempt=1)
-    wait_until(lambda: running_pods(cluster, gang) == 4)
+    eventually(lambda: running_pods(cluster, gang) == 4, timeout=30.0, what="the 4 members running")
     op.on_kill()
     worker.join(timeout=60)
     assert not worker.is_alive()
     assert isinstance(outcome.get("error"), AirflowTaskTerminated)  # a kill ends as a kill
-    wait_until(lambda: gang_objects(cluster, gang) == {})
+    eventually(lambda: gang_objects(cluster, gang) == {}, timeout=30.0, what="the gang's objects deleted")
 
 
 def test_retry_after_worker_crash_adopts_the_pods_already_created(cluster_factory: Any) -> None:
@@ -150,7 +142,7 @@ def test_retry_after_worker_crash_adopts_the_pods_already_created(cluster_factor
     assert summary["size_run"] == 4
     assert [(item["attempt"], item["outcome"]) for item in summary["tries"]] == [(1, "worker_lost"),
                                                                                 (2, "all_succeeded")]
-    wait_until(lambda: gang_objects(cluster, gang) == {})
+    eventually(lambda: gang_objects(cluster, gang) == {}, timeout=30.0, what="the gang's objects deleted")
 
 
 
@@ -203,4 +195,4 @@ def test_cleared_try_adopted_by_the_next_one_keeps_the_gang_until_the_owning_try
     on_kill_with_state(first, "failed")  # cancelled late, try 2 meanwhile marked failed: not try 1's gang
     assert "autoscaling.x-k8s.io/v1/provisioningrequests" in gang_objects(cluster, gang)
     on_kill_with_state(second, "failed")
-    wait_until(lambda: gang_objects(cluster, gang) == {})
+    eventually(lambda: gang_objects(cluster, gang) == {}, timeout=30.0, what="the gang's objects deleted")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ import statsd  # noqa: F401  # Airflow's StatsD backend needs it: the test extra
 
 from airflow_provider_gang.reservation.fallback import ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
 
 
@@ -63,9 +63,8 @@ class StatsdListener:
         return found
 
     def wait_for(self, name: str, count: int, timeout: float = 5.0) -> list[tuple[dict[str, str], float, str]]:
-        deadline = time.monotonic() + timeout
-        while len(self.metrics(name)) < count and time.monotonic() < deadline:
-            time.sleep(0.02)
+        eventually(lambda: len(self.metrics(name)) >= count, timeout=timeout, what=f"{count} {name} metrics",
+                   interval=0.02)
         return self.metrics(name)
 
 

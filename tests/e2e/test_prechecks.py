@@ -23,9 +23,9 @@ from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.validation import KNOWN_PROVISIONING_CLASSES
 from airflow_provider_gang.sim.apiserver.errors import ApiError
 from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred
 from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
-from tests.e2e.test_kill_and_adopt import wait_until
 from tests.e2e.test_modes import KUEUE, kueue_queues
 
 GANG_OBJECT_KINDS = ("v1/configmaps", "v1/pods", "v1/podtemplates", "v1/services", "batch/v1/jobs",
@@ -118,10 +118,13 @@ def queues_cluster(cluster_factory: Any) -> Any:
     cluster.create(f"{KUEUE}/clusterqueues", cluster_queue("cq-cpu", "l4", {"cpu": "64"}))
     for name, target in (("team-orphan", "cq-gone"), ("team-inactive", "cq-inactive"), ("team-cpu", "cq-cpu")):
         cluster.create(f"{KUEUE}/localqueues", local_queue(name, target), "default")
-    wait_until(lambda: active_reason(cluster, "localqueues", "team-orphan", "default")
-               == "False/ClusterQueueDoesNotExist")
-    wait_until(lambda: active_reason(cluster, "clusterqueues", "cq-inactive", None) == "False/FlavorNotFound")
-    wait_until(lambda: active_reason(cluster, "clusterqueues", "cq-cpu", None) == "True/Ready")
+    eventually(lambda: active_reason(cluster, "localqueues", "team-orphan", "default")
+               == "False/ClusterQueueDoesNotExist",
+               timeout=30.0, what="LocalQueue team-orphan inactive: ClusterQueueDoesNotExist")
+    eventually(lambda: active_reason(cluster, "clusterqueues", "cq-inactive", None) == "False/FlavorNotFound",
+               timeout=30.0, what="ClusterQueue cq-inactive inactive: FlavorNotFound")
+    eventually(lambda: active_reason(cluster, "clusterqueues", "cq-cpu", None) == "True/Ready",
+               timeout=30.0, what="ClusterQueue cq-cpu active")
     cluster.harness.emulator.metrics.reset()
     return cluster
 

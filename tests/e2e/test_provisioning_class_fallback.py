@@ -8,12 +8,13 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_provider_gang.reservation.fallback import OtherProvisioningClass
+from tests.builders import GPU_TAINT
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 
 
 def gpu_pool(name: str, *, queued: bool) -> dict[str, Any]:
     return {"name": name, "zone": "zone-a", "gpuType": "nvidia-l4", "gpusPerNode": 1, "cpu": "8", "memory": "32Gi",
-            "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}], "maxNodes": 2,
+            "taints": [GPU_TAINT], "maxNodes": 2,
             "provisioningDelaySeconds": 60, "queuedProvisioning": queued}
 
 

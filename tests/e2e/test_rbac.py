@@ -31,9 +31,10 @@ from airflow_provider_gang.reservation.naming import GANG_LABEL
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
-from tests.e2e.test_kill_and_adopt import on_kill_with_state, wait_until
+from tests.e2e.test_kill_and_adopt import on_kill_with_state
 from tests.e2e.test_modes import kueue_queues
 
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
@@ -258,7 +259,7 @@ def test_gang_runs_is_adopted_and_killed_with_exactly_the_role(
 
     killed = deferred(op.execute, context_for(FakeTaskInstance(f"rbac_kill_{mode}", "run-1")))
     on_kill_with_state(killed, "failed")
-    wait_until(lambda: leftovers(cluster) == {})
+    eventually(lambda: leftovers(cluster) == {}, timeout=30.0, what="nothing left of the gang")
 
     if mode == "kueue":
         no_queue = GangTrainingOperator(task_id="train", **{**gang_arguments(mode, conn_id), "kueue_queue": "absent"})

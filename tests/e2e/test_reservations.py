@@ -11,12 +11,12 @@ from typing import Any
 from airflow_provider_gang.reservation.fallback import LeaveReservation
 from airflow_provider_gang.reservation.manifests.pods import RESERVATION_LABEL
 from airflow_provider_gang.reservation.phases import Reason
+from tests.builders import GPU_TAINT, pod
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 
 RESERVATION = "a100-reservation"
 SHIPPED_RESERVATION = "l4-reservation"
 """The reservation of the shipped ``reserved`` scenario (``sim/world/scenarios/reserved.yaml``)."""
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
 def gpu_pool(name: str, *, reservation: str | None, initial: int, maximum: int) -> dict[str, Any]:
@@ -27,11 +27,10 @@ def gpu_pool(name: str, *, reservation: str | None, initial: int, maximum: int) 
 
 def other_team_pod(index: int) -> dict[str, Any]:
     """A pod of another team that consumes one whole reserved node and runs until deleted."""
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"other-team-{index}", "namespace": "default"},
-            "spec": {"nodeSelector": {RESERVATION_LABEL: RESERVATION}, "tolerations": [GPU_TAINT],
-                     "containers": [{"name": "main", "image": "other:1",
-                                     "resources": {"requests": {"nvidia.com/gpu": "4"},
-                                                   "limits": {"nvidia.com/gpu": "4"}}}]}}
+    resources = {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
+    spec = {"nodeSelector": {RESERVATION_LABEL: RESERVATION}, "tolerations": [GPU_TAINT],
+            "containers": [{"name": "main", "image": "other:1", "resources": resources}]}
+    return pod(f"other-team-{index}", spec=spec, namespace="default")
 
 
 def full_reservation() -> dict[str, Any]:

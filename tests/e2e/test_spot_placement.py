@@ -10,6 +10,7 @@ import pytest
 
 from airflow_provider_gang.reservation.fallback import OnDemand
 from airflow_provider_gang.reservation.phases import Reason
+from tests.builders import GPU_TAINT
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of
 
 SPOT_LABEL = "cloud.google.com/gke-spot"
@@ -17,7 +18,7 @@ SPOT_LABEL = "cloud.google.com/gke-spot"
 
 def gpu_pool(name: str, *, spot: bool, initial: int, maximum: int) -> dict[str, Any]:
     return {"name": name, "zone": "zone-a", "gpuType": "nvidia-l4", "gpusPerNode": 4, "cpu": "48", "memory": "192Gi",
-            "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+            "taints": [GPU_TAINT],
             "initialNodes": initial, "maxNodes": maximum, "provisioningDelaySeconds": 60, "spot": spot}
 
 

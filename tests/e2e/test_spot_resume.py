@@ -21,9 +21,9 @@ import pytest
 
 from airflow_provider_gang.demo import free_port
 from airflow_provider_gang.reservation.fallback import OnDemand, RetryAsIs
+from airflow_provider_gang.sim.testing.eventually import eventually
 from airflow_provider_gang.sim.world.scenario import parse_scenario
 from tests.e2e.gang_dags import gang_dag, summary_of, task_instance
-from tests.standalone.processes import wait_for
 
 torch = pytest.importorskip("torch")
 TRAINER = Path(__file__).resolve().parents[2] / "dags" / "trainer" / "ddp_train.py"
@@ -67,10 +67,10 @@ class Preempter(threading.Thread):
     def run(self) -> None:
         try:
             for attempt, step, grace in self.after:
-                pod = wait_for(lambda attempt=attempt: self.rank_0(attempt), 120, f"rank 0 of try {attempt}",
-                               interval=0.05)
-                wait_for(lambda pod=pod, step=step: self.logged_step(pod) >= step, 120,
-                         f"try {attempt} at step {step}", interval=0.05)
+                pod = eventually(lambda attempt=attempt: self.rank_0(attempt), timeout=120,
+                                 what=f"rank 0 of try {attempt}", interval=0.05)
+                eventually(lambda pod=pod, step=step: self.logged_step(pod) >= step, timeout=120,
+                           what=f"try {attempt} at step {step}", interval=0.05)
                 node = (self.rank_0(attempt) or pod)["spec"]["nodeName"]  # bound by now: it logged
                 self.preempted += self.cluster.harness.preempt(node, notice_seconds=60, pod_grace_period_seconds=grace)
         except BaseException as error:  # reported by the test

@@ -26,9 +26,10 @@ from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import OtherZone, ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
 from tests.e2e.gang_dags import simulated_pod
-from tests.e2e.test_kill_and_adopt import gang_objects, running_pods, wait_until
+from tests.e2e.test_kill_and_adopt import gang_objects, running_pods
 
 QUICK_CLIENT = {"retry_attempts": 2, "retry_base_delay": 0.05, "retry_max_delay": 0.1, "request_timeout": 10.0}
 """A client that gives up fast, so "a call failing past its retries" takes milliseconds."""
@@ -62,7 +63,8 @@ def test_a_try_failing_at_launch_is_recorded_and_the_next_try_takes_its_fallback
         cluster.harness.emulator.faults = Faults()
     assert caught.value.reason is Reason.CLUSTER_UNREACHABLE
     assert outcomes(first) == [(1, "cluster_unreachable")]
-    wait_until(lambda: gang_objects(cluster, reservation.gang_name) == {})  # torn down when it ended
+    eventually(lambda: gang_objects(cluster, reservation.gang_name) == {}, timeout=30.0,
+               what="the gang torn down when it ended")
 
     second = context_for(FakeTaskInstance("launch_fails", "run-1", try_number=2))
     retry = deferred(op.execute, second)
@@ -190,13 +192,13 @@ def test_a_killed_blocking_task_is_recorded_as_killed_and_is_no_ladder_input(clu
     worker = threading.Thread(target=execute)
     worker.start()
     gang = naming.gang_name("kill_blocking_record", "train", "run-1", attempt=1)
-    wait_until(lambda: running_pods(cluster, gang) == 4)
+    eventually(lambda: running_pods(cluster, gang) == 4, timeout=30.0, what="the 4 members running")
     op.on_kill()  # what Airflow's SIGTERM handler calls
     worker.join(timeout=60)
     assert not worker.is_alive()
     assert isinstance(outcome.get("error"), AirflowTaskTerminated)
     assert outcomes(context) == [(1, "killed")]
-    wait_until(lambda: gang_objects(cluster, gang) == {}, timeout=30)
+    eventually(lambda: gang_objects(cluster, gang) == {}, timeout=30.0, what="the gang's objects deleted")
     cleared = context_for(FakeTaskInstance("kill_blocking_record", "run-1", try_number=2))
     op.deferrable = True
     again = deferred(op.execute, cleared)

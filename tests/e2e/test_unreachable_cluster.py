@@ -12,9 +12,10 @@ from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
-from tests.e2e.test_kill_and_adopt import gang_objects, running_pods, wait_until
+from tests.e2e.test_kill_and_adopt import gang_objects, running_pods
 
 QUICK = {"retry_attempts": 2, "retry_base_delay": 0.1, "retry_max_delay": 0.5, "request_timeout": 2.0}
 
@@ -30,7 +31,7 @@ def test_an_api_server_lost_mid_run_ends_the_try_as_unreachable(cluster_factory:
                               unreachable_timeout=3, client_options=QUICK, kubernetes_conn_id=cluster.conn_id)
     context = context_for(FakeTaskInstance(f"unreachable_{fault[-4:]}", "run-1"))
     run = deferred(op.execute_reserved, context, first_event(deferred(op.execute, context)))
-    wait_until(lambda: running_pods(cluster, run.gang_name) == 2)
+    eventually(lambda: running_pods(cluster, run.gang_name) == 2, timeout=30.0, what="both members running")
     # The API server goes away while the members run; the run trigger's LISTs and WATCHes (a killed
     # server closes the open watch, so the trigger reconnects at once) get no answer.
     cluster.harness.emulator.faults = Faults.parse(fault)
@@ -46,4 +47,4 @@ def test_an_api_server_lost_mid_run_ends_the_try_as_unreachable(cluster_factory:
         op.execute_finished(context, event)
     assert [(record.outcome, record.retryable) for record in TryHistory(context).finished()] == [
         ("cluster_unreachable", True)]
-    wait_until(lambda: gang_objects(cluster, run.gang_name) == {})
+    eventually(lambda: gang_objects(cluster, run.gang_name) == {}, timeout=30.0, what="the gang's objects deleted")

@@ -21,9 +21,9 @@ from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
-from tests.e2e.test_kill_and_adopt import wait_until
 from tests.e2e.test_modes import kueue_queues
 
 QUICK_CLIENT = {"retry_attempts": 2, "retry_base_delay": 0.05, "retry_max_delay": 0.1, "request_timeout": 10.0}
@@ -100,7 +100,8 @@ def test_admitted_members_wait_for_the_world_config_map_then_run_with_the_admitt
     gang, event = admitted(cluster, op, context)
     world = f"{gang}-world"
     expected = [("CreateContainerConfigError", f'configmap "{world}" not found')] * 2
-    wait_until(lambda: waiting_reasons(cluster, gang) == expected)  # Kueue started 2 pods; they cannot start
+    eventually(lambda: waiting_reasons(cluster, gang) == expected, timeout=30.0,
+               what="the 2 pods Kueue started waiting for the world ConfigMap")
     assert len(members(cluster, gang)) == 2 and recorder.first(_pod_running) is None
 
     run = deferred(op.execute_reserved, context, event)  # writes the world ConfigMap first, then watches
@@ -117,7 +118,7 @@ def test_admitted_members_wait_for_the_world_config_map_then_run_with_the_admitt
     assert (summary["size_requested"], summary["size_run"], summary["exit_codes"]) == (4, 2, {"0": 0, "1": 0})
     created, first_running = recorder.first(_world_created(world)), recorder.first(_pod_running)
     assert created is not None and first_running is not None and created < first_running
-    wait_until(lambda: leftovers(cluster, gang) == {})
+    eventually(lambda: leftovers(cluster, gang) == {}, timeout=30.0, what="nothing left of the gang")
 
 
 def test_a_world_config_map_left_with_another_size_is_corrected(cluster_factory: Any) -> None:
@@ -144,7 +145,7 @@ def test_a_world_config_map_that_cannot_be_written_ends_the_try_recorded_and_not
     op = partial_gang(cluster)
     context = context_for(FakeTaskInstance("world_fails", "run-1"))
     gang, event = admitted(cluster, op, context)
-    wait_until(lambda: len(waiting_reasons(cluster, gang)) == 2)
+    eventually(lambda: len(waiting_reasons(cluster, gang)) == 2, timeout=30.0, what="both started members waiting")
     cluster.harness.emulator.faults = Faults.parse("create/configmaps:1.0:503")  # past the client's retries
     try:
         with pytest.raises(GangTryFailed) as caught:
@@ -154,5 +155,5 @@ def test_a_world_config_map_that_cannot_be_written_ends_the_try_recorded_and_not
     assert caught.value.reason is Reason.CLUSTER_UNREACHABLE
     assert [(record.attempt, record.outcome) for record in TryHistory(context).finished()] == [
         (1, "cluster_unreachable")]
-    wait_until(lambda: leftovers(cluster, gang) == {})  # torn down when it ended
+    eventually(lambda: leftovers(cluster, gang) == {}, timeout=30.0, what="the gang torn down when it ended")
     assert recorder.first(_pod_running) is None  # no member ever ran without its size

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import importlib
 import json
 import ssl
@@ -41,6 +42,7 @@ from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.operators.history import TryHistory, TryRecord
 from airflow_provider_gang.reservation import fallback, ladder_format, naming
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for
 from tests.integration.triggers.gangs import first_event
 
@@ -239,9 +241,8 @@ def check(run: TaskRun, ledger: Ledger, *, grace: float = 30.0, keeps_objects: b
     verdict = Verdict(duplicates=list(ledger.duplicates))
     gangs = {record.gang for record in run.records if record.gang} | set(ledger.created_at)
     if not keeps_objects:
-        deadline = time.monotonic() + grace
-        while ledger.objects_of(gangs) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with contextlib.suppress(AssertionError):  # what is still there after the grace is an orphan
+            eventually(lambda: not ledger.objects_of(gangs), timeout=grace, what="the gangs' objects deleted")
         verdict.orphans = [f"orphan {key}" for key in ledger.objects_of(gangs)]
     attempts = [record.attempt for record in run.records]
     if attempts != list(range(1, run.tries_run + 1)):

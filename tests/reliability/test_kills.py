@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.reliability.conftest import FaultCluster, report
@@ -99,13 +99,11 @@ def kill_in_the_worker(cluster: FaultCluster, op: GangTrainingOperator, phase: s
 
 
 def wait_running(cluster: FaultCluster, gang: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def all_running() -> bool:
         pods = cluster.cluster.objects("v1/pods", label_selector=f"{naming.GANG_LABEL}={gang}")
-        if len(pods) == 4 and all((pod.get("status") or {}).get("phase") == "Running" for pod in pods):
-            return
-        time.sleep(0.05)
-    raise AssertionError("the members never all ran")
+        return len(pods) == 4 and all((pod.get("status") or {}).get("phase") == "Running" for pod in pods)
+
+    eventually(all_running, timeout=60, what="the 4 members running")
 
 
 def kill_the_deferred_trigger(cluster: FaultCluster, op: GangTrainingOperator, phase: str, dag_id: str) -> TaskRun:

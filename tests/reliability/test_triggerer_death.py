@@ -32,23 +32,24 @@ from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.fallback import RetryAsIs
 from airflow_provider_gang.reservation.naming import GangNames
 from airflow_provider_gang.sim.apiserver.errors import ApiError
+from airflow_provider_gang.sim.testing.eventually import eventually, eventually_async
 from airflow_provider_gang.sim.world.scenario import Scenario, load_scenario
+from tests.builders import GPU_TOLERATION, pod
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred
 from tests.e2e.gang_dags import simulated_pod
-from tests.e2e.test_kill_and_adopt import wait_until
 from tests.e2e.test_modes import kueue_queues
 from tests.reliability.conftest import FaultCluster, report
 from tests.reliability.harness import QUICK_CLIENT, TaskRun, check, rebuild, record_the_killed_try, run_task
 from tests.reliability.triggerer import (
     KINDS,
     LIST_LATENCY,
+    POLL_SECONDS,
     USER_ACTION,
     DyingTriggerer,
     TaskStateFeed,
     TwinTriggerers,
     background_done,
     die,
-    eventually,
     is_watching,
     plan_cuts,
     serve,
@@ -87,10 +88,8 @@ def busy_gpus() -> Scenario:
 
 def other_team_pod(name: str) -> dict[str, Any]:
     """A pod holding one GPU node until it is deleted (no run-seconds annotation)."""
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"containers": [{"name": "train", "image": "trainer:sim",
-                                     "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}],
-                     "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]}}
+    container = {"name": "train", "image": "trainer:sim", "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}
+    return pod(name, spec={"containers": [container], "tolerations": [GPU_TOLERATION]}, namespace="default")
 
 
 def busy_cluster(factory: Any, mode: str, *, busy: bool = True) -> tuple[FaultCluster, Callable[[], None]]:
@@ -102,8 +101,9 @@ def busy_cluster(factory: Any, mode: str, *, busy: bool = True) -> tuple[FaultCl
     names = [f"other-team-{index}" for index in range(GPU_NODES)] if busy else []
     for name in names:
         cluster.cluster.create("v1/pods", other_team_pod(name), "default")
-    wait_until(lambda: sum((pod.get("status") or {}).get("phase") == "Running"
-                           for pod in cluster.cluster.objects("v1/pods")) == len(names))
+    eventually(lambda: sum((pod.get("status") or {}).get("phase") == "Running"
+                           for pod in cluster.cluster.objects("v1/pods")) == len(names),
+               timeout=30.0, what="the other team's pods running")
     harness = cluster.cluster.harness
 
     def delete(name: str) -> None:
@@ -275,7 +275,8 @@ async def user_kill_cut(cluster: FaultCluster, trigger: Any, gang: str, point: s
                 return any(entry["verb"] == "get" and entry["resource"] == "configmaps" and entry["name"] == owner
                            for entry in entries)
 
-            await eventually(owner_read_arrived, "on_kill's GET of the owner ConfigMap")
+            await eventually_async(owner_read_arrived, timeout=30.0, what="on_kill's GET of the owner ConfigMap",
+                                   interval=POLL_SECONDS)
             assert not feed.asked.is_set(), "the owner GET was answered within its latency"
         else:
             assert await until(feed.asked.is_set, task), "on_kill ended before reading the task state"
@@ -292,7 +293,8 @@ async def user_kill_cut(cluster: FaultCluster, trigger: Any, gang: str, point: s
         async def deleted() -> bool:
             return not gang_objects(cluster, gang)
 
-        await eventually(deleted, "the deletion of the surviving triggerer")
+        await eventually_async(deleted, timeout=30.0, what="the deletion of the surviving triggerer",
+                               interval=POLL_SECONDS)
         await background_done()
     finally:
         await asyncio.to_thread(cluster.control.clear_faults)
@@ -332,7 +334,7 @@ def test_a_triggerer_dying_during_on_kill_leaves_what_the_next_on_kill_deletes(f
                 asyncio.run(on_kill(rebuild(waiting), rng.choice(NOT_FINAL)))
                 assert gang_objects(cluster, gang) == intact, "an on_kill with a non-final task state deleted"
             asyncio.run(on_kill(rebuild(waiting), "failed"))
-        wait_until(lambda gang=gang: not gang_objects(cluster, gang))
+        eventually(lambda gang=gang: not gang_objects(cluster, gang), timeout=30.0, what="the gang's objects deleted")
         run = record_the_killed_try(op, dag_id)
         name = "triggerer dies during on_kill" if fate == "dies" else "on_kill cancelled again, triggerer lives"
         report(f"{name} ({stage})", check(run, cluster.ledger), faults=1)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,17 +124,6 @@ async def until(condition: Callable[[], bool], *tasks: asyncio.Task[Any], timeou
             return True
         await asyncio.wait(tasks, timeout=POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED)
     return False
-
-
-async def eventually(condition: Callable[[], Awaitable[bool]], what: str, timeout: float = 30.0) -> None:
-    """Poll ``condition`` every :data:`POLL_SECONDS` until it holds; ``AssertionError`` after ``timeout``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if await condition():
-            return
-        await asyncio.sleep(POLL_SECONDS)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 async def still_running(task: asyncio.Task[Any], seconds: float) -> bool:

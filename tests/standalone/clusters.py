@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.testing.eventually import eventually
 from airflow_provider_gang.sim.world.scenario import load_scenario
-from tests.standalone.processes import BIN, Started, start, tail, wait_for
+from tests.standalone.processes import BIN, Started, diagnosed_by, start, tail
 
 
 @dataclass(frozen=True)
@@ -127,8 +128,9 @@ def start_cluster(directory: Path, name: str, spec: ClusterSpec) -> Cluster:
                                          "--time-scale", str(spec.time_scale), "--kubeconfig-out", str(kubeconfig)],
                     directory / f"gang-sim-{name}.log")
     try:
-        wait_for(lambda: "ready:" in started.log() or not started.running(), 120, f"gang-sim {name} ready", 0.2,
-                 started.describe)
+        with diagnosed_by(started.describe):
+            eventually(lambda: "ready:" in started.log() or not started.running(),
+                       timeout=120, what=f"gang-sim {name} ready", interval=0.2)
         if not started.running():
             raise AssertionError(f"gang-sim exited:\n{started.describe()}")
     except BaseException:

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.standalone.processes import BIN, Started, free_port, start, wait_for
+from airflow_provider_gang.sim.testing.eventually import eventually
+from tests.standalone.processes import BIN, Started, diagnosed_by, free_port, start
 
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
 """Started in this order (as ``airflow standalone`` does), stopped in the reverse one."""
@@ -133,10 +134,13 @@ class Airflow:
 
     def wait_ready(self, dag_ids: tuple[str, ...]) -> None:
         """Wait (generously: a loaded 2-core machine) until healthy, log in, wait until ``dag_ids`` are parsed."""
-        wait_for(self.healthy, 300, "healthy Airflow components", 2, self.describe)
+        with diagnosed_by(self.describe):
+            eventually(self.healthy, timeout=300, what="healthy Airflow components", interval=2)
         self.login()
         for dag_id in dag_ids:
-            wait_for(lambda dag_id=dag_id: self.dag_known(dag_id), 180, f"DAG {dag_id} parsed", 2, self.describe)
+            with diagnosed_by(self.describe):
+                eventually(lambda dag_id=dag_id: self.dag_known(dag_id),
+                           timeout=180, what=f"DAG {dag_id} parsed", interval=2)
 
     def triggerer_jobs(self) -> dict[int, dict[str, Any]]:
         """Every ``TriggererJob`` (``/api/v2/jobs``) by id: ``state``, ``latest_heartbeat``, ``end_date``..."""

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.standalone.clusters import Cluster, ClusterSpec, ManualCluster, start_cluster
 from tests.standalone.components import Airflow, start_airflow
-from tests.standalone.processes import wait_for
 
 FINISHED = ("success", "failed", "upstream_failed")
 """Task instance states after which a task's trigger can no longer fire."""
@@ -195,7 +195,7 @@ def drive_until_finished(airflow: Airflow, cluster: ManualCluster, runs: Mapping
     and fire (a fired trigger moves its task out of ``deferred`` at once), so the clock never runs on
     past a booking while a resumed task is still being scheduled."""
     for _ in range(steps):
-        wait_for(lambda: settled(airflow, runs), 240, "deferrals drained by the scheduler", 0.5)
+        eventually(lambda: settled(airflow, runs), timeout=240, what="deferrals drained by the scheduler", interval=0.5)
         if all(train_task(airflow, dag_id, run_id)["state"] in FINISHED for run_id, dag_id in runs.items()):
             return
         cluster.advance(step_seconds)

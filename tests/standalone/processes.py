@@ -1,6 +1,6 @@
 """Processes of the real-Airflow suite: start one in its own session, wait for it, stop all of it.
 
-Everything the suite starts binds 127.0.0.1 on a free port (airflow-3.3-notes section 2a: a port
+Everything the suite starts binds 127.0.0.1 on a free port (a port
 clash leaves a half-started Airflow that still looks ready). Each process is started as the leader
 of a new session, and stopped by that session id only: Airflow moves task runners into process
 groups of their own (``os.setpgid`` in the task SDK supervisor, apache/airflow#65505), so the
@@ -17,12 +17,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TypeVar
-
-T = TypeVar("T")
+from typing import IO
 
 BIN = Path(sys.executable).parent
 """The venv's ``bin``: ``airflow``, ``gang-sim`` and ``kubectl`` live there."""
@@ -132,20 +130,12 @@ def start(name: str, command: list[str], log_path: Path, env: Mapping[str, str] 
     return Started(name, process, log_path, log_file)
 
 
-def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 1.0,
-             diagnose: Callable[[], str] | None = None) -> T:
-    """Poll ``condition()`` every ``interval`` seconds until it returns a truthy value; return it.
-
-    After ``timeout`` seconds, raise ``AssertionError`` naming ``what``, followed by ``diagnose()``
-    when given: the tails of the logs, for waits before a test has its ``Setup`` (in a test,
-    ``conftest.py`` adds them to the report).
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            details = f"\n{diagnose()}" if diagnose is not None else ""
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}{details}")
-        time.sleep(interval)
+@contextlib.contextmanager
+def diagnosed_by(diagnose: Callable[[], str]) -> Iterator[None]:
+    """An ``AssertionError`` raised inside (a wait timing out) is raised again with ``diagnose()``
+    appended: the tails of the logs, for waits before a test has its ``Setup`` (in a test,
+    ``conftest.py`` adds them to the report)."""
+    try:
+        yield
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{diagnose()}") from error

@@ -5,7 +5,7 @@ instance state through the triggerer's supervisor channel, as cncf-kubernetes' K
 does - only runs for real in a triggerer. These tests start Airflow's components (scheduler,
 dag-processor, api-server, triggerer: what ``airflow standalone`` runs; LocalExecutor on sqlite) in a
 temporary ``AIRFLOW_HOME`` on free loopback ports, plus two emulated clusters, and drive Airflow
-through its REST API (airflow-3.3-notes sections 2a and 7):
+through its REST API (``airflow-core/src/airflow/cli/commands/standalone_command.py``):
 
 - ``test_mark_failed_while_reserving_deletes_the_gang``: the ``demo`` scenario, its clock standing
   still, keeps zone us-central1-a stocked out, so an 8-member gang waits in ``ReservationTrigger``;
@@ -36,6 +36,7 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.standalone.clusters import Cluster, ManualCluster
 from tests.standalone.components import Airflow
 from tests.standalone.environment import (
@@ -47,7 +48,6 @@ from tests.standalone.environment import (
     trigger,
     waiting_and_fast,
 )
-from tests.standalone.processes import wait_for
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -81,7 +81,8 @@ def _gang(dag_id: str, run_id: str, attempt: int) -> str:
 def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
     """Wait until the try is deferred with its ProvisioningRequest pending; return the gang name."""
     airflow = setup.airflow
-    wait_for(lambda: train_task(airflow, dag_id, run_id)["state"] in ("deferred", "failed"), 240, "task deferred", 2)
+    eventually(lambda: train_task(airflow, dag_id, run_id)["state"] in ("deferred", "failed"),
+               timeout=240, what="task deferred", interval=2)
     assert train_task(airflow, dag_id, run_id)["state"] == "deferred", airflow.task_log(run_id)[-6000:]
     gang = _gang(dag_id, run_id, train_task(airflow, dag_id, run_id)["try_number"])
     selector = f"{naming.GANG_LABEL}={gang}"
@@ -99,7 +100,8 @@ def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
 def _wait_trigger_running(airflow: Airflow, run_id: str, attempt: int) -> None:
     """Wait until the triggerer runs the try's trigger. Marking a task failed before that means no
     ``on_kill`` at all: the trigger row is removed before any triggerer started it (see the report)."""
-    wait_for(lambda: "waiting for the" in airflow.trigger_log(run_id, attempt), 120, "the trigger running", 1)
+    eventually(lambda: "waiting for the" in airflow.trigger_log(run_id, attempt),
+               timeout=120, what="the trigger running", interval=1)
 
 
 def _report(setup: Setup, gang: str) -> None:
@@ -115,7 +117,8 @@ def test_mark_failed_while_reserving_deletes_the_gang(setup: Setup) -> None:
                           {"new_state": "failed"})
     selector = f"{naming.GANG_LABEL}={gang}"
     try:
-        wait_for(lambda: _waiting(setup).names(GANG_KINDS, selector) == [], 90, "every gang object deleted", 2)
+        eventually(lambda: _waiting(setup).names(GANG_KINDS, selector) == [],
+                   timeout=90, what="every gang object deleted", interval=2)
     finally:
         _report(setup, gang)
     assert "Trigger cancelled by user action, invoking on_kill" in setup.airflow.trigger_log()
@@ -135,11 +138,13 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
     setup.airflow.request("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances",
                           {"dry_run": False, "dag_run_id": run_id, "task_ids": ["train"], "only_failed": False,
                            "reset_dag_runs": True})
-    wait_for(lambda: train_task(setup.airflow, dag_id, run_id)["try_number"] == 2
-             and train_task(setup.airflow, dag_id, run_id)["state"] == "deferred", 240, "try 2 deferred", 2)
+    eventually(lambda: train_task(setup.airflow, dag_id, run_id)["try_number"] == 2
+               and train_task(setup.airflow, dag_id, run_id)["state"] == "deferred",
+               timeout=240, what="try 2 deferred", interval=2)
     _wait_trigger_running(setup.airflow, run_id, 2)
     decided = (f"Gang {first}: not deleting", f"Gang {first}: task instance state is")
-    wait_for(lambda: any(line in setup.airflow.trigger_log() for line in decided), 90, "try 1's on_kill to decide", 2)
+    eventually(lambda: any(line in setup.airflow.trigger_log() for line in decided),
+               timeout=90, what="try 1's on_kill to decide", interval=2)
     _report(setup, first)
     adopted = f"adopting gang {first}" in setup.airflow.task_log(run_id)
     gangs = {gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}")
@@ -150,8 +155,8 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
     setup.airflow.request("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train",
                           {"new_state": "failed"})
     for gang in gangs:
-        wait_for(lambda gang=gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [], 90,
-                 f"{gang}'s objects deleted", 2)
+        eventually(lambda gang=gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [],
+                   timeout=90, what=f"{gang}'s objects deleted", interval=2)
 
 
 def test_success_with_the_real_triggerer(setup: Setup) -> None:
@@ -159,7 +164,8 @@ def test_success_with_the_real_triggerer(setup: Setup) -> None:
     run_id = trigger(setup.airflow, dag_id)
     fast = _fast(setup)
     assert isinstance(fast, ManualCluster)
-    wait_for(lambda: train_task(setup.airflow, dag_id, run_id)["state"] in ("deferred", "failed"), 240, "deferred", 1)
+    eventually(lambda: train_task(setup.airflow, dag_id, run_id)["state"] in ("deferred", "failed"),
+               timeout=240, what="deferred", interval=1)
     drive_until_finished(setup.airflow, fast, {run_id: dag_id})
     task = train_task(setup.airflow, dag_id, run_id)
     assert task["state"] == "success", setup.airflow.task_log(run_id)[-6000:]

@@ -38,9 +38,9 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.standalone.clusters import ClusterSpec, ManualCluster
 from tests.standalone.environment import Dags, GangDag, Setup, running_airflow, train_task, trigger
-from tests.standalone.processes import wait_for
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -49,7 +49,7 @@ SIZE = 8
 RUN_SECONDS = 150
 """Simulated run time of the members: at STEP simulated seconds per poll, the run trigger fires at
 least 15 polls after the task deferred to it (a trigger firing within seconds of the deferral meets
-Airflow's stale executor event race, apache/airflow#72716, airflow-3.3-notes TL;DR 7)."""
+Airflow's stale executor event race, apache/airflow#72716)."""
 STEP = 10.0
 """Simulated seconds per poll once capacity may arrive."""
 GANG_KINDS = "provisioningrequests,podtemplates,pods,configmaps,services"
@@ -83,7 +83,7 @@ def _running_triggerer_job(setup: Setup, known: set[int]) -> int:
         return [job_id for job_id, job in setup.airflow.triggerer_jobs().items()
                 if job_id not in known and job["state"] == "running"]
 
-    jobs = wait_for(new_jobs, 180, "a new triggerer job", 2)
+    jobs = eventually(new_jobs, timeout=180, what="a new triggerer job", interval=2)
     assert len(jobs) == 1, jobs
     return jobs[0]
 
@@ -98,7 +98,7 @@ def _wait_triggers_run_by(setup: Setup, runs: list[str], job_id: int) -> None:
             return False
         return all("waiting for the" in setup.airflow.trigger_log(run, 1, job_id) for run in runs)
 
-    wait_for(assigned, 240, f"both triggers running in triggerer job {job_id}", 2)
+    eventually(assigned, timeout=240, what=f"both triggers running in triggerer job {job_id}", interval=2)
 
 
 def _created(cluster: ManualCluster, resource_suffix: str, gang: str) -> int:
@@ -121,7 +121,7 @@ def _pump_until_finished(setup: Setup, runs: list[str]) -> dict[str, dict[str, o
             cluster.advance(STEP)
         return None
 
-    finished: dict[str, dict[str, object]] = wait_for(poll, 600, "both tasks finished", 1)
+    finished: dict[str, dict[str, object]] = eventually(poll, timeout=600, what="both tasks finished", interval=1)
     return finished
 
 

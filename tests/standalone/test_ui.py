@@ -3,7 +3,9 @@
 The api-server (started with the other components, as ``airflow standalone`` would) loads
 :class:`airflow_provider_gang.plugin.GangPlugin` through the ``airflow.plugins`` entry point, mounts
 its FastAPI app at ``/gang`` and serves the extra link that the worker stored as the XCom
-``_link_GangReservationLink`` (airflow-3.3-notes section 4). Two gangs run against emulated clusters:
+``_link_GangReservationLink`` (``finalize`` in
+``task-sdk/src/airflow/sdk/execution_time/task_runner.py``). Two gangs run against emulated
+clusters:
 
 - ``gang_ui_waiting``: the ``demo`` scenario, its clock standing still, keeps zone us-central1-a
   stocked out, so the task stays deferred in ``ReservationTrigger``; its page shows the reservation;
@@ -37,6 +39,7 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.standalone.clusters import ManualCluster
 from tests.standalone.components import Airflow
 from tests.standalone.environment import (
@@ -48,7 +51,6 @@ from tests.standalone.environment import (
     trigger,
     waiting_and_fast,
 )
-from tests.standalone.processes import wait_for
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -75,7 +77,8 @@ class Runs:
 def start_runs(airflow: Airflow, fast: ManualCluster) -> tuple[str, str]:
     """Trigger both DAGs; wait until the waiting one is deferred and the other one succeeded."""
     waiting_run, success_run = trigger(airflow, WAITING), trigger(airflow, SUCCESS)
-    wait_for(lambda: train_task(airflow, WAITING, waiting_run)["state"] in ("deferred", "failed"), 240, "deferred", 2)
+    eventually(lambda: train_task(airflow, WAITING, waiting_run)["state"] in ("deferred", "failed"),
+               timeout=240, what="deferred", interval=2)
     assert train_task(airflow, WAITING, waiting_run)["state"] == "deferred", airflow.task_log(waiting_run)[-6000:]
     drive_until_finished(airflow, fast, {success_run: SUCCESS})
     assert train_task(airflow, SUCCESS, success_run)["state"] == "success", airflow.task_log(success_run)[-6000:]

@@ -43,11 +43,11 @@ from urllib.parse import urlencode
 import pytest
 
 from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.standalone.browser import CHROMIUM, Rendering, blank_problems, read_png, render
 from tests.standalone.clusters import ClusterSpec, ManualCluster
 from tests.standalone.components import Airflow
 from tests.standalone.environment import FINISHED, Dags, GangDag, Setup, running_airflow, settled, train_task, trigger
-from tests.standalone.processes import wait_for
 
 pytestmark = [
     pytest.mark.timeout(900),
@@ -121,7 +121,8 @@ def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
     by_run = {run_id: DAG_IDS[state] for state, run_id in runs.items()}
     deleted = False
     for step in [601.0, 120.0] + [30.0] * 30:
-        wait_for(lambda: settled(airflow, by_run), 120, "deferrals drained by the scheduler", 0.5)
+        eventually(lambda: settled(airflow, by_run),
+                   timeout=120, what="deferrals drained by the scheduler", interval=0.5)
         answer = reservation_answer(airflow, FAILED, failing)
         gang = (answer.get("reservation") or {}).get("gang")
         if not deleted and answer["task_instance"]["state"] in FINISHED:
@@ -143,8 +144,9 @@ def pages() -> Iterator[Pages]:
     with running_airflow("gang-ui-browser-", DAGS, CLUSTERS, CONFIG) as setup:
         airflow = setup.airflow
         runs = {state: trigger(airflow, dag_id) for state, dag_id in DAG_IDS.items()}
-        wait_for(lambda: all(train_task(airflow, DAG_IDS[state], run_id)["state"] in ("deferred", *FINISHED)
-                             for state, run_id in runs.items()), 240, "every gang deferred", 1)
+        eventually(lambda: all(train_task(airflow, DAG_IDS[state], run_id)["state"] in ("deferred", *FINISHED)
+                               for state, run_id in runs.items()),
+                   timeout=240, what="every gang deferred", interval=1)
         by_state = {}
 
         def shoot(state: str) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import gpu_pod_spec
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK = "check-capacity.autoscaling.x-k8s.io"

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.control_plane.conftest import KUBECTL, SimCluster, gpu_scenario
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import pod
+from tests.integration.control_plane.conftest import KUBECTL, gpu_scenario
 
 GANG_SIM = [sys.executable, "-m", "airflow_provider_gang.sim.cli"]
 
@@ -67,16 +69,15 @@ def _exercise_demo_server(server: subprocess.Popen[str], kubeconfig: Path) -> No
     assert sorted(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for node in nodes) == ["cpu", "l4-a"]
     clock = json.loads(_kubectl(kubeconfig, "get", "--raw", "/_sim/clock").stdout)
     assert clock["kind"] == "ScaledClock" and clock["timeScale"] == 30 and clock["scenario"] == "demo"
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "quick", "annotations": {"sim.gang.dev/run-seconds": "60"}},
-        "spec": {
+    quick = pod(
+        "quick",
+        spec={
             "restartPolicy": "Never",
             "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}],
         },
-    }
-    assert _kubectl(kubeconfig, "apply", "-f", "-", input_text=json.dumps(pod)).returncode == 0
+        annotations={"sim.gang.dev/run-seconds": "60"},
+    )
+    assert _kubectl(kubeconfig, "apply", "-f", "-", input_text=json.dumps(quick)).returncode == 0
     # 2 s start + 60 s run = 62 simulated seconds = ~2 s of real time at scale 30.
     waited = _kubectl(kubeconfig, "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/quick", "--timeout=20s")
     assert waited.returncode == 0, waited.stderr

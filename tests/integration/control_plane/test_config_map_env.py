@@ -10,7 +10,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.integration.control_plane.conftest import SimCluster, gpu_scenario
+from airflow_provider_gang.sim.testing.eventually import eventually
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import pod
+from tests.integration.control_plane.conftest import gpu_scenario
 
 WORLD = {"name": "world", "key": "size"}
 LOCAL_IMAGE = "python:3.11"
@@ -26,8 +29,7 @@ def _pod(name: str, *, reference: dict[str, Any] = WORLD, image: str = "busybox"
     }
     if command:
         container["command"] = command
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": annotations or {}},
-            "spec": {"restartPolicy": restart, "containers": [container]}}
+    return pod(name, spec={"restartPolicy": restart, "containers": [container]}, annotations=annotations or {})
 
 
 def _config_map(cluster: SimCluster, data: dict[str, str], name: str = "world") -> None:
@@ -102,11 +104,12 @@ def _local_scenario() -> Any:
 
 
 def _wait_for_phase(cluster: SimCluster, name: str, phases: set[str], timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    while (phase := _state(cluster, name)[0]) not in phases:
-        assert time.monotonic() < deadline, f"{name} stayed {phase}"
-        time.sleep(0.05)
-    return phase
+    def reached() -> str:
+        phase = _state(cluster, name)[0]
+        assert phase in phases, f"{name} is {phase}"
+        return str(phase)
+
+    return eventually(reached, timeout=timeout, what=f"{name} to be {' or '.join(sorted(phases))}")
 
 
 def test_a_local_process_starts_only_once_its_config_map_value_exists(

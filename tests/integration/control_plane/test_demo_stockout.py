@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.control_plane.conftest import GPU_TOLERATION, PROVISIONING, SimCluster
+from airflow_provider_gang.sim.testing.pytest_plugin import PROVISIONING, SimCluster
+from tests.builders import GPU_TOLERATION, pod
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 ZONE_A = "us-central1-a"
@@ -60,10 +61,8 @@ def is_provisioned(cluster: SimCluster, gang: str) -> bool:
 def create_members(cluster: SimCluster, gang: str) -> None:
     annotations = {"autoscaling.x-k8s.io/consume-provisioning-request": gang}
     for rank in range(8):
-        metadata = {"name": f"{gang}-{rank}", "annotations": annotations, "labels": {"gang": gang}}
-        cluster.core.create_namespaced_pod(
-            "default", {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": member_spec()}
-        )
+        member = pod(f"{gang}-{rank}", labels={"gang": gang}, spec=member_spec(), annotations=annotations)
+        cluster.core.create_namespaced_pod("default", member)
 
 
 def bound_members(cluster: SimCluster, gang: str) -> int:

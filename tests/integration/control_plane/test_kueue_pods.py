@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import gpu_pod_spec, pod
+from tests.integration.control_plane.conftest import gpu_scenario
 from tests.integration.control_plane.kueue_setup import condition_map, resource_groups, setup_queues
 
 
@@ -18,12 +20,7 @@ def kueue_pod(name: str, *, group: str | None = None, total: int = 0, run_second
         annotations["kueue.x-k8s.io/pod-group-total-count"] = str(total)
     if run_seconds is not None:
         annotations["sim.gang.dev/run-seconds"] = str(run_seconds)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels, "annotations": annotations},
-        "spec": gpu_pod_spec(),
-    }
+    return pod(name, labels=labels, spec=gpu_pod_spec(), annotations=annotations)
 
 
 def test_plain_pod_group_is_gated_then_admitted_together(sim_cluster: Callable[..., SimCluster]) -> None:

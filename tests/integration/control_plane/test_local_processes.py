@@ -6,13 +6,15 @@ from __future__ import annotations
 import socket
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_scenario
+from airflow_provider_gang.sim.testing.eventually import eventually
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import pod
+from tests.integration.control_plane.conftest import exits_on_sigterm, gpu_scenario
 
 IMAGE = "python:3.11"
 CPU_POOL = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}
@@ -30,11 +32,11 @@ def _free_port() -> int:
 
 
 def _python_pod(name: str, code: str, port: int = 0, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "trainer"}, "annotations": {"rank": name[-1]}},
-        "spec": {
+    return pod(
+        name,
+        labels={"app": "trainer"},
+        annotations={"rank": name[-1]},
+        spec={
             "restartPolicy": "Never",
             "containers": [
                 {
@@ -53,7 +55,7 @@ def _python_pod(name: str, code: str, port: int = 0, **spec: Any) -> dict[str, A
             ],
             **spec,
         },
-    }
+    )
 
 
 def _create_headless_service(cluster: SimCluster) -> None:
@@ -70,13 +72,12 @@ def _log(cluster: SimCluster, name: str) -> str:
 
 
 def _wait_for_phase(cluster: SimCluster, name: str, phases: set[str], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    def reached() -> Any:
         pod = cluster.core.read_namespaced_pod(name, "default")
-        if pod.status.phase in phases:
-            return pod
-        assert time.monotonic() < deadline, f"{name} stayed {pod.status.phase}"
-        time.sleep(0.05)
+        assert pod.status.phase in phases, f"{name} is {pod.status.phase}"
+        return pod
+
+    return eventually(reached, timeout=timeout, what=f"{name} to be {' or '.join(sorted(phases))}")
 
 
 def test_process_gets_the_pod_env_and_its_output_is_the_pod_log(sim_cluster: Callable[..., SimCluster]) -> None:
@@ -188,17 +189,11 @@ def test_deleting_the_pod_terminates_the_process(sim_cluster: Callable[..., SimC
     cluster = sim_cluster(_scenario())
     cluster.core.create_namespaced_pod("default", _python_pod("sleeper-0", exits_on_sigterm("got SIGTERM")))
     _wait_for_phase(cluster, "sleeper-0", {"Running"})
-    deadline = time.monotonic() + 20
-    while "ready" not in _log(cluster, "sleeper-0"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(lambda: "ready" in _log(cluster, "sleeper-0"), timeout=20, what="sleeper-0 ready")
     runtime = cluster.harness.control.running.controllers[1].processes  # type: ignore[union-attr, attr-defined]
     (process,) = next(iter(runtime.pods.values())).processes.values()
     cluster.core.delete_namespaced_pod("sleeper-0", "default")
-    deadline = time.monotonic() + 20
-    while process.returncode is None:
-        assert time.monotonic() < deadline, "the process outlived its pod"
-        time.sleep(0.05)
+    eventually(lambda: process.returncode is not None, timeout=20, what="the process to end with its pod")
     assert process.returncode == 0  # it handled SIGTERM within the grace period
 
 

@@ -11,7 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.integration.control_plane.conftest import KUBECTL, SimCluster, gpu_pod_spec, gpu_scenario
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import gpu_pod_spec, pod
+from tests.integration.control_plane.conftest import KUBECTL, gpu_scenario
 
 CHECK = "check-capacity.autoscaling.x-k8s.io"
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -52,9 +54,7 @@ def test_check_capacity_never_scales_up_and_retries_with_backoff(sim_cluster: Ca
     assert len(cluster.core.list_node().items) == 1  # check-capacity never scales up
     # Two ordinary pods make the pool grow to 2 nodes; once they are gone a retry finds the capacity.
     for name in ("filler-1", "filler-2"):
-        cluster.core.create_namespaced_pod(
-            "default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": gpu_pod_spec()}
-        )
+        cluster.core.create_namespaced_pod("default", pod(name, spec=gpu_pod_spec()))
     cluster.advance(5 * 60)
     assert len(cluster.core.list_node().items) == 2
     for name in ("filler-1", "filler-2"):
@@ -163,15 +163,8 @@ def test_queued_request_larger_than_the_pool_fails(sim_cluster: Callable[..., Si
 
 def test_consuming_pods_never_trigger_scale_up(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(gpu_scenario())
-    cluster.core.create_namespaced_pod(
-        "default",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "orphan-consumer", "annotations": {CONSUME: "missing-request"}},
-            "spec": gpu_pod_spec(),
-        },
-    )
+    orphan = pod("orphan-consumer", spec=gpu_pod_spec(), annotations={CONSUME: "missing-request"})
+    cluster.core.create_namespaced_pod("default", orphan)
     cluster.advance(5 * 60)
     assert cluster.core.list_node().items == []
     (event,) = cluster.events("NotTriggerScaleUp")

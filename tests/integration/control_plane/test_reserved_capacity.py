@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.fit import RESERVATION_LABEL, RESERVATION_MISMATCH
-from tests.integration.control_plane.conftest import GPU_TOLERATION, SimCluster, gpu_scenario
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import GPU_TOLERATION, pod
+from tests.integration.control_plane.conftest import gpu_scenario
 
 RESERVATION = "l4-reservation"
 SELECTS = {"nodeSelector": {RESERVATION_LABEL: RESERVATION}}
@@ -21,9 +23,7 @@ def _spec(gpus: int = 4, **extra: Any) -> dict[str, Any]:
 
 
 def _create(cluster: SimCluster, name: str, spec: dict[str, Any]) -> None:
-    cluster.core.create_namespaced_pod(
-        "default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
-    )
+    cluster.core.create_namespaced_pod("default", pod(name, spec=spec))
 
 
 def _pool_of(cluster: SimCluster, pod: str) -> str | None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import gpu_pod_spec, pod
+from tests.integration.control_plane.conftest import gpu_scenario
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 
@@ -22,13 +24,7 @@ ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 def _create_workers(cluster: SimCluster, annotations: dict[str, str] | None = None) -> None:
     for index in range(8):
         cluster.core.create_namespaced_pod(
-            "default",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"worker-{index}", "annotations": annotations or {}},
-                "spec": gpu_pod_spec(),
-            },
+            "default", pod(f"worker-{index}", spec=gpu_pod_spec(), annotations=annotations or {})
         )
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,14 +20,17 @@ from airflow_provider_gang.sim.controllers.preemption import (
     TERMINATION_BY_KUBELET,
     TERMINATION_TAINT,
 )
+from airflow_provider_gang.sim.testing.eventually import eventually
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
 from airflow_provider_gang.sim.world.scenario_fields import ScenarioError
-from tests.integration.control_plane.conftest import SimCluster, exits_on_sigterm, gpu_pod_spec, gpu_scenario
+from tests.builders import gpu_pod_spec, pod
+from tests.integration.control_plane.conftest import exits_on_sigterm, gpu_scenario
 
 SPOT_POOL = {"spot": True, "initialNodes": 2, "maxNodes": 4}
 
 
 def _pod(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": gpu_pod_spec(**spec)}
+    return pod(name, spec=gpu_pod_spec(**spec))
 
 
 def _node_of(cluster: SimCluster, name: str) -> str:
@@ -197,14 +199,7 @@ def _process_pod(name: str, code: str, grace: int) -> dict[str, Any]:
         "resources": {"requests": {"cpu": "100m"}},
     }
     spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": grace, "containers": [container]}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
-
-
-def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    return pod(name, spec=spec)
 
 
 def test_local_processes_get_sigterm_then_sigkill_after_the_capped_grace(
@@ -220,11 +215,13 @@ def test_local_processes_get_sigterm_then_sigkill_after_the_capped_grace(
     cluster.core.create_namespaced_pod("default", _process_pod("saves", exits_on_sigterm("checkpoint saved"), grace=60))
     cluster.core.create_namespaced_pod("default", _process_pod("ignores", ignores, grace=60))
 
-    _wait(lambda: all("ready" in cluster.log(name) for name in ("saves", "ignores")))
+    eventually(lambda: all("ready" in cluster.log(name) for name in ("saves", "ignores")), timeout=20.0,
+               what="both processes ready (their SIGTERM handlers set)")
     node = _node_of(cluster, "saves")
     writes = {name: _status_writes(cluster, name) for name in ("saves", "ignores")}
     cluster.harness.preempt(node, pod_grace_period_seconds=15)
-    _wait(lambda: cluster.core.read_namespaced_pod("saves", "default").status.phase == "Failed")
+    eventually(lambda: cluster.core.read_namespaced_pod("saves", "default").status.phase == "Failed", timeout=20.0,
+               what="saves Failed")
     saved = cluster.core.read_namespaced_pod("saves", "default")
     _assert_terminated_by_shutdown(saved)
     assert saved.status.container_statuses[0].state.terminated.exit_code == 0
@@ -235,7 +232,8 @@ def test_local_processes_get_sigterm_then_sigkill_after_the_capped_grace(
     assert "DisruptionTarget" not in {item.type for item in stopping.conditions}
     assert stopping.container_statuses[0].state.running is not None
     cluster.advance(1)  # the budget (15 s) caps the pod's 60 s grace period: SIGKILL
-    _wait(lambda: cluster.core.read_namespaced_pod("ignores", "default").status.phase == "Failed")
+    eventually(lambda: cluster.core.read_namespaced_pod("ignores", "default").status.phase == "Failed", timeout=20.0,
+               what="ignores Failed")
     killed = cluster.core.read_namespaced_pod("ignores", "default")
     _assert_terminated_by_shutdown(killed)
     assert killed.status.container_statuses[0].state.terminated.exit_code == 137

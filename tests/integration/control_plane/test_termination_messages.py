@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, TERMINATION_MESSAGE
-from tests.integration.control_plane.conftest import SimCluster, gpu_pod_spec, gpu_scenario
+from airflow_provider_gang.sim.testing.eventually import eventually
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import gpu_pod_spec, pod
+from tests.integration.control_plane.conftest import gpu_scenario
 
 IMAGE = "python:3.11"
 CPU_POOL = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}
@@ -27,7 +29,7 @@ def _process_pod(name: str, command: list[str], **container: Any) -> dict[str, A
     body = {"name": "main", "image": IMAGE, "command": command, "resources": {"requests": {"cpu": "100m"}}}
     body.update(container)
     spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 30, "containers": [body]}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    return pod(name, spec=spec)
 
 
 def _python(code: str) -> list[str]:
@@ -35,13 +37,12 @@ def _python(code: str) -> list[str]:
 
 
 def _terminated(cluster: SimCluster, name: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    def finished() -> Any:
         pod = cluster.core.read_namespaced_pod(name, "default")
-        if pod.status.phase in ("Succeeded", "Failed"):
-            return pod.status.container_statuses[0].state.terminated
-        assert time.monotonic() < deadline, f"{name} stayed {pod.status.phase}"
-        time.sleep(0.05)
+        assert pod.status.phase in ("Succeeded", "Failed"), f"{name} is {pod.status.phase}"
+        return pod.status.container_statuses[0].state.terminated
+
+    return eventually(finished, timeout=timeout, what=f"{name} to finish")
 
 
 def test_a_process_writes_json_where_an_env_value_equal_to_its_path_points(
@@ -89,13 +90,7 @@ def test_the_default_path_in_a_shell_command_and_the_log_fallback(sim_cluster: C
 def test_a_simulated_container_reports_its_annotation(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(gpu_scenario(pool={"initialNodes": 1}))
     annotations = {RUN_SECONDS: "5", TERMINATION_MESSAGE: '{"step": 9}', "sim.gang.dev/exit-code": "2"}
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "sim", "annotations": annotations},
-        "spec": gpu_pod_spec(),
-    }
-    cluster.core.create_namespaced_pod("default", body)
+    cluster.core.create_namespaced_pod("default", pod("sim", spec=gpu_pod_spec(), annotations=annotations))
     cluster.advance(10)
     terminated = cluster.core.read_namespaced_pod("sim", "default").status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.message) == (2, '{"step": 9}')
@@ -116,10 +111,7 @@ def test_a_preempted_process_reports_what_it_wrote_on_sigterm(sim_cluster: Calla
         time.sleep(600)
     """
     cluster.core.create_namespaced_pod("default", _process_pod("spot", _python(code)))
-    deadline = time.monotonic() + 20
-    while "ready" not in cluster.log("spot"):  # its SIGTERM handler is installed
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(lambda: "ready" in cluster.log("spot"), timeout=20, what="spot ready (its SIGTERM handler set)")
     cluster.harness.preempt(cluster.core.read_namespaced_pod("spot", "default").spec.node_name)
     terminated = _terminated(cluster, "spot")
     assert (terminated.exit_code, terminated.message) == (143, '{"checkpointStep": 12}')

@@ -12,7 +12,9 @@ from typing import Any
 from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio import config as async_config
 
-from tests.integration.control_plane.conftest import KUBECTL, SimCluster, gpu_pod_spec, gpu_scenario
+from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from tests.builders import gpu_pod_spec, pod
+from tests.integration.control_plane.conftest import KUBECTL, gpu_scenario
 
 
 def _job(
@@ -53,28 +55,19 @@ def _condition_reasons(job: Any) -> dict[str, str]:
 def test_pod_lifecycle_with_container_statuses_and_exit_codes(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster("small")
     for name, code in (("ok", "0"), ("bad", "3")):
-        cluster.core.create_namespaced_pod(
-            "default",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": name,
-                    "annotations": {"sim.gang.dev/run-seconds": "30", "sim.gang.dev/exit-code": code},
-                },
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
-            },
-        )
+        spec = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+        annotations = {"sim.gang.dev/run-seconds": "30", "sim.gang.dev/exit-code": code}
+        cluster.core.create_namespaced_pod("default", pod(name, spec=spec, annotations=annotations))
     cluster.advance(1)
-    pod = cluster.core.read_namespaced_pod("ok", "default")
-    assert pod.spec.node_name and pod.status.phase == "Pending"
-    assert pod.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
-    assert ipaddress.ip_address(pod.status.pod_ip).is_loopback
-    assert cluster.core.read_namespaced_pod("bad", "default").status.pod_ip != pod.status.pod_ip
+    ok_pod = cluster.core.read_namespaced_pod("ok", "default")
+    assert ok_pod.spec.node_name and ok_pod.status.phase == "Pending"
+    assert ok_pod.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
+    assert ipaddress.ip_address(ok_pod.status.pod_ip).is_loopback
+    assert cluster.core.read_namespaced_pod("bad", "default").status.pod_ip != ok_pod.status.pod_ip
     cluster.advance(1)
-    pod = cluster.core.read_namespaced_pod("ok", "default")
-    assert pod.status.phase == "Running" and pod.status.container_statuses[0].ready
-    assert {c.type: c.status for c in pod.status.conditions}["Ready"] == "True"
+    ok_pod = cluster.core.read_namespaced_pod("ok", "default")
+    assert ok_pod.status.phase == "Running" and ok_pod.status.container_statuses[0].ready
+    assert {c.type: c.status for c in ok_pod.status.conditions}["Ready"] == "True"
     cluster.advance(30)
     ok, bad = (cluster.core.read_namespaced_pod(name, "default") for name in ("ok", "bad"))
     assert (ok.status.phase, ok.status.container_statuses[0].state.terminated.exit_code) == ("Succeeded", 0)
@@ -85,18 +78,9 @@ def test_pod_lifecycle_with_container_statuses_and_exit_codes(sim_cluster: Calla
 def test_kubectl_shows_gated_and_unschedulable_pods(sim_cluster: Callable[..., SimCluster]) -> None:
     cpu_pool = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}
     cluster = sim_cluster(gpu_scenario(pool={"maxNodes": 0}, extra_pools=[cpu_pool]))
-    cluster.core.create_namespaced_pod(
-        "default",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "gated"},
-            "spec": gpu_pod_spec(schedulingGates=[{"name": "example.com/gang"}]),
-        },
-    )
-    cluster.core.create_namespaced_pod(
-        "default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stuck"}, "spec": gpu_pod_spec()}
-    )
+    gated = pod("gated", spec=gpu_pod_spec(schedulingGates=[{"name": "example.com/gang"}]))
+    cluster.core.create_namespaced_pod("default", gated)
+    cluster.core.create_namespaced_pod("default", pod("stuck", spec=gpu_pod_spec()))
     cluster.advance(10)
     # The emulator serves no server-side Table printing, so read the PodScheduled reason by jsonpath.
     template = '{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="PodScheduled")].reason}{"\\n"}{end}'
@@ -191,15 +175,9 @@ def test_suspend_deletes_active_pods_and_resume_recreates_them(sim_cluster: Call
 def test_malformed_annotation_records_an_event_and_other_pods_still_run(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster("small")
     for name, seconds in (("broken", "soon"), ("fine", "10")):
-        cluster.core.create_namespaced_pod(
-            "default",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "annotations": {"sim.gang.dev/run-seconds": seconds}},
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
-            },
-        )
+        spec = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+        annotations = {"sim.gang.dev/run-seconds": seconds}
+        cluster.core.create_namespaced_pod("default", pod(name, spec=spec, annotations=annotations))
     cluster.advance(20)
     (event,) = [e for e in cluster.events("ReconcileError") if e.involved_object.name == "broken"]
     assert event.type == "Warning" and "sim.gang.dev/run-seconds must be a number" in event.message
@@ -211,16 +189,10 @@ async def test_asyncio_client_watches_a_pod_become_running(sim_cluster: Callable
     api = await async_config.new_client_from_config(str(cluster.harness.kubeconfig_path))
     async with api:
         core = async_client.CoreV1Api(api)
-        body: Any = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "watched"},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-        }
-        await core.create_namespaced_pod("default", body)
+        await core.create_namespaced_pod("default", pod("watched", image="busybox"))
         cluster.advance(5)
-        pod = await core.read_namespaced_pod("watched", "default")
-        assert pod.status.phase == "Running"
+        watched = await core.read_namespaced_pod("watched", "default")
+        assert watched.status.phase == "Running"
         events = await core.list_namespaced_event("default", field_selector="involvedObject.name=watched")
         assert "Scheduled" in {event.reason for event in events.items}
 
@@ -252,8 +224,6 @@ def test_malformed_custom_objects_are_reported_not_fatal(sim_cluster: Callable[.
     assert "bad-min" in reported
     # The control plane keeps working: an ordinary pod still runs.
     plain = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}
-    cluster.core.create_namespaced_pod(
-        "default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ok"}, "spec": plain}
-    )
+    cluster.core.create_namespaced_pod("default", pod("ok", spec=plain))
     cluster.advance(120)
     assert cluster.core.read_namespaced_pod("ok", "default").status.phase == "Running"

@@ -25,6 +25,7 @@ from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Reflector
 from airflow_provider_gang.sim.apiserver.http import malformed
 from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from tests.builders import config_map, pod, provisioning_request
 
 
 class Http:
@@ -79,31 +80,6 @@ async def connect(harness: EmulatorHarness, sleep: FakeSleep, attempts: int = 6)
     settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
     policy = RetryPolicy(attempts=attempts, rng=random.Random(0))
     return await KubeClient.connect(settings, retry=policy, sleep=sleep, request_timeout=10.0)
-
-
-def config_map(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}}
-
-
-def pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-    }
-
-
-def provisioning_request(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": PROVISIONING_REQUESTS.api_version,
-        "kind": "ProvisioningRequest",
-        "metadata": {"name": name},
-        "spec": {
-            "provisioningClassName": "queued-provisioning.gke.io",
-            "podSets": [{"podTemplateRef": {"name": "t"}, "count": 2}],
-        },
-    }
 
 
 async def until(snapshots: Any, predicate: Any, timeout: float = 10.0) -> Any:

@@ -20,6 +20,8 @@ from airflow_provider_gang.kube.selectors import Selector
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watches import SharedWatch, SharedWatches, Subscription
 from airflow_provider_gang.kube.watch import Reflector
+from airflow_provider_gang.sim.testing.eventually import eventually_async
+from tests.builders import pod
 from tests.unit.kube.emulated import client, connection, sim
 
 __all__ = ["client", "connection", "sim"]
@@ -76,9 +78,7 @@ async def mutate(client: Any, rng: random.Random) -> None:
     choice = rng.random()
     try:
         if choice < 0.4:
-            await client.create(PODS, {"apiVersion": "v1", "kind": "Pod",
-                                       "metadata": {"name": name, "labels": labels},
-                                       "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
+            await client.create(PODS, pod(name, labels=labels))
         elif choice < 0.65:
             await client.patch(PODS, name, {"metadata": {"labels": labels}})
         elif choice < 0.85:
@@ -131,17 +131,18 @@ async def test_random_joins_and_leaves_under_cuts_and_410s_end_as_private_watche
                 await mutate(client, rng)
             await asyncio.sleep(rng.uniform(0.0, 0.03))
         sim.set_faults("")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 15.0
-        while True:
-            expected = {tracked.selector: versions(await tracked.subscription.read_now())
-                        for tracked in live if tracked.subscription is not None}
-            settled = all(versions(tracked.subscription.view) == expected[tracked.selector]
-                          and versions(tracked.private.objects) == expected[tracked.selector]
-                          for tracked in live if tracked.subscription and tracked.private)
-            if settled or loop.time() > deadline:
-                break
-            await asyncio.sleep(0.05)
+        expected: dict[Any, Any] = {}
+
+        async def settled() -> bool:
+            expected.clear()
+            expected.update({tracked.selector: versions(await tracked.subscription.read_now())
+                             for tracked in live if tracked.subscription is not None})
+            return all(versions(tracked.subscription.view) == expected[tracked.selector]
+                       and versions(tracked.private.objects) == expected[tracked.selector]
+                       for tracked in live if tracked.subscription and tracked.private)
+
+        with contextlib.suppress(AssertionError):  # the assertions below name what did not settle
+            await eventually_async(settled, timeout=15.0, what="every view to equal a fresh LIST")
         for tracked in live:
             assert tracked.subscription is not None and tracked.private is not None
             assert versions(tracked.subscription.view) == versions(tracked.private.objects), tracked.selector

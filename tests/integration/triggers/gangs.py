@@ -23,6 +23,7 @@ from airflow_provider_gang.kube.resources import (
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.manifests import common, owner, pods, provisioning
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
+from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.base import GangTrigger
 
 NAMESPACE = "default"
@@ -213,8 +214,5 @@ async def until_watching(trigger: GangTrigger, timeout: float = 10.0) -> None:
     A write after this point reaches the trigger through its WATCH: the watch starts from the LIST's
     resourceVersion, so even a write made before the WATCH request arrives is replayed to it.
     """
-    deadline = time.monotonic() + timeout
-    while not trigger.reflectors or not all(r.stats.watches >= 1 for r in trigger.reflectors):
-        if time.monotonic() > deadline:
-            raise TimeoutError("trigger did not start watching")
-        await asyncio.sleep(0.01)
+    await eventually_async(lambda: trigger.reflectors and all(r.stats.watches >= 1 for r in trigger.reflectors),
+                           timeout=timeout, what="the trigger to start watching", interval=0.01)

@@ -17,6 +17,7 @@ import pytest
 import structlog
 
 from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.progress import describe_elapsed
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
@@ -40,14 +41,14 @@ class Logged:
 
     async def wait_for(self, pattern: str, timeout: float = 10.0) -> str:
         """The first line matching ``pattern`` (regex), waiting for it up to ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while loop.time() < deadline:
-            for line in self.lines():
-                if re.search(pattern, line):
-                    return line
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"no log line matched {pattern!r}; got {self.lines()}")
+        def matching() -> str | None:
+            return next((line for line in self.lines() if re.search(pattern, line)), None)
+
+        try:
+            return await eventually_async(matching, timeout=timeout, what=f"a log line matching {pattern!r}",
+                                          interval=0.02)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; got {self.lines()}") from error
 
 
 @pytest.fixture

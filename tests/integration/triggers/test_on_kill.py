@@ -7,7 +7,6 @@ the operator's own first write, ``operators.gang_objects.claim_owner``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ from airflow_provider_gang.kube.resources import CONFIG_MAPS, PROVISIONING_REQUE
 from airflow_provider_gang.operators.gang_objects import claim_owner, kill_targets
 from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION, recorded_owner_try
 from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.kill import FINAL_STATES, reason_to_keep
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
@@ -197,10 +197,10 @@ async def test_an_unmarked_gang_is_deleted_when_the_task_is_final(sim, client, c
 async def test_with_the_owner_already_gone_the_rest_is_still_deleted(sim, client, connection):
     gang = await gang_of_try(client, 1)
     await client.delete(CONFIG_MAPS, gang.names.owner, propagation_policy="Orphan")
-    for _ in range(100):  # the orphan finalizer is processed right after the marked delete
-        if not (await exists(client, gang))["configmaps"]:
-            break
-        await asyncio.sleep(0.02)
+    async def owner_gone() -> bool:  # the orphan finalizer is processed right after the marked delete
+        return not (await exists(client, gang))["configmaps"]
+
+    await eventually_async(owner_gone, timeout=2.0, what="the owner ConfigMap deleted", interval=0.02)
     assert await exists(client, gang) == {"configmaps": False, "provisioningrequests": True}
     await kill(killed_trigger(gang, connection, "failed", try_number=1))
     assert await exists(client, gang) == DELETED

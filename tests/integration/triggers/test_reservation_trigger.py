@@ -15,6 +15,7 @@ import pytest
 from airflow_provider_gang.kube.errors import NotFound
 from airflow_provider_gang.kube.resources import CONFIG_MAPS, PODS
 from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
 from .gangs import Gang, condition, first_event, gang_spec, until_watching
@@ -257,14 +258,14 @@ async def test_on_kill_cancelled_again_still_deletes_the_gang(sim, client, conne
         await killing
     await trigger.cleanup()  # what the triggerer does next; the deletion has a client of its own
     trigger.state_answer.set()
-    for _ in range(200):
+    async def owner_deleted() -> bool:
         try:
             await client.get(CONFIG_MAPS, gang.names.owner)
         except NotFound:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the owner ConfigMap was not deleted")
+            return True
+        return False
+
+    await eventually_async(owner_deleted, timeout=10.0, what="the owner ConfigMap deleted")
 
 
 class TaskInstanceOutsideATriggerer:

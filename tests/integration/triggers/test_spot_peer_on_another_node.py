@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +28,7 @@ from airflow_provider_gang.reservation.manifests import pods
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.sim.apiserver.http.faults import Faults
 from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.testing.eventually import eventually, eventually_async
 from airflow_provider_gang.sim.world.scenario import parse_scenario
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
@@ -88,14 +88,15 @@ def member(spec: GangSpec, rank: int, owner_uid: str, peer_fails_after: int) -> 
 def wait_until_ready(cluster: SimulatedClusterHarness, pod: str) -> None:
     """Until the local process of ``pod`` has printed ``ready`` (its SIGTERM handler is set)."""
     core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(cluster.kubeconfig_path)))
-    for _ in range(400):
+
+    def printed_ready() -> bool:
         try:
-            if "ready" in core.read_namespaced_pod_log(pod, NAMESPACE):
-                return
+            return "ready" in core.read_namespaced_pod_log(pod, NAMESPACE)
         except kubernetes.client.ApiException as error:  # 400 while its container is being created
             assert error.status == 400, error
-        time.sleep(0.05)
-    raise AssertionError(f"{pod} never printed ready")
+            return False
+
+    eventually(printed_ready, timeout=20.0, what=f"{pod} to print ready")
 
 
 def preempt_rank_1(cluster: SimulatedClusterHarness, nodes: dict[int, str], *, local_rank_1: bool = False) -> None:
@@ -200,10 +201,9 @@ async def peer_fails_in_grace(cluster: SimulatedClusterHarness, connection: dict
         await asyncio.to_thread(cluster.advance, PEER_FAILS_IN_GRACE - 10 + 4)  # past its start-up, before 25 s
         peer = await client.get(PODS, gang.names.member(0))
         assert peer["status"]["phase"] == "Failed"
-        for _ in range(200):  # until the trigger has read the nodes (decided by requests, not by time)
-            if set(nodes.values()) <= set(node_reads(cluster)) or ended.done():
-                break
-            await asyncio.sleep(0.05)
+        # Until the trigger has read the nodes (decided by requests, not by time).
+        await eventually_async(lambda: set(nodes.values()) <= set(node_reads(cluster)) or ended.done(),
+                               timeout=10.0, what="the trigger to read both nodes")
         await asyncio.wait([ended], timeout=30 if node_faults else 0.5)
         early = ended.done()
         await asyncio.to_thread(cluster.advance, 20)  # rank 1's containers stop: its shutdown status

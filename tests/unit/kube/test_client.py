@@ -11,6 +11,7 @@ from airflow_provider_gang.kube.client import KubeClient, PatchType
 from airflow_provider_gang.kube.resources import CONFIG_MAPS, PODS, PROVISIONING_REQUESTS
 from airflow_provider_gang.kube.retry import RetryPolicy
 from airflow_provider_gang.kube.settings import ConnectionSettings
+from tests.builders import config_map, pod, provisioning_request
 
 
 class FakeSleep:
@@ -21,31 +22,6 @@ class FakeSleep:
 
     async def __call__(self, seconds: float) -> None:
         self.calls.append(seconds)
-
-
-def config_map(name: str, **data: str) -> dict[str, object]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
-
-
-def pod(name: str) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "x"}},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-    }
-
-
-def provisioning_request(name: str) -> dict[str, object]:
-    return {
-        "apiVersion": PROVISIONING_REQUESTS.api_version,
-        "kind": "ProvisioningRequest",
-        "metadata": {"name": name},
-        "spec": {
-            "provisioningClassName": "queued-provisioning.gke.io",
-            "podSets": [{"podTemplateRef": {"name": "t"}, "count": 2}],
-        },
-    }
 
 
 async def connect(connection, sleep: FakeSleep, attempts: int = 6) -> KubeClient:
@@ -97,7 +73,7 @@ async def test_answers_map_to_typed_errors(sim, client):
 
 
 async def test_every_patch_type_is_sent_with_its_content_type(sim, client):
-    await client.create(PODS, pod("p"))
+    await client.create(PODS, pod("p", labels={"app": "x"}))
     await client.create(PROVISIONING_REQUESTS, provisioning_request("pr"))
     merged = await client.patch(PROVISIONING_REQUESTS, "pr", {"metadata": {"labels": {"k": "v"}}})
     assert merged["metadata"]["labels"] == {"k": "v"}
@@ -137,7 +113,7 @@ async def test_every_patch_type_is_sent_with_its_content_type(sim, client):
 
 async def test_delete_is_idempotent_and_list_follows_selectors(sim, client):
     for name in ("a", "b"):
-        await client.create(PODS, pod(name))
+        await client.create(PODS, pod(name, labels={"app": "x"}))
     items, _ = await client.list(PODS, label_selector="app=x", page_size=1)
     assert sorted(item["metadata"]["name"] for item in items) == ["a", "b"]
     assert await client.delete(CONFIG_MAPS, "never-existed") is False
@@ -145,7 +121,7 @@ async def test_delete_is_idempotent_and_list_follows_selectors(sim, client):
 
 
 async def test_delete_with_preconditions_refuses_an_object_changed_since_it_was_read(sim, client):
-    read = await client.create(CONFIG_MAPS, config_map("owner", size="2"))
+    read = await client.create(CONFIG_MAPS, config_map("owner", {"size": "2"}))
     preconditions = {"uid": read["metadata"]["uid"], "resourceVersion": read["metadata"]["resourceVersion"]}
     await client.patch(CONFIG_MAPS, "owner", {"data": {"size": "4"}})
     with pytest.raises(errors.Conflict) as refused:

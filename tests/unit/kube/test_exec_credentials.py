@@ -15,6 +15,8 @@ from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Reflector
 from airflow_provider_gang.sim.apiserver.http.auth import ALLOW_ALL
+from airflow_provider_gang.sim.testing.eventually import eventually_async
+from tests.builders import pod
 
 PLUGIN = textwrap.dedent(
     """
@@ -48,15 +50,6 @@ def rotate(sim, old: str, new: str) -> None:
     sim.harness.run(lambda: authorizer.add_user("rotating", ALLOW_ALL, token=new))
 
 
-def pod(name: str) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-    }
-
-
 async def test_a_rotated_exec_token_is_picked_up_by_a_running_watch(sim, client, tmp_path):
     sim.harness.run(lambda: sim.harness.emulator.authorizer.add_user("rotating", ALLOW_ALL, token="token-a"))
     kubeconfig, token_file = exec_kubeconfig(sim, tmp_path, "token-a")
@@ -68,8 +61,9 @@ async def test_a_rotated_exec_token_is_picked_up_by_a_running_watch(sim, client,
             token_file.write_text("token-b")
             rotate(sim, "token-a", "token-b")
             pulled = asyncio.ensure_future(anext(snapshots))
-            await asyncio.sleep(0.6)  # past a cut: the watch reopens, gets 401, reloads, reopens
-            assert sim.metrics()["codes"].get("401", 0) >= 1
+            # Past a cut the watch reopens, gets 401, reloads the token and reopens.
+            await eventually_async(lambda: sim.metrics()["codes"].get("401", 0) >= 1, timeout=0.6,
+                                   what="a 401 for the rotated token")
             await client.create(PODS, pod("after-rotation"))
             objects = await asyncio.wait_for(pulled, 10)
         assert set(objects) == {"after-rotation"}

@@ -19,14 +19,14 @@ from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watches import SharedWatches, Subscription
 from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from tests.builders import pod
 
 GANG = "airflow-gang.io/gang"
 FAST = ClientOptions(retry_base_delay=0.01, retry_max_delay=0.05)
 
 
-def pod(name: str, gang: str, role: str = "member") -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {GANG: gang, "role": role}},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+def gang_pod(name: str, gang: str, role: str = "member") -> dict[str, Any]:
+    return pod(name, labels={GANG: gang, "role": role})
 
 
 class Subscriber:
@@ -78,7 +78,7 @@ def names(view: dict[str, Any]) -> set[str]:
 async def test_gangs_share_one_client_and_one_watch_and_each_sees_only_its_own(sim, client, connection, registry):
     for gang in ("a", "b"):
         for rank in range(2):
-            await client.create(PODS, pod(f"{gang}-{rank}", gang))
+            await client.create(PODS, gang_pod(f"{gang}-{rank}", gang))
     sim.reset_metrics()
     first, second, by_name = (Subscriber(registry, connection) for _ in range(3))
     await first.join(label_selector=f"{GANG}=a,role=member")
@@ -87,7 +87,7 @@ async def test_gangs_share_one_client_and_one_watch_and_each_sees_only_its_own(s
     assert names(await first.until(lambda view: len(view) == 2)) == {"a-0", "a-1"}
     assert names(await second.until(lambda view: len(view) == 2)) == {"b-0", "b-1"}
     assert names(await by_name.until(lambda view: len(view) == 1)) == {"a-1"}
-    await client.create(PODS, pod("b-2", "b"))
+    await client.create(PODS, gang_pod("b-2", "b"))
     assert names(await second.until(lambda view: "b-2" in view)) == {"b-0", "b-1", "b-2"}
     assert "b-2" not in first.subscription.view
     assert len(registry.watches) == 1 and len(registry.clients) == 1
@@ -97,7 +97,7 @@ async def test_gangs_share_one_client_and_one_watch_and_each_sees_only_its_own(s
 
 async def test_overlapping_selectors_and_an_object_leaving_one_of_them(client, connection, registry):
     """A pod relabelled out of a selector leaves that view, as a private watch would see DELETED."""
-    await client.create(PODS, pod("a-0", "a"))
+    await client.create(PODS, gang_pod("a-0", "a"))
     whole, members = Subscriber(registry, connection), Subscriber(registry, connection)
     await whole.join(label_selector=f"{GANG}=a")
     await members.join(label_selector=f"{GANG}=a,role=member")
@@ -112,7 +112,7 @@ async def test_overlapping_selectors_and_an_object_leaving_one_of_them(client, c
 
 
 async def test_a_late_subscriber_gets_the_cached_state_at_once_without_a_request(sim, client, connection, registry):
-    await client.create(PODS, pod("a-0", "a"))
+    await client.create(PODS, gang_pod("a-0", "a"))
     early = Subscriber(registry, connection)
     await early.join(label_selector=f"{GANG}=a")
     await early.until(lambda view: "a-0" in view)
@@ -123,7 +123,7 @@ async def test_a_late_subscriber_gets_the_cached_state_at_once_without_a_request
 
 
 async def test_no_view_is_handed_out_before_the_first_list_answers(sim, client, connection, registry):
-    await client.create(PODS, pod("a-0", "a"))
+    await client.create(PODS, gang_pod("a-0", "a"))
     sim.set_faults("list:1.0:503:count:3")  # the first LIST fails three times, then answers
     subscriber = Subscriber(registry, connection)
     subscription = await subscriber.join(label_selector=f"{GANG}=a")
@@ -137,7 +137,7 @@ async def test_a_slow_subscriber_stalls_no_one_and_reads_the_latest_state(client
     slow_subscription = await slow.join(label_selector=f"{GANG}=a")  # never reads until the end
     await fast.join(label_selector=f"{GANG}=a")
     for index in range(20):
-        await client.create(PODS, pod(f"a-{index}", "a"))
+        await client.create(PODS, gang_pod(f"a-{index}", "a"))
     await fast.until(lambda view: len(view) == 20)
     for index in range(0, 20, 2):
         await client.delete(PODS, f"a-{index}")
@@ -156,7 +156,7 @@ async def test_a_subscriber_whose_callbacks_raise_breaks_no_other(sim, client, c
     await healthy.join(label_selector=f"{GANG}=a", on_retry=lambda _, error, __: retries.append(type(error).__name__))
     await healthy.until(lambda view: True)
     sim.set_faults("watch:1.0:503:count:2,watch-cut:0.2")
-    await client.create(PODS, pod("a-0", "a"))
+    await client.create(PODS, gang_pod("a-0", "a"))
     assert names(await healthy.until(lambda view: "a-0" in view)) == {"a-0"}
     assert retries and faulty.subscription.view.keys() == {"a-0"}
 
@@ -173,10 +173,10 @@ async def test_a_subscriber_that_raises_while_reading_leaves_and_the_others_go_o
             await crashing.leave()
 
     task = asyncio.create_task(crash())
-    await client.create(PODS, pod("a-0", "a"))
+    await client.create(PODS, gang_pod("a-0", "a"))
     with pytest.raises(ZeroDivisionError):
         await task
-    await client.create(PODS, pod("a-1", "a"))
+    await client.create(PODS, gang_pod("a-1", "a"))
     assert names(await healthy.until(lambda view: "a-1" in view)) == {"a-0", "a-1"}
     assert len(registry.watches) == 1
 

@@ -10,15 +10,8 @@ import pytest
 
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.watch import Reflector
-
-
-def pod(name: str, team: str = "a") -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"team": team}},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-    }
+from airflow_provider_gang.sim.testing.eventually import eventually_async
+from tests.builders import pod
 
 
 async def no_sleep(seconds: float) -> None:
@@ -38,12 +31,12 @@ async def until(snapshots, predicate, timeout: float = 10.0):
 
 
 async def test_lists_once_then_follows_changes_with_one_watch(sim, client):
-    await client.create(PODS, pod("one"))
-    await client.create(PODS, pod("other", team="b"))
+    await client.create(PODS, pod("one", labels={"team": "a"}))
+    await client.create(PODS, pod("other", labels={"team": "b"}))
     reflector = Reflector(client, PODS, label_selector="team=a", watch_timeout_seconds=60)
     async with contextlib.aclosing(reflector.snapshots()) as snapshots:
         assert set(await anext(snapshots)) == {"one"}
-        await client.create(PODS, pod("two"))
+        await client.create(PODS, pod("two", labels={"team": "a"}))
         assert set(await until(snapshots, lambda objects: "two" in objects)) == {"one", "two"}
         await client.delete(PODS, "one")
         remaining = await until(snapshots, lambda objects: "one" not in objects)
@@ -106,9 +99,9 @@ async def test_a_silent_connection_is_abandoned_after_the_read_timeout(sim, clie
         await anext(snapshots)
         sim.set_faults("latency:0.5")  # every new request now stays silent longer than read_timeout
         pulled = asyncio.ensure_future(anext(snapshots))
-        await asyncio.sleep(0.7)
         # The open watch had no events either: with no bytes for 0.2 s it is dropped and reopened.
-        assert reflector.stats.reconnects >= 1
+        await eventually_async(lambda: reflector.stats.reconnects >= 1, timeout=0.7,
+                               what="the silent watch dropped and reopened")
         sim.set_faults("")
         await client.create(PODS, pod("after"))
         objects = await asyncio.wait_for(pulled, 10)

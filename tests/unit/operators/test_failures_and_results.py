@@ -59,7 +59,7 @@ def test_ranks_to_log(log_ranks: list[int] | str, size: int, expected: list[int]
 
 
 def _ended_run(exit_code: int) -> tuple[dict, dict]:
-    from tests.unit.reservation.builders import gang_spec
+    from tests.builders import gang_spec
 
     spec = gang_spec(size=2, retry_on_exit_codes=[137], fail_on_exit_codes=[2])
     members = [{"rank": 0, "state": "running", "exit_code": None},

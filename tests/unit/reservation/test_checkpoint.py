@@ -15,8 +15,7 @@ from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.manifests import pods as member_pods
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
-
-from .builders import T0, gang_spec, pod, template
+from tests.builders import T0, gang_spec, member, template
 
 
 @pytest.mark.parametrize("value", ["gs://bucket/dag/run", "/mnt/checkpoints/run-1", "s3://b/k"])
@@ -109,15 +108,15 @@ def test_a_malformed_message_says_what_is_wrong(text: str, fragment: str) -> Non
 
 
 def test_a_pod_reports_its_last_message_and_a_malformed_one_is_ignored_with_a_warning_naming_the_pod() -> None:
-    good = pod(0).failed().obj()
+    good = member(0).failed().obj()
     good["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = '{"checkpoint_step": 10}'
     assert checkpoint.report_of_pod(good, 0) == (CheckpointReport(10, 10, "gang-t1-abc-0", 0), None)
-    bad = pod(1).failed().obj()
+    bad = member(1).failed().obj()
     bad["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = '{"checkpoint_step": "ten"}'
     report, warning = checkpoint.report_of_pod(bad, 1)
     assert report is None
     assert warning is not None and "pod gang-t1-abc-1" in warning and "ignored" in warning
-    assert checkpoint.report_of_pod(pod(2).running().obj(), 2) == (None, None)
+    assert checkpoint.report_of_pod(member(2).running().obj(), 2) == (None, None)
 
 
 def test_the_latest_report_is_the_most_advanced_checkpoint() -> None:
@@ -146,36 +145,36 @@ def _run(*pods, size=2, preempted=frozenset(), shutting_down=frozenset()):
 
 
 SPOT_CASES = [
-    ("shutting-down-waits-for-the-last-words", _run(pod(0).on_spot().running(), pod(1).on_spot().shutting_down()),
+    ("shutting-down-waits-for-the-last-words", _run(member(0).on_spot().running(), member(1).on_spot().shutting_down()),
      Phase.RUNNING, False, Reason.MEMBERS_RUNNING),
     ("a-peer-on-the-node-still-running-is-waited-for",
-     _run(pod(0).on_spot().container_running(), pod(1).on_spot().shut_down()),
+     _run(member(0).on_spot().container_running(), member(1).on_spot().shut_down()),
      Phase.RUNNING, False, Reason.MEMBERS_RUNNING),
     ("a-peer-on-another-node-is-not-waited-for",
-     _run(pod(0).on_spot().container_running().bound("node-2"), pod(1).on_spot().shut_down()),
+     _run(member(0).on_spot().container_running().bound("node-2"), member(1).on_spot().shut_down()),
      Phase.FAILED, True, Reason.SPOT_PREEMPTED),
-    ("shut-down-is-spot-preempted", _run(pod(0).on_spot().shut_down(), pod(1).on_spot().shut_down()),
+    ("shut-down-is-spot-preempted", _run(member(0).on_spot().shut_down(), member(1).on_spot().shut_down()),
      Phase.FAILED, True, Reason.SPOT_PREEMPTED),
-    ("outranks-the-peer-that-failed-after-it", _run(pod(0).on_spot().failed(), pod(1).on_spot().shut_down()),
+    ("outranks-the-peer-that-failed-after-it", _run(member(0).on_spot().failed(), member(1).on_spot().shut_down()),
      Phase.FAILED, True, Reason.SPOT_PREEMPTED),
-    ("remembered-after-the-pod-went", _run(pod(0).on_spot().failed(), preempted=frozenset({1})),
+    ("remembered-after-the-pod-went", _run(member(0).on_spot().failed(), preempted=frozenset({1})),
      Phase.FAILED, True, Reason.SPOT_PREEMPTED),
-    ("on-demand-node-shutdown-is-member-lost", _run(pod(0).running(), pod(1).shut_down()),
+    ("on-demand-node-shutdown-is-member-lost", _run(member(0).running(), member(1).shut_down()),
      Phase.FAILED, True, Reason.MEMBER_LOST),
     ("a-peer-failing-first-waits-for-the-member-on-the-tainted-node",
-     _run(pod(0).on_spot().failed().bound("node-2"), pod(1).on_spot().container_running(),
+     _run(member(0).on_spot().failed().bound("node-2"), member(1).on_spot().container_running(),
           shutting_down=frozenset({"node-1"})), Phase.RUNNING, False, Reason.MEMBERS_RUNNING),
     ("a-stopped-member-on-the-tainted-node-is-spot-preempted-before-its-own-status-says-so",
-     _run(pod(0).on_spot().failed().bound("node-2"), pod(1).on_spot().failed(143),
+     _run(member(0).on_spot().failed().bound("node-2"), member(1).on_spot().failed(143),
           shutting_down=frozenset({"node-1"})), Phase.FAILED, True, Reason.SPOT_PREEMPTED),
     ("a-member-that-succeeded-on-a-tainted-node-is-no-preemption",
-     _run(pod(0).on_spot().failed().bound("node-2"), pod(1).on_spot().succeeded(),
+     _run(member(0).on_spot().failed().bound("node-2"), member(1).on_spot().succeeded(),
           shutting_down=frozenset({"node-1"})), Phase.FAILED, True, Reason.MEMBER_FAILED),
     ("an-on-demand-member-on-a-tainted-node-is-no-spot-preemption",
-     _run(pod(0).failed().bound("node-2"), pod(1).failed(143), shutting_down=frozenset({"node-1"})),
+     _run(member(0).failed().bound("node-2"), member(1).failed(143), shutting_down=frozenset({"node-1"})),
      Phase.FAILED, True, Reason.MEMBER_FAILED),
     ("a-member-that-finished-first-is-no-preemption",
-     _run(pod(0).on_spot().succeeded(), pod(1).on_spot().succeeded().condition(
+     _run(member(0).on_spot().succeeded(), member(1).on_spot().succeeded().condition(
          "DisruptionTarget", reason="TerminationByKubelet")), Phase.SUCCEEDED, True, Reason.ALL_SUCCEEDED),
 ]
 
@@ -189,9 +188,9 @@ def test_spot_preemption_is_its_own_reason(observed, phase, terminal, reason) ->
 
 def test_the_run_memory_keeps_preemptions_and_the_latest_checkpoint_and_warns_once() -> None:
     memory = member_history.RunMemory()
-    talking = pod(0).on_spot().failed().obj()
+    talking = member(0).on_spot().failed().obj()
     talking["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = '{"checkpoint_step": 8, "step": 9}'
-    garbled = pod(1).on_spot().shut_down(message="{oops").obj()
+    garbled = member(1).on_spot().shut_down(message="{oops").obj()
     observed = dataclasses.replace(_run(), pods=[talking, garbled])
     seen, warnings = memory.see(observed)
     assert seen.spot_preempted_ranks == frozenset({1})
@@ -204,7 +203,7 @@ def test_the_run_memory_keeps_preemptions_and_the_latest_checkpoint_and_warns_on
 
 def test_without_a_checkpoint_termination_messages_are_not_read() -> None:
     memory = member_history.RunMemory(read_checkpoints=False)
-    garbled = pod(0).on_spot().shut_down(message="{oops").obj()
+    garbled = member(0).on_spot().shut_down(message="{oops").obj()
     seen, warnings = memory.see(dataclasses.replace(_run(), pods=[garbled]))
     assert (warnings, memory.checkpoint, seen.spot_preempted_ranks) == ([], None, frozenset({0}))
 
@@ -212,8 +211,8 @@ def test_without_a_checkpoint_termination_messages_are_not_read() -> None:
 def test_a_member_gone_with_a_node_found_shutting_down_was_preempted() -> None:
     """Rank 1 ran on spot node-1 and is gone (its node deleted); rank 0 failed on node-2 after it."""
     memory = member_history.RunMemory(read_checkpoints=False)
-    peer = pod(0).on_spot().failed().bound("node-2").obj()
-    memory.see(dataclasses.replace(_run(), pods=[peer, pod(1).on_spot().container_running().obj()]))
+    peer = member(0).on_spot().failed().bound("node-2").obj()
+    memory.see(dataclasses.replace(_run(), pods=[peer, member(1).on_spot().container_running().obj()]))
     gone = dataclasses.replace(_run(), pods=[peer])
     seen, _ = memory.see(gone)
     assert decision.decide(seen, now=T0 + 10, policy=Policy()).reason is Reason.MEMBER_FAILED
@@ -224,8 +223,8 @@ def test_a_member_gone_with_a_node_found_shutting_down_was_preempted() -> None:
 
 
 def test_spot_nodes_are_those_of_bound_spot_members() -> None:
-    pods = [pod(0).on_spot().running().obj(), pod(1).running().obj(), pod(2).on_spot().obj(),
-            pod(5).on_spot().running().obj(), pod(None).on_spot().running().obj()]
+    pods = [member(0).on_spot().running().obj(), member(1).running().obj(), member(2).on_spot().obj(),
+            member(5).on_spot().running().obj(), member(None).on_spot().running().obj()]
     assert members.spot_nodes(pods, size=4) == {0: "node-1"}
 
 
@@ -307,10 +306,10 @@ def test_a_report_round_trips_through_the_try_record_and_a_bare_one_reads_as_its
 
 
 def _with_statuses(*statuses: dict[str, Any]) -> dict[str, Any]:
-    member: dict[str, Any] = pod(0).running().obj()
-    member["spec"]["containers"].append({"name": "sidecar", "image": "s:1"})
-    member["status"]["containerStatuses"] = list(statuses)
-    return member
+    running: dict[str, Any] = member(0).running().obj()
+    running["spec"]["containers"].append({"name": "sidecar", "image": "s:1"})
+    running["status"]["containerStatuses"] = list(statuses)
+    return running
 
 
 def _terminated(message: str = "") -> dict[str, Any]:

@@ -6,8 +6,7 @@ import pytest
 
 from airflow_provider_gang.reservation import conditions, phases, timestamps
 from airflow_provider_gang.reservation.phases import Reason
-
-from .builders import T0, pod, provreq, stamp
+from tests.builders import T0, member, provreq, stamp
 
 PREDICATES = [
     ("none-has-no-conditions", conditions.has_no_conditions, None, True),
@@ -23,12 +22,12 @@ PREDICATES = [
         provreq().condition("BookingExpired", "False", "CapacityBookingConsumed").obj(),
         False,
     ),
-    ("gate-present", lambda p: conditions.has_gate(p, "a/b"), pod().gated("a/b").obj(), True),
-    ("gate-other", lambda p: conditions.has_gate(p, "a/b"), pod().gated("c/d").obj(), False),
+    ("gate-present", lambda p: conditions.has_gate(p, "a/b"), member().gated("a/b").obj(), True),
+    ("gate-other", lambda p: conditions.has_gate(p, "a/b"), member().gated("c/d").obj(), False),
     ("gate-garbage", lambda p: conditions.has_gate(p, "a/b"), {"spec": {"schedulingGates": ["a/b"]}}, False),
-    ("bound", conditions.is_bound, pod().bound().obj(), True),
-    ("not-bound", conditions.is_bound, pod().obj(), False),
-    ("terminating", conditions.is_terminating, pod().terminating().obj(), True),
+    ("bound", conditions.is_bound, member().bound().obj(), True),
+    ("not-bound", conditions.is_bound, member().obj(), False),
+    ("terminating", conditions.is_terminating, member().terminating().obj(), True),
     ("active-default", conditions.is_active, {"spec": {}}, True),
     ("active-none", conditions.is_active, None, True),
 ]

@@ -8,8 +8,7 @@ from airflow_provider_gang.reservation import cost
 from airflow_provider_gang.reservation.cost import GpuSeconds
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.spec import MemberResources
-
-from .builders import gang_spec
+from tests.builders import gang_spec
 
 
 def _member(rank, start, end=None):

@@ -8,9 +8,8 @@ from airflow_provider_gang.reservation import decision
 from airflow_provider_gang.reservation.decision import Observed, Policy, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
-
-from .builders import T0, pod, provreq
-from .builders import workload as wl
+from tests.builders import T0, member, provreq
+from tests.builders import workload as wl
 
 GATE = "airflow-gang.io/gang-t1-abc"
 NO_LIMIT = Policy()
@@ -30,7 +29,7 @@ def _reserve(mode, *, request=None, workload=None, pods=(), size=3):
 
 
 def _gated(size=3):
-    return [pod(rank).gated(GATE) for rank in range(size)]
+    return [member(rank).gated(GATE) for rank in range(size)]
 
 
 RESERVATION_CASES = [
@@ -125,7 +124,7 @@ RESERVATION_CASES = [
     ),
     (
         "gates-adopted-after-release",
-        _reserve("gates", request=provreq().provisioned().obj(), pods=[pod(r).bound() for r in range(3)]),
+        _reserve("gates", request=provreq().provisioned().obj(), pods=[member(r).bound() for r in range(3)]),
         Phase.RESERVED,
         Reason.RESERVED,
     ),
@@ -183,7 +182,8 @@ def test_messages_quote_upstream():
     assert decision.decide(observed, now=T0, policy=NO_LIMIT).message == (
         "ProvisioningRequest gang-x failed (OutOfResources: pool max)"
     )
-    gated = _reserve("gates", request=provreq().provisioned().obj(), pods=[pod(0).gated(GATE), pod(2).gated(GATE)])
+    pods = [member(0).gated(GATE), member(2).gated(GATE)]
+    gated = _reserve("gates", request=provreq().provisioned().obj(), pods=pods)
     assert "rank [1]" in decision.decide(gated, now=T0, policy=NO_LIMIT).message
 
 
@@ -230,32 +230,33 @@ def _run(mode="provisioning_request", *pods, request=None, workload=None, size=3
 RUN_CASES = [
     (
         "starting",
-        _run("provisioning_request", pod(0), pod(1).running(), pod(2)),
+        _run("provisioning_request", member(0), member(1).running(), member(2)),
         Phase.STARTING,
         Reason.MEMBERS_STARTING,
     ),
     (
         "running",
-        _run("gates", pod(0).running(), pod(1).running(), pod(2).succeeded()),
+        _run("gates", member(0).running(), member(1).running(), member(2).succeeded()),
         Phase.RUNNING,
         Reason.MEMBERS_RUNNING,
     ),
     (
         "succeeded",
-        _run("kueue", pod(0).succeeded(), pod(1).succeeded(), pod(2).succeeded()),
+        _run("kueue", member(0).succeeded(), member(1).succeeded(), member(2).succeeded()),
         Phase.SUCCEEDED,
         Reason.ALL_SUCCEEDED,
     ),
     (
         "member-failed",
-        _run("provisioning_request", pod(0).running(), pod(1).failed(137, "OOMKilled"), pod(2).running()),
+        _run("provisioning_request", member(0).running(), member(1).failed(137, "OOMKilled"), member(2).running()),
         Phase.FAILED,
         Reason.MEMBER_FAILED,
     ),
-    ("member-lost", _run("provisioning_request", pod(0).running(), pod(1).running()), Phase.FAILED, Reason.MEMBER_LOST),
+    ("member-lost", _run("provisioning_request", member(0).running(), member(1).running()),
+     Phase.FAILED, Reason.MEMBER_LOST),
     (
         "job-pods-not-created-yet",
-        _run("kueue", pod(0).running(), from_job=True),
+        _run("kueue", member(0).running(), from_job=True),
         Phase.STARTING,
         Reason.MEMBERS_STARTING,
     ),
@@ -263,9 +264,9 @@ RUN_CASES = [
         "capacity-revoked-ends-run",
         _run(
             "provisioning_request",
-            pod(0).running(),
-            pod(1).running(),
-            pod(2).running(),
+            member(0).running(),
+            member(1).running(),
+            member(2).running(),
             request=provreq().provisioned().revoked().obj(),
         ),
         Phase.FAILED,
@@ -275,9 +276,9 @@ RUN_CASES = [
         "booking-expired-after-launch-is-fine",
         _run(
             "provisioning_request",
-            pod(0).running(),
-            pod(1).running(),
-            pod(2).running(),
+            member(0).running(),
+            member(1).running(),
+            member(2).running(),
             request=provreq().provisioned().booking_expired().obj(),
         ),
         Phase.RUNNING,
@@ -285,25 +286,25 @@ RUN_CASES = [
     ),
     (
         "request-deleted-after-launch-is-fine",
-        _run("gates", pod(0).running(), pod(1).running(), pod(2).running()),
+        _run("gates", member(0).running(), member(1).running(), member(2).running()),
         Phase.RUNNING,
         Reason.MEMBERS_RUNNING,
     ),
     (
         "workload-preempted-ends-run",
-        _run("kueue", pod(0).running(), workload=wl(3).admitted().preempted().obj()),
+        _run("kueue", member(0).running(), workload=wl(3).admitted().preempted().obj()),
         Phase.FAILED,
         Reason.PREEMPTED,
     ),
     (
         "workload-evicted-ends-run",
-        _run("kueue", pod(0).running(), workload=wl(3).admitted().evicted().obj()),
+        _run("kueue", member(0).running(), workload=wl(3).admitted().evicted().obj()),
         Phase.FAILED,
         Reason.EVICTED,
     ),
     (
         "workload-admitted-pods-decide",
-        _run("kueue", pod(0).running(), pod(1).running(), pod(2).running(), workload=wl(3).admitted().obj()),
+        _run("kueue", member(0).running(), member(1).running(), member(2).running(), workload=wl(3).admitted().obj()),
         Phase.RUNNING,
         Reason.MEMBERS_RUNNING,
     ),
@@ -311,9 +312,9 @@ RUN_CASES = [
         "workload-finished-pods-decide",
         _run(
             "kueue",
-            pod(0).succeeded(),
-            pod(1).succeeded(),
-            pod(2).succeeded(),
+            member(0).succeeded(),
+            member(1).succeeded(),
+            member(2).succeeded(),
             workload=wl(3).admitted().finished().obj(),
         ),
         Phase.SUCCEEDED,
@@ -331,19 +332,20 @@ def test_run_stage(observed, phase, reason):
 
 
 def test_run_failure_names_rank_exit_code_and_reason():
-    observed = _run("provisioning_request", pod(0).running(), pod(1).failed(137, "OOMKilled"), pod(2).running())
+    pods = (member(0).running(), member(1).failed(137, "OOMKilled"), member(2).running())
+    observed = _run("provisioning_request", *pods)
     result = decision.decide(observed, now=T0, policy=NO_LIMIT)
     assert result.message == "1 of 3 failed: rank 1 (gang-t1-abc-1) failed, exit code 137, OOMKilled"
     event = result.as_event()
     assert event["reason"] == "member_failed" and event["members"][1]["exit_code"] == 137
-    lost = decision.decide(_run("provisioning_request", pod(0).running()), now=T0, policy=NO_LIMIT)
+    lost = decision.decide(_run("provisioning_request", member(0).running()), now=T0, policy=NO_LIMIT)
     assert lost.message.startswith("2 of 3 lost: rank 1 (no pod) missing")
 
 
 WAITING = _reserve("provisioning_request", request=provreq().accepted().not_provisioned().obj())
 GRANTED = _reserve("provisioning_request", request=provreq().provisioned().obj())
-STARTING = _run("provisioning_request", pod(0).running(), pod(1), pod(2))
-RUNNING = _run("provisioning_request", pod(0).running(), pod(1).running(), pod(2).running())
+STARTING = _run("provisioning_request", member(0).running(), member(1), member(2))
+RUNNING = _run("provisioning_request", member(0).running(), member(1).running(), member(2).running())
 
 DEADLINE_CASES = [
     ("before-deadline", WAITING, T0 + 99, Policy(deadline=T0 + 100), Phase.PENDING, Reason.WAITING_FOR_CAPACITY),

@@ -8,8 +8,7 @@ from airflow_provider_gang.reservation import exit_codes
 from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.phases import Reason, is_retryable
-
-from .builders import gang_spec
+from tests.builders import gang_spec
 
 FAIL_ON = frozenset({2, 3})
 RETRY_ON = frozenset({137, 143})

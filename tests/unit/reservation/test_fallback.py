@@ -16,8 +16,7 @@ from airflow_provider_gang.reservation.fallback import (
     TryOutcome,
 )
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input
-
-from .builders import gang_spec
+from tests.builders import gang_spec
 
 LADDER = (OtherZone("us-b"), ShrinkTo(4, divisible_by=2), RetryAsIs(), OnDemand())
 R = Reason

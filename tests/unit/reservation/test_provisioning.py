@@ -6,8 +6,7 @@ import pytest
 
 from airflow_provider_gang.reservation import provisioning
 from airflow_provider_gang.reservation.provisioning import ProvisioningState
-
-from .builders import provreq
+from tests.builders import provreq
 
 CASES = [
     ("gone", None, ProvisioningState.GONE),

@@ -9,8 +9,7 @@ import pytest
 
 from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.spec import Distributed, GangSpec, MemberResources, ReservationMode
-
-from .builders import gang_spec, template
+from tests.builders import gang_spec, template
 
 QUEUED = "queued-provisioning.gke.io"
 CHECK = "check-capacity.autoscaling.x-k8s.io"

@@ -6,8 +6,7 @@ import pytest
 
 from airflow_provider_gang.reservation import conditions, reserving, workload
 from airflow_provider_gang.reservation.workload import WorkloadState
-
-from .builders import workload as wl
+from tests.builders import workload as wl
 
 CASES = [
     ("missing", None, WorkloadState.MISSING),

@@ -7,8 +7,7 @@ import pytest
 
 from airflow_provider_gang.reservation import members, naming
 from airflow_provider_gang.reservation.manifests import kueue, pods, rank_env, world
-
-from .builders import gang_spec
+from tests.builders import gang_spec
 
 UID = "0f1e2d3c-owner"
 WORLD_REFERENCE = {"configMapKeyRef": {"name": "gang-t1-abc-world", "key": "size"}}

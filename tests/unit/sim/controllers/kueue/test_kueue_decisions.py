@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.sim.controllers.kueue import checks, queues, quota, workloads
-from tests.unit.sim_controllers.builders import GPU_TAINT, GPU_TOLERATION, pod_spec
+from tests.builders import GPU_TAINT, GPU_TOLERATION, pod_spec
 
 
 def _queue(

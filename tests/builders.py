@@ -1,17 +1,108 @@
-"""Fluent builders for the objects the reservation core reads (after Kueue's ``pkg/util/testing``).
+"""Builders of test inputs: Kubernetes objects and the reservation core's specs and observations.
 
-Each builder starts from a minimal valid object and each method adds one fact, so a test row reads
-as the state it describes: ``provreq().accepted().provisioned().obj()``.
+Every builder returns a new object (tests may mutate it) that the emulator's bundled schemas accept,
+with the fewest fields the tests' cases need; options add one fact each (after Kueue's
+``pkg/util/testing`` wrappers, https://github.com/kubernetes-sigs/kueue/tree/main/pkg/util/testing).
+
+- Plain objects: :func:`pod`, :func:`config_map`, :func:`provisioning_request`, :func:`node` and the pod
+  specs :func:`pod_spec` (resources only) and :func:`gpu_pod_spec` (a one-GPU trainer).
+- Fluent objects of a gang, as the reservation core reads them: ``provreq().accepted().provisioned().obj()``,
+  ``workload().admitted().obj()``, ``member(0).running().obj()``; and :func:`gang_spec`.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.reservation.timestamps import format_time
+
+GPU = "nvidia.com/gpu"
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+"""The taint GKE puts on GPU nodes (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus)."""
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pod(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
+    image: str = "busybox:1.36",
+    **metadata: Any,
+) -> dict[str, Any]:
+    """A Pod named ``name``: ``spec`` if given, else one container ``main`` running ``image``;
+    ``labels`` and any other ``metadata`` fields (namespace, annotations, ownerReferences...) as given."""
+    fields: dict[str, Any] = {"name": name, **metadata}
+    if labels:
+        fields["labels"] = dict(labels)
+    body = copy.deepcopy(dict(spec)) if spec is not None else {"containers": [{"name": "main", "image": image}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": fields, "spec": body}
+
+
+def pod_spec(*, cpu: str = "1", memory: str = "1Gi", gpus: int = 0, **extra: Any) -> dict[str, Any]:
+    """A pod spec of one container ``main`` requesting ``cpu`` and ``memory`` (and ``gpus`` as limits)."""
+    requests = {"cpu": cpu, "memory": memory}
+    resources: dict[str, Any] = {"requests": requests}
+    if gpus:
+        resources["limits"] = {GPU: str(gpus)}
+    return {"containers": [{"name": "main", "image": "busybox", "resources": resources}], **extra}
+
+
+def gpu_pod_spec(**extra: Any) -> dict[str, Any]:
+    """A trainer's pod spec: never restarted, tolerates :data:`GPU_TAINT`, one container ``worker``
+    requesting 1 CPU, 1 Gi and one GPU."""
+    resources = {"requests": {"cpu": "1", "memory": "1Gi", GPU: "1"}, "limits": {GPU: "1"}}
+    container = {"name": "worker", "image": "registry.example/trainer:1.0", "resources": resources}
+    return {"restartPolicy": "Never", "tolerations": [dict(GPU_TOLERATION)], "containers": [container], **extra}
+
+
+def node(
+    name: str,
+    *,
+    cpu: str = "8",
+    memory: str = "32Gi",
+    gpus: int = 0,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """A Node whose capacity and allocatable are ``cpu``, ``memory``, 110 pods (and ``gpus``)."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": "110"}
+    if gpus:
+        capacity[GPU] = str(gpus)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {"taints": taints or []},
+        "status": {"capacity": capacity, "allocatable": dict(capacity)},
+    }
+
+
+def config_map(name: str, data: Mapping[str, str] | None = None, **metadata: Any) -> dict[str, Any]:
+    """A ConfigMap holding ``data`` (default ``{"k": "v"}``); any other ``metadata`` fields as given."""
+    content = {"k": "v"} if data is None else dict(data)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **metadata}, "data": content}
+
+
+def provisioning_request(name: str, *, count: int = 4, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A check-capacity ProvisioningRequest for ``count`` pods of the PodTemplate ``tpl``."""
+    metadata: dict[str, Any] = {"name": name}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": metadata,
+        "spec": {
+            "provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+            "podSets": [{"count": count, "podTemplateRef": {"name": "tpl"}}],
+        },
+    }
+
 
 T0 = 1_780_000_000.0
 """An arbitrary fixed epoch second; tests express times as offsets from it."""
@@ -121,7 +212,9 @@ class WorkloadBuilder(_Conditions):
         return self.condition("Finished", reason=reason, message="Job finished successfully")
 
 
-class PodBuilder(_Conditions):
+class MemberPodBuilder(_Conditions):
+    """A member pod of the gang ``gang`` (rank label ``rank`` unless None), Pending."""
+
     def __init__(self, rank: int | None = 0, gang: str = "gang-t1-abc") -> None:
         labels = {naming.GANG_LABEL: gang}
         if rank is not None:
@@ -227,8 +320,8 @@ def workload(count: int = 4) -> WorkloadBuilder:
     return WorkloadBuilder(count=count)
 
 
-def pod(rank: int | None = 0) -> PodBuilder:
-    return PodBuilder(rank)
+def member(rank: int | None = 0) -> MemberPodBuilder:
+    return MemberPodBuilder(rank)
 
 
 def template(**spec: Any) -> dict[str, Any]:

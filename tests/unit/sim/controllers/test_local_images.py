@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from kubernetes import client, config
 from airflow_provider_gang.sim.cli import build_parser, main, scenario_of
 from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
 from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
+from airflow_provider_gang.sim.testing.eventually import eventually
 from airflow_provider_gang.sim.world.scenario import (
     Scenario,
     ScenarioError,
@@ -27,18 +27,14 @@ from airflow_provider_gang.sim.world.scenario import (
     named_scenarios,
     parse_scenario,
 )
+from tests.builders import pod
 
 
 def _pod(name: str, image: str, command: list[str] | None = None, annotations: dict[str, str] | None = None) -> Any:
     container: dict[str, Any] = {"name": "main", "image": image, "resources": {"requests": {"cpu": "100m"}}}
     if command is not None:
         container["command"] = command
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {"restartPolicy": "Never", "containers": [container]},
-    }
+    return pod(name, spec={"restartPolicy": "Never", "containers": [container]}, annotations=annotations or {})
 
 
 class Cluster(client.CoreV1Api):  # type: ignore[misc]  # the kubernetes client is untyped
@@ -68,16 +64,6 @@ def cluster() -> Iterator[Callable[[Scenario], Cluster]]:
     for harness, api in started:
         api.close()
         harness.stop()
-
-
-def _wait(condition: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _phase(core: client.CoreV1Api, name: str) -> str:
@@ -110,11 +96,12 @@ def test_python_slim_pod_runs_as_a_local_process_and_an_unannotated_simulated_po
     core.create_namespaced_pod("default", _pod("forever", "ghcr.io/example/trainer:1"))
     core.create_namespaced_pod("default", _pod("timed", "ghcr.io/example/trainer:1", annotations={RUN_SECONDS: "5"}))
 
-    _wait(lambda: _phase(core, "trainer") == "Succeeded", "the python:3.11-slim pod to succeed")
+    eventually(lambda: _phase(core, "trainer") == "Succeeded", timeout=20.0, what="the python:3.11-slim pod to succeed",
+               interval=0.1)
     core.advance(10)  # simulated seconds: past the start (start-seconds, default 2) and "timed"'s run-seconds 5
     assert _log(core, "trainer") == "rank 0\n3\n"
-    warnings = _wait(lambda: [item for item in _events(core, "forever") if item.reason == RUNS_UNTIL_DELETED],
-                     "the RunsUntilDeleted event")
+    warnings = eventually(lambda: [item for item in _events(core, "forever") if item.reason == RUNS_UNTIL_DELETED],
+                          timeout=20.0, what="the RunsUntilDeleted event", interval=0.1)
     (warning,) = warnings
     assert warning.type == "Warning"
     assert "ghcr.io/example/trainer:1" in warning.message and "runs until deleted" in warning.message
@@ -147,7 +134,8 @@ def test_local_process_images_are_fnmatch_globs(
     core = cluster(scenario)
     core.create_namespaced_pod("default", _pod("p", image, [sys.executable, "-c", "print('local')"]))
     if local:
-        _wait(lambda: _phase(core, "p") == "Succeeded", "the local process to succeed")
+        eventually(lambda: _phase(core, "p") == "Succeeded", timeout=20.0, what="the local process to succeed",
+                   interval=0.1)
         assert _log(core, "p") == "local\n"
     else:
         core.advance(5)
@@ -172,7 +160,8 @@ def test_local_images_flag_adds_globs_to_the_scenario_and_they_run(
     assert scenario.local_process_images == ("python:*", "busybox*", "ghcr.io/me/*")
     core = cluster(scenario)
     core.create_namespaced_pod("default", _pod("shell", "busybox:1.36", ["sh", "-c", "echo from-busybox"]))
-    _wait(lambda: _phase(core, "shell") == "Succeeded", "the busybox pod to run as a local process")
+    eventually(lambda: _phase(core, "shell") == "Succeeded", timeout=20.0,
+               what="the busybox pod to run as a local process", interval=0.1)
     assert _log(core, "shell") == "from-busybox\n"
 
 

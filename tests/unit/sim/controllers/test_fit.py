@@ -14,7 +14,7 @@ from airflow_provider_gang.sim.world.resources import (
     parse_quantity,
     pod_requests,
 )
-from tests.unit.sim_controllers.builders import GPU_TAINT, GPU_TOLERATION, node, pod_spec
+from tests.builders import GPU_TAINT, GPU_TOLERATION, node, pod_spec
 
 
 @pytest.mark.parametrize(

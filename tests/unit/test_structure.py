@@ -1,0 +1,140 @@
+"""The shape of the package: no import cycle between modules, every module under 400 lines, and the
+``[sim]`` extra naming exactly the third-party packages only the emulator imports.
+
+Import cycles are found on grimp's import graph (the library ``lint-imports`` is built on), counting
+imports under ``TYPE_CHECKING`` and inside functions too: a cycle hidden there still ties two modules
+together. Strongly connected components are computed with Tarjan's algorithm
+(https://en.wikipedia.org/wiki/Tarjan%27s_strongly_connected_components_algorithm).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import grimp
+import pytest
+import tomllib
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+PACKAGE = "airflow_provider_gang"
+MAX_LINES = 400
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph(PACKAGE, include_external_packages=True)
+
+
+def strongly_connected_components(edges: Mapping[str, Iterable[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iterative (the package is deeper than the default recursion limit allows)."""
+    index: dict[str, int] = {}
+    lowlink: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[set[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(edges.get(root, ())))]
+        index[root] = lowlink[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = lowlink[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(edges.get(successor, ()))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    lowlink[node] = min(lowlink[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                lowlink[work[-1][0]] = min(lowlink[work[-1][0]], lowlink[node])
+            if lowlink[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                components.append(component)
+    return components
+
+
+def test_tarjan_finds_a_cycle_and_leaves_a_chain_alone() -> None:
+    cyclic = strongly_connected_components({"a": ["b"], "b": ["c"], "c": ["a", "d"], "d": []})
+    assert sorted(map(sorted, cyclic)) == [["a", "b", "c"], ["d"]]
+    assert all(len(component) == 1 for component in strongly_connected_components({"a": ["b"], "b": ["c"]}))
+
+
+def _package_modules(graph: grimp.ImportGraph) -> set[str]:
+    return {module for module in graph.modules if module == PACKAGE or module.startswith(PACKAGE + ".")}
+
+
+def _is_package(module: str) -> bool:
+    return (REPOSITORY / module.replace(".", "/") / "__init__.py").is_file()
+
+
+def test_no_import_cycle_between_modules(graph: grimp.ImportGraph) -> None:
+    # A package's __init__ re-exporting its children is not a cycle between modules: edges into and out of
+    # package roots are left out, so only module-to-module imports are judged.
+    modules = {module for module in _package_modules(graph) if not _is_package(module)}
+    edges = {module: [imported for imported in graph.find_modules_directly_imported_by(module) if imported in modules]
+             for module in modules}
+    cycles = [sorted(component) for component in strongly_connected_components(edges) if len(component) > 1]
+    assert cycles == [], f"modules importing each other (directly or around a loop): {cycles}"
+
+
+def test_every_module_is_under_400_lines() -> None:
+    roots = [REPOSITORY / PACKAGE, REPOSITORY / "tests", REPOSITORY / "bench", REPOSITORY / "dags"]
+    too_long = {
+        str(path.relative_to(REPOSITORY)): lines
+        for root in roots for path in root.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) >= MAX_LINES
+    }
+    assert too_long == {}
+
+
+# Loaded only by pytest itself (``pytest_plugins``), so pytest is there whenever it is imported.
+PYTEST_PLUGIN = f"{PACKAGE}.sim.testing.pytest_plugin"
+
+
+def _third_party_imports(graph: grimp.ImportGraph, inside: str) -> set[str]:
+    imported = set()
+    for module in _package_modules(graph) - {PYTEST_PLUGIN}:
+        if module == inside or module.startswith(inside + "."):
+            imported |= {name.split(".")[0] for name in graph.find_modules_directly_imported_by(module)}
+    return {name for name in imported if name != PACKAGE and name not in sys.stdlib_module_names}
+
+
+def _distribution_names(requirements: Iterable[str]) -> set[str]:
+    names = (re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0] for requirement in requirements)
+    return {name.lower().replace("_", "-") for name in names}
+
+
+def test_the_sim_extra_names_what_only_the_emulator_imports(graph: grimp.ImportGraph) -> None:
+    project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
+    required = _distribution_names(project["dependencies"])
+    sim_extra = _distribution_names(project["optional-dependencies"]["sim"])
+    distributions_of = importlib.metadata.packages_distributions()
+
+    def distributions(imports: set[str]) -> set[str]:
+        return {name.lower().replace("_", "-") for top in imports for name in distributions_of.get(top, [top])}
+
+    emulator = distributions(_third_party_imports(graph, f"{PACKAGE}.sim"))
+    provider = set().union(*(distributions(_third_party_imports(graph, f"{PACKAGE}.{layer}"))
+                             for layer in ("operators", "triggers", "hooks", "kube", "reservation", "links", "plugin")))
+    assert emulator - provider - required == sim_extra, "the [sim] extra lists what sim alone imports"
+    assert not sim_extra & required, "a package of the [sim] extra is also a requirement of the provider"
