@@ -4,7 +4,7 @@
 [--scenario NAME|FILE] [--time-scale N] [--local-images GLOB,...] [--serve-kueue-v1beta1]`` starts the emulator (with
 ``--scenario``, also the simulated control plane of :mod:`.controllers`, its delays ``--time-scale``
 times faster; ``--local-images`` adds image globs to the scenario's ``localProcessImages`` for this run,
-see :mod:`.controllers.images`); ``gang-sim scenarios`` lists the named scenarios. ``serve`` writes
+see :mod:`.world.images`); ``gang-sim scenarios`` lists the named scenarios. ``serve`` writes
 a kubeconfig (admin token, self-signed CA), prints ``ready: <url>`` once serving, and exits 0 on
 SIGTERM/SIGINT after closing open watches.
 

@@ -16,7 +16,7 @@ endpoint and startup/cleanup hooks that run the controllers on the server's even
   "applied", "nodes"}...]}``, the scenario's and the requested ones in request order;
 - ``POST {"node": "<name>"}`` or ``{"pool": "<pool>", "count": N}``, optional ``"at"`` (simulated
   seconds; default now), ``"noticeSeconds"``, ``"podGracePeriodSeconds"`` (the scenario's
-  ``preemptions`` fields, :mod:`..scenario_preemptions`) -> 201 with that preemption; one due now is
+  ``preemptions`` fields, :mod:`..world.scenario_preemptions`) -> 201 with that preemption; one due now is
   applied before the answer (``nodes`` lists the nodes noticed). 400 for a bad body, 404 for a node
   that does not exist, 409 for a node already shutting down.
 """

@@ -14,7 +14,7 @@ that rejects it (``pkg/scheduler/framework/plugins``):
    "node(s) belong to a specific reservation the pod does not select". So reserved capacity is
    used only by the pods meant for it, as ``reservation-affinity=specific`` promises
    (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations); the scheduler
-   and the autoscaler's simulation (:mod:`.scaleup`) both apply it.
+   and the autoscaler's simulation (:mod:`.autoscaler.scaleup`) both apply it.
 3. ``NodeResourcesFit``: requested cpu, memory, ``nvidia.com/gpu``, pods against allocatable minus
    what bound pods request ("Insufficient nvidia.com/gpu", one reason per short resource).
 

@@ -3,7 +3,7 @@
 A pod bound to a node goes ``Pending`` (containers ``ContainerCreating``) -> ``Running`` -> and, when
 its run time is over, ``Succeeded`` (every container exited 0) or ``Failed``. Timings and exit code
 come from the ``sim.gang.dev/`` pod annotations :mod:`.simulated_runtime` defines (start, run and exit
-code), or from a real local process for the images :mod:`.images` matches (:mod:`.processes`).
+code), or from a real local process for the images :mod:`..world.images` matches (:mod:`.processes`).
 
 Before it starts the containers (and before each restart) the kubelet builds their environment
 (:mod:`.container_env`). An env entry ``valueFrom.configMapKeyRef`` whose ConfigMap or key does not

@@ -22,7 +22,7 @@ API server gets them together with the terminal phase.
 Each container's termination message is filled as on any exit (:mod:`.termination_messages`): a
 trainer that writes its checkpoint step there on SIGTERM reports it in ``state.terminated.message``.
 
-The budget is the preemption's ``podGracePeriodSeconds`` (:mod:`..scenario_preemptions`).
+The budget is the preemption's ``podGracePeriodSeconds`` (:mod:`..world.scenario_preemptions`).
 """
 
 from __future__ import annotations
