@@ -42,8 +42,7 @@ class SimulatedCluster:
 
     def objects(self, resource: str, namespace: str = "default", label_selector: str = "") -> list[dict[str, Any]]:
         """Objects of ``resource`` (a store key such as ``"v1/pods"``), read on the emulator's loop."""
-        items, _ = self.harness.run(lambda: self.harness.store.list(resource, namespace,
-                                                                    label_selector=label_selector))
+        items, _ = self.harness.run(lambda: self.harness.store.list(resource, namespace, label_selector=label_selector))
         return list(items)
 
     def create(self, resource: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
@@ -103,15 +102,17 @@ TRAINER_IMAGE_FOR_DEMO = "ghcr.io/example/ddp-trainer:2026.11"
 
 def _prepare_environment(home: Path) -> None:
     """Airflow reads its configuration at import: set it (and ``PATH``, for the local processes) first."""
-    os.environ.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPOSITORY / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        # The demo prints its own report; GANG_DEMO_LOG_LEVEL=INFO shows the task log as well.
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("GANG_DEMO_LOG_LEVEL", "CRITICAL"),
-        # The members run as local processes of the emulator; "python" must be this interpreter.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    })
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPOSITORY / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            # The demo prints its own report; GANG_DEMO_LOG_LEVEL=INFO shows the task log as well.
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("GANG_DEMO_LOG_LEVEL", "CRITICAL"),
+            # The members run as local processes of the emulator; "python" must be this interpreter.
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+    )
 
 
 def _scaled(task: Any, time_scale: float) -> None:
@@ -130,16 +131,26 @@ def report(state: str, summary: dict[str, Any] | None, elapsed: float) -> list[s
     if summary is None:
         return lines
     header = ("try", "step", "mode", "size", "outcome", "GPU-h reserved/used/idle", "why")
-    rows = [header, *(
-        (str(item["attempt"]), item["step"], item["mode"], str(item["size"]), item["outcome"],
-         f"{item['gpu_hours_reserved']:.3f} / {item['gpu_hours_used']:.3f} / {item['gpu_hours_idle']:.3f}",
-         item["message"])
-        for item in summary["tries"]
-    )]
+    rows = [
+        header,
+        *(
+            (
+                str(item["attempt"]),
+                item["step"],
+                item["mode"],
+                str(item["size"]),
+                item["outcome"],
+                f"{item['gpu_hours_reserved']:.3f} / {item['gpu_hours_used']:.3f} / {item['gpu_hours_idle']:.3f}",
+                item["message"],
+            )
+            for item in summary["tries"]
+        ),
+    ]
     widths = [max(len(row[column]) for row in rows) for column in range(len(header) - 1)]
     for row in rows:
-        lines.append("  " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
-                     + f" | {row[-1]}")
+        lines.append(
+            "  " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + f" | {row[-1]}"
+        )
     loss = training_loss(summary)
     lines += [
         f"Reserved: {summary['size_run']} of {summary['size_requested']} members in zone {summary['zone']} "
@@ -179,8 +190,9 @@ def demo_scenario() -> Scenario:
     return dataclasses.replace(scenario, local_process_images=(*scenario.local_process_images, TRAINER_IMAGE_FOR_DEMO))
 
 
-def run_example_dag(time_scale: float = DEMO_TIME_SCALE, dag_id: str = DEMO_DAG_ID,
-                    task_id: str = "train") -> tuple[str, dict[str, Any] | None]:
+def run_example_dag(
+    time_scale: float = DEMO_TIME_SCALE, dag_id: str = DEMO_DAG_ID, task_id: str = "train"
+) -> tuple[str, dict[str, Any] | None]:
     """Run an example DAG of ``dags/`` (its one gang task ``task_id``) once with ``dag.test()`` against
     the cluster ``kubernetes_default`` points at.
 
@@ -243,10 +255,12 @@ def _outcome(dag_run: Any, task_id: str) -> tuple[str, dict[str, Any] | None]:
     from sqlalchemy import select
 
     with create_session() as session:
-        ti = session.scalars(select(TaskInstance).where(
-            TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id)).one()
-        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids=task_id,
-                                                 dag_ids=dag_run.dag_id)).first()
+        ti = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id)
+        ).one()
+        row = session.scalars(
+            XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids=task_id, dag_ids=dag_run.dag_id)
+        ).first()
         summary = XComModel.deserialize_value(row) if row is not None else None
         return str(ti.state), summary
 

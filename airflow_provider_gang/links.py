@@ -35,6 +35,7 @@ class GangReservationLink(BaseOperatorLink):
         """URL of the page that shows this task instance's reservation, fallback steps and GPU-hours."""
         return reservation_page_url(ti_key.dag_id, ti_key.run_id, ti_key.task_id, ti_key.map_index)
 
+
 RESERVATION_XCOM_KEY = "gang_reservation"
 """XCom the operator pushes as soon as a try has chosen its reservation (name, mode, step, try)."""
 

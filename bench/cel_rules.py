@@ -40,13 +40,22 @@ def ruleless_workload_crd() -> dict[str, Any]:
 
 def seconds_per_write(store: Store, group: str, writes: int) -> float:
     resource = f"{group}/v1beta2/workloads"
-    body = {"apiVersion": f"{group}/v1beta2", "kind": "Workload", "metadata": {"name": "w"},
-            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 4, "template": TEMPLATE}]}}
+    body = {
+        "apiVersion": f"{group}/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "w"},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 4, "template": TEMPLATE}]},
+    }
     store.create(resource, body, "default")
     started = time.perf_counter()
     for index in range(writes):
-        condition = {"type": "QuotaReserved", "status": "False", "reason": "WaitingForQuota",
-                     "message": f"write {index}", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        condition = {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "WaitingForQuota",
+            "message": f"write {index}",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
         store.patch(resource, "w", {"status": {"conditions": [condition]}}, namespace="default", subresource="status")
     return (time.perf_counter() - started) / writes
 

@@ -58,10 +58,24 @@ QUEUED_PROVISIONING = "queued-provisioning.gke.io"
 
 def scenario(size: int) -> Any:
     """One pool of 8-GPU nodes, room for ``size`` one-GPU members, provisioned in 60 simulated seconds."""
-    return parse_scenario({"name": f"launch-{size}", "nodePools": [{
-        "name": "gpu", "zone": "us-central1-a", "gpuType": "nvidia-l4", "gpusPerNode": GPUS_PER_NODE, "cpu": "64",
-        "memory": "512Gi", "maxNodes": -(-size // GPUS_PER_NODE), "provisioningDelaySeconds": 60,
-    "queuedProvisioning": True}]})
+    return parse_scenario(
+        {
+            "name": f"launch-{size}",
+            "nodePools": [
+                {
+                    "name": "gpu",
+                    "zone": "us-central1-a",
+                    "gpuType": "nvidia-l4",
+                    "gpusPerNode": GPUS_PER_NODE,
+                    "cpu": "64",
+                    "memory": "512Gi",
+                    "maxNodes": -(-size // GPUS_PER_NODE),
+                    "provisioningDelaySeconds": 60,
+                    "queuedProvisioning": True,
+                }
+            ],
+        }
+    )
 
 
 @dataclass
@@ -102,8 +116,15 @@ def stored_request(harness: SimulatedClusterHarness, name: str) -> dict[str, Any
 
 
 def gang(size: int, mode: ReservationMode, way: str) -> GangSpec:
-    return GangSpec(name=f"launch-{size}-{way}", namespace="default", size=size, pod_template=TEMPLATE, mode=mode,
-                    resources=MemberResources(gpus=1), provisioning_class=QUEUED_PROVISIONING)
+    return GangSpec(
+        name=f"launch-{size}-{way}",
+        namespace="default",
+        size=size,
+        pod_template=TEMPLATE,
+        mode=mode,
+        resources=MemberResources(gpus=1),
+        provisioning_class=QUEUED_PROVISIONING,
+    )
 
 
 async def api_only(size: int, mode: ReservationMode, way: str, options: ClientOptions) -> float:
@@ -120,8 +141,9 @@ async def api_only(size: int, mode: ReservationMode, way: str, options: ClientOp
             return time.perf_counter() - started
 
 
-async def measure(size: int, mode: ReservationMode, way: str, options: ClientOptions,
-                  profile: cProfile.Profile | None) -> Run:
+async def measure(
+    size: int, mode: ReservationMode, way: str, options: ClientOptions, profile: cProfile.Profile | None
+) -> Run:
     spec = gang(size, mode, way)
     with SimulatedClusterHarness(scenario=scenario(size)) as harness:
         settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
@@ -173,8 +195,10 @@ async def main() -> None:
     ways = {"sequential": ClientOptions(max_parallel_requests=1), "concurrent": ClientOptions()}
     profile = cProfile.Profile() if arguments.profile else None
     print("Launch: Provisioned=True -> every member bound (emulator + simulated scheduler, in-process)")
-    print(f"  concurrent = ClientOptions() ({ways['concurrent'].max_parallel_requests} in flight, "
-          f"{ways['concurrent'].qps:.0f} qps); anchor = sequential (max_parallel_requests=1)")
+    print(
+        f"  concurrent = ClientOptions() ({ways['concurrent'].max_parallel_requests} in flight, "
+        f"{ways['concurrent'].qps:.0f} qps); anchor = sequential (max_parallel_requests=1)"
+    )
     print("  created/bound: with the simulated control plane; API only: launch() on the emulator without it")
     print(f"  {'mode':<21}{'members':>8}{'way':>12}{'created':>10}{'bound':>9}{'requests':>10}{'API only':>10}")
     for mode in [ReservationMode(name) for name in arguments.modes.split(",")]:
@@ -183,19 +207,28 @@ async def main() -> None:
             for way, options in ways.items():
                 runs[way] = run = await measure(size, mode, way, options, None)
                 run.api_only = await api_only(size, mode, way, options)
-                print(f"  {mode.value:<21}{size:>8}{way:>12}{run.launched:>9.2f}s{run.bound:>8.2f}s{run.requests:>10}"
-                      f"{run.api_only:>9.2f}s")
+                print(
+                    f"  {mode.value:<21}{size:>8}{way:>12}{run.launched:>9.2f}s{run.bound:>8.2f}s{run.requests:>10}"
+                    f"{run.api_only:>9.2f}s"
+                )
             sequential, concurrent = runs["sequential"], runs["concurrent"]
-            verdict = "" if size != 256 else (f"; goal < {GOAL_SECONDS:.0f} s bound: "
-                                              f"{'met' if concurrent.bound < GOAL_SECONDS else 'NOT met'}")
-            ratios = (f"bound {ratio(sequential.bound, concurrent.bound)}, "
-                      f"API only {ratio(sequential.api_only, concurrent.api_only)}")
+            verdict = (
+                ""
+                if size != 256
+                else (f"; goal < {GOAL_SECONDS:.0f} s bound: {'met' if concurrent.bound < GOAL_SECONDS else 'NOT met'}")
+            )
+            ratios = (
+                f"bound {ratio(sequential.bound, concurrent.bound)}, "
+                f"API only {ratio(sequential.api_only, concurrent.api_only)}"
+            )
             print(f"  {mode.value:<21}{size:>8}  ratio sequential / concurrent: {ratios}{verdict}")
     if profile is not None:
         mode = ReservationMode(arguments.modes.split(",")[0])
         await measure(max(sizes), mode, "profiled", ways["concurrent"], profile)
-        print(f"\nEmulator thread, one more concurrent launch of {max(sizes)} ({mode.value}), profiled apart from "
-              "the figures above (cumulative time):")
+        print(
+            f"\nEmulator thread, one more concurrent launch of {max(sizes)} ({mode.value}), profiled apart from "
+            "the figures above (cumulative time):"
+        )
         print(top_functions(profile))
 
 

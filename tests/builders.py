@@ -295,14 +295,18 @@ class MemberPodBuilder(_Conditions):
     def container_running(self):
         self.running(0)
         self._obj["status"].setdefault("containerStatuses", []).append(
-            {"name": "worker", "state": {"running": {"startedAt": stamp(0)}}})
+            {"name": "worker", "state": {"running": {"startedAt": stamp(0)}}}
+        )
         return self
 
     def shutting_down(self):
         """The kubelet's graceful node shutdown started: DisruptionTarget, containers still running."""
         self.container_running()
-        return self.condition("DisruptionTarget", reason="TerminationByKubelet",
-                              message="Pod was terminated in response to imminent node shutdown.")
+        return self.condition(
+            "DisruptionTarget",
+            reason="TerminationByKubelet",
+            message="Pod was terminated in response to imminent node shutdown.",
+        )
 
     def shut_down(self, message: str = ""):
         """The graceful node shutdown ended the pod: Failed, reason Terminated, container terminated."""

@@ -26,21 +26,21 @@ connections per client) less room for watch streams and log reads."""
 @dataclass(frozen=True)
 class ClientOptions:
     """Fields:
-        request_timeout: seconds one request (connect, send, read the whole answer) may take.
-        retry_attempts: tries per request, the first included (429, 5xx and transport errors are
-            retried; ``kube.errors`` says which errors are retryable).
-        retry_base_delay, retry_max_delay: the backoff curve (``kube.retry.RetryPolicy``).
-        qps, burst: the client-side rate limit (``kube.rate_limit.TokenBucket``): ``burst`` requests
-            at once, then ``qps`` per second; every attempt and every watch takes a token, as in
-            client-go. ``qps=0`` turns the limit off. The defaults are Kueue's (1000/1000 since
-            v0.20, kubernetes-sigs/kueue#15206), a controller that creates gangs' pods too:
-            client-go's 5/10 (``rest.DefaultQPS``/``DefaultBurst``) would take 50 s to create a
-            gang of 256; cncf-kubernetes' client has no limit at all. The API server protects
-            itself with API Priority and Fairness: its 429s are retried, honouring Retry-After.
-        max_parallel_requests: requests one client has in flight at most (watch streams not
-            counted); a gang's members are created or released by this many workers at once. At
-            most :data:`MAX_PARALLEL_REQUESTS`, so no request spends its ``request_timeout``
-            queued for a connection of the pool.
+    request_timeout: seconds one request (connect, send, read the whole answer) may take.
+    retry_attempts: tries per request, the first included (429, 5xx and transport errors are
+        retried; ``kube.errors`` says which errors are retryable).
+    retry_base_delay, retry_max_delay: the backoff curve (``kube.retry.RetryPolicy``).
+    qps, burst: the client-side rate limit (``kube.rate_limit.TokenBucket``): ``burst`` requests
+        at once, then ``qps`` per second; every attempt and every watch takes a token, as in
+        client-go. ``qps=0`` turns the limit off. The defaults are Kueue's (1000/1000 since
+        v0.20, kubernetes-sigs/kueue#15206), a controller that creates gangs' pods too:
+        client-go's 5/10 (``rest.DefaultQPS``/``DefaultBurst``) would take 50 s to create a
+        gang of 256; cncf-kubernetes' client has no limit at all. The API server protects
+        itself with API Priority and Fairness: its 429s are retried, honouring Retry-After.
+    max_parallel_requests: requests one client has in flight at most (watch streams not
+        counted); a gang's members are created or released by this many workers at once. At
+        most :data:`MAX_PARALLEL_REQUESTS`, so no request spends its ``request_timeout``
+        queued for a connection of the pool.
     """
 
     request_timeout: float = 30.0
@@ -61,8 +61,9 @@ class ClientOptions:
             if value < 1 or int(value) != value:
                 raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
         if self.max_parallel_requests > MAX_PARALLEL_REQUESTS:
-            raise ValueError(f"max_parallel_requests must be <= {MAX_PARALLEL_REQUESTS}, "
-                             f"not {self.max_parallel_requests!r}")
+            raise ValueError(
+                f"max_parallel_requests must be <= {MAX_PARALLEL_REQUESTS}, not {self.max_parallel_requests!r}"
+            )
         if self.request_timeout <= 0:
             raise ValueError(f"request_timeout must be > 0, not {self.request_timeout!r}")
 
@@ -80,8 +81,11 @@ class ClientOptions:
         return asdict(self)
 
     def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(attempts=int(self.retry_attempts), base_delay=float(self.retry_base_delay),
-                           max_delay=float(self.retry_max_delay))
+        return RetryPolicy(
+            attempts=int(self.retry_attempts),
+            base_delay=float(self.retry_base_delay),
+            max_delay=float(self.retry_max_delay),
+        )
 
     def rate_limiter(self) -> TokenBucket | None:
         """A new bucket for one client, or ``None`` with ``qps=0``."""
@@ -89,6 +93,10 @@ class ClientOptions:
 
     async def connect(self, settings: ConnectionSettings) -> KubeClient:
         """A new client for ``settings`` with these options; the caller closes it."""
-        return await KubeClient.connect(settings, request_timeout=float(self.request_timeout),
-                                        retry=self.retry_policy(), rate_limiter=self.rate_limiter(),
-                                        max_parallel_requests=int(self.max_parallel_requests))
+        return await KubeClient.connect(
+            settings,
+            request_timeout=float(self.request_timeout),
+            retry=self.retry_policy(),
+            rate_limiter=self.rate_limiter(),
+            max_parallel_requests=int(self.max_parallel_requests),
+        )

@@ -31,7 +31,7 @@ class RetryPolicy:
     def delay(self, failed_attempts: int, retry_after: float | None = None) -> float:
         """Seconds to wait after ``failed_attempts`` (>= 1) consecutive failures."""
         doublings = min(failed_attempts - 1, 64)  # the cap is reached long before; 2**n must stay a float
-        ceiling = min(self.max_delay, self.base_delay * (2.0 ** doublings))
+        ceiling = min(self.max_delay, self.base_delay * (2.0**doublings))
         backoff = self.rng.uniform(0.0, ceiling)
         if retry_after is not None:
             backoff = max(backoff, min(retry_after, self.max_delay))

@@ -34,8 +34,15 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 # value would silently be overwritten, so it is refused instead.
 RANK_ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "torch": (
-        "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-        "PET_NODE_RANK", "PET_NNODES", "PET_MASTER_ADDR", "PET_MASTER_PORT",
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "PET_NODE_RANK",
+        "PET_NNODES",
+        "PET_MASTER_ADDR",
+        "PET_MASTER_PORT",
     ),
     "jax": ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"),
 }
@@ -113,15 +120,24 @@ def check_fallbacks_shape(fallbacks: Any) -> tuple[Any, ...]:
     from airflow_provider_gang.reservation.fallback import FallbackStep
 
     if isinstance(fallbacks, FallbackStep):
-        raise GangArgumentError("fallbacks", f"is a single step ({fallbacks.describe()}), not a list of steps",
-                                f"wrap it in a list: fallbacks=[{fallbacks!r}]")
+        raise GangArgumentError(
+            "fallbacks",
+            f"is a single step ({fallbacks.describe()}), not a list of steps",
+            f"wrap it in a list: fallbacks=[{fallbacks!r}]",
+        )
     if isinstance(fallbacks, (str, bytes, Mapping)) or not isinstance(fallbacks, (list, tuple)):
-        raise GangArgumentError("fallbacks", f"must be a list of reservation.fallback steps, got {fallbacks!r}",
-                                "pass e.g. fallbacks=[OtherZone('us-central1-b'), ShrinkTo(4)]")
+        raise GangArgumentError(
+            "fallbacks",
+            f"must be a list of reservation.fallback steps, got {fallbacks!r}",
+            "pass e.g. fallbacks=[OtherZone('us-central1-b'), ShrinkTo(4)]",
+        )
     for index, step in enumerate(fallbacks, start=1):
         if isinstance(step, str):
-            raise GangArgumentError("fallbacks", f"step {index} is the string {step!r}, not a step",
-                                    f"write a step, e.g. OtherZone({step!r}) or OtherQueue({step!r})")
+            raise GangArgumentError(
+                "fallbacks",
+                f"step {index} is the string {step!r}, not a step",
+                f"write a step, e.g. OtherZone({step!r}) or OtherQueue({step!r})",
+            )
     return tuple(fallbacks)
 
 
@@ -129,8 +145,9 @@ def _check_timedelta(argument: str, value: Any, *, optional: bool, example: str)
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, timedelta):
-        raise GangArgumentError(argument, f"must be a datetime.timedelta or a number of seconds, got {value!r}",
-                                f"use {example}")
+        raise GangArgumentError(
+            argument, f"must be a datetime.timedelta or a number of seconds, got {value!r}", f"use {example}"
+        )
     if value <= timedelta(0):
         raise GangArgumentError(argument, f"must be positive, got {value}", f"use {example}")
 
@@ -150,30 +167,45 @@ def _check_env(env: Any, distributed: Any, *, rendered: bool) -> None:
     if env is None or (not rendered and isinstance(env, str) and has_jinja(env)):
         return
     if not isinstance(env, Mapping):
-        raise GangArgumentError("env", f"must be a mapping of names to strings, got {type(env).__name__}",
-                                "pass e.g. {'EPOCHS': '3'}")
+        raise GangArgumentError(
+            "env", f"must be a mapping of names to strings, got {type(env).__name__}", "pass e.g. {'EPOCHS': '3'}"
+        )
     for name, value in env.items():
         if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise GangArgumentError("env", f"{name!r} is not a valid environment variable name",
-                                    "use letters, digits and '_' and start with a letter or '_'")
+            raise GangArgumentError(
+                "env",
+                f"{name!r} is not a valid environment variable name",
+                "use letters, digits and '_' and start with a letter or '_'",
+            )
         if not isinstance(value, str) and not (not rendered and has_jinja(value)):
-            raise GangArgumentError("env", f"value of {name} must be a string, got {value!r}",
-                                    f"quote it, e.g. {name}={str(value)!r}")
+            raise GangArgumentError(
+                "env", f"value of {name} must be a string, got {value!r}", f"quote it, e.g. {name}={str(value)!r}"
+            )
         if isinstance(distributed, str) and name in RANK_ENVIRONMENT.get(distributed, ()):
-            raise GangArgumentError("env", f"{name} is set by the operator for distributed={distributed!r}",
-                                    f"remove {name} from env; every member gets its own value")
+            raise GangArgumentError(
+                "env",
+                f"{name} is set by the operator for distributed={distributed!r}",
+                f"remove {name} from env; every member gets its own value",
+            )
 
 
 def _check_pod_source(arguments: OperatorArguments) -> None:
     """Exactly one of image / pod_template / pod_template_file; GangSpec checks the template itself."""
-    sources = [name for name in ("image", "pod_template", "pod_template_file")
-               if getattr(arguments, name) not in (None, "")]
+    sources = [
+        name for name in ("image", "pod_template", "pod_template_file") if getattr(arguments, name) not in (None, "")
+    ]
     if not sources:
-        raise GangArgumentError("image", "no pod to run: none of image, pod_template, pod_template_file is given",
-                                "pass image='repo/trainer:tag' or a pod_template")
+        raise GangArgumentError(
+            "image",
+            "no pod to run: none of image, pod_template, pod_template_file is given",
+            "pass image='repo/trainer:tag' or a pod_template",
+        )
     if len(sources) > 1:
-        raise GangArgumentError(sources[1], f"conflicts with {sources[0]}; exactly one defines the member pod",
-                                f"keep only one of {', '.join(sources)}")
+        raise GangArgumentError(
+            sources[1],
+            f"conflicts with {sources[0]}; exactly one defines the member pod",
+            f"keep only one of {', '.join(sources)}",
+        )
     if arguments.image is not None and not isinstance(arguments.image, str):
         raise GangArgumentError("image", f"must be a string, got {arguments.image!r}", "pass image='repo/trainer:tag'")
     path = arguments.pod_template_file
@@ -187,12 +219,18 @@ def _check_mode(arguments: OperatorArguments) -> None:
     if mode not in RESERVATION_MODES:
         raise GangArgumentError("reservation", f"unknown mode {mode!r}", f"use one of {', '.join(RESERVATION_MODES)}")
     if mode == "kueue" and arguments.provisioning_class:
-        raise GangArgumentError("provisioning_class", "does not apply to reservation='kueue'",
-                                "remove it; Kueue takes the class from its ProvisioningRequestConfig")
+        raise GangArgumentError(
+            "provisioning_class",
+            "does not apply to reservation='kueue'",
+            "remove it; Kueue takes the class from its ProvisioningRequestConfig",
+        )
     for description, required_mode in arguments.fallback_modes:
         if required_mode and required_mode != mode:
-            raise GangArgumentError("fallbacks", f"step {description} needs reservation={required_mode!r}, "
-                                    f"not {mode!r}", "remove the step or change the reservation mode")
+            raise GangArgumentError(
+                "fallbacks",
+                f"step {description} needs reservation={required_mode!r}, not {mode!r}",
+                "remove the step or change the reservation mode",
+            )
 
 
 def _check_jax_partial_admission(arguments: OperatorArguments) -> None:
@@ -205,7 +243,8 @@ def _check_jax_partial_admission(arguments: OperatorArguments) -> None:
     if arguments.distributed != "jax" or arguments.reservation != "kueue" or not numbers or min_size >= size:
         return
     raise GangArgumentError(
-        "min_size", f"min_size={min_size} < size={size} lets Kueue admit fewer members than size, and "
+        "min_size",
+        f"min_size={min_size} < size={size} lets Kueue admit fewer members than size, and "
         "distributed='jax' needs a fixed process count (jax.distributed.initialize has no elastic rendezvous)",
         f"set min_size={size} (or leave it unset) for distributed='jax', or use distributed='torch', whose "
         "members are told the admitted size",
@@ -216,15 +255,22 @@ def _check_log_ranks(log_ranks: Any, size: Any) -> None:
     if log_ranks == "all":
         return
     if isinstance(log_ranks, (str, bytes)) or not isinstance(log_ranks, (list, tuple, set, frozenset)):
-        raise GangArgumentError("log_ranks", f"must be a list of ranks or 'all', got {log_ranks!r}",
-                                "pass e.g. log_ranks=[0] or log_ranks='all'")
+        raise GangArgumentError(
+            "log_ranks",
+            f"must be a list of ranks or 'all', got {log_ranks!r}",
+            "pass e.g. log_ranks=[0] or log_ranks='all'",
+        )
     for rank in log_ranks:
         if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise GangArgumentError("log_ranks", f"{rank!r} is not a rank (ranks are integers from 0)",
-                                    "list ranks as integers, e.g. [0, 1]")
+            raise GangArgumentError(
+                "log_ranks",
+                f"{rank!r} is not a rank (ranks are integers from 0)",
+                "list ranks as integers, e.g. [0, 1]",
+            )
         if isinstance(size, int) and not isinstance(size, bool) and size >= 1 and rank >= size:
-            raise GangArgumentError("log_ranks", f"rank {rank} does not exist in a gang of size {size}",
-                                    f"use ranks 0..{size - 1}")
+            raise GangArgumentError(
+                "log_ranks", f"rank {rank} does not exist in a gang of size {size}", f"use ranks 0..{size - 1}"
+            )
 
 
 def check_arguments(arguments: OperatorArguments, *, rendered: bool) -> None:
@@ -244,27 +290,50 @@ def check_arguments(arguments: OperatorArguments, *, rendered: bool) -> None:
         _check_string_list("args", arguments.args, "['--epochs', '3']")
     _check_env(arguments.env, arguments.distributed, rendered=rendered)
     if arguments.distributed not in (None, *DISTRIBUTED_FRAMEWORKS):
-        raise GangArgumentError("distributed", f"unknown framework {arguments.distributed!r}",
-                                "use 'torch', 'jax' or None")
+        raise GangArgumentError(
+            "distributed", f"unknown framework {arguments.distributed!r}", "use 'torch', 'jax' or None"
+        )
     _check_mode(arguments)
     _check_jax_partial_admission(arguments)
-    _check_timedelta("reservation_timeout", arguments.reservation_timeout, optional=False,
-                     example="reservation_timeout=timedelta(minutes=30)")
-    _check_timedelta("startup_timeout", arguments.startup_timeout, optional=False,
-                     example="startup_timeout=timedelta(minutes=5)")
+    _check_timedelta(
+        "reservation_timeout",
+        arguments.reservation_timeout,
+        optional=False,
+        example="reservation_timeout=timedelta(minutes=30)",
+    )
+    _check_timedelta(
+        "startup_timeout", arguments.startup_timeout, optional=False, example="startup_timeout=timedelta(minutes=5)"
+    )
     _check_timedelta("run_timeout", arguments.run_timeout, optional=True, example="run_timeout=timedelta(hours=6)")
-    _check_timedelta("unreachable_timeout", arguments.unreachable_timeout, optional=False,
-                     example="unreachable_timeout=timedelta(minutes=10)")
-    _check_timedelta("start_by", arguments.start_by, optional=True,
-                     example="start_by=timedelta(hours=4) (after the data interval end)")
+    _check_timedelta(
+        "unreachable_timeout",
+        arguments.unreachable_timeout,
+        optional=False,
+        example="unreachable_timeout=timedelta(minutes=10)",
+    )
+    _check_timedelta(
+        "start_by",
+        arguments.start_by,
+        optional=True,
+        example="start_by=timedelta(hours=4) (after the data interval end)",
+    )
     if arguments.on_finish not in ON_FINISH_CHOICES:
-        raise GangArgumentError("on_finish", f"must be 'delete' or 'keep', got {arguments.on_finish!r}",
-                                "use on_finish='delete' (default) or 'keep' to inspect pods afterwards")
+        raise GangArgumentError(
+            "on_finish",
+            f"must be 'delete' or 'keep', got {arguments.on_finish!r}",
+            "use on_finish='delete' (default) or 'keep' to inspect pods afterwards",
+        )
     _check_log_ranks(arguments.log_ranks, arguments.size)
     if arguments.deferrable not in (True, False):
-        raise GangArgumentError("deferrable", f"must be True or False, got {arguments.deferrable!r}",
-                                "pass a bool; the default comes from [operators] default_deferrable")
+        raise GangArgumentError(
+            "deferrable",
+            f"must be True or False, got {arguments.deferrable!r}",
+            "pass a bool; the default comes from [operators] default_deferrable",
+        )
     conn_id = arguments.kubernetes_conn_id
     if not isinstance(conn_id, str) or not conn_id.strip():
-        raise GangArgumentError("kubernetes_conn_id", f"must be a non-empty connection id, got {conn_id!r}",
-                                "use 'kubernetes_default' or the id of your Kubernetes connection")
+        raise GangArgumentError(
+            "kubernetes_conn_id",
+            f"must be a non-empty connection id, got {conn_id!r}",
+            "use 'kubernetes_default' or the id of your Kubernetes connection",
+        )

@@ -67,10 +67,14 @@ def missing_local_queue(queue: str, namespace: str, existing: Iterable[str]) -> 
     """The refusal for a LocalQueue that does not exist, naming those that do."""
     names = sorted(existing)
     if names:
-        return (f"LocalQueue {queue!r} does not exist in namespace {namespace!r} (LocalQueues there: "
-                f"{', '.join(names)}); create it or set kueue_queue to one of them")
-    return (f"LocalQueue {queue!r} does not exist in namespace {namespace!r} (there is no LocalQueue there); "
-            "create it (spec.clusterQueue: the ClusterQueue to admit from) or run the gang in a namespace with one")
+        return (
+            f"LocalQueue {queue!r} does not exist in namespace {namespace!r} (LocalQueues there: "
+            f"{', '.join(names)}); create it or set kueue_queue to one of them"
+        )
+    return (
+        f"LocalQueue {queue!r} does not exist in namespace {namespace!r} (there is no LocalQueue there); "
+        "create it (spec.clusterQueue: the ClusterQueue to admit from) or run the gang in a namespace with one"
+    )
 
 
 def _inactive(obj: Mapping[str, Any]) -> str | None:
@@ -96,26 +100,36 @@ def local_queue_refusal(local_queue: Mapping[str, Any], namespace: str) -> str |
     inactive = _inactive(local_queue)
     if inactive is None:
         return None
-    fix = (f"create ClusterQueue {target!r}"
-           if inactive.startswith(CLUSTER_QUEUE_DOES_NOT_EXIST) else f"see `kubectl describe clusterqueue {target}`")
-    return (f"LocalQueue {namespace}/{name} cannot admit workloads from ClusterQueue {target!r}: LocalQueue "
-            f"Active=False, {inactive}; {fix} or set kueue_queue to another LocalQueue")
+    fix = (
+        f"create ClusterQueue {target!r}"
+        if inactive.startswith(CLUSTER_QUEUE_DOES_NOT_EXIST)
+        else f"see `kubectl describe clusterqueue {target}`"
+    )
+    return (
+        f"LocalQueue {namespace}/{name} cannot admit workloads from ClusterQueue {target!r}: LocalQueue "
+        f"Active=False, {inactive}; {fix} or set kueue_queue to another LocalQueue"
+    )
 
 
-def cluster_queue_refusal(cluster_queue: Mapping[str, Any] | None, local_queue: str, target: str,
-                          requested: Sequence[str]) -> str | None:
+def cluster_queue_refusal(
+    cluster_queue: Mapping[str, Any] | None, local_queue: str, target: str, requested: Sequence[str]
+) -> str | None:
     """Why the ClusterQueue ``target`` (``None``: it does not exist) of the LocalQueue ``local_queue``
     (``namespace/name``) cannot admit the gang: gone, ``Active=False``, or a requested resource that no
     resource group covers (then no flavor has it)."""
     if cluster_queue is None:
-        return (f"LocalQueue {local_queue} cannot admit workloads from ClusterQueue {target!r}: it does not exist "
-                f"({CLUSTER_QUEUE_DOES_NOT_EXIST}); create ClusterQueue {target!r} or set kueue_queue to another "
-                "LocalQueue")
+        return (
+            f"LocalQueue {local_queue} cannot admit workloads from ClusterQueue {target!r}: it does not exist "
+            f"({CLUSTER_QUEUE_DOES_NOT_EXIST}); create ClusterQueue {target!r} or set kueue_queue to another "
+            "LocalQueue"
+        )
     inactive = _inactive(cluster_queue)
     if inactive is not None:
-        return (f"LocalQueue {local_queue} cannot admit workloads from ClusterQueue {target!r}: ClusterQueue "
-                f"Active=False, {inactive}; see `kubectl describe clusterqueue {target}` or set kueue_queue "
-                "to another LocalQueue")
+        return (
+            f"LocalQueue {local_queue} cannot admit workloads from ClusterQueue {target!r}: ClusterQueue "
+            f"Active=False, {inactive}; see `kubectl describe clusterqueue {target}` or set kueue_queue "
+            "to another LocalQueue"
+        )
     covered: dict[str, None] = {}
     for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
         if isinstance(group, Mapping):
@@ -124,9 +138,11 @@ def cluster_queue_refusal(cluster_queue: Mapping[str, Any] | None, local_queue: 
     if not missing:
         return None
     cover = f"cover only {', '.join(covered)}" if covered else "cover nothing"
-    return (f"ClusterQueue {target!r} (of LocalQueue {local_queue}) has no flavor with {', '.join(missing)}: its "
-            f"resourceGroups {cover}; add {', '.join(missing)} to a resource group (coveredResources, and a "
-            "nominalQuota in each of its flavors) or set kueue_queue to a LocalQueue whose ClusterQueue covers it")
+    return (
+        f"ClusterQueue {target!r} (of LocalQueue {local_queue}) has no flavor with {', '.join(missing)}: its "
+        f"resourceGroups {cover}; add {', '.join(missing)} to a resource group (coveredResources, and a "
+        "nominalQuota in each of its flavors) or set kueue_queue to a LocalQueue whose ClusterQueue covers it"
+    )
 
 
 async def queue_refusal(client: KubeClient, spec: GangSpec) -> str | None:
@@ -147,8 +163,7 @@ async def queue_refusal(client: KubeClient, spec: GangSpec) -> str | None:
         cluster_queue: dict[str, Any] | None = await client.get(CLUSTER_QUEUES, target)
     except errors.NotFound:
         cluster_queue = None
-    return cluster_queue_refusal(cluster_queue, f"{spec.namespace}/{spec.queue}", target,
-                                 requested_resources(spec))
+    return cluster_queue_refusal(cluster_queue, f"{spec.namespace}/{spec.queue}", target, requested_resources(spec))
 
 
 def _zone_of(node: Mapping[str, Any]) -> str | None:

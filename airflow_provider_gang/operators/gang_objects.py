@@ -59,8 +59,9 @@ class Watch:
     member_selector: str
 
 
-async def _create_or_adopt(client: KubeClient, kind: Resource, body: Mapping[str, Any], namespace: str) -> tuple[
-        dict[str, Any], bool]:
+async def _create_or_adopt(
+    client: KubeClient, kind: Resource, body: Mapping[str, Any], namespace: str
+) -> tuple[dict[str, Any], bool]:
     """Create ``body``; if it already exists and belongs to the same owner, return the existing object.
     Second item: created now.
 
@@ -78,8 +79,9 @@ async def _create_or_adopt(client: KubeClient, kind: Resource, body: Mapping[str
         return existing, False
     # A Conflict: another copy of this try replaced it already; the create below adopts that one.
     with contextlib.suppress(errors.Conflict):
-        await client.delete(kind, str(existing["metadata"]["name"]), namespace,
-                            preconditions={"uid": str(existing["metadata"]["uid"])})
+        await client.delete(
+            kind, str(existing["metadata"]["name"]), namespace, preconditions={"uid": str(existing["metadata"]["uid"])}
+        )
     return await _create_or_adopt(client, kind, body, namespace)
 
 
@@ -120,8 +122,9 @@ async def claim_owner(client: KubeClient, spec: GangSpec, owner_try: int) -> tup
         return await _create_or_mark(client, body, owner_try, spec.namespace)
 
 
-async def _create_or_mark(client: KubeClient, body: Mapping[str, Any], owner_try: int, namespace: str) -> tuple[
-        dict[str, Any], bool]:
+async def _create_or_mark(
+    client: KubeClient, body: Mapping[str, Any], owner_try: int, namespace: str
+) -> tuple[dict[str, Any], bool]:
     try:
         return await client.create(CONFIG_MAPS, body, namespace), True
     except errors.AlreadyExists:
@@ -141,20 +144,42 @@ async def ensure_reservation(client: KubeClient, spec: GangSpec, *, owner_try: i
     owner_uid = str(owner["metadata"]["uid"])
     made: list[tuple[Resource, tuple[dict[str, Any], bool]]] = [(CONFIG_MAPS, (owner, owner_created))]
     if spec.distributed is not None:
-        made.append((SERVICES, await _create_or_adopt(client, SERVICES, manifests.service.headless_service(
-            spec, owner_uid=owner_uid), namespace)))
+        made.append(
+            (
+                SERVICES,
+                await _create_or_adopt(
+                    client, SERVICES, manifests.service.headless_service(spec, owner_uid=owner_uid), namespace
+                ),
+            )
+        )
     if spec.mode is ReservationMode.KUEUE:
-        made.append((JOBS, await _create_or_adopt(client, JOBS, manifests.kueue.job(spec, owner_uid=owner_uid),
-                                                  namespace)))
+        made.append(
+            (JOBS, await _create_or_adopt(client, JOBS, manifests.kueue.job(spec, owner_uid=owner_uid), namespace))
+        )
     else:
-        made.append((POD_TEMPLATES, await _create_or_adopt(client, POD_TEMPLATES, manifests.provisioning.pod_template(
-            spec, owner_uid=owner_uid), namespace)))
-        made.append((PROVISIONING_REQUESTS, await _create_or_adopt(
-            client, PROVISIONING_REQUESTS, manifests.provisioning.provisioning_request(spec, owner_uid=owner_uid),
-            namespace)))
+        made.append(
+            (
+                POD_TEMPLATES,
+                await _create_or_adopt(
+                    client, POD_TEMPLATES, manifests.provisioning.pod_template(spec, owner_uid=owner_uid), namespace
+                ),
+            )
+        )
+        made.append(
+            (
+                PROVISIONING_REQUESTS,
+                await _create_or_adopt(
+                    client,
+                    PROVISIONING_REQUESTS,
+                    manifests.provisioning.provisioning_request(spec, owner_uid=owner_uid),
+                    namespace,
+                ),
+            )
+        )
     if spec.mode is ReservationMode.GATES:
-        gated = await create_members(client, [manifests.pods.gated_pod(spec, rank, owner_uid=owner_uid)
-                                              for rank in range(spec.size)], namespace)
+        gated = await create_members(
+            client, [manifests.pods.gated_pod(spec, rank, owner_uid=owner_uid) for rank in range(spec.size)], namespace
+        )
         made += [(PODS, result) for result in gated]
     job_uid = next((str(obj["metadata"]["uid"]) for kind, (obj, _) in made if kind is JOBS), None)
     return {
@@ -189,20 +214,31 @@ async def recheck_reservation(client: KubeClient, spec: GangSpec, *, started_at:
         return None
     names = naming.GangNames(spec.name)
     try:
-        request: dict[str, Any] | None = await client.get(PROVISIONING_REQUESTS, names.provisioning_request,
-                                                          spec.namespace)
+        request: dict[str, Any] | None = await client.get(
+            PROVISIONING_REQUESTS, names.provisioning_request, spec.namespace
+        )
     except errors.NotFound:
         request = None
     pods: list[dict[str, Any]] = []
     if spec.mode is ReservationMode.GATES:
         pods, _ = await client.list(PODS, spec.namespace, label_selector=manifests.common.member_selector(spec))
-    observed = Observed(mode=spec.mode, stage=Stage.RESERVATION, size=spec.size, started_at=started_at,
-                        provisioning_request=request, pods=tuple(pods),
-                        scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None)
+    observed = Observed(
+        mode=spec.mode,
+        stage=Stage.RESERVATION,
+        size=spec.size,
+        started_at=started_at,
+        provisioning_request=request,
+        pods=tuple(pods),
+        scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None,
+    )
     problem = shape.malformed_in(observed)
     if problem is not None:
-        return Decision(phase=Phase.FAILED, terminal=True, reason=Reason.MALFORMED_ANSWER,
-                        message=f"the API server sent an object this provider cannot read: {problem}")
+        return Decision(
+            phase=Phase.FAILED,
+            terminal=True,
+            reason=Reason.MALFORMED_ANSWER,
+            message=f"the API server sent an object this provider cannot read: {problem}",
+        )
     return decision.decide(observed, now=now, policy=Policy())
 
 
@@ -218,18 +254,23 @@ async def launch(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: st
         gate = naming.GangNames(spec.name).scheduling_gate
         pods, _ = await client.list(PODS, namespace, label_selector=manifests.common.member_selector(spec))
         patches = [(str(pod["metadata"]["name"]), manifests.pods.release_gate_patch(pod, gate)) for pod in pods]
-        releases = [functools.partial(client.patch, PODS, name, patch, patch_type=PatchType.JSON, namespace=namespace)
-                    for name, patch in patches if patch]
+        releases = [
+            functools.partial(client.patch, PODS, name, patch, patch_type=PatchType.JSON, namespace=namespace)
+            for name, patch in patches
+            if patch
+        ]
         await parallel.bounded_gather(releases, limit=client.max_parallel_requests)
         return f"released the scheduling gate of {len(releases)} members together{_at_a_time(client)}"
-    results = await create_members(client, [manifests.pods.launch_pod(spec, rank, owner_uid=owner_uid)
-                                            for rank in range(size)], namespace)
+    results = await create_members(
+        client, [manifests.pods.launch_pod(spec, rank, owner_uid=owner_uid) for rank in range(size)], namespace
+    )
     created = sum(was_created for _, was_created in results)
     return f"created {created} member pods{_at_a_time(client)}, adopted {size - created}"
 
 
-async def create_members(client: KubeClient, bodies: Sequence[Mapping[str, Any]], namespace: str) -> list[
-        tuple[dict[str, Any], bool]]:
+async def create_members(
+    client: KubeClient, bodies: Sequence[Mapping[str, Any]], namespace: str
+) -> list[tuple[dict[str, Any], bool]]:
     """Create or adopt every member pod of ``bodies``, ``client.max_parallel_requests`` at a time
     (``parallel.bounded_gather``: the first create failing past its retries stops the others from
     starting, and is raised). Each result as ``_create_or_adopt``'s."""
@@ -265,8 +306,9 @@ TEARDOWN_PASSES = 3
 deletes again, up to this many passes, before it gives up (the next try withdraws what is left)."""
 
 
-async def _delete_pass(client: KubeClient, namespace: str, selector: str, kinds: tuple[Resource, ...]) -> tuple[
-        int, errors.KubeError | None]:
+async def _delete_pass(
+    client: KubeClient, namespace: str, selector: str, kinds: tuple[Resource, ...]
+) -> tuple[int, errors.KubeError | None]:
     """One LIST + DELETE of every kind; the number deleted and the first error, if any."""
 
     async def one_kind(kind: Resource) -> int:
@@ -274,17 +316,19 @@ async def _delete_pass(client: KubeClient, namespace: str, selector: str, kinds:
             items, _ = await client.list(kind, namespace, label_selector=selector)
         except errors.NotFound:
             return 0  # kind not served (e.g. no ProvisioningRequest CRD in a Kueue-only cluster)
-        deleted = await asyncio.gather(*(
-            client.delete(kind, str(item["metadata"]["name"]), namespace) for item in items
-        ), return_exceptions=True)
+        deleted = await asyncio.gather(
+            *(client.delete(kind, str(item["metadata"]["name"]), namespace) for item in items), return_exceptions=True
+        )
         failure = next((result for result in deleted if isinstance(result, BaseException)), None)
         if failure is not None:
             raise failure
         return sum(bool(result) for result in deleted)
 
     counts = await asyncio.gather(*(one_kind(kind) for kind in kinds), return_exceptions=True)
-    unexpected = next((count for count in counts if isinstance(count, BaseException)
-                       and not isinstance(count, errors.KubeError)), None)
+    unexpected = next(
+        (count for count in counts if isinstance(count, BaseException) and not isinstance(count, errors.KubeError)),
+        None,
+    )
     if unexpected is not None:
         raise unexpected
     first_error = next((count for count in counts if isinstance(count, errors.KubeError)), None)
@@ -321,8 +365,9 @@ async def teardown(client: KubeClient, spec: GangSpec, *, keep_members: bool = F
 
 async def withdraw(client: KubeClient, namespace: str, gangs: Iterable[str], mode: ReservationMode) -> int:
     """Delete what earlier tries of a ``mode`` task left (their reservation requests, gated or stray pods)."""
-    counts: list[Awaitable[int]] = [_delete_labelled(client, namespace, gang, gang_kinds(mode))
-                                    for gang in dict.fromkeys(gangs)]
+    counts: list[Awaitable[int]] = [
+        _delete_labelled(client, namespace, gang, gang_kinds(mode)) for gang in dict.fromkeys(gangs)
+    ]
     return sum(await asyncio.gather(*counts))
 
 
@@ -341,8 +386,9 @@ async def read_logs(client: KubeClient, spec: GangSpec, ranks: Iterable[int]) ->
     async def one(rank: int, name: str) -> tuple[int, str]:
         path = PODS.path(spec.namespace, name, "log")
         try:
-            async with client.open_stream(path, {"tailLines": str(LOG_TAIL_LINES)},
-                                          read_timeout=LOG_READ_TIMEOUT) as stream:
+            async with client.open_stream(
+                path, {"tailLines": str(LOG_TAIL_LINES)}, read_timeout=LOG_READ_TIMEOUT
+            ) as stream:
                 raw = await asyncio.wait_for(stream.read(), timeout=LOG_READ_TIMEOUT)
         except (errors.KubeError, TimeoutError) as error:
             return rank, f"(log unavailable: {error})"

@@ -142,7 +142,8 @@ class TryHistory:
 def outcomes(records: list[TryRecord]) -> list[fallback.TryOutcome]:
     """The history ``reservation.fallback.choose_step`` reads."""
     return [
-        fallback.TryOutcome(item.attempt, item.step_index, Reason(item.outcome), item.message) for item in records
+        fallback.TryOutcome(item.attempt, item.step_index, Reason(item.outcome), item.message)
+        for item in records
         if is_ladder_input(Reason(item.outcome))
     ]
 

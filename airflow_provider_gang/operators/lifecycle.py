@@ -29,7 +29,10 @@ from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.phases import Reason, is_retryable
 
 KILLING_EXCEPTIONS: tuple[type[BaseException], ...] = (
-    AirflowTaskTimeout, AirflowTaskTerminated, KeyboardInterrupt, SystemExit,
+    AirflowTaskTimeout,
+    AirflowTaskTerminated,
+    KeyboardInterrupt,
+    SystemExit,
 )
 """Raised into a try from outside: ``execution_timeout``, SIGTERM, interpreter shutdown."""
 
@@ -101,14 +104,22 @@ class TryLifecycle:
         self.ended = record.attempt == self.try_number or self.ended
         return self._history.finished()
 
-    def end_without_gang(self, *, attempt: int, reason: Reason, message: str, mode: str, size: int,
-                         plan: TryPlan | None = None) -> list[TryRecord]:
+    def end_without_gang(
+        self, *, attempt: int, reason: Reason, message: str, mode: str, size: int, plan: TryPlan | None = None
+    ) -> list[TryRecord]:
         """Record a try that ended before it had a gang on the cluster (refused, invalid) or whose gang
         was gone when it was examined (``plan`` given: that try's plan)."""
         record = TryRecord(
-            attempt=attempt, gang=plan.gang if plan else "", step=plan.step if plan else "none",
-            step_index=plan.step_index if plan else None, mode=mode, size=size, outcome=reason.value,
-            message=message, retryable=is_retryable(reason), ladder=list(plan.ladder) if plan else None,
+            attempt=attempt,
+            gang=plan.gang if plan else "",
+            step=plan.step if plan else "none",
+            step_index=plan.step_index if plan else None,
+            mode=mode,
+            size=size,
+            outcome=reason.value,
+            message=message,
+            retryable=is_retryable(reason),
+            ladder=list(plan.ladder) if plan else None,
             adopted_from=plan.adopted_from if plan else None,
         )
         return self.end(record)

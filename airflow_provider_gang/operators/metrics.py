@@ -66,13 +66,19 @@ def emit_try(record: TryRecord, *, succeeded: bool) -> None:
 def _emit(record: TryRecord, *, succeeded: bool) -> None:
     tags = try_tags(record)
     stats.incr(f"{PREFIX}.outcome", tags={**tags, "status": "success" if succeeded else "failure"})
-    stages = {"reservation_wait": record.queue_seconds, "launch": record.provisioning_seconds,
-              "run": record.run_seconds}
+    stages = {
+        "reservation_wait": record.queue_seconds,
+        "launch": record.provisioning_seconds,
+        "run": record.run_seconds,
+    }
     for name, seconds in stages.items():
         if seconds is not None:
             stats.timing(f"{PREFIX}.{name}", timedelta(seconds=seconds), tags=tags)
-    gpu_seconds = {"reserved": record.gpu_seconds_reserved, "used": record.gpu_seconds_used,
-                   "idle": record.gpu_seconds_idle}
+    gpu_seconds = {
+        "reserved": record.gpu_seconds_reserved,
+        "used": record.gpu_seconds_used,
+        "idle": record.gpu_seconds_idle,
+    }
     for name, value in gpu_seconds.items():
         stats.incr(f"{PREFIX}.gpu_seconds_{name}", count=round(value), tags=tags)
     if record.step_index is not None:

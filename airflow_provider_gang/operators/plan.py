@@ -106,8 +106,11 @@ def with_resume(spec: GangSpec, records: list[try_history.TryRecord], try_number
     (success, or a failure for good) is not resumed from: clearing a finished task trains again."""
     if spec.checkpoint is None:
         return spec, ""
-    reports = [(record.attempt, record.checkpoint_step) for record in sequence_tries(records)
-               if record.checkpoint_step is not None]
+    reports = [
+        (record.attempt, record.checkpoint_step)
+        for record in sequence_tries(records)
+        if record.checkpoint_step is not None
+    ]
     if not reports:
         note = "; no earlier try of this run reported a checkpoint, so members start afresh (GANG_RESUME unset)"
         return replace(spec, checkpoint=spec.checkpoint.for_try(try_number, None)), note
@@ -116,8 +119,9 @@ def with_resume(spec: GangSpec, records: list[try_history.TryRecord], try_number
     return replace(spec, checkpoint=spec.checkpoint.for_try(try_number, step)), note
 
 
-def sequence_ladder(sequence: list[try_history.TryRecord], configured: Sequence[fallback.FallbackStep]) -> tuple[
-        tuple[fallback.FallbackStep, ...], str]:
+def sequence_ladder(
+    sequence: list[try_history.TryRecord], configured: Sequence[fallback.FallbackStep]
+) -> tuple[tuple[fallback.FallbackStep, ...], str]:
     """The ladder this sequence walks: the one its tries were planned with, else ``configured``;
     second item: a note for the log when the DAG's ladder changed meanwhile (else ``""``)."""
     stored = next((record.ladder for record in reversed(sequence) if record.ladder is not None), None)
@@ -126,14 +130,18 @@ def sequence_ladder(sequence: list[try_history.TryRecord], configured: Sequence[
     ladder = ladder_format.ladder_from_plain(stored)
     if ladder == tuple(configured):
         return ladder, ""
-    return ladder, ("; the DAG's fallbacks changed since this sequence started, so it keeps the ladder it started "
-                    "with (the new one applies once the task succeeds or fails for good)")
+    return ladder, (
+        "; the DAG's fallbacks changed since this sequence started, so it keeps the ladder it started "
+        "with (the new one applies once the task succeeds or fails for good)"
+    )
 
 
 def numbered_outcomes(sequence: list[try_history.TryRecord]) -> list[fallback.TryOutcome]:
     """Outcomes of ``sequence`` renumbered 1..n, as ``choose_step`` counts tries."""
-    return [replace(outcome, try_number=position) for position, outcome in
-            enumerate(try_history.outcomes(sequence), start=1)]
+    return [
+        replace(outcome, try_number=position)
+        for position, outcome in enumerate(try_history.outcomes(sequence), start=1)
+    ]
 
 
 def start_window_end(context: Mapping[str, Any], start_by: Any) -> float | None:
@@ -154,8 +162,10 @@ def start_window_passed(start_deadline: float | None, now: float) -> NoTry | Non
     if start_deadline is None or now < start_deadline:
         return None
     moment = datetime.fromtimestamp(start_deadline).astimezone().isoformat()
-    return NoTry(Reason.START_WINDOW_MISSED,
-                 f"the gang had to start by {moment} (data interval end + start_by); not starting another try")
+    return NoTry(
+        Reason.START_WINDOW_MISSED,
+        f"the gang had to start by {moment} (data interval end + start_by); not starting another try",
+    )
 
 
 def _reservation_deadline(now: float, timeout_seconds: float, start_deadline: float | None) -> tuple[float, str]:
@@ -165,17 +175,26 @@ def _reservation_deadline(now: float, timeout_seconds: float, start_deadline: fl
     return deadline, reason.value
 
 
-def adopt(stale: TryPlan, *, try_number: int, start_deadline: float | None, reservation_timeout_seconds: float,
-          now: float) -> tuple[TryPlan, str]:
+def adopt(
+    stale: TryPlan, *, try_number: int, start_deadline: float | None, reservation_timeout_seconds: float, now: float
+) -> tuple[TryPlan, str]:
     """Rule 2: try ``try_number`` takes over the intact gang of ``stale`` with a deadline of its own."""
     refusal = start_window_passed(start_deadline, now)
     if refusal is not None:
         raise refusal
     deadline, deadline_reason = _reservation_deadline(now, reservation_timeout_seconds, start_deadline)
-    plan = replace(stale, attempt=try_number, adopted_from=stale.adopted_from or stale.attempt,
-                   reservation_deadline=deadline, deadline_reason=deadline_reason, start_deadline=start_deadline)
-    return plan, (f"try {try_number}: adopting gang {stale.gang} left by try {stale.attempt} "
-                  "(its worker stopped before the try finished; the gang is intact)")
+    plan = replace(
+        stale,
+        attempt=try_number,
+        adopted_from=stale.adopted_from or stale.attempt,
+        reservation_deadline=deadline,
+        deadline_reason=deadline_reason,
+        start_deadline=start_deadline,
+    )
+    return plan, (
+        f"try {try_number}: adopting gang {stale.gang} left by try {stale.attempt} "
+        "(its worker stopped before the try finished; the gang is intact)"
+    )
 
 
 def describe_step(step: fallback.FallbackStep | None, spec: GangSpec) -> str:
@@ -210,8 +229,9 @@ def plan_try(
     if choice.exhausted:
         raise NoTry(Reason.LADDER_EXHAUSTED, f"{choice.explanation}; tries: {fallback.summarize(walked, outcomes)}")
     map_index = getattr(ti, "map_index", None)
-    name = naming.gang_name(ti.dag_id, ti.task_id, ti.run_id, map_index=-1 if map_index is None else map_index,
-                            attempt=ti.try_number)
+    name = naming.gang_name(
+        ti.dag_id, ti.task_id, ti.run_id, map_index=-1 if map_index is None else map_index, attempt=ti.try_number
+    )
     indexes = [record.step_index for record in sequence] + [choice.step_index]
     try:
         spec = fallback.spec_for_steps(build_spec(name), walked, indexes)
@@ -220,9 +240,15 @@ def plan_try(
     spec, resuming = with_resume(spec, records, ti.try_number)
     deadline, deadline_reason = _reservation_deadline(now, reservation_timeout_seconds, start_deadline)
     plan = TryPlan(
-        attempt=ti.try_number, gang=name, step=describe_step(choice.step, spec),
-        step_index=choice.step_index, spec=spec.to_dict(), requested_at=now, reservation_deadline=deadline,
-        deadline_reason=deadline_reason, start_deadline=start_deadline,
+        attempt=ti.try_number,
+        gang=name,
+        step=describe_step(choice.step, spec),
+        step_index=choice.step_index,
+        spec=spec.to_dict(),
+        requested_at=now,
+        reservation_deadline=deadline,
+        deadline_reason=deadline_reason,
+        start_deadline=start_deadline,
         ladder=tuple(ladder_format.ladder_to_plain(walked)),
     )
     return plan, choice.explanation + resuming + note

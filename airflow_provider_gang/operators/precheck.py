@@ -98,8 +98,15 @@ _GATES = frozenset({ReservationMode.GATES})
 _KUEUE = frozenset({ReservationMode.KUEUE})
 
 
-def _need(verb: str, resource: Resource, modes: frozenset[ReservationMode], used_by: str, *,
-          subresource: str = "", distributed_only: bool = False) -> Need:
+def _need(
+    verb: str,
+    resource: Resource,
+    modes: frozenset[ReservationMode],
+    used_by: str,
+    *,
+    subresource: str = "",
+    distributed_only: bool = False,
+) -> Need:
     return Need(Permission(verb, resource, subresource, used_by), modes, distributed_only)
 
 
@@ -155,7 +162,8 @@ def kinds_needed(spec: GangSpec) -> list[Resource]:
 def permissions_needed(spec: GangSpec) -> list[Permission]:
     """Exactly the permissions a try of ``spec`` uses, in :data:`NEEDS` order. Pure."""
     return [
-        need.permission for need in NEEDS
+        need.permission
+        for need in NEEDS
         if spec.mode in need.modes and (spec.distributed is not None or not need.distributed_only)
     ]
 
@@ -187,10 +195,12 @@ async def precheck(client: KubeClient, spec: GangSpec) -> list[str]:
 
 async def _check_permissions(client: KubeClient, spec: GangSpec) -> None:
     wanted = permissions_needed(spec)
-    answers = await asyncio.gather(*(
-        discovery.can_i(client, need.verb, need.resource, spec.namespace, subresource=need.subresource)
-        for need in wanted
-    ))
+    answers = await asyncio.gather(
+        *(
+            discovery.can_i(client, need.verb, need.resource, spec.namespace, subresource=need.subresource)
+            for need in wanted
+        )
+    )
     denied = [need for need, answer in zip(wanted, answers, strict=True) if not answer.allowed]
     if not denied:
         return
@@ -199,8 +209,11 @@ async def _check_permissions(client: KubeClient, spec: GangSpec) -> None:
     missing = [f"missing permission in namespace {spec.namespace!r}: {', '.join(in_namespace)}"] if in_namespace else []
     if cluster_wide:
         missing.append(f"missing cluster-wide permission: {', '.join(cluster_wide)}")
-    grants = [kind for kind, needed in (("Role + RoleBinding", in_namespace),
-                                        ("ClusterRole + ClusterRoleBinding", cluster_wide)) if needed]
+    grants = [
+        kind
+        for kind, needed in (("Role + RoleBinding", in_namespace), ("ClusterRole + ClusterRoleBinding", cluster_wide))
+        if needed
+    ]
     raise PrecheckFailed(
         f"{'; '.join(missing)}; grant them to the connection's identity ({' and '.join(grants)}, see "
         f"deploy/rbac.yaml for reservation={spec.mode.value!r})"

@@ -83,8 +83,9 @@ def try_record(
     reported = (run_event or {}).get("checkpoint")
     report = checkpoint.CheckpointReport.from_dict(reported) if reported else None
     resumed_from = spec.checkpoint.resume_step if spec.checkpoint is not None else None
-    usage = cost.try_cost(gpus=gpus, members_reserved=size_run, reserved_at=reserved_at, released_at=now,
-                          members=statuses)
+    usage = cost.try_cost(
+        gpus=gpus, members_reserved=size_run, reserved_at=reserved_at, released_at=now, members=statuses
+    )
     reason, message = str(final.get("reason") or Reason.INVALID.value), str(final.get("message") or "")
     verdict = None
     if reason == Reason.MEMBER_FAILED.value and final.get("status") != "success":
@@ -111,8 +112,9 @@ def try_record(
         gpu_seconds_reserved=usage.reserved,
         gpu_seconds_used=usage.used,
         gpu_seconds_idle=usage.idle,
-        exit_codes={str(member["rank"]): member["exit_code"] for member in members
-                    if member.get("exit_code") is not None},
+        exit_codes={
+            str(member["rank"]): member["exit_code"] for member in members if member.get("exit_code") is not None
+        },
         ladder=list(plan.ladder),
         adopted_from=plan.adopted_from,
         checkpoint_step=None if report is None else report.step,
@@ -124,8 +126,9 @@ def try_record(
     )
 
 
-def summary(plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryRecord],
-            logs: Mapping[int, str] | None = None) -> dict[str, Any]:
+def summary(
+    plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryRecord], logs: Mapping[int, str] | None = None
+) -> dict[str, Any]:
     """The XCom ``return_value`` of a successful task (plain JSON values); ``rank_logs`` maps each
     logged rank (``log_ranks``, as a string key) to the tail of its log - a trainer's final metrics."""
     this_try = totals([record])
@@ -148,17 +151,22 @@ def summary(plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryR
         "all_tries": totals(records),
         "tries": [try_summary(item) for item in records],
         "rank_logs": {str(rank): text for rank, text in sorted((logs or {}).items())},
-        "checkpoint": None if spec.checkpoint is None else {
-            "location": spec.checkpoint.location, "resumed_from_step": spec.checkpoint.resume_step,
-            **checkpoint_totals(records)},
+        "checkpoint": None
+        if spec.checkpoint is None
+        else {
+            "location": spec.checkpoint.location,
+            "resumed_from_step": spec.checkpoint.resume_step,
+            **checkpoint_totals(records),
+        },
     }
 
 
 def try_summary(record: TryRecord) -> dict[str, Any]:
     """One try for the summary: its record with GPU time in the units and names of the summary's
     own figures (``gpu_hours_reserved/used/idle``), without the stored ladder."""
-    values = {key: value for key, value in record.to_dict().items()
-              if not key.startswith("gpu_seconds_") and key != "ladder"}
+    values = {
+        key: value for key, value in record.to_dict().items() if not key.startswith("gpu_seconds_") and key != "ladder"
+    }
     return {**values, **totals([record]), **checkpoint_totals([record])}
 
 
@@ -168,16 +176,22 @@ def story(records: Sequence[TryRecord]) -> list[str]:
     lines = ["Gang summary: try | step | mode | size | outcome | GPU-h reserved / used / idle"]
     for record in records:
         hours = totals([record])
-        lines.append(f"  try {record.attempt} | {record.step} | {record.mode} | {record.size} | {record.outcome}"
-                     f" | {hours['gpu_hours_reserved']:.3f} / {hours['gpu_hours_used']:.3f} / "
-                     f"{hours['gpu_hours_idle']:.3f}" + (f" | {record.message}" if record.message else ""))
+        lines.append(
+            f"  try {record.attempt} | {record.step} | {record.mode} | {record.size} | {record.outcome}"
+            f" | {hours['gpu_hours_reserved']:.3f} / {hours['gpu_hours_used']:.3f} / "
+            f"{hours['gpu_hours_idle']:.3f}" + (f" | {record.message}" if record.message else "")
+        )
     overall = totals(list(records))
-    lines.append(f"  all tries: {overall['gpu_hours_reserved']:.3f} GPU-h reserved, {overall['gpu_hours_used']:.3f} "
-                 f"used, {overall['gpu_hours_idle']:.3f} idle")
+    lines.append(
+        f"  all tries: {overall['gpu_hours_reserved']:.3f} GPU-h reserved, {overall['gpu_hours_used']:.3f} "
+        f"used, {overall['gpu_hours_idle']:.3f} idle"
+    )
     resumed = [record for record in records if record.resumed_from_step is not None]
     if resumed or any(record.checkpoint_step is not None for record in records):
         hours = checkpoint_totals(list(records))
         steps = ", ".join(f"try {record.attempt} from step {record.resumed_from_step}" for record in resumed)
-        lines.append(f"  checkpoints: {hours['gpu_hours_lost']:.4f} GPU-h lost (work since the last checkpoint, "
-                     f"redone), {hours['gpu_hours_saved']:.4f} saved by resuming ({steps or 'no try resumed'})")
+        lines.append(
+            f"  checkpoints: {hours['gpu_hours_lost']:.4f} GPU-h lost (work since the last checkpoint, "
+            f"redone), {hours['gpu_hours_saved']:.4f} saved by resuming ({steps or 'no try resumed'})"
+        )
     return lines

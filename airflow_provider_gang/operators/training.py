@@ -84,7 +84,15 @@ class GangTrainingOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "namespace", "image", "command", "args", "env", "kueue_queue", "zone", "labels", "pod_template_file",
+        "namespace",
+        "image",
+        "command",
+        "args",
+        "env",
+        "kueue_queue",
+        "zone",
+        "labels",
+        "pod_template_file",
         "checkpoint",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"env": "json", "args": "py", "command": "py"}
@@ -172,14 +180,25 @@ class GangTrainingOperator(BaseOperator):
         """Raise ``GangArgumentError`` naming the first invalid argument (see module docstring)."""
         checks.check_arguments(
             checks.OperatorArguments(
-                size=self.size, min_size=self.min_size, image=self.image, command=self.command, args=self.args,
+                size=self.size,
+                min_size=self.min_size,
+                image=self.image,
+                command=self.command,
+                args=self.args,
                 env=self.env,
-                pod_template=self.pod_template, pod_template_file=self.pod_template_file,
-                distributed=self.distributed, reservation=self.reservation,
+                pod_template=self.pod_template,
+                pod_template_file=self.pod_template_file,
+                distributed=self.distributed,
+                reservation=self.reservation,
                 provisioning_class=self.provisioning_class if self.reservation == "kueue" else None,
-                reservation_timeout=self.reservation_timeout, startup_timeout=self.startup_timeout,
-                run_timeout=self.run_timeout, start_by=self.start_by, on_finish=self.on_finish,
-                unreachable_timeout=self.unreachable_timeout, log_ranks=self.log_ranks, deferrable=self.deferrable,
+                reservation_timeout=self.reservation_timeout,
+                startup_timeout=self.startup_timeout,
+                run_timeout=self.run_timeout,
+                start_by=self.start_by,
+                on_finish=self.on_finish,
+                unreachable_timeout=self.unreachable_timeout,
+                log_ranks=self.log_ranks,
+                deferrable=self.deferrable,
                 kubernetes_conn_id=self.kubernetes_conn_id,
                 fallback_modes=fallback.required_modes(self.fallbacks),
             ),
@@ -199,21 +218,29 @@ class GangTrainingOperator(BaseOperator):
         """What is allowed but probably not meant, said once at parse time: steps that change nothing,
         a ladder longer than ``retries`` allows, ``provisioning_parameters`` no controller reads,
         ``retry_on_exit_codes`` that no step of the ladder answers."""
-        warnings = [f"fallbacks {step} changes nothing for this gang; remove it or change it"
-                    for step in fallback.no_op_steps(self.fallbacks, self.build_spec(PARSE_TIME_NAME, stand_ins=True))]
+        warnings = [
+            f"fallbacks {step} changes nothing for this gang; remove it or change it"
+            for step in fallback.no_op_steps(self.fallbacks, self.build_spec(PARSE_TIME_NAME, stand_ins=True))
+        ]
         retries = self.retries or 0
         needed = fallback.tries_needed(self.fallbacks)
         if needed > retries:
             using = f" using {needed} tries" if needed != len(self.fallbacks) else ""
-            warnings.append(f"fallbacks has {len(self.fallbacks)} steps{using} but retries={retries}: only the first "
-                            f"{retries} can be used; set retries={needed}")
+            warnings.append(
+                f"fallbacks has {len(self.fallbacks)} steps{using} but retries={retries}: only the first "
+                f"{retries} can be used; set retries={needed}"
+            )
         if isinstance(self.checkpoint, str) and not checks.has_jinja(self.checkpoint):
-            warnings.append(f"checkpoint {self.checkpoint!r} is the same for every run of the DAG, so runs overwrite "
-                            "each other's checkpoints; add the run to it, e.g. '.../{{ run_id }}'")
+            warnings.append(
+                f"checkpoint {self.checkpoint!r} is the same for every run of the DAG, so runs overwrite "
+                "each other's checkpoints; add the run to it, e.g. '.../{{ run_id }}'"
+            )
         ladder = plan.effective_ladder(self.fallbacks, retries)
         if self.retry_on_exit_codes and not any(Reason.MEMBER_EXIT_RETRYABLE in step.reasons for step in ladder):
-            warnings.append("retry_on_exit_codes is set but no step of the ladder answers member_exit_retryable, so "
-                            "such a try is never retried; add RetryAsIs() to fallbacks (or set retries without them)")
+            warnings.append(
+                "retry_on_exit_codes is set but no step of the ladder answers member_exit_retryable, so "
+                "such a try is never retried; add RetryAsIs() to fallbacks (or set retries without them)"
+            )
         if self.reservation != "kueue":
             unread = validation.unknown_parameters(self.provisioning_class, self.provisioning_parameters)
             if unread:
@@ -226,15 +253,28 @@ class GangTrainingOperator(BaseOperator):
         values = {name: getattr(self, name) for name in self.template_fields}
         if not stand_ins:
             return values
-        neutral: dict[str, Any] = {"namespace": "default", "image": "image", "command": None, "args": None, "env": None,
-                   "kueue_queue": "queue", "zone": "zone", "labels": {}, "pod_template_file": None,
-                   "checkpoint": None}
+        neutral: dict[str, Any] = {
+            "namespace": "default",
+            "image": "image",
+            "command": None,
+            "args": None,
+            "env": None,
+            "kueue_queue": "queue",
+            "zone": "zone",
+            "labels": {},
+            "pod_template_file": None,
+            "checkpoint": None,
+        }
         for name, value in values.items():
             if checks.has_jinja(value):
                 values[name] = neutral[name]
         values["checkpoint"] = checkpoints.stand_in(self.checkpoint)
-        if values["pod_template_file"] is None and self.pod_template_file is not None and self.image is None \
-                and self.pod_template is None:
+        if (
+            values["pod_template_file"] is None
+            and self.pod_template_file is not None
+            and self.image is None
+            and self.pod_template is None
+        ):
             values["image"] = "image"  # a templated file path: its content is checked after rendering
         return values
 
@@ -248,12 +288,18 @@ class GangTrainingOperator(BaseOperator):
                 size=self.size,
                 min_size=self.min_size,
                 pod_template=build_member_template(
-                    image=values["image"], command=values["command"], args=values["args"], env=values["env"],
-                    pod_template=self.pod_template, pod_template_file=values["pod_template_file"],
-                    gpus=self.gpus, gpu_resource=self.gpu_resource,
+                    image=values["image"],
+                    command=values["command"],
+                    args=values["args"],
+                    env=values["env"],
+                    pod_template=self.pod_template,
+                    pod_template_file=values["pod_template_file"],
+                    gpus=self.gpus,
+                    gpu_resource=self.gpu_resource,
                 ),
-                resources=MemberResources(gpus=self.gpus, cpu=self.cpu, memory=self.memory,
-                                          gpu_resource=self.gpu_resource),
+                resources=MemberResources(
+                    gpus=self.gpus, cpu=self.cpu, memory=self.memory, gpu_resource=self.gpu_resource
+                ),
                 mode=self.reservation,  # type: ignore[arg-type]  # GangSpec converts the string
                 provisioning_class=self.provisioning_class,
                 provisioning_parameters=self.provisioning_parameters,
@@ -278,13 +324,22 @@ class GangTrainingOperator(BaseOperator):
     def try_settings(self) -> execution.TrySettings:
         """The rendered arguments a try runs with (frozen: a try never reads the operator again)."""
         return execution.TrySettings(
-            kubernetes_conn_id=self.kubernetes_conn_id, namespace=str(self.namespace), mode=self.reservation,
-            size=self.size, ladder=plan.effective_ladder(self.fallbacks, self.retries or 0),
-            build_spec=self.build_spec, check_rendered=lambda: self.check_arguments(rendered=True),
-            reservation_timeout=self.reservation_timeout, startup_timeout=self.startup_timeout,
-            run_timeout=self.run_timeout, start_by=self.start_by, on_finish=self.on_finish,
-            unreachable_timeout=self.unreachable_timeout, log_ranks=self.log_ranks,
-            client_options=ClientOptions.from_dict(self.client_options), log=self.log,
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            namespace=str(self.namespace),
+            mode=self.reservation,
+            size=self.size,
+            ladder=plan.effective_ladder(self.fallbacks, self.retries or 0),
+            build_spec=self.build_spec,
+            check_rendered=lambda: self.check_arguments(rendered=True),
+            reservation_timeout=self.reservation_timeout,
+            startup_timeout=self.startup_timeout,
+            run_timeout=self.run_timeout,
+            start_by=self.start_by,
+            on_finish=self.on_finish,
+            unreachable_timeout=self.unreachable_timeout,
+            log_ranks=self.log_ranks,
+            client_options=ClientOptions.from_dict(self.client_options),
+            log=self.log,
         )
 
     def _waiter(self) -> DeferringWaiter | InlineWaiter:

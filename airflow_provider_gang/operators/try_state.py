@@ -80,8 +80,10 @@ class TryState:
         if version > VERSION:
             raise ValueError(f"gang.current has version {version}; this provider reads up to {VERSION}: upgrade it")
         plan = TryPlan.from_dict(data["plan"] if version >= 2 else data)
-        objects = tuple(ReservedObject(str(item["resource"]), str(item["name"]), str(item["uid"]))
-                        for item in data.get("objects") or ())
+        objects = tuple(
+            ReservedObject(str(item["resource"]), str(item["name"]), str(item["uid"]))
+            for item in data.get("objects") or ()
+        )
         launched_at = data.get("launched_at")
         size_run = data.get("size_run")
         return cls(

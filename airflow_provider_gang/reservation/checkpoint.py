@@ -77,15 +77,24 @@ class Checkpoint:
         return replace(self, try_number=try_number, resume_step=resume_step)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"location": self.location, "claim": self.claim, "sub_path": self.sub_path,
-                "try_number": self.try_number, "resume_step": self.resume_step}
+        return {
+            "location": self.location,
+            "claim": self.claim,
+            "sub_path": self.sub_path,
+            "try_number": self.try_number,
+            "resume_step": self.resume_step,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:
         resume, number = data.get("resume_step"), data.get("try_number")
-        return cls(location=str(data["location"]), claim=None if data.get("claim") is None else str(data["claim"]),
-                   sub_path=str(data.get("sub_path") or ""), try_number=None if number is None else int(number),
-                   resume_step=None if resume is None else int(resume))
+        return cls(
+            location=str(data["location"]),
+            claim=None if data.get("claim") is None else str(data["claim"]),
+            sub_path=str(data.get("sub_path") or ""),
+            try_number=None if number is None else int(number),
+            resume_step=None if resume is None else int(resume),
+        )
 
 
 def from_argument(value: str | PersistentVolumeCheckpoint) -> Checkpoint:
@@ -94,11 +103,17 @@ def from_argument(value: str | PersistentVolumeCheckpoint) -> Checkpoint:
     if isinstance(value, PersistentVolumeCheckpoint):
         return _claim_checkpoint(value)
     if not isinstance(value, str) or not value.strip():
-        raise GangSpecError("checkpoint", f"expected a URI or absolute path (e.g. 'gs://bucket/{{{{ run_id }}}}') "
-                            f"or PersistentVolumeCheckpoint(claim=...), got {value!r}")
+        raise GangSpecError(
+            "checkpoint",
+            f"expected a URI or absolute path (e.g. 'gs://bucket/{{{{ run_id }}}}') "
+            f"or PersistentVolumeCheckpoint(claim=...), got {value!r}",
+        )
     if not (_URI.match(value) or value.startswith("/")):
-        raise GangSpecError("checkpoint", f"{value!r} is neither a URI (scheme://...) nor an absolute path; members "
-                            "run in their own working directory, so write e.g. '/mnt/checkpoints/{{ run_id }}'")
+        raise GangSpecError(
+            "checkpoint",
+            f"{value!r} is neither a URI (scheme://...) nor an absolute path; members "
+            "run in their own working directory, so write e.g. '/mnt/checkpoints/{{ run_id }}'",
+        )
     return Checkpoint(location=value)
 
 
@@ -115,11 +130,12 @@ def stand_in(value: object) -> object:
     if isinstance(value, str) and _JINJA.search(value):
         leading = _JINJA.match(value)
         if leading is not None:  # it may render to any root: an absolute path or a URI
-            value = "/parse-check" + value[leading.end():]
+            value = "/parse-check" + value[leading.end() :]
         return _JINJA.sub("x", value)
     if isinstance(value, PersistentVolumeCheckpoint):
-        claim, sub_path = (_JINJA.sub("x", part) if isinstance(part, str) else part
-                           for part in (value.claim, value.sub_path))
+        claim, sub_path = (
+            _JINJA.sub("x", part) if isinstance(part, str) else part for part in (value.claim, value.sub_path)
+        )
         return PersistentVolumeCheckpoint(claim=claim, sub_path=sub_path, mount_path=value.mount_path)
     return value
 
@@ -127,15 +143,24 @@ def stand_in(value: object) -> object:
 def _claim_checkpoint(value: PersistentVolumeCheckpoint) -> Checkpoint:
     claim, sub_path, mount = value.claim, value.sub_path, value.mount_path
     if not isinstance(claim, str) or len(claim) > 253 or not _DNS_SUBDOMAIN.match(claim):
-        raise GangSpecError("checkpoint", f"PersistentVolumeCheckpoint claim {claim!r} is not a claim name "
-                            "(lowercase letters, digits, '-' and '.'); give the PersistentVolumeClaim's name")
+        raise GangSpecError(
+            "checkpoint",
+            f"PersistentVolumeCheckpoint claim {claim!r} is not a claim name "
+            "(lowercase letters, digits, '-' and '.'); give the PersistentVolumeClaim's name",
+        )
     parts = sub_path.split("/") if isinstance(sub_path, str) else [".."]
     if not isinstance(sub_path, str) or sub_path.startswith("/") or ".." in parts:
-        raise GangSpecError("checkpoint", f"PersistentVolumeCheckpoint sub_path {sub_path!r} must be a relative "
-                            "path inside the volume without '..', e.g. '{{ dag.dag_id }}/{{ run_id }}'")
+        raise GangSpecError(
+            "checkpoint",
+            f"PersistentVolumeCheckpoint sub_path {sub_path!r} must be a relative "
+            "path inside the volume without '..', e.g. '{{ dag.dag_id }}/{{ run_id }}'",
+        )
     if not isinstance(mount, str) or not mount.startswith("/") or posixpath.normpath(mount) == "/":
-        raise GangSpecError("checkpoint", f"PersistentVolumeCheckpoint mount_path {mount!r} must be an absolute "
-                            f"path other than '/', e.g. {DEFAULT_MOUNT_PATH!r}")
+        raise GangSpecError(
+            "checkpoint",
+            f"PersistentVolumeCheckpoint mount_path {mount!r} must be an absolute "
+            f"path other than '/', e.g. {DEFAULT_MOUNT_PATH!r}",
+        )
     return Checkpoint(location=mount, claim=claim, sub_path=sub_path)
 
 
@@ -146,13 +171,17 @@ def termination_message_path(container: Mapping[str, Any]) -> str:
 
 def environment(checkpoint: Checkpoint, message_path: str) -> list[dict[str, str]]:
     """The env entries of the module docstring's table, in a stable order."""
-    env = [{"name": "GANG_CHECKPOINT_DIR", "value": checkpoint.location},
-           {"name": "GANG_TERMINATION_MESSAGE_PATH", "value": message_path}]
+    env = [
+        {"name": "GANG_CHECKPOINT_DIR", "value": checkpoint.location},
+        {"name": "GANG_TERMINATION_MESSAGE_PATH", "value": message_path},
+    ]
     if checkpoint.try_number is not None:
         env.append({"name": "GANG_TRY_NUMBER", "value": str(checkpoint.try_number)})
     if checkpoint.resume_step is not None:
-        env += [{"name": "GANG_RESUME", "value": "1"},
-                {"name": "GANG_RESUME_STEP", "value": str(checkpoint.resume_step)}]
+        env += [
+            {"name": "GANG_RESUME", "value": "1"},
+            {"name": "GANG_RESUME_STEP", "value": str(checkpoint.resume_step)},
+        ]
     return env
 
 
@@ -162,8 +191,10 @@ def mount(pod_spec: dict[str, Any], checkpoint: Checkpoint) -> None:
     if checkpoint.claim is None:
         return
     volume = {"name": CLAIM_VOLUME, "persistentVolumeClaim": {"claimName": checkpoint.claim}}
-    pod_spec["volumes"] = [*(item for item in pod_spec.get("volumes") or () if item.get("name") != CLAIM_VOLUME),
-                           volume]
+    pod_spec["volumes"] = [
+        *(item for item in pod_spec.get("volumes") or () if item.get("name") != CLAIM_VOLUME),
+        volume,
+    ]
     volume_mount: dict[str, Any] = {"name": CLAIM_VOLUME, "mountPath": checkpoint.location}
     if checkpoint.sub_path:
         volume_mount["subPath"] = checkpoint.sub_path
@@ -193,8 +224,12 @@ class CheckpointReport:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CheckpointReport:
         rank = data.get("rank")
-        return cls(int(data["step"]), int(data.get("progress", data["step"])), str(data.get("pod") or ""),
-                   None if rank is None else int(rank))
+        return cls(
+            int(data["step"]),
+            int(data.get("progress", data["step"])),
+            str(data.get("pod") or ""),
+            None if rank is None else int(rank),
+        )
 
 
 def parse_message(text: str) -> tuple[int, int]:
@@ -220,7 +255,7 @@ def report_of_pod(pod: Mapping[str, Any], rank: int | None) -> tuple[CheckpointR
     warning naming the pod when a message is there but malformed (the message is then ignored)."""
     name = str((pod.get("metadata") or {}).get("name") or "")
     statuses = (pod.get("status") or {}).get("containerStatuses") or ()
-    containers = ((pod.get("spec") or {}).get("containers") or [{}])
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
     first = str(containers[0].get("name") or "") if containers else ""
     status = next((item for item in statuses if item.get("name") == first), statuses[0] if statuses else None)
     if not status:

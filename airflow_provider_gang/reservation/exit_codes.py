@@ -56,8 +56,11 @@ def as_code_set(value: Any, argument: str) -> frozenset[int]:
         if code == 0:
             raise GangSpecError(argument, "0 is success: a member that exits 0 never fails the try; remove it")
         if not 1 <= code <= HIGHEST_EXIT_CODE:
-            raise GangSpecError(argument, f"{code} is not an exit code: exit statuses are 1..{HIGHEST_EXIT_CODE} "
-                                f"(a signal N shows as 128 + N, e.g. 137 for SIGKILL)")
+            raise GangSpecError(
+                argument,
+                f"{code} is not an exit code: exit statuses are 1..{HIGHEST_EXIT_CODE} "
+                f"(a signal N shows as 128 + N, e.g. 137 for SIGKILL)",
+            )
     return frozenset(codes)
 
 
@@ -65,8 +68,11 @@ def check_policy(retry_on: frozenset[int], fail_on: frozenset[int]) -> None:
     """:class:`GangSpecError` when a code is in both sets: it cannot both retry and fail for good."""
     both = sorted(retry_on & fail_on)
     if both:
-        raise GangSpecError(FAIL_RULE, f"exit code(s) {both} are also in retry_on_exit_codes; a code either "
-                            "retries or fails for good: remove them from one of the two lists")
+        raise GangSpecError(
+            FAIL_RULE,
+            f"exit code(s) {both} are also in retry_on_exit_codes; a code either "
+            "retries or fails for good: remove them from one of the two lists",
+        )
 
 
 @dataclass(frozen=True)
@@ -87,14 +93,18 @@ class ExitCodeVerdict:
         return f"rank {self.rank} exited with {self.exit_code}, listed in {self.rule}: {ending}"
 
 
-def judge(members: Iterable[MemberStatus], *, retry_on: frozenset[int],
-          fail_on: frozenset[int]) -> ExitCodeVerdict | None:
+def judge(
+    members: Iterable[MemberStatus], *, retry_on: frozenset[int], fail_on: frozenset[int]
+) -> ExitCodeVerdict | None:
     """The verdict of the policy on ``members`` (module docstring), or ``None`` when it says nothing."""
-    failed = sorted((member for member in members
-                     if member.state is MemberState.FAILED and member.exit_code is not None),
-                    key=lambda member: member.rank)
-    for codes, reason, rule in ((fail_on, Reason.MEMBER_EXIT_FAILS_FOR_GOOD, FAIL_RULE),
-                                (retry_on, Reason.MEMBER_EXIT_RETRYABLE, RETRY_RULE)):
+    failed = sorted(
+        (member for member in members if member.state is MemberState.FAILED and member.exit_code is not None),
+        key=lambda member: member.rank,
+    )
+    for codes, reason, rule in (
+        (fail_on, Reason.MEMBER_EXIT_FAILS_FOR_GOOD, FAIL_RULE),
+        (retry_on, Reason.MEMBER_EXIT_RETRYABLE, RETRY_RULE),
+    ):
         for member in failed:
             if member.exit_code in codes:
                 return ExitCodeVerdict(reason, member.rank, int(member.exit_code), rule)

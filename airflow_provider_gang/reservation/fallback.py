@@ -168,7 +168,10 @@ class OtherQueue(FallbackStep):
     queue: str
     required_mode: ClassVar[str] = ReservationMode.KUEUE.value
     default_reasons: ClassVar[frozenset[Reason]] = _QUOTA | {
-        Reason.DEADLINE, Reason.PREEMPTED, Reason.EVICTED, Reason.WORKLOAD_DEACTIVATED
+        Reason.DEADLINE,
+        Reason.PREEMPTED,
+        Reason.EVICTED,
+        Reason.WORKLOAD_DEACTIVATED,
     }
 
     def describe(self) -> str:
@@ -185,7 +188,11 @@ class OnDemand(FallbackStep):
     """Leave spot capacity for on-demand."""
 
     default_reasons: ClassVar[frozenset[Reason]] = _CAPACITY | {
-        Reason.CAPACITY_REVOKED, Reason.PREEMPTED, Reason.SPOT_PREEMPTED, Reason.EVICTED, Reason.MEMBER_LOST
+        Reason.CAPACITY_REVOKED,
+        Reason.PREEMPTED,
+        Reason.SPOT_PREEMPTED,
+        Reason.EVICTED,
+        Reason.MEMBER_LOST,
     }
 
     def describe(self) -> str:
@@ -239,8 +246,12 @@ class TryOutcome:
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"try_number": self.try_number, "step_index": self.step_index, "reason": self.reason.value,
-                "message": self.message}
+        return {
+            "try_number": self.try_number,
+            "step_index": self.step_index,
+            "reason": self.reason.value,
+            "message": self.message,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TryOutcome:
@@ -273,21 +284,39 @@ def choose_step(ladder: Sequence[FallbackStep], try_number: int, history: Sequen
         positions = [index for index, step in enumerate(ladder) for _ in range(step.uses)]
         if try_number - 2 < len(positions):
             index = positions[try_number - 2]
-            return Choice(ladder[index], index, False, f"try {try_number}: step {index + 1} "
-                          f"({ladder[index].describe()}) by position; the previous try's outcome is unknown")
+            return Choice(
+                ladder[index],
+                index,
+                False,
+                f"try {try_number}: step {index + 1} "
+                f"({ladder[index].describe()}) by position; the previous try's outcome is unknown",
+            )
         return Choice(None, None, True, f"try {try_number}: all {len(ladder)} fallback step(s) used")
     last = previous[-1]
     if not phases.is_retryable(last.reason):
-        return Choice(None, None, True, f"try {try_number}: try {last.try_number} ended with {last.reason.value}, "
-                      "which no fallback step can fix")
+        return Choice(
+            None,
+            None,
+            True,
+            f"try {try_number}: try {last.try_number} ended with {last.reason.value}, which no fallback step can fix",
+        )
     used = collections.Counter(outcome.step_index for outcome in previous)
     for index, step in enumerate(ladder):
         if used[index] < step.uses and last.reason in step.reasons:
             turn = f", use {used[index] + 1} of {step.uses}" if step.uses > 1 else ""
-            return Choice(step, index, False, f"try {try_number}: step {index + 1} ({step.describe()}{turn}) because "
-                          f"try {last.try_number} ended with {last.reason.value}")
-    return Choice(None, None, True, f"try {try_number}: no unused fallback step applies to {last.reason.value} "
-                  f"(ladder of {len(ladder)} step(s))")
+            return Choice(
+                step,
+                index,
+                False,
+                f"try {try_number}: step {index + 1} ({step.describe()}{turn}) because "
+                f"try {last.try_number} ended with {last.reason.value}",
+            )
+    return Choice(
+        None,
+        None,
+        True,
+        f"try {try_number}: no unused fallback step applies to {last.reason.value} (ladder of {len(ladder)} step(s))",
+    )
 
 
 def spec_for_steps(base: GangSpec, ladder: Sequence[FallbackStep], step_indexes: Iterable[int | None]) -> GangSpec:
@@ -307,14 +336,20 @@ def check_ladder(ladder: Sequence[FallbackStep], base: GangSpec) -> None:
         if not isinstance(step, FallbackStep):
             raise GangSpecError("fallbacks", f"step {index + 1} is {step!r}, not a reservation.fallback step")
         if isinstance(step.applies_to, str) or not isinstance(step.applies_to, (set, frozenset, list, tuple)):
-            raise GangSpecError("fallbacks", f"step {index + 1} ({step.describe()}): applies_to must be a set of "
-                                f"reasons, got {step.applies_to!r}; write e.g. applies_to={{{step.applies_to!r}}}")
+            raise GangSpecError(
+                "fallbacks",
+                f"step {index + 1} ({step.describe()}): applies_to must be a set of "
+                f"reasons, got {step.applies_to!r}; write e.g. applies_to={{{step.applies_to!r}}}",
+            )
         unknown = [reason for reason in step.applies_to if reason not in set(Reason)]
         if unknown:
             raise GangSpecError("fallbacks", f"step {index + 1}: unknown reasons {unknown}")
         if not isinstance(step.uses, int) or isinstance(step.uses, bool) or step.uses < 1:
-            raise GangSpecError("fallbacks", f"step {index + 1} ({type(step).__name__}): times must be a whole "
-                                f"number >= 1, got {step.uses!r}; write e.g. RetryAsIs(times=3)")
+            raise GangSpecError(
+                "fallbacks",
+                f"step {index + 1} ({type(step).__name__}): times must be a whole "
+                f"number >= 1, got {step.uses!r}; write e.g. RetryAsIs(times=3)",
+            )
         try:
             step.apply(base)
             spec = step.apply(spec)

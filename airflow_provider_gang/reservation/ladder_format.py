@@ -18,9 +18,16 @@ from airflow_provider_gang.reservation.fallback import FallbackStep
 from airflow_provider_gang.reservation.phases import Reason
 
 STEP_TYPES: dict[str, type[FallbackStep]] = {
-    step.__name__: step for step in (
-        fallback.RetryAsIs, fallback.ShrinkTo, fallback.OtherZone, fallback.OtherProvisioningClass,
-        fallback.OtherQueue, fallback.OnDemand, fallback.UseReservation, fallback.LeaveReservation,
+    step.__name__: step
+    for step in (
+        fallback.RetryAsIs,
+        fallback.ShrinkTo,
+        fallback.OtherZone,
+        fallback.OtherProvisioningClass,
+        fallback.OtherQueue,
+        fallback.OnDemand,
+        fallback.UseReservation,
+        fallback.LeaveReservation,
     )
 }
 """Step classes by the name a stored ladder uses for them (a stored format: never rename)."""

@@ -35,15 +35,19 @@ def remember(started: Mapping[int, float], members: Sequence[MemberStatus]) -> d
     return updated
 
 
-def carry_forward(started: Mapping[int, float], members: Sequence[MemberStatus], *, now: float) -> tuple[
-        MemberStatus, ...]:
+def carry_forward(
+    started: Mapping[int, float], members: Sequence[MemberStatus], *, now: float
+) -> tuple[MemberStatus, ...]:
     """``members`` with every missing or lost member that ran before given its start time and a
     finish at ``now`` (when its loss was seen), unless it has times of its own."""
     carried = []
     for member in members:
         if member.state in _GONE and member.started_at is None and member.rank in started:
-            member = dataclasses.replace(member, started_at=started[member.rank],
-                                         finished_at=member.finished_at if member.finished_at is not None else now)
+            member = dataclasses.replace(
+                member,
+                started_at=started[member.rank],
+                finished_at=member.finished_at if member.finished_at is not None else now,
+            )
         carried.append(member)
     return tuple(carried)
 
@@ -70,10 +74,13 @@ class RunMemory:
         observed = dataclasses.replace(observed, nodes_shutting_down=self.nodes_shutting_down)
         self.spot_nodes.update(members.spot_nodes(observed.pods, size=observed.size))
         present = {members.member_rank(pod) for pod in observed.pods}
-        gone_with_node = {rank for rank, node in self.spot_nodes.items()
-                          if rank not in present and node in self.nodes_shutting_down}
-        self.preempted |= members.spot_preemption(observed.pods, size=observed.size,
-                                                  nodes_shutting_down=self.nodes_shutting_down)[0] | gone_with_node
+        gone_with_node = {
+            rank for rank, node in self.spot_nodes.items() if rank not in present and node in self.nodes_shutting_down
+        }
+        self.preempted |= (
+            members.spot_preemption(observed.pods, size=observed.size, nodes_shutting_down=self.nodes_shutting_down)[0]
+            | gone_with_node
+        )
         warnings: list[str] = []
         for pod in observed.pods if self.read_checkpoints else ():
             report, problem = checkpoint.report_of_pod(pod, members.member_rank(pod))

@@ -62,8 +62,14 @@ class MemberState(str, Enum):
     FAILED = "failed"
 
 
-_SEVERITY = [MemberState.SUCCEEDED, MemberState.RUNNING, MemberState.MISSING, MemberState.PENDING,
-             MemberState.LOST, MemberState.FAILED]
+_SEVERITY = [
+    MemberState.SUCCEEDED,
+    MemberState.RUNNING,
+    MemberState.MISSING,
+    MemberState.PENDING,
+    MemberState.LOST,
+    MemberState.FAILED,
+]
 
 
 @dataclass(frozen=True)
@@ -226,8 +232,9 @@ def _node(pod: Object) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
-def spot_preemption(pods: Iterable[Object], *, size: int, nodes_shutting_down: frozenset[str] = frozenset()) -> tuple[
-        frozenset[int], tuple[int, ...]]:
+def spot_preemption(
+    pods: Iterable[Object], *, size: int, nodes_shutting_down: frozenset[str] = frozenset()
+) -> tuple[frozenset[int], tuple[int, ...]]:
     """The ranks (``0..size-1``) with a spot-preempted pod, and the ranks whose pod on a node being
     shut down is still stopping (:func:`is_stopping`): the kubelet stops a node's pods one by one, so
     a member on the same node may not show the shutdown yet.

@@ -37,17 +37,28 @@ def _spot_preemption(observed: Observed, gang: members.GangRun) -> Decision | No
     node being shut down (its own status, or ``Observed.nodes_shutting_down``) still runs (the
     shutdown's grace period) the wait goes on, so the termination
     message it writes last (its checkpoint, ``reservation.checkpoint``) is read before the pods go."""
-    now, stopping = members.spot_preemption(observed.pods, size=observed.size,
-                                            nodes_shutting_down=observed.nodes_shutting_down)
+    now, stopping = members.spot_preemption(
+        observed.pods, size=observed.size, nodes_shutting_down=observed.nodes_shutting_down
+    )
     ranks = sorted(now | observed.spot_preempted_ranks)
     if not ranks and not stopping:
         return None
     if stopping:
-        return Decision(Phase.RUNNING, False, Reason.MEMBERS_RUNNING, f"the spot node of rank(s) {list(stopping)} is "
-                        "shutting down; waiting for their containers to stop", members=gang.members)
+        return Decision(
+            Phase.RUNNING,
+            False,
+            Reason.MEMBERS_RUNNING,
+            f"the spot node of rank(s) {list(stopping)} is shutting down; waiting for their containers to stop",
+            members=gang.members,
+        )
     lost = "; ".join(member.describe() for member in gang.members if member.rank in ranks)
-    return Decision(Phase.FAILED, True, Reason.SPOT_PREEMPTED, f"{len(ranks)} of {observed.size} lost to spot "
-                    f"preemption: {lost}", members=gang.members)
+    return Decision(
+        Phase.FAILED,
+        True,
+        Reason.SPOT_PREEMPTED,
+        f"{len(ranks)} of {observed.size} lost to spot preemption: {lost}",
+        members=gang.members,
+    )
 
 
 def decide_run(observed: Observed) -> Decision:
@@ -63,20 +74,28 @@ def decide_run(observed: Observed) -> Decision:
     if gang.state is GangState.MEMBER_FAILED:
         failed = gang.in_state(MemberState.FAILED)
         text = "; ".join(member.describe() for member in failed)
-        return Decision(Phase.FAILED, True, Reason.MEMBER_FAILED, f"{len(failed)} of {total} failed: {text}",
-                        members=gang.members)
+        return Decision(
+            Phase.FAILED, True, Reason.MEMBER_FAILED, f"{len(failed)} of {total} failed: {text}", members=gang.members
+        )
     if gang.state is GangState.MEMBER_LOST:
         lost = gang.in_state(MemberState.LOST, MemberState.MISSING)
         text = "; ".join(member.describe() for member in lost)
-        return Decision(Phase.FAILED, True, Reason.MEMBER_LOST, f"{len(lost)} of {total} lost: {text}",
-                        members=gang.members)
+        return Decision(
+            Phase.FAILED, True, Reason.MEMBER_LOST, f"{len(lost)} of {total} lost: {text}", members=gang.members
+        )
     if gang.state is GangState.SUCCEEDED:
-        return Decision(Phase.SUCCEEDED, True, Reason.ALL_SUCCEEDED, f"all {total} members succeeded",
-                        members=gang.members)
+        return Decision(
+            Phase.SUCCEEDED, True, Reason.ALL_SUCCEEDED, f"all {total} members succeeded", members=gang.members
+        )
     running = len(gang.in_state(MemberState.RUNNING, MemberState.SUCCEEDED))
     if gang.state is GangState.RUNNING:
         message = f"all {total} members running or done"
         return Decision(Phase.RUNNING, False, Reason.MEMBERS_RUNNING, message, members=gang.members)
     waiting = [member.rank for member in gang.in_state(MemberState.PENDING, MemberState.MISSING)]
-    return Decision(Phase.STARTING, False, Reason.MEMBERS_STARTING,
-                    f"{running} of {total} members running; waiting for rank(s) {waiting}", members=gang.members)
+    return Decision(
+        Phase.STARTING,
+        False,
+        Reason.MEMBERS_STARTING,
+        f"{running} of {total} members running; waiting for rank(s) {waiting}",
+        members=gang.members,
+    )

@@ -26,36 +26,69 @@ Rule = tuple[str, type]
 _JSON_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "a boolean"}
 
 _METADATA: tuple[Rule, ...] = (
-    ("metadata", dict), ("metadata.name", str), ("metadata.labels", dict), ("metadata.annotations", dict),
+    ("metadata", dict),
+    ("metadata.name", str),
+    ("metadata.labels", dict),
+    ("metadata.annotations", dict),
     ("metadata.deletionTimestamp", str),
 )
 _CONDITIONS: tuple[Rule, ...] = (
-    ("status", dict), ("status.conditions", list), ("status.conditions[]", dict),
-    ("status.conditions[].type", str), ("status.conditions[].status", str), ("status.conditions[].reason", str),
+    ("status", dict),
+    ("status.conditions", list),
+    ("status.conditions[]", dict),
+    ("status.conditions[].type", str),
+    ("status.conditions[].status", str),
+    ("status.conditions[].reason", str),
     ("status.conditions[].message", str),
 )
 
 
 def _container_statuses(field: str) -> tuple[Rule, ...]:
     return (
-        (f"status.{field}", list), (f"status.{field}[]", dict), (f"status.{field}[].state", dict),
-        (f"status.{field}[].state.terminated", dict), (f"status.{field}[].state.terminated.exitCode", int),
-        (f"status.{field}[].state.waiting", dict), (f"status.{field}[].state.waiting.reason", str),
+        (f"status.{field}", list),
+        (f"status.{field}[]", dict),
+        (f"status.{field}[].state", dict),
+        (f"status.{field}[].state.terminated", dict),
+        (f"status.{field}[].state.terminated.exitCode", int),
+        (f"status.{field}[].state.waiting", dict),
+        (f"status.{field}[].state.waiting.reason", str),
     )
 
 
 PROVISIONING_REQUEST_RULES: tuple[Rule, ...] = _METADATA + _CONDITIONS
-WORKLOAD_RULES: tuple[Rule, ...] = _METADATA + _CONDITIONS + (
-    ("spec", dict), ("spec.active", bool), ("status.admissionChecks", list), ("status.admissionChecks[]", dict),
-    ("status.admissionChecks[].state", str), ("status.admission", dict), ("status.admission.podSetAssignments", list),
-    ("status.admission.podSetAssignments[]", dict), ("status.admission.podSetAssignments[].count", int),
+WORKLOAD_RULES: tuple[Rule, ...] = (
+    _METADATA
+    + _CONDITIONS
+    + (
+        ("spec", dict),
+        ("spec.active", bool),
+        ("status.admissionChecks", list),
+        ("status.admissionChecks[]", dict),
+        ("status.admissionChecks[].state", str),
+        ("status.admission", dict),
+        ("status.admission.podSetAssignments", list),
+        ("status.admission.podSetAssignments[]", dict),
+        ("status.admission.podSetAssignments[].count", int),
+    )
 )
-POD_RULES: tuple[Rule, ...] = _METADATA + _CONDITIONS + (
-    ("spec", dict), ("spec.nodeName", str), ("spec.nodeSelector", dict), ("spec.schedulingGates", list),
-    ("spec.schedulingGates[]", dict),
-    ("spec.schedulingGates[].name", str), ("status.phase", str), ("status.reason", str), ("status.message", str),
-    ("status.startTime", str),
-) + _container_statuses("containerStatuses") + _container_statuses("initContainerStatuses")
+POD_RULES: tuple[Rule, ...] = (
+    _METADATA
+    + _CONDITIONS
+    + (
+        ("spec", dict),
+        ("spec.nodeName", str),
+        ("spec.nodeSelector", dict),
+        ("spec.schedulingGates", list),
+        ("spec.schedulingGates[]", dict),
+        ("spec.schedulingGates[].name", str),
+        ("status.phase", str),
+        ("status.reason", str),
+        ("status.message", str),
+        ("status.startTime", str),
+    )
+    + _container_statuses("containerStatuses")
+    + _container_statuses("initContainerStatuses")
+)
 
 
 def _values(value: Any, steps: Sequence[str]) -> Iterator[tuple[str, Any]]:
@@ -93,8 +126,10 @@ def find_malformed(obj: Mapping[str, Any], rules: Sequence[Rule]) -> str | None:
     for path, expected in rules:
         for concrete, value in _values(obj, path.split(".")):
             if value is not None and not _is(value, expected):
-                return (f"{concrete} is {_JSON_TYPE_NAMES.get(type(value), type(value).__name__)}, "
-                        f"not {_JSON_TYPE_NAMES[expected]}")
+                return (
+                    f"{concrete} is {_JSON_TYPE_NAMES.get(type(value), type(value).__name__)}, "
+                    f"not {_JSON_TYPE_NAMES[expected]}"
+                )
     return None
 
 
@@ -105,7 +140,9 @@ def _describe(kind: str, obj: Mapping[str, Any]) -> str:
 
 
 RULES_BY_KIND: dict[str, tuple[Rule, ...]] = {
-    "ProvisioningRequest": PROVISIONING_REQUEST_RULES, "Workload": WORKLOAD_RULES, "Pod": POD_RULES,
+    "ProvisioningRequest": PROVISIONING_REQUEST_RULES,
+    "Workload": WORKLOAD_RULES,
+    "Pod": POD_RULES,
 }
 
 

@@ -129,9 +129,7 @@ class GangSpec:
         if not isinstance(self.mode, ReservationMode):
             object.__setattr__(self, "mode", validation.enum_value(ReservationMode, self.mode, "mode"))
         if self.distributed is not None and not isinstance(self.distributed, Distributed):
-            object.__setattr__(
-                self, "distributed", validation.enum_value(Distributed, self.distributed, "distributed")
-            )
+            object.__setattr__(self, "distributed", validation.enum_value(Distributed, self.distributed, "distributed"))
         object.__setattr__(self, "pod_template", template.to_pod_template_spec(self.pod_template))
         for codes in ("retry_on_exit_codes", "fail_on_exit_codes"):
             object.__setattr__(self, codes, exit_codes.as_code_set(getattr(self, codes), codes))

@@ -41,6 +41,7 @@ def unknown_parameters(provisioning_class: str | None, parameters: Mapping[str, 
     listed = ", ".join(sorted(known)) or "none"
     return f"provisioning_parameters {unknown} are not read by {provisioning_class} (known keys: {listed})"
 
+
 MAX_PARAMETERS = 100
 MAX_PARAMETER_VALUE_LENGTH = 255
 MAX_RUN_DURATION_SECONDS = 604800  # GKE DWS: 7 days, the default and the maximum.
@@ -173,11 +174,17 @@ def check_reservation_name(name: str | None, spot: bool) -> None:
     if name is None:
         return
     if not isinstance(name, str) or not naming.is_dns_1035_label(name):
-        raise GangSpecError("reservation_name", f"{name!r} is not a reservation name (lower-case letters, digits "
-                            "and '-', starting with a letter, <= 63 chars)")
+        raise GangSpecError(
+            "reservation_name",
+            f"{name!r} is not a reservation name (lower-case letters, digits "
+            "and '-', starting with a letter, <= 63 chars)",
+        )
     if spot:
-        raise GangSpecError("reservation_name", "a reservation serves on-demand VMs only (Spot VMs cannot consume "
-                            "one); drop spot=True, or leave the reservation with LeaveReservation(spot=True)")
+        raise GangSpecError(
+            "reservation_name",
+            "a reservation serves on-demand VMs only (Spot VMs cannot consume "
+            "one); drop spot=True, or leave the reservation with LeaveReservation(spot=True)",
+        )
 
 
 def check_zone(zone: str | None, strict_zone: bool) -> None:

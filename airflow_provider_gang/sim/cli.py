@@ -51,22 +51,30 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")
     parser.add_argument(
-        "--scenario", type=_scenario, default=None,
+        "--scenario",
+        type=_scenario,
+        default=None,
         help="run the simulated control plane on this named scenario or scenario file (see `gang-sim scenarios`)",
     )
     parser.add_argument(
-        "--time-scale", type=_time_scale, default=1.0,
+        "--time-scale",
+        type=_time_scale,
+        default=1.0,
         help="simulated seconds per real second (default 1); scenario delays and sim.gang.dev/ annotations are "
         "simulated seconds, the operator's timeouts are real seconds",
     )
     parser.add_argument(
-        "--local-images", type=_local_images, default=(), metavar="GLOB,...",
+        "--local-images",
+        type=_local_images,
+        default=(),
+        metavar="GLOB,...",
         help="comma-separated image globs (fnmatch: *, ?, [seq]) whose containers run their command as local "
         "processes, added to the scenario's localProcessImages for this run, e.g. 'python:*,ghcr.io/me/*' "
         "(needs --scenario)",
     )
     parser.add_argument(
-        "--serve-kueue-v1beta1", action="store_true",
+        "--serve-kueue-v1beta1",
+        action="store_true",
         help="also serve the deprecated kueue.x-k8s.io/v1beta1, as Kueue <= 0.19 (Kueue 0.20 serves v1beta2 only)",
     )
 

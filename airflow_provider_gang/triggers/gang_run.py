@@ -51,8 +51,11 @@ class GangRunTrigger(GangTrigger):
         self.pods_from_job = self.mode is ReservationMode.KUEUE if pods_from_job is None else bool(pods_from_job)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return self.serialize_with(startup_deadline=self.startup_deadline, pods_from_job=self.pods_from_job,
-                                   read_checkpoints=self.read_checkpoints)
+        return self.serialize_with(
+            startup_deadline=self.startup_deadline,
+            pods_from_job=self.pods_from_job,
+            read_checkpoints=self.read_checkpoints,
+        )
 
     def policy(self) -> Policy:
         return Policy(deadline=self.deadline, startup_deadline=self.startup_deadline)

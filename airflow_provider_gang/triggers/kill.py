@@ -162,11 +162,15 @@ async def _delete_unless_adopted(client: KubeClient, trigger: KillableTrigger, o
         metadata = owner["metadata"]
         unchanged = {"uid": str(metadata["uid"]), "resourceVersion": str(metadata["resourceVersion"])}
         try:
-            owner_deleted = await client.delete(CONFIG_MAPS, str(metadata["name"]), trigger.namespace,
-                                                preconditions=unchanged)
+            owner_deleted = await client.delete(
+                CONFIG_MAPS, str(metadata["name"]), trigger.namespace, preconditions=unchanged
+            )
         except errors.Conflict:
-            trigger.log.warning("Gang %s: not deleting: its owner ConfigMap changed since on_kill read it "
-                                "(a newer try adopted the gang)", trigger.gang_name)
+            trigger.log.warning(
+                "Gang %s: not deleting: its owner ConfigMap changed since on_kill read it "
+                "(a newer try adopted the gang)",
+                trigger.gang_name,
+            )
             return
     await _delete_targets(client, trigger, deleted=int(owner_deleted))
 

@@ -46,7 +46,8 @@ class GangObjects:
         return watches
 
     _checked: dict[tuple[str, str], tuple[Mapping[str, Any], str | None]] = field(
-        default_factory=dict, init=False, repr=False, compare=False, hash=False)
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
     """``(resource key, name) -> (object, its problem)`` of the last view :meth:`malformed` read."""
 
     def malformed(self, view: Mapping[str, Objects]) -> str | None:
@@ -111,8 +112,11 @@ def trimmer(resource_key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     reads container 0's status by name). A member's containers and environment are most of a Pod,
     and a Workload's pod templates most of it. A field of the wrong type is kept as it is, for ``malformed`` to name.
     One function per kind (cached): the shared watches key their caches by it."""
-    kept = frozenset(path.split(".")[1].removesuffix("[]") for path, _ in shape.RULES_BY_KIND[
-        _KIND_OF_RESOURCE[resource_key]] if path.startswith("spec."))
+    kept = frozenset(
+        path.split(".")[1].removesuffix("[]")
+        for path, _ in shape.RULES_BY_KIND[_KIND_OF_RESOURCE[resource_key]]
+        if path.startswith("spec.")
+    )
 
     def trim(obj: dict[str, Any]) -> dict[str, Any]:
         trimmed = dict(obj)
@@ -123,8 +127,9 @@ def trimmer(resource_key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
             trimmed["spec"] = {key: value for key, value in spec.items() if key in kept}
             containers = spec.get("containers")
             if isinstance(containers, list):  # their names only: container 0's status is found by name
-                trimmed["spec"]["containers"] = [{"name": item.get("name")} if isinstance(item, dict) else item
-                                                 for item in containers]
+                trimmed["spec"]["containers"] = [
+                    {"name": item.get("name")} if isinstance(item, dict) else item for item in containers
+                ]
         return trimmed
 
     return trim

@@ -76,16 +76,22 @@ def describe_admission_checks(workload: Mapping[str, Any] | None) -> str:
 def describe_workload(workload: Mapping[str, Any]) -> str:
     """A Workload as the Gang page shows it: where it stands as a trigger decides it (``"Workload x
     waiting for quota: ExceedsMaxQuota - <message>"``), then its conditions and admission checks."""
-    described = (reserving.from_workload(workload, 0).message, describe_conditions("Workload", workload),
-                 describe_admission_checks(workload))
+    described = (
+        reserving.from_workload(workload, 0).message,
+        describe_conditions("Workload", workload),
+        describe_admission_checks(workload),
+    )
     return "; ".join(text for text in described if text)
 
 
 def reservation_conditions(observed: Observed) -> str:
     """Every condition of the gang's ProvisioningRequest and Workload, as :func:`describe_conditions`,
     and the Workload's admission checks (:func:`describe_admission_checks`)."""
-    described = (describe_conditions("ProvisioningRequest", observed.provisioning_request),
-                 describe_conditions("Workload", observed.workload), describe_admission_checks(observed.workload))
+    described = (
+        describe_conditions("ProvisioningRequest", observed.provisioning_request),
+        describe_conditions("Workload", observed.workload),
+        describe_admission_checks(observed.workload),
+    )
     return "; ".join(text for text in described if text)
 
 
@@ -99,8 +105,17 @@ def is_waiting(observed: Observed, decision: Decision) -> bool:
 class WaitReporter:
     """Logs condition changes and heartbeats of one trigger's wait (module docstring)."""
 
-    def __init__(self, log: logging.Logger | Any, gang_name: str, *, started_at: float, heartbeat_seconds: float,
-                 try_number: int | None, tries_allowed: int | None, step_description: str | None) -> None:
+    def __init__(
+        self,
+        log: logging.Logger | Any,
+        gang_name: str,
+        *,
+        started_at: float,
+        heartbeat_seconds: float,
+        try_number: int | None,
+        tries_allowed: int | None,
+        step_description: str | None,
+    ) -> None:
         self.log, self.gang_name, self.started_at = log, gang_name, started_at
         self.heartbeat_seconds = heartbeat_seconds
         self.try_number, self.tries_allowed, self.step_description = try_number, tries_allowed, step_description
@@ -128,8 +143,15 @@ class WaitReporter:
         if state != self.last_state:
             self.last_state, self.last_line_at = state, now
             detail = f" [{conditions}]" if conditions else ""
-            self.log.info("Gang %s: %s after %s: %s%s%s", self.gang_name, decision.phase.value, elapsed,
-                          decision.message, detail, suffix)
+            self.log.info(
+                "Gang %s: %s after %s: %s%s%s",
+                self.gang_name,
+                decision.phase.value,
+                elapsed,
+                decision.message,
+                detail,
+                suffix,
+            )
         elif self.last_line_at is None or now - self.last_line_at >= self.heartbeat_seconds:
             self.last_line_at = now
             self.log.info("Gang %s: still waiting %s: %s%s", self.gang_name, elapsed, decision.message, suffix)

@@ -50,8 +50,9 @@ def has_termination_taint(node: dict[str, Any]) -> bool:
     return any(isinstance(taint, dict) and taint.get("key") == TERMINATION_TAINT for taint in taints)
 
 
-async def nodes_shutting_down(client: KubeClient, names: Iterable[str], *,
-                              timeout: float = READ_TIMEOUT_SECONDS) -> frozenset[str]:
+async def nodes_shutting_down(
+    client: KubeClient, names: Iterable[str], *, timeout: float = READ_TIMEOUT_SECONDS
+) -> frozenset[str]:
     """The nodes among ``names`` that carry :data:`TERMINATION_TAINT` or are gone (404).
 
     Raises :class:`kube.errors.KubeError` (e.g. Forbidden without ``get nodes``) or
@@ -69,8 +70,9 @@ async def nodes_shutting_down(client: KubeClient, names: Iterable[str], *,
     return frozenset(name for name, shutting in zip(ordered, found, strict=True) if shutting)
 
 
-async def found_shutting_down(decision: Decision, memory: RunMemory, client: KubeClient, log: WarningLog,
-                              gang_name: str) -> bool:
+async def found_shutting_down(
+    decision: Decision, memory: RunMemory, client: KubeClient, log: WarningLog, gang_name: str
+) -> bool:
     """Before ``decision`` (terminal, one of :data:`CHECKED_REASONS`) ends a spot gang's run: read the
     spot nodes ``memory`` knows and does not yet know to be shutting down; record those that are and
     say whether any was (then the caller decides again). A failed read is logged and changes nothing."""
@@ -82,8 +84,13 @@ async def found_shutting_down(decision: Decision, memory: RunMemory, client: Kub
     try:
         found = await nodes_shutting_down(client, unknown)
     except (errors.KubeError, asyncio.TimeoutError) as error:
-        log.warning("Gang %s: could not read its spot nodes %s before deciding (%s: grant get nodes, "
-                    "deploy/rbac.yaml); deciding on the pods alone", gang_name, sorted(unknown), error or "timeout")
+        log.warning(
+            "Gang %s: could not read its spot nodes %s before deciding (%s: grant get nodes, "
+            "deploy/rbac.yaml); deciding on the pods alone",
+            gang_name,
+            sorted(unknown),
+            error or "timeout",
+        )
         return False
     memory.saw_nodes_shutting_down(found)
     return bool(found)

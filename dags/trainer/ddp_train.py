@@ -51,8 +51,12 @@ def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--checkpoint-every", type=int, default=5, help="steps between checkpoints")
-    parser.add_argument("--step-seconds", type=float, default=0.0,
-                        help="extra time per step, standing in for real work (so a run can be interrupted)")
+    parser.add_argument(
+        "--step-seconds",
+        type=float,
+        default=0.0,
+        help="extra time per step, standing in for real work (so a run can be interrupted)",
+    )
     return parser.parse_args()
 
 
@@ -62,8 +66,10 @@ class Checkpointing:
     def __init__(self, rank: int) -> None:
         location = os.environ.get("GANG_CHECKPOINT_DIR")
         if location and "://" in location:
-            raise SystemExit(f"GANG_CHECKPOINT_DIR={location}: this example saves to a local or mounted path; "
-                             "a URI needs a storage client (e.g. fsspec) in the trainer")
+            raise SystemExit(
+                f"GANG_CHECKPOINT_DIR={location}: this example saves to a local or mounted path; "
+                "a URI needs a storage client (e.g. fsspec) in the trainer"
+            )
         self.directory = Path(location) if location else None
         self.message_path = os.environ.get("GANG_TERMINATION_MESSAGE_PATH")
         self.writes = rank == 0 and self.directory is not None
@@ -150,8 +156,18 @@ def main() -> None:
         final = torch.nn.functional.mse_loss(model(inputs), inputs @ true_weights).reshape(1)
     dist.all_reduce(final)  # mean loss over ranks, proving the ranks talk to each other
     if rank == 0:
-        print(json.dumps({"world_size": world_size, "original_size": original_size, "steps": options.steps,
-                          "first_step": first, "mean_final_loss": round(final.item() / world_size, 6)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "world_size": world_size,
+                    "original_size": original_size,
+                    "steps": options.steps,
+                    "first_step": first,
+                    "mean_final_loss": round(final.item() / world_size, 6),
+                }
+            ),
+            flush=True,
+        )
     dist.destroy_process_group()
 
 

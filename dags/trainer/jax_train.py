@@ -48,13 +48,18 @@ def main() -> None:
     local = jnp.zeros(jax.local_device_count(), dtype=jnp.int32).at[0].set(partial)  # once per process
     reduced = jax.pmap(lambda value: jax.lax.psum(value, "devices"), axis_name="devices")(local)
     if process == 0:
-        print(json.dumps({
-            "num_processes": processes,
-            "process_ids": [int(row[0]) for row in gathered.tolist()],
-            "sum_of_squares_allgather": sum(int(row[1]) for row in gathered.tolist()),
-            "sum_of_squares_psum": int(reduced[0]),
-            "expected": (N - 1) * N * (2 * N - 1) // 6,
-        }), flush=True)
+        print(
+            json.dumps(
+                {
+                    "num_processes": processes,
+                    "process_ids": [int(row[0]) for row in gathered.tolist()],
+                    "sum_of_squares_allgather": sum(int(row[1]) for row in gathered.tolist()),
+                    "sum_of_squares_psum": int(reduced[0]),
+                    "expected": (N - 1) * N * (2 * N - 1) // 6,
+                }
+            ),
+            flush=True,
+        )
     jax.distributed.shutdown()
 
 

@@ -27,8 +27,7 @@ def gang_dag(dag_id: str, *, retries: int = 0, **operator_arguments: Any) -> Any
     from airflow.sdk import DAG
 
     with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False) as dag:
-        GangTrainingOperator(task_id="train", retries=retries, retry_delay=timedelta(seconds=0),
-                             **operator_arguments)
+        GangTrainingOperator(task_id="train", retries=retries, retry_delay=timedelta(seconds=0), **operator_arguments)
     return dag
 
 
@@ -40,8 +39,11 @@ def task_instance(dag_run: Any) -> Any:
 
     with create_session() as session:
         return session.scalars(
-            select(TaskInstance).where(TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id,
-                                       TaskInstance.task_id == "train")
+            select(TaskInstance).where(
+                TaskInstance.dag_id == dag_run.dag_id,
+                TaskInstance.run_id == dag_run.run_id,
+                TaskInstance.task_id == "train",
+            )
         ).one()
 
 
@@ -51,7 +53,8 @@ def summary_of(dag_run: Any) -> dict[str, Any]:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids="train",
-                                                 dag_ids=dag_run.dag_id)).first()
+        row = session.scalars(
+            XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids="train", dag_ids=dag_run.dag_id)
+        ).first()
         assert row is not None, "no summary XCom"
         return dict(XComModel.deserialize_value(row))

@@ -26,8 +26,9 @@ def test_a_lost_member_counts_as_used_for_the_time_it_ran(cluster_factory: Any) 
     cluster = cluster_factory("small", time_scale=60)
     template = simulated_pod(3600)
     del template["metadata"]["annotations"]["sim.gang.dev/run-seconds"]  # runs until deleted
-    op = GangTrainingOperator(task_id="train", size=2, gpus=1, pod_template=template, deferrable=True,
-                              kubernetes_conn_id=cluster.conn_id)
+    op = GangTrainingOperator(
+        task_id="train", size=2, gpus=1, pod_template=template, deferrable=True, kubernetes_conn_id=cluster.conn_id
+    )
     context = context_for(FakeTaskInstance("lost_member", "run-1"))
     run = deferred(op.execute_reserved, context, first_event(deferred(op.execute, context)))
     watched: dict[str, Any] = {}
@@ -48,32 +49,54 @@ def test_a_lost_member_counts_as_used_for_the_time_it_ran(cluster_factory: Any) 
 
 
 def test_a_clamped_shrink_says_the_size_it_ran_and_the_story_ends_the_log(
-        cluster_factory: Any, run_dag: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    cluster_factory: Any, run_dag: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     cluster_factory("small", time_scale=60)  # at most four 1-GPU nodes
-    dag = gang_dag("shrink_clamped", retries=1, size=8, min_size=2, gpus=1, pod_template=simulated_pod(20),
-                   fallbacks=[ShrinkTo(6, divisible_by=4)], reservation_timeout=RESERVATION_WINDOW, deferrable=True)
+    dag = gang_dag(
+        "shrink_clamped",
+        retries=1,
+        size=8,
+        min_size=2,
+        gpus=1,
+        pod_template=simulated_pod(20),
+        fallbacks=[ShrinkTo(6, divisible_by=4)],
+        reservation_timeout=RESERVATION_WINDOW,
+        deferrable=True,
+    )
     dag_run = run_dag(dag)
     assert task_instance(dag_run).state == "success"
     summary = summary_of(dag_run)
     assert [(item["step"], item["size"]) for item in summary["tries"]] == [
-        ("as configured", 8), ("shrink to 6 members (a multiple of 4), ran 4", 4)]
+        ("as configured", 8),
+        ("shrink to 6 members (a multiple of 4), ran 4", 4),
+    ]
     assert summary["fallback_step"] == "shrink to 6 members (a multiple of 4), ran 4"
     assert all("gpu_hours_used" in item and "gpu_seconds_used" not in item for item in summary["tries"])
     assert sum(item["gpu_hours_reserved"] for item in summary["tries"]) == pytest.approx(
-        summary["all_tries"]["gpu_hours_reserved"], abs=1e-5)
+        summary["all_tries"]["gpu_hours_reserved"], abs=1e-5
+    )
     log = capfd.readouterr().out
-    story = log[log.rindex("Gang summary:"):]
+    story = log[log.rindex("Gang summary:") :]
     assert "try 1 | as configured | provisioning_request | 8 |" in story
     assert "try 2 | shrink to 6 members (a multiple of 4), ran 4 | provisioning_request | 4 | all_succeeded" in story
     assert "all tries:" in story
 
 
 @pytest.mark.parametrize("mode", ["provisioning_request", "gates"])
-def test_on_finish_keep_keeps_the_finished_members_and_their_owner_only(cluster_factory: Any, run_dag: Any,
-                                                                         mode: str) -> None:
+def test_on_finish_keep_keeps_the_finished_members_and_their_owner_only(
+    cluster_factory: Any, run_dag: Any, mode: str
+) -> None:
     cluster = cluster_factory("small", time_scale=60)
-    dag = gang_dag(f"keep_{mode}", size=2, gpus=1, pod_template=simulated_pod(10), reservation=mode,
-                   distributed="torch", on_finish="keep", deferrable=True)
+    dag = gang_dag(
+        f"keep_{mode}",
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(10),
+        reservation=mode,
+        distributed="torch",
+        on_finish="keep",
+        deferrable=True,
+    )
     dag_run = run_dag(dag)
     gang = summary_of(dag_run)["gang"]
     left = gang_objects(cluster, gang)
@@ -82,13 +105,25 @@ def test_on_finish_keep_keeps_the_finished_members_and_their_owner_only(cluster_
     assert {pod["status"]["phase"] for pod in pods} == {"Succeeded"} and len(pods) == 2
     (owner,) = left["v1/configmaps"]
     cluster.harness.run(lambda: cluster.harness.store.delete("v1/configmaps", owner, "default"))
-    eventually(lambda: gang_objects(cluster, gang) == {}, timeout=30.0,
-               what="the gang's objects deleted (the owner takes its members with it)")
+    eventually(
+        lambda: gang_objects(cluster, gang) == {},
+        timeout=30.0,
+        what="the gang's objects deleted (the owner takes its members with it)",
+    )
 
 
 def test_timeouts_given_in_seconds_run_a_gang(cluster_factory: Any, run_dag: Any) -> None:
     """``reservation_timeout=60`` is right, as ``retry_delay=60`` is in Airflow."""
     cluster_factory("small", time_scale=60)
-    dag = gang_dag("seconds", size=2, gpus=1, pod_template=simulated_pod(10), deferrable=True,
-                   reservation_timeout=60, startup_timeout=60, run_timeout=120, unreachable_timeout=60)
+    dag = gang_dag(
+        "seconds",
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(10),
+        deferrable=True,
+        reservation_timeout=60,
+        startup_timeout=60,
+        run_timeout=120,
+        unreachable_timeout=60,
+    )
     assert task_instance(run_dag(dag)).state == "success"

@@ -68,11 +68,18 @@ EXAMPLE_TIME_SCALE = 60.0
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("dag_id", "task_id", "scenario", "image", "needs"), EXAMPLES,
-                         ids=[example[0] for example in EXAMPLES])
-def test_every_example_dag_completes_on_its_scenario(cluster_factory: Any, monkeypatch: pytest.MonkeyPatch,
-                                                     dag_id: str, task_id: str, scenario: str, image: str | None,
-                                                     needs: str | None) -> None:
+@pytest.mark.parametrize(
+    ("dag_id", "task_id", "scenario", "image", "needs"), EXAMPLES, ids=[example[0] for example in EXAMPLES]
+)
+def test_every_example_dag_completes_on_its_scenario(
+    cluster_factory: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    dag_id: str,
+    task_id: str,
+    scenario: str,
+    image: str | None,
+    needs: str | None,
+) -> None:
     if needs is not None:
         pytest.importorskip(needs)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")

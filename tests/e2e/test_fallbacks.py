@@ -26,10 +26,26 @@ TWO_ZONES: dict[str, Any] = {
     "description": "zone-a has no GPU nodes and cannot get any; zone-b has four idle 1-GPU nodes",
     "seed": 3,
     "nodePools": [
-        {"name": "cpu-a", "zone": "zone-a", "cpu": "8", "memory": "32Gi", "minNodes": 1, "maxNodes": 1,
-         "initialNodes": 1},
-        {"name": "gpu-b", "zone": "zone-b", "gpuType": "nvidia-l4", "gpusPerNode": 1, "cpu": "8", "memory": "32Gi",
-         "taints": [GPU_TAINT], "maxNodes": 4, "initialNodes": 4},
+        {
+            "name": "cpu-a",
+            "zone": "zone-a",
+            "cpu": "8",
+            "memory": "32Gi",
+            "minNodes": 1,
+            "maxNodes": 1,
+            "initialNodes": 1,
+        },
+        {
+            "name": "gpu-b",
+            "zone": "zone-b",
+            "gpuType": "nvidia-l4",
+            "gpusPerNode": 1,
+            "cpu": "8",
+            "memory": "32Gi",
+            "taints": [GPU_TAINT],
+            "maxNodes": 4,
+            "initialNodes": 4,
+        },
     ],
 }
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
@@ -48,10 +64,20 @@ def test_refused_in_zone_a_then_granted_in_zone_b(cluster_factory: Any, run_dag:
             request_events.append((event_type, obj["metadata"]["name"]))
 
     cluster.harness.run(lambda: cluster.harness.store.subscribe(record))
-    dag = gang_dag("zone_fallback", retries=1, size=4, gpus=1, pod_template=simulated_pod(30),
-                   zone="zone-a", strict_zone=True, provisioning_class=CHECK_CAPACITY,
-                   provisioning_parameters={"noRetry": "true"}, fallbacks=[OtherZone("zone-b")],
-                   reservation_timeout=timedelta(seconds=30), deferrable=True)
+    dag = gang_dag(
+        "zone_fallback",
+        retries=1,
+        size=4,
+        gpus=1,
+        pod_template=simulated_pod(30),
+        zone="zone-a",
+        strict_zone=True,
+        provisioning_class=CHECK_CAPACITY,
+        provisioning_parameters={"noRetry": "true"},
+        fallbacks=[OtherZone("zone-b")],
+        reservation_timeout=timedelta(seconds=30),
+        deferrable=True,
+    )
     dag_run = run_dag(dag)
     assert task_instance(dag_run).state == "success"
     summary = summary_of(dag_run)
@@ -67,8 +93,17 @@ def test_refused_in_zone_a_then_granted_in_zone_b(cluster_factory: Any, run_dag:
 
 def test_shrinks_from_8_to_4_after_the_reservation_times_out(cluster_factory: Any, run_dag: Any) -> None:
     cluster_factory("small", time_scale=60)  # at most four 1-GPU nodes
-    dag = gang_dag("shrink", retries=1, size=8, min_size=4, gpus=1, pod_template=simulated_pod(30),
-                   fallbacks=[ShrinkTo(4)], reservation_timeout=RESERVATION_WINDOW, deferrable=True)
+    dag = gang_dag(
+        "shrink",
+        retries=1,
+        size=8,
+        min_size=4,
+        gpus=1,
+        pod_template=simulated_pod(30),
+        fallbacks=[ShrinkTo(4)],
+        reservation_timeout=RESERVATION_WINDOW,
+        deferrable=True,
+    )
     dag_run = run_dag(dag)
     assert task_instance(dag_run).state == "success"
     summary = summary_of(dag_run)
@@ -81,8 +116,16 @@ def test_shrinks_from_8_to_4_after_the_reservation_times_out(cluster_factory: An
 
 def test_start_by_missed_fails_without_retry(cluster_factory: Any, run_dag: Any) -> None:
     cluster_factory("small", time_scale=60)  # 8 GPUs never fit
-    dag = gang_dag("start_by", retries=3, size=8, gpus=1, pod_template=simulated_pod(30),
-                   start_by=timedelta(seconds=3), reservation_timeout=timedelta(minutes=5), deferrable=True)
+    dag = gang_dag(
+        "start_by",
+        retries=3,
+        size=8,
+        gpus=1,
+        pod_template=simulated_pod(30),
+        start_by=timedelta(seconds=3),
+        reservation_timeout=timedelta(minutes=5),
+        deferrable=True,
+    )
     dag_run = run_dag(dag)
     ti = task_instance(dag_run)
     assert ti.state == "failed"
@@ -90,14 +133,28 @@ def test_start_by_missed_fails_without_retry(cluster_factory: Any, run_dag: Any)
 
 
 @pytest.mark.parametrize("deferrable", [True, False], ids=["deferrable", "blocking"])
-def test_one_rank_failing_tears_the_gang_down(cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch,
-                                              capfd: pytest.CaptureFixture[str], deferrable: bool) -> None:
+def test_one_rank_failing_tears_the_gang_down(
+    cluster_factory: Any,
+    run_dag: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    deferrable: bool,
+) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     scenario = dataclasses.replace(load_scenario("small"), local_process_images=("local/shell",))
     cluster = cluster_factory(scenario, time_scale=60)
     script = 'if [ "$RANK" = 2 ]; then sleep 1; echo "rank 2 gives up"; exit 3; fi; sleep 600'
-    dag = gang_dag(f"rank_failure_{deferrable}", size=4, cpu="1", image="local/shell", command=["sh", "-c", script],
-                   distributed="torch", log_ranks="all", deferrable=deferrable, run_timeout=timedelta(seconds=120))
+    dag = gang_dag(
+        f"rank_failure_{deferrable}",
+        size=4,
+        cpu="1",
+        image="local/shell",
+        command=["sh", "-c", script],
+        distributed="torch",
+        log_ranks="all",
+        deferrable=deferrable,
+        run_timeout=timedelta(seconds=120),
+    )
     dag_run = run_dag(dag)
     assert task_instance(dag_run).state == "failed"
     log = capfd.readouterr().out
@@ -110,8 +167,16 @@ def test_booking_expiring_before_launch_fails_the_try_for_a_retry(cluster_factor
     scenario = copy.deepcopy(TWO_ZONES)
     scenario["autoscaler"] = {"bookingSeconds": 600}
     cluster = cluster_factory(scenario, time_scale=None)  # manual clock
-    op = GangTrainingOperator(task_id="train", size=4, gpus=1, pod_template=simulated_pod(30), zone="zone-b",
-                              provisioning_class=CHECK_CAPACITY, deferrable=True, kubernetes_conn_id=cluster.conn_id)
+    op = GangTrainingOperator(
+        task_id="train",
+        size=4,
+        gpus=1,
+        pod_template=simulated_pod(30),
+        zone="zone-b",
+        provisioning_class=CHECK_CAPACITY,
+        deferrable=True,
+        kubernetes_conn_id=cluster.conn_id,
+    )
     context = context_for(FakeTaskInstance("booking", "run-1"))
     trigger = deferred(op.execute, context)
     cluster.harness.advance(30)  # the autoscaler's loop finds capacity: Provisioned, booked for 10 min

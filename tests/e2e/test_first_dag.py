@@ -23,7 +23,7 @@ from pathlib import Path
 from tests.standalone.clusters import ClusterSpec, start_cluster
 from tests.standalone.processes import BIN, tail
 
-DAG_FILE = '''
+DAG_FILE = """
 from datetime import datetime
 
 from airflow.sdk import DAG
@@ -44,7 +44,7 @@ with DAG(dag_id="first_gang", schedule=None, start_date=datetime(2026, 1, 1), ca
         startup_timeout=120,
         run_timeout=120,
     )
-'''
+"""
 
 
 def test_a_readme_dag_completes_on_the_demo_scenario_and_logs_rank_0(tmp_path: Path) -> None:
@@ -61,8 +61,14 @@ def test_a_readme_dag_completes_on_the_demo_scenario_and_logs_rank_0(tmp_path: P
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": str(settings.SQL_ALCHEMY_CONN),
             "AIRFLOW_CONN_KUBERNETES_DEFAULT": cluster.connection_json(),
         }
-        result = subprocess.run([str(BIN / "airflow"), "dags", "test", "first_gang"], capture_output=True, text=True,
-                                env=env, timeout=240, check=False)
+        result = subprocess.run(
+            [str(BIN / "airflow"), "dags", "test", "first_gang"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=240,
+            check=False,
+        )
         output = result.stdout + result.stderr
         pods = cluster.kubectl("get", "pods", "-n", "default", "-o", "name")
     finally:

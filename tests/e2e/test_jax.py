@@ -27,21 +27,35 @@ PROCESSES = 3
 
 def rank0_reports(task_log: str) -> list[dict[str, Any]]:
     """The JSON lines rank 0 printed, as the operator copied them into the task log."""
-    return [json.loads(line.split("[rank 0] ", 1)[1].split("}", 1)[0] + "}")
-            for line in task_log.splitlines() if "[rank 0] {" in line]
+    return [
+        json.loads(line.split("[rank 0] ", 1)[1].split("}", 1)[0] + "}")
+        for line in task_log.splitlines()
+        if "[rank 0] {" in line
+    ]
 
 
 @pytest.mark.timeout(300)
-def test_three_process_jax_job_runs_collectives(cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch,
-                                                capfd: pytest.CaptureFixture[str]) -> None:
+def test_three_process_jax_job_runs_collectives(
+    cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     scenario = dataclasses.replace(load_scenario("small"), local_process_images=(IMAGE,))
     cluster = cluster_factory(scenario, time_scale=60)
-    dag = gang_dag("jax_three_processes", image=IMAGE, command=["python", "-u", str(TRAINER)], size=PROCESSES,
-                   cpu="1", distributed="jax", master_port=free_port(), reservation="provisioning_request",
-                   deferrable=True, log_ranks=[0],
-                   reservation_timeout=timedelta(seconds=60), startup_timeout=timedelta(seconds=60),
-                   run_timeout=timedelta(seconds=180))
+    dag = gang_dag(
+        "jax_three_processes",
+        image=IMAGE,
+        command=["python", "-u", str(TRAINER)],
+        size=PROCESSES,
+        cpu="1",
+        distributed="jax",
+        master_port=free_port(),
+        reservation="provisioning_request",
+        deferrable=True,
+        log_ranks=[0],
+        reservation_timeout=timedelta(seconds=60),
+        startup_timeout=timedelta(seconds=60),
+        run_timeout=timedelta(seconds=180),
+    )
     dag_run = run_dag(dag)
     task_log = capfd.readouterr().out
     assert task_instance(dag_run).state == "success", task_log[-3000:]

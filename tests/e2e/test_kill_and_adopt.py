@@ -23,14 +23,21 @@ from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
 from tests.e2e.gang_dags import simulated_pod
 
-GANG_KINDS = ("v1/pods", "v1/configmaps", "v1/podtemplates", "v1/services",
-              "autoscaling.x-k8s.io/v1/provisioningrequests")
+GANG_KINDS = (
+    "v1/pods",
+    "v1/configmaps",
+    "v1/podtemplates",
+    "v1/services",
+    "autoscaling.x-k8s.io/v1/provisioningrequests",
+)
 
 
 def gang_objects(cluster: SimulatedCluster, gang: str) -> dict[str, list[str]]:
     selector = f"{naming.GANG_LABEL}={gang}"
-    found = {kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)]
-             for kind in GANG_KINDS}
+    found = {
+        kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)]
+        for kind in GANG_KINDS
+    }
     return {kind: names for kind, names in found.items() if names}
 
 
@@ -65,8 +72,15 @@ def operator(cluster: SimulatedCluster, *, deferrable: bool = True, run_seconds:
     template = simulated_pod(run_seconds if run_seconds is not None else 3600)
     if run_seconds is None:
         del template["metadata"]["annotations"]["sim.gang.dev/run-seconds"]  # runs until deleted
-    return GangTrainingOperator(task_id="train", size=4, gpus=1, pod_template=template, deferrable=deferrable,
-                                distributed="torch", kubernetes_conn_id=cluster.conn_id)
+    return GangTrainingOperator(
+        task_id="train",
+        size=4,
+        gpus=1,
+        pod_template=template,
+        deferrable=deferrable,
+        distributed="torch",
+        kubernetes_conn_id=cluster.conn_id,
+    )
 
 
 def test_kill_while_reserving_leaves_no_object(cluster_factory: Any) -> None:
@@ -86,8 +100,9 @@ def test_kill_while_running_leaves_no_object(cluster_factory: Any) -> None:
     run_trigger = deferred(op.execute_reserved, context, first_event(reservation))
     eventually(lambda: running_pods(cluster, run_trigger.gang_name) == 4, timeout=30.0, what="the 4 members running")
     assert delete_like_on_kill(run_trigger) > 0
-    eventually(lambda: gang_objects(cluster, run_trigger.gang_name) == {},
-               timeout=30.0, what="the gang's objects deleted")
+    eventually(
+        lambda: gang_objects(cluster, run_trigger.gang_name) == {}, timeout=30.0, what="the gang's objects deleted"
+    )
 
 
 def test_blocking_on_kill_during_run_leaves_no_object(cluster_factory: Any) -> None:
@@ -140,11 +155,11 @@ def test_retry_after_worker_crash_adopts_the_pods_already_created(cluster_factor
     summary = op.execute_finished(second, first_event(run_trigger))
     assert summary["gang"] == gang
     assert summary["size_run"] == 4
-    assert [(item["attempt"], item["outcome"]) for item in summary["tries"]] == [(1, "worker_lost"),
-                                                                                (2, "all_succeeded")]
+    assert [(item["attempt"], item["outcome"]) for item in summary["tries"]] == [
+        (1, "worker_lost"),
+        (2, "all_succeeded"),
+    ]
     eventually(lambda: gang_objects(cluster, gang) == {}, timeout=30.0, what="the gang's objects deleted")
-
-
 
 
 def test_new_try_withdraws_the_reservation_an_earlier_try_left(cluster_factory: Any) -> None:
@@ -154,9 +169,20 @@ def test_new_try_withdraws_the_reservation_an_earlier_try_left(cluster_factory: 
     first = context_for(FakeTaskInstance("withdraw", "run-1", try_number=1))
     left_behind = deferred(op.execute, first).gang_name
     # Try 1 ended (its deadline passed) but its clean-up never reached the API server.
-    TryHistory(first).record(TryRecord(attempt=1, gang=left_behind, step="as configured", step_index=None,
-                                       mode="provisioning_request", size=4, outcome="deadline", message="",
-                                       retryable=True), drop_current=True)
+    TryHistory(first).record(
+        TryRecord(
+            attempt=1,
+            gang=left_behind,
+            step="as configured",
+            step_index=None,
+            mode="provisioning_request",
+            size=4,
+            outcome="deadline",
+            message="",
+            retryable=True,
+        ),
+        drop_current=True,
+    )
     second = context_for(FakeTaskInstance("withdraw", "run-1", try_number=2))
     current = deferred(op.execute, second).gang_name
     assert current != left_behind
@@ -169,9 +195,20 @@ def test_exhausted_ladder_still_withdraws_what_earlier_tries_left(cluster_factor
     op = operator(cluster)  # retries=0: no step for a second try
     first = context_for(FakeTaskInstance("withdraw_exhausted", "run-1", try_number=1))
     left_behind = deferred(op.execute, first).gang_name
-    TryHistory(first).record(TryRecord(attempt=1, gang=left_behind, step="as configured", step_index=None,
-                                       mode="provisioning_request", size=4, outcome="deadline", message="",
-                                       retryable=True), drop_current=True)
+    TryHistory(first).record(
+        TryRecord(
+            attempt=1,
+            gang=left_behind,
+            step="as configured",
+            step_index=None,
+            mode="provisioning_request",
+            size=4,
+            outcome="deadline",
+            message="",
+            retryable=True,
+        ),
+        drop_current=True,
+    )
     with pytest.raises(GangFailedForGood) as caught:
         op.execute(context_for(FakeTaskInstance("withdraw_exhausted", "run-1", try_number=2)))
     assert caught.value.reason is Reason.LADDER_EXHAUSTED
@@ -179,7 +216,8 @@ def test_exhausted_ladder_still_withdraws_what_earlier_tries_left(cluster_factor
 
 
 def test_cleared_try_adopted_by_the_next_one_keeps_the_gang_until_the_owning_try_is_killed(
-        cluster_factory: Any) -> None:
+    cluster_factory: Any,
+) -> None:
     """Clearing a deferred task: try 2 adopts try 1's gang; try 1's trigger is cancelled before or
     after that. Its ``on_kill`` keeps the gang while try 2 is on its way or deferred, and also when it
     reads a final state once try 2 owns the gang; try 2's own ``on_kill`` (marked failed) deletes it."""

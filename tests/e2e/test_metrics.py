@@ -63,8 +63,9 @@ class StatsdListener:
         return found
 
     def wait_for(self, name: str, count: int, timeout: float = 5.0) -> list[tuple[dict[str, str], float, str]]:
-        eventually(lambda: len(self.metrics(name)) >= count, timeout=timeout, what=f"{count} {name} metrics",
-                   interval=0.02)
+        eventually(
+            lambda: len(self.metrics(name)) >= count, timeout=timeout, what=f"{count} {name} metrics", interval=0.02
+        )
         return self.metrics(name)
 
 
@@ -75,8 +76,13 @@ def statsd_listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[StatsdListener]
     from airflow.sdk.observability.metrics import stats_utils
 
     listener = StatsdListener()
-    for key, value in {"STATSD_ON": "True", "STATSD_HOST": "127.0.0.1", "STATSD_PORT": str(listener.port),
-                       "STATSD_PREFIX": "airflow", "STATSD_INFLUXDB_ENABLED": "True"}.items():
+    for key, value in {
+        "STATSD_ON": "True",
+        "STATSD_HOST": "127.0.0.1",
+        "STATSD_PORT": str(listener.port),
+        "STATSD_PREFIX": "airflow",
+        "STATSD_INFLUXDB_ENABLED": "True",
+    }.items():
         monkeypatch.setenv(f"AIRFLOW__METRICS__{key}", value)
     stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
     try:
@@ -87,39 +93,60 @@ def statsd_listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[StatsdListener]
 
 
 def test_a_successful_try_sends_its_outcome_stage_times_and_gpu_seconds(
-        cluster_factory: Any, run_dag: Any, statsd_listener: StatsdListener) -> None:
+    cluster_factory: Any, run_dag: Any, statsd_listener: StatsdListener
+) -> None:
     cluster_factory("small", time_scale=60)
     dag = gang_dag("metrics_success", size=2, gpus=1, pod_template=simulated_pod(60), deferrable=True)
     assert task_instance(run_dag(dag)).state == "success"
     ((tags, value, kind),) = statsd_listener.wait_for("airflow.gang.try.outcome", 1)
     assert (value, kind) == (1.0, "c")
-    assert tags == {"mode": "provisioning_request", "reason": "all_succeeded", "step": "as_configured",
-                    "status": "success"}
+    assert tags == {
+        "mode": "provisioning_request",
+        "reason": "all_succeeded",
+        "step": "as_configured",
+        "status": "success",
+    }
     for stage in ("reservation_wait", "launch", "run"):
         ((stage_tags, milliseconds, stage_kind),) = statsd_listener.metrics(f"airflow.gang.try.{stage}")
         assert stage_kind == "ms" and stage_tags["reason"] == "all_succeeded"
         assert 0 <= milliseconds < 60_000, (stage, milliseconds)
     ((_, run_ms, _),) = statsd_listener.metrics("airflow.gang.try.run")
     assert run_ms >= 500  # 60 simulated seconds at 60x: about a wall second of running
-    gpu = {name: statsd_listener.metrics(f"airflow.gang.try.gpu_seconds_{name}")[0][1]
-           for name in ("reserved", "used", "idle")}
+    gpu = {
+        name: statsd_listener.metrics(f"airflow.gang.try.gpu_seconds_{name}")[0][1]
+        for name in ("reserved", "used", "idle")
+    }
     assert gpu["used"] > 0 and gpu["reserved"] >= gpu["used"]
     assert abs(gpu["reserved"] - gpu["used"] - gpu["idle"]) <= 1  # whole seconds, each rounded
     assert statsd_listener.metrics("airflow.gang.try.fallback_step") == []  # ran as configured
 
 
 def test_failed_tries_send_their_reason_and_the_fallback_step_the_next_one_took(
-        cluster_factory: Any, run_dag: Any, statsd_listener: StatsdListener) -> None:
+    cluster_factory: Any, run_dag: Any, statsd_listener: StatsdListener
+) -> None:
     cluster_factory("small", time_scale=60)
-    dag = gang_dag("metrics_failure", size=2, min_size=1, gpus=1, retries=1, deferrable=True,
-                   pod_template=simulated_pod(10, exit_code=3),
-                   fallbacks=[ShrinkTo(1, applies_to=frozenset({Reason.MEMBER_FAILED}))])
+    dag = gang_dag(
+        "metrics_failure",
+        size=2,
+        min_size=1,
+        gpus=1,
+        retries=1,
+        deferrable=True,
+        pod_template=simulated_pod(10, exit_code=3),
+        fallbacks=[ShrinkTo(1, applies_to=frozenset({Reason.MEMBER_FAILED}))],
+    )
     assert task_instance(run_dag(dag)).state == "failed"
     outcomes = statsd_listener.wait_for("airflow.gang.try.outcome", 2)
     assert sorted((tags["reason"], tags["status"], tags["step"]) for tags, _, _ in outcomes) == [
-        ("member_failed", "failure", "as_configured"), ("member_failed", "failure", "shrink_to_1_members")]
+        ("member_failed", "failure", "as_configured"),
+        ("member_failed", "failure", "shrink_to_1_members"),
+    ]
     ((tags, value, _),) = statsd_listener.metrics("airflow.gang.try.fallback_step")
     assert value == 1.0
-    assert tags == {"mode": "provisioning_request", "reason": "member_failed", "step": "shrink_to_1_members",
-                    "step_index": "0"}
+    assert tags == {
+        "mode": "provisioning_request",
+        "reason": "member_failed",
+        "step": "shrink_to_1_members",
+        "step_index": "0",
+    }
     assert len(statsd_listener.metrics("airflow.gang.try.gpu_seconds_reserved")) == 2  # once per try

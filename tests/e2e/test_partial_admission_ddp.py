@@ -28,23 +28,39 @@ IMAGE = "local/ddp-trainer:test"
 
 def rank0_reports(task_log: str) -> list[dict[str, Any]]:
     """The JSON lines rank 0 printed, as the operator copied them into the task log."""
-    return [json.loads(line.split("[rank 0] ", 1)[1].split("}", 1)[0] + "}")
-            for line in task_log.splitlines() if "[rank 0] {" in line]
+    return [
+        json.loads(line.split("[rank 0] ", 1)[1].split("}", 1)[0] + "}")
+        for line in task_log.splitlines()
+        if "[rank 0] {" in line
+    ]
 
 
 @pytest.mark.timeout(300)
 def test_partially_admitted_ddp_job_trains_with_the_admitted_world_size(
-        cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str]) -> None:
+    cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     scenario = dataclasses.replace(load_scenario("small"), local_process_images=(IMAGE,))
     cluster = cluster_factory(scenario, time_scale=60)
     kueue_queues(cluster, {"team-two": 2})
-    dag = gang_dag("ddp_partial_admission", image=IMAGE, command=["python", "-u", str(TRAINER)], size=4, min_size=2,
-                   gpus=1, cpu="1", distributed="torch", master_port=free_port(), reservation="kueue",
-                   kueue_queue="team-two", deferrable=True, log_ranks=[0],
-                   reservation_timeout=timedelta(seconds=60), startup_timeout=timedelta(seconds=60),
-                   run_timeout=timedelta(seconds=180))
+    dag = gang_dag(
+        "ddp_partial_admission",
+        image=IMAGE,
+        command=["python", "-u", str(TRAINER)],
+        size=4,
+        min_size=2,
+        gpus=1,
+        cpu="1",
+        distributed="torch",
+        master_port=free_port(),
+        reservation="kueue",
+        kueue_queue="team-two",
+        deferrable=True,
+        log_ranks=[0],
+        reservation_timeout=timedelta(seconds=60),
+        startup_timeout=timedelta(seconds=60),
+        run_timeout=timedelta(seconds=180),
+    )
     dag_run = run_dag(dag)
     task_log = capfd.readouterr().out
     assert task_instance(dag_run).state == "success", task_log[-3000:]

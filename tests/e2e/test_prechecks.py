@@ -28,8 +28,14 @@ from tests.e2e.driving import FakeTaskInstance, context_for, deferred
 from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
 from tests.e2e.test_modes import KUEUE, kueue_queues
 
-GANG_OBJECT_KINDS = ("v1/configmaps", "v1/pods", "v1/podtemplates", "v1/services", "batch/v1/jobs",
-                     "autoscaling.x-k8s.io/v1/provisioningrequests")
+GANG_OBJECT_KINDS = (
+    "v1/configmaps",
+    "v1/pods",
+    "v1/podtemplates",
+    "v1/services",
+    "batch/v1/jobs",
+    "autoscaling.x-k8s.io/v1/provisioningrequests",
+)
 SSAR = "selfsubjectaccessreviews.authorization.k8s.io"
 
 
@@ -50,8 +56,9 @@ def creates_sent(cluster: Any) -> dict[str, int]:
     return {resource: number for resource, number in by_resource.items() if resource != SSAR}
 
 
-def test_missing_provisioning_request_crd_fails_fast_by_name(cluster_factory: Any, run_dag: Any,
-                                                             capfd: pytest.CaptureFixture[str]) -> None:
+def test_missing_provisioning_request_crd_fails_fast_by_name(
+    cluster_factory: Any, run_dag: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     cluster = cluster_factory("small", time_scale=60, preload_crds=False)
     dag = gang_dag("missing_crd", retries=2, size=2, gpus=1, pod_template=simulated_pod(10), deferrable=True)
     ti = task_instance(run_dag(dag))
@@ -60,18 +67,29 @@ def test_missing_provisioning_request_crd_fails_fast_by_name(cluster_factory: An
     assert nothing_created(cluster)
 
 
-def test_missing_permission_fails_fast_by_name(cluster_factory: Any, run_dag: Any,
-                                               monkeypatch: pytest.MonkeyPatch,
-                                               capfd: pytest.CaptureFixture[str]) -> None:
+def test_missing_permission_fails_fast_by_name(
+    cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     cluster = cluster_factory("small", time_scale=60)
-    _, kubeconfig = cluster.harness.add_user("read-only-autoscaling", [
-        Rule(groups=("", "batch")),
-        Rule(verbs=("get", "list", "watch"), groups=("autoscaling.x-k8s.io",)),
-    ])
-    monkeypatch.setenv("AIRFLOW_CONN_LIMITED", json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
-    dag = gang_dag("missing_permission", retries=2, size=2, gpus=1, pod_template=simulated_pod(10),
-                   deferrable=True, kubernetes_conn_id="limited")
+    _, kubeconfig = cluster.harness.add_user(
+        "read-only-autoscaling",
+        [
+            Rule(groups=("", "batch")),
+            Rule(verbs=("get", "list", "watch"), groups=("autoscaling.x-k8s.io",)),
+        ],
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LIMITED", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
+    )
+    dag = gang_dag(
+        "missing_permission",
+        retries=2,
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(10),
+        deferrable=True,
+        kubernetes_conn_id="limited",
+    )
     ti = task_instance(run_dag(dag))
     assert (ti.state, ti.try_number) == ("failed", 1)
     log = capfd.readouterr().out
@@ -84,16 +102,36 @@ def test_missing_permission_fails_fast_by_name(cluster_factory: Any, run_dag: An
 
 def cluster_queue(name: str, flavor: str, covered: dict[str, str]) -> dict[str, Any]:
     """A ClusterQueue of one resource group, ``covered`` resource -> nominal quota, in ``flavor``."""
-    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name},
-            "spec": {"namespaceSelector": {}, "resourceGroups": [{
-                "coveredResources": list(covered),
-                "flavors": [{"name": flavor, "resources": [{"name": resource, "nominalQuota": quota}
-                                                           for resource, quota in covered.items()]}]}]}}
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": list(covered),
+                    "flavors": [
+                        {
+                            "name": flavor,
+                            "resources": [
+                                {"name": resource, "nominalQuota": quota} for resource, quota in covered.items()
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
 
 
 def local_queue(name: str, target: str) -> dict[str, Any]:
-    return {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"clusterQueue": target}}
+    return {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"clusterQueue": target},
+    }
 
 
 def active_reason(cluster: Any, resource: str, name: str, namespace: str | None) -> str | None:
@@ -118,20 +156,36 @@ def queues_cluster(cluster_factory: Any) -> Any:
     cluster.create(f"{KUEUE}/clusterqueues", cluster_queue("cq-cpu", "l4", {"cpu": "64"}))
     for name, target in (("team-orphan", "cq-gone"), ("team-inactive", "cq-inactive"), ("team-cpu", "cq-cpu")):
         cluster.create(f"{KUEUE}/localqueues", local_queue(name, target), "default")
-    eventually(lambda: active_reason(cluster, "localqueues", "team-orphan", "default")
-               == "False/ClusterQueueDoesNotExist",
-               timeout=30.0, what="LocalQueue team-orphan inactive: ClusterQueueDoesNotExist")
-    eventually(lambda: active_reason(cluster, "clusterqueues", "cq-inactive", None) == "False/FlavorNotFound",
-               timeout=30.0, what="ClusterQueue cq-inactive inactive: FlavorNotFound")
-    eventually(lambda: active_reason(cluster, "clusterqueues", "cq-cpu", None) == "True/Ready",
-               timeout=30.0, what="ClusterQueue cq-cpu active")
+    eventually(
+        lambda: active_reason(cluster, "localqueues", "team-orphan", "default") == "False/ClusterQueueDoesNotExist",
+        timeout=30.0,
+        what="LocalQueue team-orphan inactive: ClusterQueueDoesNotExist",
+    )
+    eventually(
+        lambda: active_reason(cluster, "clusterqueues", "cq-inactive", None) == "False/FlavorNotFound",
+        timeout=30.0,
+        what="ClusterQueue cq-inactive inactive: FlavorNotFound",
+    )
+    eventually(
+        lambda: active_reason(cluster, "clusterqueues", "cq-cpu", None) == "True/Ready",
+        timeout=30.0,
+        what="ClusterQueue cq-cpu active",
+    )
     cluster.harness.emulator.metrics.reset()
     return cluster
 
 
 def kueue_gang(queue: str) -> GangTrainingOperator:
-    return GangTrainingOperator(task_id="train", size=2, gpus=1, pod_template=simulated_pod(10), reservation="kueue",
-                                kueue_queue=queue, deferrable=True, reservation_timeout=timedelta(minutes=30))
+    return GangTrainingOperator(
+        task_id="train",
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(10),
+        reservation="kueue",
+        kueue_queue=queue,
+        deferrable=True,
+        reservation_timeout=timedelta(minutes=30),
+    )
 
 
 QUEUE_REFUSALS = {
@@ -177,11 +231,21 @@ def test_a_queue_that_can_admit_the_gang_passes_the_precheck(queues_cluster: Any
     assert queues_cluster.objects("batch/v1/jobs", label_selector=GANG_LABEL)
 
 
-def test_missing_local_queue_fails_the_task_at_its_first_try(queues_cluster: Any, run_dag: Any,
-                                                            capfd: pytest.CaptureFixture[str]) -> None:
+def test_missing_local_queue_fails_the_task_at_its_first_try(
+    queues_cluster: Any, run_dag: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     """Through a DAG run: the refusal is final (no retry), and the task log names the queues there."""
-    dag = gang_dag("missing_queue", retries=2, size=2, gpus=1, pod_template=simulated_pod(10), reservation="kueue",
-                   kueue_queue="team-x", deferrable=True, reservation_timeout=timedelta(minutes=30))
+    dag = gang_dag(
+        "missing_queue",
+        retries=2,
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(10),
+        reservation="kueue",
+        kueue_queue="team-x",
+        deferrable=True,
+        reservation_timeout=timedelta(minutes=30),
+    )
     ti = task_instance(run_dag(dag))
     assert (ti.state, ti.try_number) == ("failed", 1)
     assert QUEUE_REFUSALS["local-queue-missing"][1] in capfd.readouterr().out
@@ -194,40 +258,57 @@ def test_missing_local_queue_fails_the_task_at_its_first_try(queues_cluster: Any
 def test_unknown_provisioning_class_is_refused_listing_the_known_ones() -> None:
     """Refused when the DAG is parsed, before any cluster is asked (``reservation.validation``)."""
     with pytest.raises(GangArgumentError) as refused:
-        GangTrainingOperator(task_id="train", size=2, gpus=1, pod_template=simulated_pod(10),
-                             provisioning_class="queued.example.com")
+        GangTrainingOperator(
+            task_id="train", size=2, gpus=1, pod_template=simulated_pod(10), provisioning_class="queued.example.com"
+        )
     known = ", ".join(KNOWN_PROVISIONING_CLASSES)
     assert f"'provisioning_class': unknown class 'queued.example.com'; use one of {known}" in str(refused.value)
 
 
-ZONE_WARNING = ("no node in zone us-central1-x yet (nodes are in: us-central1-a); a node pool that scales from "
-                "zero may still create one")
+ZONE_WARNING = (
+    "no node in zone us-central1-x yet (nodes are in: us-central1-a); a node pool that scales from "
+    "zero may still create one"
+)
 
 
 @pytest.mark.parametrize(("zone", "warned"), [("us-central1-x", True), ("us-central1-a", False)])
-def test_a_zone_no_node_is_in_is_a_warning_not_a_failure(cluster_factory: Any, capfd: pytest.CaptureFixture[str],
-                                                         zone: str, warned: bool) -> None:
+def test_a_zone_no_node_is_in_is_a_warning_not_a_failure(
+    cluster_factory: Any, capfd: pytest.CaptureFixture[str], zone: str, warned: bool
+) -> None:
     cluster = cluster_factory("small", time_scale=60)
-    op = GangTrainingOperator(task_id="train", size=2, gpus=1, pod_template=simulated_pod(10), zone=zone,
-                              deferrable=True)
+    op = GangTrainingOperator(
+        task_id="train", size=2, gpus=1, pod_template=simulated_pod(10), zone=zone, deferrable=True
+    )
     deferred(op.execute, context_for(FakeTaskInstance(f"zone_{zone}", "run-1")))
     assert (ZONE_WARNING in capfd.readouterr().out) is warned
     assert cluster.objects("autoscaling.x-k8s.io/v1/provisioningrequests", label_selector=GANG_LABEL)
 
 
-def test_zone_check_is_skipped_without_list_nodes(cluster_factory: Any, monkeypatch: pytest.MonkeyPatch,
-                                                  capfd: pytest.CaptureFixture[str]) -> None:
+def test_zone_check_is_skipped_without_list_nodes(
+    cluster_factory: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     """``list nodes`` is optional: an identity without it runs the gang, unwarned, and never lists nodes."""
     cluster = cluster_factory("small", time_scale=60)
-    _, kubeconfig = cluster.harness.add_user("no-nodes", [
-        Rule(groups=("",), resources=("configmaps", "pods", "pods/log", "services", "podtemplates")),
-        Rule(groups=("autoscaling.x-k8s.io",)),
-    ])
-    monkeypatch.setenv("AIRFLOW_CONN_NO_NODES", json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
+    _, kubeconfig = cluster.harness.add_user(
+        "no-nodes",
+        [
+            Rule(groups=("",), resources=("configmaps", "pods", "pods/log", "services", "podtemplates")),
+            Rule(groups=("autoscaling.x-k8s.io",)),
+        ],
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_NO_NODES", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
+    )
     cluster.harness.emulator.metrics.reset()
-    op = GangTrainingOperator(task_id="train", size=2, gpus=1, pod_template=simulated_pod(10), zone="us-central1-x",
-                              deferrable=True, kubernetes_conn_id="no_nodes")
+    op = GangTrainingOperator(
+        task_id="train",
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(10),
+        zone="us-central1-x",
+        deferrable=True,
+        kubernetes_conn_id="no_nodes",
+    )
     deferred(op.execute, context_for(FakeTaskInstance("zone_no_nodes", "run-1")))
     assert "no node in zone" not in capfd.readouterr().out
     requests = cluster.harness.emulator.metrics.snapshot()["requests"]

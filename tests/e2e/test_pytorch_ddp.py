@@ -23,21 +23,35 @@ IMAGE = "local/ddp-trainer:test"
 
 
 @pytest.mark.timeout(300)
-def test_four_rank_ddp_job_trains_and_reports(cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch,
-                                              capfd: pytest.CaptureFixture[str]) -> None:
+def test_four_rank_ddp_job_trains_and_reports(
+    cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     scenario = dataclasses.replace(load_scenario("small"), local_process_images=(IMAGE,))
     cluster = cluster_factory(scenario, time_scale=60)
-    dag = gang_dag("ddp_four_ranks", image=IMAGE, command=["python", "-u", str(TRAINER)], size=4, cpu="1",
-                   distributed="torch", master_port=free_port(), reservation="provisioning_request",
-                   deferrable=True, log_ranks=[0],
-                   reservation_timeout=timedelta(seconds=60), startup_timeout=timedelta(seconds=60),
-                   run_timeout=timedelta(seconds=180))
+    dag = gang_dag(
+        "ddp_four_ranks",
+        image=IMAGE,
+        command=["python", "-u", str(TRAINER)],
+        size=4,
+        cpu="1",
+        distributed="torch",
+        master_port=free_port(),
+        reservation="provisioning_request",
+        deferrable=True,
+        log_ranks=[0],
+        reservation_timeout=timedelta(seconds=60),
+        startup_timeout=timedelta(seconds=60),
+        run_timeout=timedelta(seconds=180),
+    )
     dag_run = run_dag(dag)
     assert task_instance(dag_run).state == "success"
     task_log = capfd.readouterr().out
-    reports = [json.loads(line.split("[rank 0] ", 1)[1].split("}", 1)[0] + "}")
-               for line in task_log.splitlines() if "[rank 0] {" in line]
+    reports = [
+        json.loads(line.split("[rank 0] ", 1)[1].split("}", 1)[0] + "}")
+        for line in task_log.splitlines()
+        if "[rank 0] {" in line
+    ]
     assert len(reports) == 1, task_log[-3000:]
     assert reports[0]["world_size"] == 4
     assert reports[0]["mean_final_loss"] < 0.05

@@ -42,8 +42,14 @@ MODE_LABEL = "airflow-gang.io/reservation-mode"
 RBAC_API = "rbac.authorization.k8s.io"
 ROLE_KINDS = ("Role", "ClusterRole")
 MODES = [mode.value for mode in ReservationMode]
-GANG_KINDS = ("v1/configmaps", "v1/pods", "v1/podtemplates", "v1/services", "batch/v1/jobs",
-              "autoscaling.x-k8s.io/v1/provisioningrequests")
+GANG_KINDS = (
+    "v1/configmaps",
+    "v1/pods",
+    "v1/podtemplates",
+    "v1/services",
+    "batch/v1/jobs",
+    "autoscaling.x-k8s.io/v1/provisioningrequests",
+)
 QUEUE = "team"
 
 
@@ -71,8 +77,11 @@ def documents() -> list[dict[str, Any]]:
 
 def roles_of(mode: str, kinds: tuple[str, ...] = ROLE_KINDS) -> list[dict[str, Any]]:
     """The mode's Role and ClusterRole (only those of ``kinds``)."""
-    return [document for document in documents()
-            if document["kind"] in kinds and document["metadata"]["labels"][MODE_LABEL] == mode]
+    return [
+        document
+        for document in documents()
+        if document["kind"] in kinds and document["metadata"]["labels"][MODE_LABEL] == mode
+    ]
 
 
 def grants_of(mode: str, kinds: tuple[str, ...] = ROLE_KINDS) -> frozenset[Grant]:
@@ -96,21 +105,33 @@ def rules(grants: frozenset[Grant]) -> list[Rule]:
     return [Rule((grant.verb,), (grant.group,), (grant.resource,)) for grant in sorted(grants)]
 
 
-def connect_as(cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch, conn_id: str,
-               grants: frozenset[Grant]) -> None:
+def connect_as(
+    cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch, conn_id: str, grants: frozenset[Grant]
+) -> None:
     """A user holding exactly ``grants``, and the Airflow connection ``conn_id`` pointing at its
     kubeconfig (as ``demo.simulated_cluster`` does for the admin's)."""
     _, kubeconfig = cluster.harness.add_user(conn_id, rules(grants))
-    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}))
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{conn_id.upper()}",
+        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
+    )
 
 
 def gang_arguments(mode: str, conn_id: str) -> dict[str, Any]:
     """A distributed gang (it has a headless Service, so it needs every rule of its mode) of two
     members that run 20 simulated seconds."""
-    return {"size": 2, "gpus": 1, "pod_template": simulated_pod(20), "distributed": "torch", "reservation": mode,
-            "kueue_queue": QUEUE if mode == "kueue" else None, "deferrable": True, "kubernetes_conn_id": conn_id,
-            "reservation_timeout": timedelta(seconds=60), "startup_timeout": timedelta(seconds=30)}
+    return {
+        "size": 2,
+        "gpus": 1,
+        "pod_template": simulated_pod(20),
+        "distributed": "torch",
+        "reservation": mode,
+        "kueue_queue": QUEUE if mode == "kueue" else None,
+        "deferrable": True,
+        "kubernetes_conn_id": conn_id,
+        "reservation_timeout": timedelta(seconds=60),
+        "startup_timeout": timedelta(seconds=30),
+    }
 
 
 def start_cluster(cluster_factory: Any, mode: str, time_scale: float | None) -> SimulatedCluster:
@@ -122,8 +143,10 @@ def start_cluster(cluster_factory: Any, mode: str, time_scale: float | None) -> 
 
 def leftovers(cluster: SimulatedCluster) -> dict[str, list[str]]:
     """Names of every object carrying the gang label, by kind (read straight from the store)."""
-    found = {kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=GANG_LABEL)]
-             for kind in GANG_KINDS}
+    found = {
+        kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=GANG_LABEL)]
+        for kind in GANG_KINDS
+    }
     return {kind: names for kind, names in found.items() if names}
 
 
@@ -157,7 +180,8 @@ def _check_model(value: Any, type_name: str, where: str) -> None:
 def test_rbac_yaml_is_a_role_and_binding_per_mode_and_a_cluster_role_for_kueue_of_valid_rbac_v1_objects() -> None:
     docs = documents()
     assert {(doc["apiVersion"], doc["kind"]) for doc in docs} == {
-        (f"{RBAC_API}/v1", kind) for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")}
+        (f"{RBAC_API}/v1", kind) for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    }
     for index, doc in enumerate(docs):
         _check_model(doc, f"V1{doc['kind']}", f"document {index} ({doc['kind']})")
     for mode in MODES:
@@ -167,8 +191,9 @@ def test_rbac_yaml_is_a_role_and_binding_per_mode_and_a_cluster_role_for_kueue_o
             scopes.append(("ClusterRole", {}))
         for kind, namespace in scopes:
             (role,) = [doc for doc in docs if doc["kind"] == kind and doc["metadata"]["labels"][MODE_LABEL] == mode]
-            (binding,) = [doc for doc in docs
-                          if doc["kind"] == f"{kind}Binding" and doc["metadata"]["labels"][MODE_LABEL] == mode]
+            (binding,) = [
+                doc for doc in docs if doc["kind"] == f"{kind}Binding" and doc["metadata"]["labels"][MODE_LABEL] == mode
+            ]
             assert role["metadata"] == {"name": name, **namespace, "labels": {MODE_LABEL: mode}}
             assert binding["metadata"] == {"name": name, **namespace, "labels": {MODE_LABEL: mode}}
             assert binding["roleRef"] == {"apiGroup": RBAC_API, "kind": kind, "name": name}
@@ -178,8 +203,12 @@ def test_rbac_yaml_is_a_role_and_binding_per_mode_and_a_cluster_role_for_kueue_o
 
 def test_model_check_refuses_a_misspelled_field() -> None:
     """The structural check above can fail: ``apiGroup`` (singular) is not a PolicyRule field."""
-    role = {"apiVersion": f"{RBAC_API}/v1", "kind": "Role", "metadata": {"name": "r"},
-            "rules": [{"apiGroup": [""], "resources": ["pods"], "verbs": ["get"]}]}
+    role = {
+        "apiVersion": f"{RBAC_API}/v1",
+        "kind": "Role",
+        "metadata": {"name": "r"},
+        "rules": [{"apiGroup": [""], "resources": ["pods"], "verbs": ["get"]}],
+    }
     with pytest.raises(AssertionError, match="apiGroup"):
         _check_model(role, "V1Role", "role")
     with pytest.raises(ValueError, match="verbs"):
@@ -190,8 +219,14 @@ def test_model_check_refuses_a_misspelled_field() -> None:
 def test_role_grants_exactly_what_the_precheck_asks_for(mode: str) -> None:
     """The Role the namespaced permissions, the ClusterRole the cluster-wide ones (kueue: get clusterqueues)."""
     spec = GangTrainingOperator(task_id="train", **gang_arguments(mode, "unused")).build_spec("g")
-    asked = {kind: {Grant(need.verb, need.resource.group, need.rbac_resource) for need in permissions_needed(spec)
-                    if need.cluster_scoped is (kind == "ClusterRole")} for kind in ROLE_KINDS}
+    asked = {
+        kind: {
+            Grant(need.verb, need.resource.group, need.rbac_resource)
+            for need in permissions_needed(spec)
+            if need.cluster_scoped is (kind == "ClusterRole")
+        }
+        for kind in ROLE_KINDS
+    }
     assert grants_of(mode, ("Role",)) == asked["Role"]
     assert grants_of(mode, ("ClusterRole",)) == asked["ClusterRole"]
     assert asked["ClusterRole"] == ({Grant("get", "kueue.x-k8s.io", "clusterqueues")} if mode == "kueue" else set())
@@ -229,7 +264,8 @@ def first_event_advancing(cluster: SimulatedCluster, trigger: Any, seconds: floa
 
 @pytest.mark.parametrize("mode", MODES)
 def test_gang_runs_is_adopted_and_killed_with_exactly_the_role(
-        cluster_factory: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    cluster_factory: Any, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
     """A gang whose first try's worker died is adopted by try 2, launched by two workers (members
     adopted) and succeeds; another gang is killed by its trigger's ``on_kill``; nothing is left; (kueue) a
     third names a LocalQueue that does not exist and is refused, naming those that do. Together they make
@@ -269,14 +305,19 @@ def test_gang_runs_is_adopted_and_killed_with_exactly_the_role(
 
     snapshot = metrics.snapshot()
     assert "403" not in snapshot["codes"], snapshot
-    used = {(verb, resource) for verb, by_resource in snapshot["requests"].items() for resource in by_resource
-            if resource != "selfsubjectaccessreviews.authorization.k8s.io"}
+    used = {
+        (verb, resource)
+        for verb, by_resource in snapshot["requests"].items()
+        for resource in by_resource
+        if resource != "selfsubjectaccessreviews.authorization.k8s.io"
+    }
     assert used == {grant.metric for grant in granted}
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_each_rule_removed_is_refused_by_the_precheck_by_name(
-        cluster_factory: Any, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    cluster_factory: Any, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
     cluster = start_cluster(cluster_factory, mode, time_scale=None)  # nothing needs to move
     granted = grants_of(mode)
     cluster_wide = grants_of(mode, ("ClusterRole",))
@@ -294,4 +335,3 @@ def test_each_rule_removed_is_refused_by_the_precheck_by_name(
         assert f"{removed} (" in message, message
         assert [str(other) for other in granted if f"{other} (" in message] == [str(removed)], message
         assert leftovers(cluster) == {}, f"{removed} removed: {message}"
-

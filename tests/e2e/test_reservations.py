@@ -20,16 +20,29 @@ SHIPPED_RESERVATION = "l4-reservation"
 
 
 def gpu_pool(name: str, *, reservation: str | None, initial: int, maximum: int) -> dict[str, Any]:
-    return {"name": name, "zone": "zone-a", "gpuType": "nvidia-a100", "gpusPerNode": 4, "cpu": "48",
-            "memory": "192Gi", "taints": [GPU_TAINT], "initialNodes": initial, "maxNodes": maximum,
-            "provisioningDelaySeconds": 60, **({"reservation": reservation} if reservation else {})}
+    return {
+        "name": name,
+        "zone": "zone-a",
+        "gpuType": "nvidia-a100",
+        "gpusPerNode": 4,
+        "cpu": "48",
+        "memory": "192Gi",
+        "taints": [GPU_TAINT],
+        "initialNodes": initial,
+        "maxNodes": maximum,
+        "provisioningDelaySeconds": 60,
+        **({"reservation": reservation} if reservation else {}),
+    }
 
 
 def other_team_pod(index: int) -> dict[str, Any]:
     """A pod of another team that consumes one whole reserved node and runs until deleted."""
     resources = {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
-    spec = {"nodeSelector": {RESERVATION_LABEL: RESERVATION}, "tolerations": [GPU_TAINT],
-            "containers": [{"name": "main", "image": "other:1", "resources": resources}]}
+    spec = {
+        "nodeSelector": {RESERVATION_LABEL: RESERVATION},
+        "tolerations": [GPU_TAINT],
+        "containers": [{"name": "main", "image": "other:1", "resources": resources}],
+    }
     return pod(f"other-team-{index}", spec=spec, namespace="default")
 
 
@@ -54,8 +67,9 @@ class Placements:
     def __init__(self, cluster: Any, reservation: str) -> None:
         self.pods: dict[str, str] = {}
         self.reservation = reservation
-        self.reserved: set[str] = {node["metadata"]["name"] for node in cluster.objects("v1/nodes", namespace="")
-                                   if self._is_reserved(node)}
+        self.reserved: set[str] = {
+            node["metadata"]["name"] for node in cluster.objects("v1/nodes", namespace="") if self._is_reserved(node)
+        }
         cluster.harness.run(lambda: cluster.harness.store.subscribe(self._record))
 
     def _is_reserved(self, node: dict[str, Any]) -> bool:
@@ -76,9 +90,17 @@ def test_a_gang_that_fits_runs_on_the_reservation(cluster_factory: Any, run_dag:
     nodes from the reservation (the on-demand pool could serve it too, had it not asked)."""
     cluster = cluster_factory("reserved", time_scale=60)
     placed = Placements(cluster, SHIPPED_RESERVATION)
-    dag = gang_dag("reservation_fits", retries=1, size=2, gpus=4, pod_template=simulated_pod(20),
-                   use_reservation=SHIPPED_RESERVATION, fallbacks=[LeaveReservation()], deferrable=True,
-                   reservation_timeout=timedelta(seconds=30))
+    dag = gang_dag(
+        "reservation_fits",
+        retries=1,
+        size=2,
+        gpus=4,
+        pod_template=simulated_pod(20),
+        use_reservation=SHIPPED_RESERVATION,
+        fallbacks=[LeaveReservation()],
+        deferrable=True,
+        reservation_timeout=timedelta(seconds=30),
+    )
     dag_run = run_dag(dag)
     summary = summary_of(dag_run)
     assert [(item["step"], item["outcome"]) for item in summary["tries"]] == [("as configured", "all_succeeded")]
@@ -90,20 +112,34 @@ def test_a_gang_that_fits_runs_on_the_reservation(cluster_factory: Any, run_dag:
 def test_a_full_reservation_falls_back_to_on_demand(cluster_factory: Any, run_dag: Any) -> None:
     cluster = cluster_factory(full_reservation(), time_scale=60)
     placed = Placements(cluster, RESERVATION)
-    dag = gang_dag("reservation_full", retries=1, size=2, gpus=4, pod_template=simulated_pod(20),
-                   use_reservation=RESERVATION, fallbacks=[LeaveReservation()], deferrable=True,
-                   reservation_timeout=timedelta(seconds=15))  # wall clock: try 2 must be granted within it
+    dag = gang_dag(
+        "reservation_full",
+        retries=1,
+        size=2,
+        gpus=4,
+        pod_template=simulated_pod(20),
+        use_reservation=RESERVATION,
+        fallbacks=[LeaveReservation()],
+        deferrable=True,
+        reservation_timeout=timedelta(seconds=15),
+    )  # wall clock: try 2 must be granted within it
     dag_run = run_dag(dag)
     assert task_instance(dag_run).state == "success"
     summary = summary_of(dag_run)
     first, second = summary["tries"]
     assert first["step"] == "as configured"
-    assert first["outcome"] in {Reason.DEADLINE.value, Reason.CAPACITY_NOT_FOUND.value,
-                                Reason.PROVISIONING_FAILED.value}
+    assert first["outcome"] in {
+        Reason.DEADLINE.value,
+        Reason.CAPACITY_NOT_FOUND.value,
+        Reason.PROVISIONING_FAILED.value,
+    }
     assert (second["step"], second["outcome"]) == ("leave the reservation for on-demand", "all_succeeded")
     assert summary["reservation_name"] is None
     members = placed.members(second["gang"])
     assert len(members) == 2 and not set(members.values()) & placed.reserved, (members, placed.reserved)
-    other_team = {pod["spec"]["nodeName"] for pod in cluster.objects("v1/pods") if pod["metadata"]["name"].startswith(
-        "other-team-")}
+    other_team = {
+        pod["spec"]["nodeName"]
+        for pod in cluster.objects("v1/pods")
+        if pod["metadata"]["name"].startswith("other-team-")
+    }
     assert other_team == placed.reserved and len(other_team) == 2  # the reservation stayed theirs throughout

@@ -84,8 +84,10 @@ def with_client_certificate(document: dict[str, Any], directory: Path) -> Creden
 
 
 def use_connection(monkeypatch: pytest.MonkeyPatch, credentials: Credentials) -> None:
-    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(credentials.kubeconfig)}}))
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{CONN_ID.upper()}",
+        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(credentials.kubeconfig)}}),
+    )
 
 
 @pytest.fixture
@@ -120,9 +122,15 @@ def offline_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cred
 def reservation_trigger() -> ReservationTrigger:
     """The trigger as ``operators.execution.start_try`` builds it: the connection id, no credentials."""
     return ReservationTrigger(
-        kubernetes_conn_id=CONN_ID, gang_name="g-t1-abc",
-        namespace="default", deadline=time.time() + 600, mode="provisioning_request", size=2,
-        started_at=time.time(), provisioning_request="g-t1-abc", try_number=1,
+        kubernetes_conn_id=CONN_ID,
+        gang_name="g-t1-abc",
+        namespace="default",
+        deadline=time.time() + 600,
+        mode="provisioning_request",
+        size=2,
+        started_at=time.time(),
+        provisioning_request="g-t1-abc",
+        try_number=1,
     )
 
 
@@ -145,7 +153,8 @@ def raw_trigger_row(trigger: ReservationTrigger) -> tuple[str, dict[str, Any]]:
 
 
 def test_trigger_kwargs_carry_the_connection_id_and_no_credential(
-        fernet_key: str, offline_credentials: Credentials) -> None:
+    fernet_key: str, offline_credentials: Credentials
+) -> None:
     trigger = reservation_trigger()
     raw, decrypted = raw_trigger_row(trigger)
     assert decrypted["kubernetes_conn_id"] == CONN_ID and decrypted["connection"] is None
@@ -192,7 +201,8 @@ def tables_as_text() -> dict[str, str]:
             rows = connection.execute(text(f'SELECT * FROM "{table}"'))
             tables[table] = "\n".join(
                 " ".join(value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value) for value in row)
-                for row in rows)
+                for row in rows
+            )
     return tables
 
 
@@ -202,8 +212,11 @@ def task_states(dag_run: Any) -> dict[str, str]:
     from sqlalchemy import select
 
     with create_session() as session:
-        rows = session.execute(select(TaskInstance.task_id, TaskInstance.state).where(
-            TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id)).all()
+        rows = session.execute(
+            select(TaskInstance.task_id, TaskInstance.state).where(
+                TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id
+            )
+        ).all()
     return {task_id: str(getattr(state, "value", state)) for task_id, state in rows}
 
 
@@ -213,8 +226,9 @@ def run_xcoms(dag_run: Any) -> list[Any]:
     from sqlalchemy import select
 
     with create_session() as session:
-        rows = session.scalars(select(XComModel).where(XComModel.dag_id == dag_run.dag_id,
-                                                        XComModel.run_id == dag_run.run_id)).all()
+        rows = session.scalars(
+            select(XComModel).where(XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id)
+        ).all()
         return [(row.task_id, row.key, XComModel.deserialize_value(row)) for row in rows]
 
 
@@ -242,8 +256,10 @@ def plugin_page(dag_run: Any, task_id: str) -> str:
 
     gang_app.dependency_overrides[get_user] = lambda: SimpleNamespace(get_name=lambda: "viewer")
     try:
-        response = TestClient(gang_app).get("/ui/reservation", params={
-            "dag_id": dag_run.dag_id, "run_id": dag_run.run_id, "task_id": task_id, "map_index": "{MAP_INDEX}"})
+        response = TestClient(gang_app).get(
+            "/ui/reservation",
+            params={"dag_id": dag_run.dag_id, "run_id": dag_run.run_id, "task_id": task_id, "map_index": "{MAP_INDEX}"},
+        )
     finally:
         gang_app.dependency_overrides.clear()
     assert response.status_code == 200, response.text
@@ -251,8 +267,14 @@ def plugin_page(dag_run: Any, task_id: str) -> str:
 
 
 def test_a_success_and_a_failed_try_leave_no_secret_behind(
-        cluster_factory: Any, run_dag: Any, fernet_key: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-        capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    cluster_factory: Any,
+    run_dag: Any,
+    fernet_key: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     from airflow.sdk import DAG
 
     cluster: SimulatedCluster = cluster_factory("small", time_scale=60)
@@ -261,20 +283,32 @@ def test_a_success_and_a_failed_try_leave_no_secret_behind(
     use_connection(monkeypatch, credentials)
     committed: list[tuple[str, str]] = []  # (resource, object JSON) of every change the cluster stored
     store = cluster.harness.store
-    cluster.harness.run(lambda: store.subscribe(
-        lambda _event, resource, obj: committed.append((resource, json.dumps(obj)))))
+    cluster.harness.run(
+        lambda: store.subscribe(lambda _event, resource, obj: committed.append((resource, json.dumps(obj))))
+    )
     started = time.time()
 
     with DAG(dag_id="secrets", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
         for task_id, exit_code in (("train", 0), ("fail", 1)):
             GangTrainingOperator(
-                task_id=task_id, size=2, gpus=1, pod_template=simulated_pod(10, exit_code), distributed="torch",
-                deferrable=True, kubernetes_conn_id=CONN_ID, log_ranks="all",
-                reservation_timeout=timedelta(seconds=60), startup_timeout=timedelta(seconds=30))
+                task_id=task_id,
+                size=2,
+                gpus=1,
+                pod_template=simulated_pod(10, exit_code),
+                distributed="torch",
+                deferrable=True,
+                kubernetes_conn_id=CONN_ID,
+                log_ranks="all",
+                reservation_timeout=timedelta(seconds=60),
+                startup_timeout=timedelta(seconds=30),
+            )
     dag_run = run_dag(dag)
     captured = capfd.readouterr()
-    log_files = [path.read_text(errors="replace") for path in Path(os.environ["AIRFLOW_HOME"]).glob("logs/**/*")
-                 if path.is_file() and path.stat().st_mtime >= started]
+    log_files = [
+        path.read_text(errors="replace")
+        for path in Path(os.environ["AIRFLOW_HOME"]).glob("logs/**/*")
+        if path.is_file() and path.stat().st_mtime >= started
+    ]
     logs = "\n".join([captured.out, captured.err, caplog.text, *log_files])
 
     assert task_states(dag_run) == {"train": "success", "fail": "failed"}
@@ -282,8 +316,11 @@ def test_a_success_and_a_failed_try_leave_no_secret_behind(
     gangs = {task: gang_name(dag_run.dag_id, task, dag_run.run_id, attempt=1) for task in ("train", "fail")}
     assert all(f"Gang {gang}" in logs for gang in gangs.values()) and "Gang plan:" in logs, logs[-2000:]
     xcoms = run_xcoms(dag_run)
-    assert {(task, key) for task, key, _ in xcoms} >= {("train", "return_value"), ("train", "gang_reservation"),
-                                                        ("fail", "gang_reservation")}, xcoms
+    assert {(task, key) for task, key, _ in xcoms} >= {
+        ("train", "return_value"),
+        ("train", "gang_reservation"),
+        ("fail", "gang_reservation"),
+    }, xcoms
     pods = [obj for resource, obj in committed if resource == "v1/pods" and GANG_LABEL in obj]
     assert pods and all('"env"' in obj for obj in pods)
     assert any(resource == "v1/events" for resource, _ in committed)

@@ -17,9 +17,19 @@ SPOT_LABEL = "cloud.google.com/gke-spot"
 
 
 def gpu_pool(name: str, *, spot: bool, initial: int, maximum: int) -> dict[str, Any]:
-    return {"name": name, "zone": "zone-a", "gpuType": "nvidia-l4", "gpusPerNode": 4, "cpu": "48", "memory": "192Gi",
-            "taints": [GPU_TAINT],
-            "initialNodes": initial, "maxNodes": maximum, "provisioningDelaySeconds": 60, "spot": spot}
+    return {
+        "name": name,
+        "zone": "zone-a",
+        "gpuType": "nvidia-l4",
+        "gpusPerNode": 4,
+        "cpu": "48",
+        "memory": "192Gi",
+        "taints": [GPU_TAINT],
+        "initialNodes": initial,
+        "maxNodes": maximum,
+        "provisioningDelaySeconds": 60,
+        "spot": spot,
+    }
 
 
 SCENARIO = {
@@ -33,7 +43,6 @@ SCENARIO = {
 }
 
 
-
 @pytest.mark.parametrize("spot", [False, True], ids=["on-demand", "spot"])
 def test_members_land_on_the_capacity_type_they_asked_for(cluster_factory: Any, run_dag: Any, spot: bool) -> None:
     cluster = cluster_factory(SCENARIO, time_scale=60)
@@ -44,13 +53,22 @@ def test_members_land_on_the_capacity_type_they_asked_for(cluster_factory: Any, 
             placed[obj["metadata"]["name"]] = obj["spec"]["nodeName"]
 
     unsubscribe = cluster.harness.run(lambda: cluster.harness.store.subscribe(record))
-    dag = gang_dag(f"placement_{'spot' if spot else 'on_demand'}", size=4, gpus=2, spot=spot,
-                   pod_template=simulated_pod(20), deferrable=True, reservation_timeout=timedelta(seconds=60))
+    dag = gang_dag(
+        f"placement_{'spot' if spot else 'on_demand'}",
+        size=4,
+        gpus=2,
+        spot=spot,
+        pod_template=simulated_pod(20),
+        deferrable=True,
+        reservation_timeout=timedelta(seconds=60),
+    )
     dag_run = run_dag(dag)
     cluster.harness.run(unsubscribe)
     assert summary_of(dag_run)["size_run"] == 4
-    nodes = {node["metadata"]["name"]: (node["metadata"].get("labels") or {}).get(SPOT_LABEL)
-             for node in cluster.objects("v1/nodes", namespace="")}
+    nodes = {
+        node["metadata"]["name"]: (node["metadata"].get("labels") or {}).get(SPOT_LABEL)
+        for node in cluster.objects("v1/nodes", namespace="")
+    }
     used = {placed[pod] for pod in placed}
     assert used and all((nodes.get(node) == "true") is spot for node in used), (used, nodes)
 
@@ -58,12 +76,26 @@ def test_members_land_on_the_capacity_type_they_asked_for(cluster_factory: Any, 
 def test_the_on_demand_step_leaves_spot_capacity(cluster_factory: Any, run_dag: Any) -> None:
     """Try 1 asks for spot and is cut short (its deadline: the spot pool is too small); OnDemand moves
     try 2 to nodes without the spot label."""
-    pools = [SCENARIO["nodePools"][0], gpu_pool("l4-spot", spot=True, initial=1, maximum=1),
-             gpu_pool("l4", spot=False, initial=0, maximum=2)]
+    pools = [
+        SCENARIO["nodePools"][0],
+        gpu_pool("l4-spot", spot=True, initial=1, maximum=1),
+        gpu_pool("l4", spot=False, initial=0, maximum=2),
+    ]
     cluster_factory({**SCENARIO, "nodePools": pools}, time_scale=60)
-    dag = gang_dag("placement_fallback", retries=1, size=4, gpus=2, spot=True, pod_template=simulated_pod(20),
-                   deferrable=True, reservation_timeout=timedelta(seconds=8), fallbacks=[OnDemand()])
+    dag = gang_dag(
+        "placement_fallback",
+        retries=1,
+        size=4,
+        gpus=2,
+        spot=True,
+        pod_template=simulated_pod(20),
+        deferrable=True,
+        reservation_timeout=timedelta(seconds=8),
+        fallbacks=[OnDemand()],
+    )
     dag_run = run_dag(dag)
     summary = summary_of(dag_run)
     assert [(item["step"], item["outcome"]) for item in summary["tries"]] == [
-        ("as configured", Reason.DEADLINE.value), ("spot to on-demand", "all_succeeded")]
+        ("as configured", Reason.DEADLINE.value),
+        ("spot to on-demand", "all_succeeded"),
+    ]

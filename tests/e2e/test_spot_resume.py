@@ -34,15 +34,32 @@ STEPS, EVERY = 20, 5
 
 def pool(name: str, *, spot: bool, initial: int) -> dict[str, Any]:
     """Nodes of 2 GPUs: both ranks (1 GPU each) share one node, so one preemption stops both."""
-    return {"name": name, "zone": "zone-a", "gpuType": "nvidia-l4", "gpusPerNode": 2, "cpu": "8", "memory": "32Gi",
-            "initialNodes": initial, "maxNodes": 2, "provisioningDelaySeconds": 20, "spot": spot}
+    return {
+        "name": name,
+        "zone": "zone-a",
+        "gpuType": "nvidia-l4",
+        "gpusPerNode": 2,
+        "cpu": "8",
+        "memory": "32Gi",
+        "initialNodes": initial,
+        "maxNodes": 2,
+        "provisioningDelaySeconds": 20,
+        "spot": spot,
+    }
 
 
-SCENARIO = parse_scenario({
-    "name": "spot-resume", "zones": {"zone-a": {"gpuQuota": 16}}, "localProcessImages": [IMAGE],
-    "nodePools": [{"name": "cpu", "zone": "zone-a", "cpu": "8", "memory": "32Gi", "initialNodes": 1, "maxNodes": 1},
-                  pool("l4-spot", spot=True, initial=1), pool("l4", spot=False, initial=1)],
-})
+SCENARIO = parse_scenario(
+    {
+        "name": "spot-resume",
+        "zones": {"zone-a": {"gpuQuota": 16}},
+        "localProcessImages": [IMAGE],
+        "nodePools": [
+            {"name": "cpu", "zone": "zone-a", "cpu": "8", "memory": "32Gi", "initialNodes": 1, "maxNodes": 1},
+            pool("l4-spot", spot=True, initial=1),
+            pool("l4", spot=False, initial=1),
+        ],
+    }
+)
 
 
 class Preempter(threading.Thread):
@@ -55,8 +72,14 @@ class Preempter(threading.Thread):
         self.cluster, self.after, self.preempted, self.error = cluster, after, [], None
 
     def rank_0(self, attempt: int) -> dict[str, Any] | None:
-        return next((item for item in self.cluster.objects("v1/pods") if f"-t{attempt}-" in item["metadata"]["name"]
-                     and item["metadata"]["name"].endswith("-0")), None)
+        return next(
+            (
+                item
+                for item in self.cluster.objects("v1/pods")
+                if f"-t{attempt}-" in item["metadata"]["name"] and item["metadata"]["name"].endswith("-0")
+            ),
+            None,
+        )
 
     def logged_step(self, pod: dict[str, Any]) -> int:
         store = self.cluster.harness.store
@@ -67,10 +90,18 @@ class Preempter(threading.Thread):
     def run(self) -> None:
         try:
             for attempt, step, grace in self.after:
-                pod = eventually(lambda attempt=attempt: self.rank_0(attempt), timeout=120,
-                                 what=f"rank 0 of try {attempt}", interval=0.05)
-                eventually(lambda pod=pod, step=step: self.logged_step(pod) >= step, timeout=120,
-                           what=f"try {attempt} at step {step}", interval=0.05)
+                pod = eventually(
+                    lambda attempt=attempt: self.rank_0(attempt),
+                    timeout=120,
+                    what=f"rank 0 of try {attempt}",
+                    interval=0.05,
+                )
+                eventually(
+                    lambda pod=pod, step=step: self.logged_step(pod) >= step,
+                    timeout=120,
+                    what=f"try {attempt} at step {step}",
+                    interval=0.05,
+                )
                 node = (self.rank_0(attempt) or pod)["spec"]["nodeName"]  # bound by now: it logged
                 self.preempted += self.cluster.harness.preempt(node, notice_seconds=60, pod_grace_period_seconds=grace)
         except BaseException as error:  # reported by the test
@@ -91,8 +122,12 @@ def rank_0_steps(task_log: str) -> list[list[tuple[int, float]]]:
 
 @pytest.mark.timeout(400)
 def test_a_preempted_spot_job_resumes_from_its_checkpoint_and_counts_the_gpu_hours(
-        cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
-        tmp_path: Path) -> None:
+    cluster_factory: Any,
+    run_dag: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     cluster = cluster_factory(dataclasses.replace(SCENARIO), time_scale=10)
     placed: dict[int, set[str]] = {1: set(), 2: set(), 3: set()}
@@ -106,13 +141,35 @@ def test_a_preempted_spot_job_resumes_from_its_checkpoint_and_counts_the_gpu_hou
     # try 1: SIGKILL at once (work since step 5 is lost); try 2: 15 s of grace, time to save on SIGTERM
     preempter = Preempter(cluster, after=[(1, EVERY + 2, 0), (2, 2 * EVERY + 2, 15)])
     preempter.start()
-    dag = gang_dag("spot_resume", retries=2, image=IMAGE, size=2, gpus=1, cpu="1", spot=True,
-                   command=["python", "-u", str(TRAINER), "--steps", str(STEPS), "--checkpoint-every", str(EVERY),
-                            "--step-seconds", "0.3"],
-                   checkpoint=str(tmp_path / "{{ dag.dag_id }}" / "{{ run_id }}"),
-                   fallbacks=[RetryAsIs(times=1), OnDemand()], distributed="torch", master_port=free_port(),
-                   deferrable=True, log_ranks=[0], reservation_timeout=timedelta(seconds=120),
-                   startup_timeout=timedelta(seconds=120), run_timeout=timedelta(seconds=180))
+    dag = gang_dag(
+        "spot_resume",
+        retries=2,
+        image=IMAGE,
+        size=2,
+        gpus=1,
+        cpu="1",
+        spot=True,
+        command=[
+            "python",
+            "-u",
+            str(TRAINER),
+            "--steps",
+            str(STEPS),
+            "--checkpoint-every",
+            str(EVERY),
+            "--step-seconds",
+            "0.3",
+        ],
+        checkpoint=str(tmp_path / "{{ dag.dag_id }}" / "{{ run_id }}"),
+        fallbacks=[RetryAsIs(times=1), OnDemand()],
+        distributed="torch",
+        master_port=free_port(),
+        deferrable=True,
+        log_ranks=[0],
+        reservation_timeout=timedelta(seconds=120),
+        startup_timeout=timedelta(seconds=120),
+        run_timeout=timedelta(seconds=180),
+    )
     dag_run = run_dag(dag)
     cluster.harness.run(unsubscribe)
     preempter.join(timeout=5)
@@ -123,7 +180,10 @@ def test_a_preempted_spot_job_resumes_from_its_checkpoint_and_counts_the_gpu_hou
 
     tries = summary["tries"]
     assert [(item["step"], item["outcome"]) for item in tries] == [
-        ("as configured", "spot_preempted"), ("retry as-is", "spot_preempted"), ("spot to on-demand", "all_succeeded")]
+        ("as configured", "spot_preempted"),
+        ("retry as-is", "spot_preempted"),
+        ("spot to on-demand", "all_succeeded"),
+    ]
     assert len(preempter.preempted) == 2
     first, second, third = tries
     assert first["checkpoint_step"] == EVERY and first["checkpoint_progress"] > EVERY  # killed after step 5
@@ -147,8 +207,11 @@ def test_a_preempted_spot_job_resumes_from_its_checkpoint_and_counts_the_gpu_hou
     assert figures["gpu_hours_lost"] == pytest.approx(first["gpu_hours_lost"], abs=1e-5)
     assert figures["gpu_hours_saved"] == pytest.approx(first["gpu_hours_saved"] + second["gpu_hours_saved"], abs=1e-5)
     assert f"saved by resuming (try 2 from step {EVERY}, try 3 from step {saved_on_sigterm})" in task_log
-    spot_nodes = {node["metadata"]["name"] for node in cluster.objects("v1/nodes", namespace="")
-                  if (node["metadata"].get("labels") or {}).get(SPOT_LABEL) == "true"}
+    spot_nodes = {
+        node["metadata"]["name"]
+        for node in cluster.objects("v1/nodes", namespace="")
+        if (node["metadata"].get("labels") or {}).get(SPOT_LABEL) == "true"
+    }
     assert placed[1] and placed[2] and placed[3], placed
     assert not placed[3] & (spot_nodes | set(preempter.preempted)), (placed, spot_nodes)
     assert placed[1] | placed[2] <= set(preempter.preempted)

@@ -36,9 +36,16 @@ QUICK_CLIENT = {"retry_attempts": 2, "retry_base_delay": 0.05, "retry_max_delay"
 
 
 def gang_operator(cluster: SimulatedCluster, **arguments: Any) -> GangTrainingOperator:
-    values: dict[str, Any] = {"task_id": "train", "size": 4, "gpus": 1, "pod_template": simulated_pod(20),
-                              "deferrable": True, "kubernetes_conn_id": cluster.conn_id,
-                              "client_options": QUICK_CLIENT, **arguments}
+    values: dict[str, Any] = {
+        "task_id": "train",
+        "size": 4,
+        "gpus": 1,
+        "pod_template": simulated_pod(20),
+        "deferrable": True,
+        "kubernetes_conn_id": cluster.conn_id,
+        "client_options": QUICK_CLIENT,
+        **arguments,
+    }
     return GangTrainingOperator(**values)
 
 
@@ -46,8 +53,7 @@ def outcomes(context: dict[str, Any]) -> list[tuple[int, str]]:
     return [(record.attempt, record.outcome) for record in TryHistory(context).finished()]
 
 
-def test_a_try_failing_at_launch_is_recorded_and_the_next_try_takes_its_fallback_step(
-        cluster_factory: Any) -> None:
+def test_a_try_failing_at_launch_is_recorded_and_the_next_try_takes_its_fallback_step(cluster_factory: Any) -> None:
     """Was: try 2 adopted try 1's gang and ran 4 members again instead of shrinking to 2."""
     cluster = cluster_factory("small", time_scale=60)
     shrink = ShrinkTo(2, applies_to=frozenset({Reason.CLUSTER_UNREACHABLE}))
@@ -63,8 +69,11 @@ def test_a_try_failing_at_launch_is_recorded_and_the_next_try_takes_its_fallback
         cluster.harness.emulator.faults = Faults()
     assert caught.value.reason is Reason.CLUSTER_UNREACHABLE
     assert outcomes(first) == [(1, "cluster_unreachable")]
-    eventually(lambda: gang_objects(cluster, reservation.gang_name) == {}, timeout=30.0,
-               what="the gang torn down when it ended")
+    eventually(
+        lambda: gang_objects(cluster, reservation.gang_name) == {},
+        timeout=30.0,
+        what="the gang torn down when it ended",
+    )
 
     second = context_for(FakeTaskInstance("launch_fails", "run-1", try_number=2))
     retry = deferred(op.execute, second)
@@ -73,7 +82,9 @@ def test_a_try_failing_at_launch_is_recorded_and_the_next_try_takes_its_fallback
     summary = op.execute_finished(second, first_event(run))
     assert summary["size_run"] == 2 and summary["fallback_step"] == "shrink to 2 members"
     assert [(item["attempt"], item["outcome"]) for item in summary["tries"]] == [
-        (1, "cluster_unreachable"), (2, "all_succeeded")]
+        (1, "cluster_unreachable"),
+        (2, "all_succeeded"),
+    ]
 
 
 def test_a_try_failing_in_preparation_is_recorded_and_leaves_nothing(cluster_factory: Any) -> None:
@@ -145,8 +156,9 @@ def test_a_replaced_owner_is_not_adopted(cluster_factory: Any) -> None:
     gang = deferred(op.execute, first).gang_name
     (owner,) = cluster.objects("v1/configmaps", label_selector=f"{naming.GANG_LABEL}={gang}")
     name = owner["metadata"]["name"]
-    cluster.harness.run(lambda: cluster.harness.store.delete("v1/configmaps", name, "default",
-                                                             propagation_policy="Orphan"))
+    cluster.harness.run(
+        lambda: cluster.harness.store.delete("v1/configmaps", name, "default", propagation_policy="Orphan")
+    )
     replacement = {key: owner[key] for key in ("apiVersion", "kind", "data")}
     replacement["metadata"] = {key: owner["metadata"][key] for key in ("name", "labels", "annotations")}
     cluster.create("v1/configmaps", replacement, "default")
@@ -164,8 +176,11 @@ def test_a_resumed_try_replaces_children_of_an_earlier_owner(cluster_factory: An
     selector = f"{naming.GANG_LABEL}={gang}"
     (owner,) = cluster.objects("v1/configmaps", label_selector=selector)
     (request,) = cluster.objects("autoscaling.x-k8s.io/v1/provisioningrequests", label_selector=selector)
-    cluster.harness.run(lambda: cluster.harness.store.delete("v1/configmaps", owner["metadata"]["name"], "default",
-                                                             propagation_policy="Orphan"))
+    cluster.harness.run(
+        lambda: cluster.harness.store.delete(
+            "v1/configmaps", owner["metadata"]["name"], "default", propagation_policy="Orphan"
+        )
+    )
     deferred(op.execute, context)  # the same try again (its worker restarted before deferring)
     (new_owner,) = cluster.objects("v1/configmaps", label_selector=selector)
     (new_request,) = cluster.objects("autoscaling.x-k8s.io/v1/provisioningrequests", label_selector=selector)
@@ -178,8 +193,7 @@ def test_a_killed_blocking_task_is_recorded_as_killed_and_is_no_ladder_input(clu
     cluster = cluster_factory("small", time_scale=60)
     template = simulated_pod(3600)
     del template["metadata"]["annotations"]["sim.gang.dev/run-seconds"]  # runs until deleted
-    op = gang_operator(cluster, deferrable=False, pod_template=template, retries=1,
-                       fallbacks=[OtherZone("zone-b")])
+    op = gang_operator(cluster, deferrable=False, pod_template=template, retries=1, fallbacks=[OtherZone("zone-b")])
     context = context_for(FakeTaskInstance("kill_blocking_record", "run-1"))
     outcome: dict[str, BaseException] = {}
 

@@ -34,9 +34,16 @@ def gang_page(dag_id: str, run_id: str, path: str = "/ui/reservation") -> Any:
 
 def test_a_failed_task_shows_every_try_with_its_reason_and_message(cluster_factory: Any, run_dag: Any) -> None:
     cluster_factory("small", time_scale=60)
-    dag = gang_dag("ui_failed_tries", size=2, min_size=1, gpus=1, retries=1, deferrable=True,
-                   pod_template=simulated_pod(10, exit_code=3),
-                   fallbacks=[ShrinkTo(1, applies_to=frozenset({Reason.MEMBER_FAILED}))])
+    dag = gang_dag(
+        "ui_failed_tries",
+        size=2,
+        min_size=1,
+        gpus=1,
+        retries=1,
+        deferrable=True,
+        pod_template=simulated_pod(10, exit_code=3),
+        fallbacks=[ShrinkTo(1, applies_to=frozenset({Reason.MEMBER_FAILED}))],
+    )
     dag_run = run_dag(dag)
     assert task_instance(dag_run).state == "failed"
     page = gang_page(dag_run.dag_id, dag_run.run_id)
@@ -45,14 +52,22 @@ def test_a_failed_task_shows_every_try_with_its_reason_and_message(cluster_facto
     assert status.group(1).startswith("Failed (try 2): try 2 ended member_failed - ")
     assert "exit" in status.group(1) and "code 3" in status.group(1), status.group(1)  # the failed member's
     tries = page.split('<table class="tries">')[1].split("</table>")[0]
-    assert re.search(r"<td>1</td><td>as configured</td><td>provisioning_request</td><td>2</td>"
-                     r"<td>member_failed</td><td>[^<]*code 3", tries), tries
-    assert re.search(r"<td>2</td><td>shrink to 1 members</td><td>provisioning_request</td><td>1</td>"
-                     r"<td>member_failed</td>", tries), tries
+    assert re.search(
+        r"<td>1</td><td>as configured</td><td>provisioning_request</td><td>2</td>"
+        r"<td>member_failed</td><td>[^<]*code 3",
+        tries,
+    ), tries
+    assert re.search(
+        r"<td>2</td><td>shrink to 1 members</td><td>provisioning_request</td><td>1</td>"
+        r"<td>member_failed</td>",
+        tries,
+    ), tries
     assert "<h2>Waiting</h2>" not in page and "http-equiv" not in page
     state = gang_page(dag_run.dag_id, dag_run.run_id, "/api/reservation")["task_state"]
-    assert [(item["attempt"], item["outcome"]) for item in state["tries"]] == [(1, "member_failed"),
-                                                                               (2, "member_failed")]
+    assert [(item["attempt"], item["outcome"]) for item in state["tries"]] == [
+        (1, "member_failed"),
+        (2, "member_failed"),
+    ]
     assert state["current"] is None
 
 
@@ -62,8 +77,14 @@ LIVE = "<tr><th>conditions now</th><td>ProvisioningRequest"
 
 def test_a_waiting_try_shows_its_wait_then_the_reason_it_ended(cluster_factory: Any, run_dag: Any) -> None:
     cluster_factory("small", time_scale=60)  # four 1-GPU nodes: eight members are never granted
-    dag = gang_dag("ui_waiting", size=8, gpus=1, deferrable=True, pod_template=simulated_pod(10),
-                   reservation_timeout=timedelta(seconds=4))
+    dag = gang_dag(
+        "ui_waiting",
+        size=8,
+        gpus=1,
+        deferrable=True,
+        pod_template=simulated_pod(10),
+        reservation_timeout=timedelta(seconds=4),
+    )
     pages: list[str] = []
     stop = threading.Event()
 
@@ -88,8 +109,9 @@ def test_a_waiting_try_shows_its_wait_then_the_reason_it_ended(cluster_factory: 
     assert re.search(r"<tr><th>waiting for</th><td>\d s</td></tr>", rows), rows
     assert "<tr><th>try</th><td>1</td></tr>" in rows and "<tr><th>step</th><td>as configured</td></tr>" in rows
     # read live from the cluster, through the trigger row's kubernetes_conn_id, as the api-server would
-    assert re.search(r"<tr><th>conditions now</th><td>ProvisioningRequest Accepted=True[^<]*Provisioned=False",
-                     rows), rows
+    assert re.search(r"<tr><th>conditions now</th><td>ProvisioningRequest Accepted=True[^<]*Provisioned=False", rows), (
+        rows
+    )
     ended = gang_page(dag_run.dag_id, dag_run.run_id)
     assert "<h2>Waiting</h2>" not in ended
     assert re.search(r'<p class="status">Failed \(try 1\): try 1 ended deadline - deadline reached after', ended)
@@ -102,6 +124,7 @@ def _run_id(dag_id: str) -> str:
     from sqlalchemy import select
 
     with create_session() as session:
-        run = session.scalars(select(DagRun.run_id).where(DagRun.dag_id == dag_id)
-                              .order_by(DagRun.id.desc()).limit(1)).first()
+        run = session.scalars(
+            select(DagRun.run_id).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).limit(1)
+        ).first()
     return run or ""

@@ -21,14 +21,23 @@ QUICK = {"retry_attempts": 2, "retry_base_delay": 0.1, "retry_max_delay": 0.5, "
 
 
 @pytest.mark.parametrize("fault", ["*:1.0:drop", "*:1.0:503"], ids=["connections-dropped", "answers-503"])
-def test_an_api_server_lost_mid_run_ends_the_try_as_unreachable(cluster_factory: Any,
-                                                                 capfd: pytest.CaptureFixture[str],
-                                                                 fault: str) -> None:
+def test_an_api_server_lost_mid_run_ends_the_try_as_unreachable(
+    cluster_factory: Any, capfd: pytest.CaptureFixture[str], fault: str
+) -> None:
     cluster = cluster_factory("small", time_scale=60)
     template = simulated_pod(3600)
     del template["metadata"]["annotations"]["sim.gang.dev/run-seconds"]  # runs until deleted
-    op = GangTrainingOperator(task_id="train", size=2, gpus=1, pod_template=template, deferrable=True, retries=1,
-                              unreachable_timeout=3, client_options=QUICK, kubernetes_conn_id=cluster.conn_id)
+    op = GangTrainingOperator(
+        task_id="train",
+        size=2,
+        gpus=1,
+        pod_template=template,
+        deferrable=True,
+        retries=1,
+        unreachable_timeout=3,
+        client_options=QUICK,
+        kubernetes_conn_id=cluster.conn_id,
+    )
     context = context_for(FakeTaskInstance(f"unreachable_{fault[-4:]}", "run-1"))
     run = deferred(op.execute_reserved, context, first_event(deferred(op.execute, context)))
     eventually(lambda: running_pods(cluster, run.gang_name) == 2, timeout=30.0, what="both members running")
@@ -46,5 +55,6 @@ def test_an_api_server_lost_mid_run_ends_the_try_as_unreachable(cluster_factory:
     with pytest.raises(GangTryFailed, match="cluster_unreachable"):
         op.execute_finished(context, event)
     assert [(record.outcome, record.retryable) for record in TryHistory(context).finished()] == [
-        ("cluster_unreachable", True)]
+        ("cluster_unreachable", True)
+    ]
     eventually(lambda: gang_objects(cluster, run.gang_name) == {}, timeout=30.0, what="the gang's objects deleted")

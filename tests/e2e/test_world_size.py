@@ -46,8 +46,10 @@ class Recorder:
 
     def first(self, predicate: Any) -> int | None:
         with self._lock:
-            return next((index for index, (event, resource, obj) in enumerate(self.changes)
-                         if predicate(event, resource, obj)), None)
+            return next(
+                (index for index, (event, resource, obj) in enumerate(self.changes) if predicate(event, resource, obj)),
+                None,
+            )
 
 
 def _world_created(name: str) -> Any:
@@ -60,9 +62,19 @@ def _pod_running(event: str, resource: str, obj: dict[str, Any]) -> bool:
 
 def partial_gang(cluster: SimulatedCluster, run_seconds: float = 20) -> GangTrainingOperator:
     kueue_queues(cluster, {"team-two": 2})
-    return GangTrainingOperator(task_id="train", size=4, min_size=2, gpus=1, pod_template=simulated_pod(run_seconds),
-                                distributed="torch", reservation="kueue", kueue_queue="team-two", deferrable=True,
-                                kubernetes_conn_id=cluster.conn_id, client_options=QUICK_CLIENT)
+    return GangTrainingOperator(
+        task_id="train",
+        size=4,
+        min_size=2,
+        gpus=1,
+        pod_template=simulated_pod(run_seconds),
+        distributed="torch",
+        reservation="kueue",
+        kueue_queue="team-two",
+        deferrable=True,
+        kubernetes_conn_id=cluster.conn_id,
+        client_options=QUICK_CLIENT,
+    )
 
 
 def admitted(cluster: SimulatedCluster, op: GangTrainingOperator, context: dict[str, Any]) -> tuple[str, Any]:
@@ -78,21 +90,23 @@ def members(cluster: SimulatedCluster, gang: str) -> list[dict[str, Any]]:
 
 
 def waiting_reasons(cluster: SimulatedCluster, gang: str) -> list[tuple[str, str]]:
-    return [(status["state"]["waiting"]["reason"], status["state"]["waiting"].get("message", ""))
-            for pod in members(cluster, gang)
-            for status in (pod.get("status") or {}).get("containerStatuses") or []
-            if "waiting" in status["state"]]
+    return [
+        (status["state"]["waiting"]["reason"], status["state"]["waiting"].get("message", ""))
+        for pod in members(cluster, gang)
+        for status in (pod.get("status") or {}).get("containerStatuses") or []
+        if "waiting" in status["state"]
+    ]
 
 
 def leftovers(cluster: SimulatedCluster, gang: str) -> dict[str, list[str]]:
     selector = f"{naming.GANG_LABEL}={gang}"
-    found = {kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)]
-             for kind in KINDS}
+    found = {
+        kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)] for kind in KINDS
+    }
     return {kind: names for kind, names in found.items() if names}
 
 
-def test_admitted_members_wait_for_the_world_config_map_then_run_with_the_admitted_size(
-        cluster_factory: Any) -> None:
+def test_admitted_members_wait_for_the_world_config_map_then_run_with_the_admitted_size(cluster_factory: Any) -> None:
     cluster = cluster_factory("small", time_scale=60)
     recorder = Recorder(cluster)
     op = partial_gang(cluster)
@@ -100,13 +114,17 @@ def test_admitted_members_wait_for_the_world_config_map_then_run_with_the_admitt
     gang, event = admitted(cluster, op, context)
     world = f"{gang}-world"
     expected = [("CreateContainerConfigError", f'configmap "{world}" not found')] * 2
-    eventually(lambda: waiting_reasons(cluster, gang) == expected, timeout=30.0,
-               what="the 2 pods Kueue started waiting for the world ConfigMap")
+    eventually(
+        lambda: waiting_reasons(cluster, gang) == expected,
+        timeout=30.0,
+        what="the 2 pods Kueue started waiting for the world ConfigMap",
+    )
     assert len(members(cluster, gang)) == 2 and recorder.first(_pod_running) is None
 
     run = deferred(op.execute_reserved, context, event)  # writes the world ConfigMap first, then watches
-    (config_map,) = cluster.objects("v1/configmaps", label_selector=f"{naming.GANG_LABEL}={gang},"
-                                                                    f"{naming.ROLE_LABEL}=rendezvous")
+    (config_map,) = cluster.objects(
+        "v1/configmaps", label_selector=f"{naming.GANG_LABEL}={gang},{naming.ROLE_LABEL}=rendezvous"
+    )
     owner = next(item for item in cluster.objects("v1/configmaps") if item["metadata"]["name"] == gang)
     assert (config_map["metadata"]["name"], config_map["data"]) == (world, {"size": "2"})
     assert config_map["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
@@ -129,8 +147,16 @@ def test_a_world_config_map_left_with_another_size_is_corrected(cluster_factory:
     gang, event = admitted(cluster, op, context)
     owner = next(item for item in cluster.objects("v1/configmaps") if item["metadata"]["name"] == gang)
     reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": gang, "uid": owner["metadata"]["uid"]}
-    cluster.create("v1/configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "data": {"size": "3"}, "metadata": {
-        "name": f"{gang}-world", "labels": {naming.GANG_LABEL: gang}, "ownerReferences": [reference]}}, "default")
+    cluster.create(
+        "v1/configmaps",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "data": {"size": "3"},
+            "metadata": {"name": f"{gang}-world", "labels": {naming.GANG_LABEL: gang}, "ownerReferences": [reference]},
+        },
+        "default",
+    )
     run = deferred(op.execute_reserved, context, event)
     world = next(item for item in cluster.objects("v1/configmaps") if item["metadata"]["name"] == f"{gang}-world")
     assert world["data"] == {"size": "2"}
@@ -139,7 +165,8 @@ def test_a_world_config_map_left_with_another_size_is_corrected(cluster_factory:
 
 
 def test_a_world_config_map_that_cannot_be_written_ends_the_try_recorded_and_nothing_started(
-        cluster_factory: Any) -> None:
+    cluster_factory: Any,
+) -> None:
     cluster = cluster_factory("small", time_scale=60)
     recorder = Recorder(cluster)
     op = partial_gang(cluster)
@@ -154,6 +181,7 @@ def test_a_world_config_map_that_cannot_be_written_ends_the_try_recorded_and_not
         cluster.harness.emulator.faults = Faults()
     assert caught.value.reason is Reason.CLUSTER_UNREACHABLE
     assert [(record.attempt, record.outcome) for record in TryHistory(context).finished()] == [
-        (1, "cluster_unreachable")]
+        (1, "cluster_unreachable")
+    ]
     eventually(lambda: leftovers(cluster, gang) == {}, timeout=30.0, what="the gang torn down when it ended")
     assert recorder.first(_pod_running) is None  # no member ever ran without its size

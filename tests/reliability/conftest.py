@@ -48,8 +48,13 @@ def report(scenario: str, verdict: Verdict, *, faults: int) -> None:
 
 
 def render_table() -> list[str]:
-    cells = [COLUMNS, *((name, row.runs, row.faults, row.duplicates, row.orphans, row.wrong_steps, row.misrecorded)
-                        for name, row in TABLE.items())]
+    cells = [
+        COLUMNS,
+        *(
+            (name, row.runs, row.faults, row.duplicates, row.orphans, row.wrong_steps, row.misrecorded)
+            for name, row in TABLE.items()
+        ),
+    ]
     widths = [max(len(str(line[index])) for line in cells) for index in range(len(COLUMNS))]
     lines = [" | ".join(str(value).ljust(width) for value, width in zip(line, widths, strict=True)) for line in cells]
     lines.insert(1, "-|-".join("-" * width for width in widths))

@@ -35,10 +35,20 @@ def prepared(factory: Any, mode: str) -> FaultCluster:
 def operator(cluster: FaultCluster, mode: str) -> GangTrainingOperator:
     extra: dict[str, Any] = {"kueue_queue": "team"} if mode == "kueue" else {}
     return GangTrainingOperator(
-        task_id="train", size=2, gpus=1, pod_template=simulated_pod(10), reservation=mode, distributed="torch",
-        deferrable=True, retries=1, fallbacks=[RetryAsIs()], client_options=QUICK_CLIENT,
-        kubernetes_conn_id=cluster.cluster.conn_id, reservation_timeout=timedelta(seconds=60),
-        startup_timeout=timedelta(seconds=60), **extra,
+        task_id="train",
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(10),
+        reservation=mode,
+        distributed="torch",
+        deferrable=True,
+        retries=1,
+        fallbacks=[RetryAsIs()],
+        client_options=QUICK_CLIENT,
+        kubernetes_conn_id=cluster.cluster.conn_id,
+        reservation_timeout=timedelta(seconds=60),
+        startup_timeout=timedelta(seconds=60),
+        **extra,
     )
 
 
@@ -48,8 +58,13 @@ def calls_of_a_clean_run(factory: Any, mode: str) -> list[str]:
     run = run_task(operator(cluster, mode), f"clean_{mode}")
     assert run.outcome == "success", run.error
     report(f"clean run ({mode})", check(run, cluster.ledger), faults=0)
-    return sorted({call_target(entry) for entry in cluster.control.requests()
-                   if entry["resource"] != "selfsubjectaccessreviews" or entry["verb"] == "create"})
+    return sorted(
+        {
+            call_target(entry)
+            for entry in cluster.control.requests()
+            if entry["resource"] != "selfsubjectaccessreviews" or entry["verb"] == "create"
+        }
+    )
 
 
 CALLS: dict[str, list[str]] = {}
@@ -57,8 +72,9 @@ CALLS: dict[str, list[str]] = {}
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("mode", MODES)
-def test_every_call_of_a_try_failing_past_its_retries_breaks_no_invariant(fault_cluster_factory: Any,
-                                                                          mode: str) -> None:
+def test_every_call_of_a_try_failing_past_its_retries_breaks_no_invariant(
+    fault_cluster_factory: Any, mode: str
+) -> None:
     calls = calls_of_a_clean_run(fault_cluster_factory, mode)
     assert any(call.startswith("create/pods") or call.startswith("create/batch/jobs") for call in calls), calls
     for number, call in enumerate(calls):

@@ -32,13 +32,23 @@ PHASES = ("reserving", "launching", "running")
 def operator(cluster: FaultCluster, *, deferrable: bool) -> GangTrainingOperator:
     template = simulated_pod(3600)
     del template["metadata"]["annotations"]["sim.gang.dev/run-seconds"]  # runs until deleted
-    return GangTrainingOperator(task_id="train", size=4, gpus=1, pod_template=template, distributed="torch",
-                                deferrable=deferrable, retries=1, start_by=timedelta(hours=1),
-                                client_options=QUICK_CLIENT, kubernetes_conn_id=cluster.cluster.conn_id)
+    return GangTrainingOperator(
+        task_id="train",
+        size=4,
+        gpus=1,
+        pod_template=template,
+        distributed="torch",
+        deferrable=deferrable,
+        retries=1,
+        start_by=timedelta(hours=1),
+        client_options=QUICK_CLIENT,
+        kubernetes_conn_id=cluster.cluster.conn_id,
+    )
 
 
-def when_stored(cluster: FaultCluster, resource: str, gang: str, count: int,
-                then: Any = None) -> tuple[threading.Event, Any]:
+def when_stored(
+    cluster: FaultCluster, resource: str, gang: str, count: int, then: Any = None
+) -> tuple[threading.Event, Any]:
     """An event set once ``count`` objects of ``resource`` of ``gang`` were created; ``then`` is
     started in a thread at that moment, before the create's answer is sent."""
     reached, seen = threading.Event(), {"count": 0}
@@ -74,11 +84,15 @@ def kill_in_the_worker(cluster: FaultCluster, op: GangTrainingOperator, phase: s
     """Run the phase in a thread and call ``on_kill`` once it is under way."""
     context = context_for(FakeTaskInstance(dag_id, "run-1"))
     gang = naming.gang_name(dag_id, "train", "run-1", attempt=1)
-    resource, count = {"reserving": ("autoscaling.x-k8s.io/v1/provisioningrequests", 1),
-                       "launching": ("v1/pods", 1), "running": ("v1/pods", 4)}[phase]
+    resource, count = {
+        "reserving": ("autoscaling.x-k8s.io/v1/provisioningrequests", 1),
+        "launching": ("v1/pods", 1),
+        "running": ("v1/pods", 4),
+    }[phase]
     # Launching: killed the moment the first member is stored, while the other creates are in flight.
-    reached, unsubscribe = when_stored(cluster, resource, gang, count,
-                                       then=op.on_kill if phase == "launching" else None)
+    reached, unsubscribe = when_stored(
+        cluster, resource, gang, count, then=op.on_kill if phase == "launching" else None
+    )
     if op.deferrable and phase == "launching":
         event = first_event(deferred(op.execute, context))
         call: Any = lambda: op.execute_reserved(context, event)  # noqa: E731
@@ -131,8 +145,9 @@ def kill_the_deferred_trigger(cluster: FaultCluster, op: GangTrainingOperator, p
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("deferrable", [True, False], ids=["deferrable", "blocking"])
-def test_a_kill_in_every_phase_leaves_nothing_and_is_recorded_as_killed(fault_cluster_factory: Any,
-                                                                          deferrable: bool) -> None:
+def test_a_kill_in_every_phase_leaves_nothing_and_is_recorded_as_killed(
+    fault_cluster_factory: Any, deferrable: bool
+) -> None:
     for phase in PHASES:
         cluster = fault_cluster_factory("small", time_scale=None if phase == "reserving" else SIM_SPEED)
         op = operator(cluster, deferrable=deferrable)
@@ -140,5 +155,8 @@ def test_a_kill_in_every_phase_leaves_nothing_and_is_recorded_as_killed(fault_cl
         worker_stage = not deferrable or phase == "launching"
         run = (kill_in_the_worker if worker_stage else kill_the_deferred_trigger)(cluster, op, phase, dag_id)
         assert run.records[0].outcome == "killed", [record.to_dict() for record in run.records]
-        report(f"kill while {phase} ({'deferrable' if deferrable else 'blocking'})",
-               check(run, cluster.ledger, grace=30.0), faults=1)
+        report(
+            f"kill while {phase} ({'deferrable' if deferrable else 'blocking'})",
+            check(run, cluster.ledger, grace=30.0),
+            faults=1,
+        )

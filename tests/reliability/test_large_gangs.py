@@ -32,9 +32,21 @@ SIZE = 64
 PARALLEL = 8
 FAILING_AFTER = 20
 LATENCY = "latency:0.03"
-SCENARIO = {"name": "eight-gpu-nodes", "nodePools": [{
-    "name": "gpu", "zone": "us-central1-a", "gpuType": "nvidia-l4", "gpusPerNode": 8, "cpu": "64",
-    "memory": "256Gi", "maxNodes": 8, "provisioningDelaySeconds": 60}]}
+SCENARIO = {
+    "name": "eight-gpu-nodes",
+    "nodePools": [
+        {
+            "name": "gpu",
+            "zone": "us-central1-a",
+            "gpuType": "nvidia-l4",
+            "gpusPerNode": 8,
+            "cpu": "64",
+            "memory": "256Gi",
+            "maxNodes": 8,
+            "provisioningDelaySeconds": 60,
+        }
+    ],
+}
 """Room for 64 one-GPU members: 8 nodes of 8 GPUs, provisioned in 60 simulated seconds."""
 
 
@@ -56,8 +68,11 @@ class LaunchObserver:
     def changed(self, event_type: str, resource: str, obj: dict[str, Any]) -> None:
         if resource != "v1/pods":
             return
-        unanswered = Counter(entry["verb"] for entry in self.context.requests.snapshot()
-                             if entry["resource"] == "pods" and entry["subresource"] is None and entry["code"] is None)
+        unanswered = Counter(
+            entry["verb"]
+            for entry in self.context.requests.snapshot()
+            if entry["resource"] == "pods" and entry["subresource"] is None and entry["code"] is None
+        )
         for verb in ("create", "patch"):
             self.most[verb] = max(self.most[verb], unanswered[verb])
         gang = (obj["metadata"].get("labels") or {}).get(naming.GANG_LABEL)
@@ -70,24 +85,36 @@ class LaunchObserver:
 
 def operator(cluster: FaultCluster, mode: str) -> GangTrainingOperator:
     return GangTrainingOperator(
-        task_id="train", size=SIZE, gpus=1, pod_template=simulated_pod(5), reservation=mode, deferrable=True,
-        retries=1, fallbacks=[RetryAsIs()], kubernetes_conn_id=cluster.cluster.conn_id,
+        task_id="train",
+        size=SIZE,
+        gpus=1,
+        pod_template=simulated_pod(5),
+        reservation=mode,
+        deferrable=True,
+        retries=1,
+        fallbacks=[RetryAsIs()],
+        kubernetes_conn_id=cluster.cluster.conn_id,
         client_options={**QUICK_CLIENT, "max_parallel_requests": PARALLEL},
-        reservation_timeout=timedelta(seconds=300), startup_timeout=timedelta(seconds=300),
+        reservation_timeout=timedelta(seconds=300),
+        startup_timeout=timedelta(seconds=300),
     )
 
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("mode", ["provisioning_request", "gates"])
 def test_a_64_member_gang_is_created_a_bounded_number_at_a_time_and_a_failure_midway_duplicates_nothing(
-        fault_cluster_factory: Any, mode: str) -> None:
+    fault_cluster_factory: Any, mode: str
+) -> None:
     cluster = fault_cluster_factory(SCENARIO, time_scale=SIM_SPEED)
     cluster.control.set_faults(LATENCY)
     cluster.control.requests(clear=True)
     observer = LaunchObserver(cluster, fail_after=FAILING_AFTER)
     try:
-        run = run_task(operator(cluster, mode), f"large_gang_{mode}",
-                       before_try=lambda number: number == 2 and cluster.control.set_faults(LATENCY))
+        run = run_task(
+            operator(cluster, mode),
+            f"large_gang_{mode}",
+            before_try=lambda number: number == 2 and cluster.control.set_faults(LATENCY),
+        )
     finally:
         cluster.cluster.harness.run(observer.unsubscribe)
     entries = cluster.control.requests()

@@ -54,17 +54,27 @@ def short_timeouts(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", MODES)
-def test_a_long_run_through_cut_and_expired_watches_is_never_declared_lost(fault_cluster_factory: Any,
-                                                                          mode: str) -> None:
+def test_a_long_run_through_cut_and_expired_watches_is_never_declared_lost(
+    fault_cluster_factory: Any, mode: str
+) -> None:
     cluster = fault_cluster_factory("small", time_scale=TIME_SCALE, history_limit=HISTORY_LIMIT)
     extra: dict[str, Any] = {}
     if mode == "kueue":
         kueue_queues(cluster.cluster, {"team": 8})
         extra["kueue_queue"] = "team"
     operator = GangTrainingOperator(
-        task_id="train", size=2, gpus=1, pod_template=simulated_pod(RUN_SECONDS * TIME_SCALE), reservation=mode,
-        distributed="torch", deferrable=True, retries=0, kubernetes_conn_id=cluster.cluster.conn_id,
-        reservation_timeout=timedelta(seconds=60), startup_timeout=timedelta(seconds=60), **extra,
+        task_id="train",
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(RUN_SECONDS * TIME_SCALE),
+        reservation=mode,
+        distributed="torch",
+        deferrable=True,
+        retries=0,
+        kubernetes_conn_id=cluster.cluster.conn_id,
+        reservation_timeout=timedelta(seconds=60),
+        startup_timeout=timedelta(seconds=60),
+        **extra,
     )
     runner = RecordingTriggerRunner(changes=short_timeouts, timeout=RUN_SECONDS + 120)
     cluster.control.requests(clear=True)

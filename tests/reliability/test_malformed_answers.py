@@ -19,10 +19,8 @@ from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, check, run_task
 
 CASES = [
     # (fault, outcomes of the tries, what try 1's message names)
-    ("malformed/provisioningrequests:wrong-type:count:2", ["malformed_answer", "all_succeeded"],
-     "is a string, not"),
-    ("malformed/pods:wrong-type:count:1", ["malformed_answer", "all_succeeded"],
-     "is a string, not"),
+    ("malformed/provisioningrequests:wrong-type:count:2", ["malformed_answer", "all_succeeded"], "is a string, not"),
+    ("malformed/pods:wrong-type:count:1", ["malformed_answer", "all_succeeded"], "is a string, not"),
     ("malformed/provisioningrequests:unknown-condition", ["all_succeeded"], None),
     ("malformed/pods:unknown-condition", ["all_succeeded"], None),
     ("malformed/provisioningrequests:no-status:count:1", ["all_succeeded"], None),
@@ -36,9 +34,17 @@ def test_malformed_answers_end_the_try_as_the_answer_warrants(fault_cluster_fact
     for number, (fault, outcomes, named) in enumerate(CASES):
         cluster = fault_cluster_factory("small", time_scale=SIM_SPEED)
         op = GangTrainingOperator(
-            task_id="train", size=2, gpus=1, pod_template=simulated_pod(10), deferrable=True, retries=1,
-            fallbacks=[RetryAsIs()], client_options=QUICK_CLIENT, kubernetes_conn_id=cluster.cluster.conn_id,
-            reservation_timeout=timedelta(seconds=60), startup_timeout=timedelta(seconds=60),
+            task_id="train",
+            size=2,
+            gpus=1,
+            pod_template=simulated_pod(10),
+            deferrable=True,
+            retries=1,
+            fallbacks=[RetryAsIs()],
+            client_options=QUICK_CLIENT,
+            kubernetes_conn_id=cluster.cluster.conn_id,
+            reservation_timeout=timedelta(seconds=60),
+            startup_timeout=timedelta(seconds=60),
         )
         cluster.control.set_faults(fault)
         run = run_task(op, f"malformed_{number}")

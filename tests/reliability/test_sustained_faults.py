@@ -66,6 +66,7 @@ def path_of(run: TaskRun) -> list[tuple[str, str]]:
 
 # -- the example DAG -------------------------------------------------------------------------------
 
+
 def run_the_example_dag(factory: Any, faults: str | None) -> tuple[FaultCluster, TaskRun, int]:
     """The example DAG once, as ``make demo`` runs it, on a fresh ``demo`` cluster with ``faults``;
     returns the cluster, how the task ended and the number of API requests the run made."""
@@ -84,7 +85,8 @@ def run_the_example_dag(factory: Any, faults: str | None) -> tuple[FaultCluster,
 
 @pytest.mark.timeout(900)
 def test_the_example_dag_completes_under_sustained_faults_within_3x_the_requests(
-        fault_cluster_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fault_cluster_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("torch")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # the members
     clean_cluster, clean, clean_requests = run_the_example_dag(fault_cluster_factory, None)
@@ -101,6 +103,7 @@ def test_the_example_dag_completes_under_sustained_faults_within_3x_the_requests
 
 # -- every reservation mode ------------------------------------------------------------------------
 
+
 def run_a_gang(factory: Any, mode: str, faults: str | None) -> tuple[FaultCluster, TaskRun, int]:
     cluster = factory("small", time_scale=MODE_TIME_SCALE)
     extra: dict[str, Any] = {}
@@ -108,10 +111,19 @@ def run_a_gang(factory: Any, mode: str, faults: str | None) -> tuple[FaultCluste
         kueue_queues(cluster.cluster, {"team": 8})
         extra["kueue_queue"] = "team"
     operator = GangTrainingOperator(
-        task_id="train", size=2, gpus=1, pod_template=simulated_pod(MEMBER_RUN_SECONDS * MODE_TIME_SCALE),
-        reservation=mode, distributed="torch", deferrable=True, retries=1, fallbacks=[RetryAsIs()],
-        kubernetes_conn_id=cluster.cluster.conn_id, reservation_timeout=timedelta(seconds=60),
-        startup_timeout=timedelta(seconds=60), **extra,
+        task_id="train",
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(MEMBER_RUN_SECONDS * MODE_TIME_SCALE),
+        reservation=mode,
+        distributed="torch",
+        deferrable=True,
+        retries=1,
+        fallbacks=[RetryAsIs()],
+        kubernetes_conn_id=cluster.cluster.conn_id,
+        reservation_timeout=timedelta(seconds=60),
+        startup_timeout=timedelta(seconds=60),
+        **extra,
     )
     cluster.control.requests(clear=True)
     if faults:
@@ -123,8 +135,9 @@ def run_a_gang(factory: Any, mode: str, faults: str | None) -> tuple[FaultCluste
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", MODES)
-def test_every_mode_completes_under_sustained_faults_within_3x_the_requests(fault_cluster_factory: Any,
-                                                                            mode: str) -> None:
+def test_every_mode_completes_under_sustained_faults_within_3x_the_requests(
+    fault_cluster_factory: Any, mode: str
+) -> None:
     clean_cluster, clean, clean_requests = run_a_gang(fault_cluster_factory, mode, None)
     assert path_of(clean) == [("as configured", "all_succeeded")], clean.error
     report(f"clean run ({mode})", check(clean, clean_cluster.ledger), faults=0)

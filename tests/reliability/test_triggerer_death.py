@@ -76,14 +76,20 @@ REVIEWS = "authorization.k8s.io/selfsubjectaccessreviews"
 
 # -- the cluster and the task ---------------------------------------------------------------------
 
+
 def busy_gpus() -> Scenario:
     """``small`` with exactly two GPU nodes (no scale-up: a reservation fits only once they are free)
     and a 12 s autoscaler backoff (a waiting ProvisioningRequest is retried, and rewritten, often)."""
     small = load_scenario("small")
-    pools = tuple(replace(pool, initial_nodes=GPU_NODES, min_nodes=GPU_NODES, max_nodes=GPU_NODES)
-                  if pool.gpus_per_node else pool for pool in small.node_pools)
-    return replace(small, node_pools=pools,
-                   autoscaler=replace(small.autoscaler, initial_backoff_seconds=12, max_backoff_seconds=12))
+    pools = tuple(
+        replace(pool, initial_nodes=GPU_NODES, min_nodes=GPU_NODES, max_nodes=GPU_NODES) if pool.gpus_per_node else pool
+        for pool in small.node_pools
+    )
+    return replace(
+        small,
+        node_pools=pools,
+        autoscaler=replace(small.autoscaler, initial_backoff_seconds=12, max_backoff_seconds=12),
+    )
 
 
 def other_team_pod(name: str) -> dict[str, Any]:
@@ -101,9 +107,14 @@ def busy_cluster(factory: Any, mode: str, *, busy: bool = True) -> tuple[FaultCl
     names = [f"other-team-{index}" for index in range(GPU_NODES)] if busy else []
     for name in names:
         cluster.cluster.create("v1/pods", other_team_pod(name), "default")
-    eventually(lambda: sum((pod.get("status") or {}).get("phase") == "Running"
-                           for pod in cluster.cluster.objects("v1/pods")) == len(names),
-               timeout=30.0, what="the other team's pods running")
+    eventually(
+        lambda: (
+            sum((pod.get("status") or {}).get("phase") == "Running" for pod in cluster.cluster.objects("v1/pods"))
+            == len(names)
+        ),
+        timeout=30.0,
+        what="the other team's pods running",
+    )
     harness = cluster.cluster.harness
 
     def delete(name: str) -> None:
@@ -129,31 +140,58 @@ def releases(release: Callable[[], None], mode: str) -> Callable[[str], None]:
 def operator(cluster: FaultCluster, mode: str, **options: Any) -> GangTrainingOperator:
     queue: dict[str, Any] = {"kueue_queue": "team"} if mode == "kueue" else {}
     arguments: dict[str, Any] = {
-        "pod_template": simulated_pod(RUN_SECONDS), "retries": 1, "fallbacks": [RetryAsIs()],
-        "reservation_timeout": timedelta(seconds=60), "startup_timeout": timedelta(seconds=60), **queue, **options}
-    return GangTrainingOperator(task_id="train", size=SIZE, gpus=1, reservation=mode, distributed="torch",
-                                deferrable=True, client_options=QUICK_CLIENT,
-                                kubernetes_conn_id=cluster.cluster.conn_id, **arguments)
+        "pod_template": simulated_pod(RUN_SECONDS),
+        "retries": 1,
+        "fallbacks": [RetryAsIs()],
+        "reservation_timeout": timedelta(seconds=60),
+        "startup_timeout": timedelta(seconds=60),
+        **queue,
+        **options,
+    }
+    return GangTrainingOperator(
+        task_id="train",
+        size=SIZE,
+        gpus=1,
+        reservation=mode,
+        distributed="torch",
+        deferrable=True,
+        client_options=QUICK_CLIENT,
+        kubernetes_conn_id=cluster.cluster.conn_id,
+        **arguments,
+    )
 
 
 # -- what a run must show --------------------------------------------------------------------------
 
+
 def repeated_creates(cluster: FaultCluster) -> list[str]:
     """Kinds the task created more often than one try creates them (pods: once per member; every other
     kind once), from the request log - a duplicate even when the first copy was gone by then."""
-    counts = Counter(entry["resource"] for entry in cluster.control.requests()
-                     if entry["verb"] == "create" and 200 <= (entry.get("code") or 0) < 300
-                     and entry["resource"] != REVIEWS)
-    return [f"{count} creates of {resource}: a try creates {limit}" for resource, count in sorted(counts.items())
-            if count > (limit := SIZE if resource == "pods" else 1)]
+    counts = Counter(
+        entry["resource"]
+        for entry in cluster.control.requests()
+        if entry["verb"] == "create" and 200 <= (entry.get("code") or 0) < 300 and entry["resource"] != REVIEWS
+    )
+    return [
+        f"{count} creates of {resource}: a try creates {limit}"
+        for resource, count in sorted(counts.items())
+        if count > (limit := SIZE if resource == "pods" else 1)
+    ]
 
 
 def outcome(event: Mapping[str, Any]) -> tuple[Any, ...]:
     """What two triggers watching the same objects must agree on: the decision, and per member its
     rank, state and exit code (not the timings, nor messages that may quote them)."""
     members = sorted((member["rank"], member["state"], member["exit_code"]) for member in event["members"])
-    return (event["status"], event["stage"], event["phase"], event["terminal"], event["reason"],
-            event["admitted_count"], tuple(members))
+    return (
+        event["status"],
+        event["stage"],
+        event["phase"],
+        event["terminal"],
+        event["reason"],
+        event["admitted_count"],
+        tuple(members),
+    )
 
 
 def assert_ends_as_uncut(run: TaskRun, events: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
@@ -166,10 +204,12 @@ def assert_ends_as_uncut(run: TaskRun, events: Mapping[str, Sequence[Mapping[str
 
 # -- a trigger cut and rebuilt ---------------------------------------------------------------------
 
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", list(SEEDS))
-def test_a_trigger_cut_at_seeded_points_and_rebuilt_ends_the_task_as_an_uncut_run(fault_cluster_factory: Any,
-                                                                                     mode: str) -> None:
+def test_a_trigger_cut_at_seeded_points_and_rebuilt_ends_the_task_as_an_uncut_run(
+    fault_cluster_factory: Any, mode: str
+) -> None:
     """Per seed, each stage's trigger is cancelled at 1-3 seeded points (the first one's kind rotates
     with the seed, so every kind comes first in every stage), rebuilt from the deferred trigger's
     serialized form each time. The task succeeds at try 1 with the uncut events, nothing is created
@@ -178,8 +218,10 @@ def test_a_trigger_cut_at_seeded_points_and_rebuilt_ends_the_task_as_an_uncut_ru
     reached: set[tuple[str, str]] = set()
     for seed in SEEDS[mode]:
         rng = random.Random(seed)
-        plan = {"reservation": plan_cuts(rng, KINDS[seed % len(KINDS)]),
-                "run": plan_cuts(rng, KINDS[(seed + 2) % len(KINDS)])}
+        plan = {
+            "reservation": plan_cuts(rng, KINDS[seed % len(KINDS)]),
+            "run": plan_cuts(rng, KINDS[(seed + 2) % len(KINDS)]),
+        }
         cluster, release = busy_cluster(fault_cluster_factory, mode)
         triggerer = DyingTriggerer(cluster.control, plan, releases(release, mode))
         run = run_task(operator(cluster, mode), f"death_{mode}_{seed}", run_trigger=triggerer)
@@ -201,6 +243,7 @@ def test_a_trigger_cut_at_seeded_points_and_rebuilt_ends_the_task_as_an_uncut_ru
 
 
 # -- two triggerers, one trigger -------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("mode", list(SEEDS))
 def test_two_copies_of_each_trigger_at_once_change_nothing(fault_cluster_factory: Any, mode: str) -> None:
@@ -272,11 +315,14 @@ async def user_kill_cut(cluster: FaultCluster, trigger: Any, gang: str, point: s
 
             async def owner_read_arrived() -> bool:
                 entries = await asyncio.to_thread(cluster.control.requests)
-                return any(entry["verb"] == "get" and entry["resource"] == "configmaps" and entry["name"] == owner
-                           for entry in entries)
+                return any(
+                    entry["verb"] == "get" and entry["resource"] == "configmaps" and entry["name"] == owner
+                    for entry in entries
+                )
 
-            await eventually_async(owner_read_arrived, timeout=30.0, what="on_kill's GET of the owner ConfigMap",
-                                   interval=POLL_SECONDS)
+            await eventually_async(
+                owner_read_arrived, timeout=30.0, what="on_kill's GET of the owner ConfigMap", interval=POLL_SECONDS
+            )
             assert not feed.asked.is_set(), "the owner GET was answered within its latency"
         else:
             assert await until(feed.asked.is_set, task), "on_kill ended before reading the task state"
@@ -293,8 +339,9 @@ async def user_kill_cut(cluster: FaultCluster, trigger: Any, gang: str, point: s
         async def deleted() -> bool:
             return not gang_objects(cluster, gang)
 
-        await eventually_async(deleted, timeout=30.0, what="the deletion of the surviving triggerer",
-                               interval=POLL_SECONDS)
+        await eventually_async(
+            deleted, timeout=30.0, what="the deletion of the surviving triggerer", interval=POLL_SECONDS
+        )
         await background_done()
     finally:
         await asyncio.to_thread(cluster.control.clear_faults)
@@ -302,8 +349,9 @@ async def user_kill_cut(cluster: FaultCluster, trigger: Any, gang: str, point: s
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("stage", STAGES)
-def test_a_triggerer_dying_during_on_kill_leaves_what_the_next_on_kill_deletes(fault_cluster_factory: Any,
-                                                                                 stage: str) -> None:
+def test_a_triggerer_dying_during_on_kill_leaves_what_the_next_on_kill_deletes(
+    fault_cluster_factory: Any, stage: str
+) -> None:
     """For every point of ``on_kill`` (owner read, task state read, owner delete) and either fate of
     the triggerer cutting it (dies, lives): an ``on_kill`` of a rebuilt copy with a seeded non-final
     task state deletes nothing; the cut ``on_kill`` deletes nothing before it has read a final state;

@@ -31,8 +31,13 @@ OBJECTS_OF_A_TRY = {"provisioning_request": 6, "gates": 6}
 def start_worker(state: Path, dag_id: str, mode: str, log: Path) -> subprocess.Popen[bytes]:
     environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
     with log.open("wb") as output:
-        return subprocess.Popen([sys.executable, "-m", "tests.reliability.worker", str(state), dag_id, mode],
-                                cwd=REPOSITORY, env=environment, stdout=output, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.reliability.worker", str(state), dag_id, mode],
+            cwd=REPOSITORY,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def kill_after_creates(cluster: FaultCluster, process: subprocess.Popen[bytes], creates: int) -> Any:
@@ -53,7 +58,8 @@ def kill_after_creates(cluster: FaultCluster, process: subprocess.Popen[bytes], 
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("mode", sorted(OBJECTS_OF_A_TRY))
 def test_a_worker_killed_after_any_number_of_creates_is_adopted_without_duplicates(
-        fault_cluster_factory: Any, tmp_path: Path, mode: str) -> None:
+    fault_cluster_factory: Any, tmp_path: Path, mode: str
+) -> None:
     for creates in range(1, OBJECTS_OF_A_TRY[mode] + 1):
         cluster = fault_cluster_factory("small", time_scale=SIM_SPEED)
         state, dag_id = tmp_path / f"state-{mode}-{creates}.json", f"worker_death_{mode}_{creates}"
@@ -64,14 +70,22 @@ def test_a_worker_killed_after_any_number_of_creates_is_adopted_without_duplicat
             code = process.wait(timeout=120)
         finally:
             cluster.cluster.harness.run(unsubscribe)
-        assert code == -signal.SIGKILL, f"worker ended with {code} before its {creates}th create: " \
-                                        f"{log.read_text()[-2000:]}"
+        assert code == -signal.SIGKILL, (
+            f"worker ended with {code} before its {creates}th create: {log.read_text()[-2000:]}"
+        )
         stored = len(cluster.ledger.objects_of(set(cluster.ledger.created_at)))
         assert stored >= creates
-        run = run_task(worker.operator(mode, deferrable=True), dag_id, first_try=2, max_tries=2,
-                       context_changes={"task_state_store": worker.FileStateStore(state)})
+        run = run_task(
+            worker.operator(mode, deferrable=True),
+            dag_id,
+            first_try=2,
+            max_tries=2,
+            context_changes={"task_state_store": worker.FileStateStore(state)},
+        )
         assert run.outcome == "success", run.error
-        assert [(record.attempt, record.outcome) for record in run.records] == [(1, "worker_lost"),
-                                                                                (2, "all_succeeded")]
+        assert [(record.attempt, record.outcome) for record in run.records] == [
+            (1, "worker_lost"),
+            (2, "all_succeeded"),
+        ]
         assert run.records[1].adopted_from == 1 and run.records[1].gang == run.records[0].gang
         report(f"worker killed after k creates ({mode})", check(run, cluster.ledger), faults=1)

@@ -44,6 +44,7 @@ KINDS = ("delay", "mid-list", "mid-watch", "between-events")
 
 # -- where a copy is cut -------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Cut:
     """Where one copy of a trigger is cancelled.
@@ -148,6 +149,7 @@ async def reach(cut: Cut, trigger: Any, task: asyncio.Task[Any]) -> bool:
 
 # -- serving a trigger ---------------------------------------------------------------------------
 
+
 async def serve(trigger: Any) -> dict[str, Any]:
     """Run ``trigger`` as Airflow 3.3's ``TriggerRunner.run_trigger`` does; its first event's payload.
 
@@ -198,6 +200,7 @@ async def background_done(timeout: float = 30.0) -> None:
 
 # -- runners for run_task --------------------------------------------------------------------------
 
+
 @dataclass
 class StageLog:
     """What happened to one stage's trigger: the cuts reached (in order) and the event(s) it ended with."""
@@ -221,8 +224,9 @@ class DyingTriggerer:
     them so the test can fail with the runner's own message.
     """
 
-    def __init__(self, control: Control, plan: Mapping[str, Sequence[Cut]],
-                 release: Callable[[str], None] = lambda stage: None) -> None:
+    def __init__(
+        self, control: Control, plan: Mapping[str, Sequence[Cut]], release: Callable[[str], None] = lambda stage: None
+    ) -> None:
         self.control = control
         self.plan = plan
         self.release = release

@@ -52,8 +52,15 @@ class FileStateStore:
 def operator(mode: str, *, deferrable: bool) -> GangTrainingOperator:
     """The task both the worker process and the test's own retry run."""
     return GangTrainingOperator(
-        task_id="train", size=2, gpus=1, pod_template=simulated_pod(5), reservation=mode, distributed="torch",
-        deferrable=deferrable, retries=1, client_options=QUICK_CLIENT,
+        task_id="train",
+        size=2,
+        gpus=1,
+        pod_template=simulated_pod(5),
+        reservation=mode,
+        distributed="torch",
+        deferrable=deferrable,
+        retries=1,
+        client_options=QUICK_CLIENT,
     )
 
 

@@ -28,8 +28,16 @@ import numpy.typing as npt
 
 CHROMIUM = Path("/usr/bin/chromium")
 WINDOW = (1280, 900)
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}
 """Samples per pixel of each 8-bit PNG colour type (grey, RGB, grey + alpha, RGBA)."""
@@ -50,10 +58,18 @@ def render(url: str, screenshot: Path, timeout: float = 60.0) -> Rendering:
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     screenshot.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="gang-chromium-") as profile:
-        command = [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", f"--screenshot={screenshot}",
-                   "--dump-dom", f"--window-size={WINDOW[0]},{WINDOW[1]}", url]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+        command = [
+            str(CHROMIUM),
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            f"--screenshot={screenshot}",
+            "--dump-dom",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}",
+            url,
+        ]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         try:
             dom, log = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -87,9 +103,9 @@ def _chunks(data: bytes) -> list[tuple[bytes, bytes]]:
     while position < len(data):
         if position + 12 > len(data):
             raise ValueError("truncated chunk")
-        (length,) = struct.unpack(">I", data[position:position + 4])
-        kind, body = data[position + 4:position + 8], data[position + 8:position + 8 + length]
-        (crc,) = struct.unpack(">I", data[position + 8 + length:position + 12 + length])
+        (length,) = struct.unpack(">I", data[position : position + 4])
+        kind, body = data[position + 4 : position + 8], data[position + 8 : position + 8 + length]
+        (crc,) = struct.unpack(">I", data[position + 8 + length : position + 12 + length])
         if len(body) != length or zlib.crc32(kind + body) != crc:
             raise ValueError(f"chunk {kind!r}: bad length or CRC")
         chunks.append((kind, body))
@@ -107,8 +123,9 @@ def _paeth(left: int, up: int, up_left: int) -> int:
     return up if distances[1] <= distances[2] else up_left
 
 
-def _unfilter(kind: int, row: npt.NDArray[np.uint8], previous: npt.NDArray[np.uint8],
-              channels: int) -> npt.NDArray[np.uint8]:
+def _unfilter(
+    kind: int, row: npt.NDArray[np.uint8], previous: npt.NDArray[np.uint8], channels: int
+) -> npt.NDArray[np.uint8]:
     if kind == 0:
         return row
     if kind == 1:  # Sub: a running sum along the row, per channel

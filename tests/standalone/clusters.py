@@ -47,8 +47,13 @@ class Cluster(ABC):
         return json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(self.kubeconfig)}})
 
     def kubectl(self, *arguments: str) -> str:
-        result = subprocess.run([str(BIN / "kubectl"), "--kubeconfig", str(self.kubeconfig), *arguments],
-                                capture_output=True, text=True, timeout=60, check=True)
+        result = subprocess.run(
+            [str(BIN / "kubectl"), "--kubeconfig", str(self.kubeconfig), *arguments],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         return result.stdout
 
     def names(self, kinds: str, label_selector: str) -> list[str]:
@@ -124,13 +129,28 @@ def start_cluster(directory: Path, name: str, spec: ClusterSpec) -> Cluster:
             harness.stop()
             raise
         return cluster
-    started = start(f"gang-sim {name}", [str(BIN / "gang-sim"), "serve", "--scenario", spec.scenario,
-                                         "--time-scale", str(spec.time_scale), "--kubeconfig-out", str(kubeconfig)],
-                    directory / f"gang-sim-{name}.log")
+    started = start(
+        f"gang-sim {name}",
+        [
+            str(BIN / "gang-sim"),
+            "serve",
+            "--scenario",
+            spec.scenario,
+            "--time-scale",
+            str(spec.time_scale),
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
+        directory / f"gang-sim-{name}.log",
+    )
     try:
         with diagnosed_by(started.describe):
-            eventually(lambda: "ready:" in started.log() or not started.running(),
-                       timeout=120, what=f"gang-sim {name} ready", interval=0.2)
+            eventually(
+                lambda: "ready:" in started.log() or not started.running(),
+                timeout=120,
+                what=f"gang-sim {name} ready",
+                interval=0.2,
+            )
         if not started.running():
             raise AssertionError(f"gang-sim exited:\n{started.describe()}")
     except BaseException:

@@ -37,6 +37,7 @@ from tests.standalone.processes import BIN, Started, diagnosed_by, free_port, st
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
 """Started in this order (as ``airflow standalone`` does), stopped in the reverse one."""
 
+SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 OPTIONS = {"scheduler": ["--skip-serve-logs"], "triggerer": ["--skip-serve-logs"]}
 
 
@@ -75,8 +76,12 @@ class Airflow:
         """Start ``airflow <component>``; the n-th process of a component logs to ``<component>-<n>.log``."""
         count = sum(1 for process in self.started if process.name.rstrip("-0123456789") == component)
         name = component if count == 0 else f"{component}-{count + 1}"
-        process = start(name, [str(BIN / "airflow"), component, *OPTIONS.get(component, [])],
-                        self.directory / f"{name}.log", self.env)
+        process = start(
+            name,
+            [str(BIN / "airflow"), component, *OPTIONS.get(component, [])],
+            self.directory / f"{name}.log",
+            self.env,
+        )
         self.components[component] = process
         self.started.append(process)
         return process
@@ -139,8 +144,9 @@ class Airflow:
         self.login()
         for dag_id in dag_ids:
             with diagnosed_by(self.describe):
-                eventually(lambda dag_id=dag_id: self.dag_known(dag_id),
-                           timeout=180, what=f"DAG {dag_id} parsed", interval=2)
+                eventually(
+                    lambda dag_id=dag_id: self.dag_known(dag_id), timeout=180, what=f"DAG {dag_id} parsed", interval=2
+                )
 
     def triggerer_jobs(self) -> dict[int, dict[str, Any]]:
         """Every ``TriggererJob`` (``/api/v2/jobs``) by id: ``state``, ``latest_heartbeat``, ``end_date``..."""
@@ -154,7 +160,9 @@ class Airflow:
             rows = connection.execute(
                 "SELECT ti.run_id, ti.try_number, ti.state, t.id, t.classpath, t.triggerer_id "
                 'FROM task_instance AS ti LEFT JOIN "trigger" AS t ON ti.trigger_id = t.id '
-                "WHERE ti.dag_id = ? AND ti.task_id = 'train' ORDER BY ti.run_id", (dag_id,)).fetchall()
+                "WHERE ti.dag_id = ? AND ti.task_id = 'train' ORDER BY ti.run_id",
+                (dag_id,),
+            ).fetchall()
         return [TriggerRow(*row) for row in rows]
 
     def trigger_log(self, run_id: str = "*", attempt: int | str = "*", triggerer: int | str = "*") -> str:
@@ -168,40 +176,43 @@ class Airflow:
         return "\n".join(path.read_text(errors="replace") for path in sorted(self.home.rglob(pattern)))
 
 
-def component_env(home: Path, dags: Path, api_port: int, connections: Mapping[str, str],
-                        config: Mapping[str, str]) -> dict[str, str]:
+def component_env(
+    home: Path, dags: Path, api_port: int, connections: Mapping[str, str], config: Mapping[str, str]
+) -> dict[str, str]:
     """The environment of every component (see the module docstring)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AIRFLOW", "_AIRFLOW"))}
-    env.update({
-        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__PARALLELISM": "4",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        "AIRFLOW__CORE__AUTH_MANAGER":
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__API__PORT": str(api_port),
-        "AIRFLOW__API__WORKERS": "1",
-        # Workers derive the execution API URL from it (default http://localhost:8080/execution/).
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api_port}",
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
-        # One secret for every component: left unset, each would generate its own, and workers then
-        # fail with "Invalid auth token".
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
-        "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
-        **{f"AIRFLOW_CONN_{conn_id.upper()}": value for conn_id, value in connections.items()},
-        **config,
-    })
+    env.update(
+        {
+            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH_MANAGER,
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(api_port),
+            "AIRFLOW__API__WORKERS": "1",
+            # Workers derive the execution API URL from it (default http://localhost:8080/execution/).
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api_port}",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
+            # One secret for every component: left unset, each would generate its own, and workers then
+            # fail with "Invalid auth token".
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+            "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
+            **{f"AIRFLOW_CONN_{conn_id.upper()}": value for conn_id, value in connections.items()},
+            **config,
+        }
+    )
     return env
 
 
-def start_airflow(directory: Path, dags: Path, connections: Mapping[str, str],
-                  config: Mapping[str, str] | None = None) -> Airflow:
+def start_airflow(
+    directory: Path, dags: Path, connections: Mapping[str, str], config: Mapping[str, str] | None = None
+) -> Airflow:
     """Migrate a new database in ``directory/home``, then start the components (not waiting for them:
     :meth:`Airflow.wait_ready`). ``config``: extra ``AIRFLOW__SECTION__KEY`` variables. On failure
     nothing is left running."""

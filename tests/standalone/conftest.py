@@ -34,13 +34,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _setups(item: pytest.Item) -> list[Setup]:
     values = getattr(item, "funcargs", {}).values()
-    return [value if isinstance(value, Setup) else value.setup for value in values
-            if isinstance(value, Setup) or isinstance(getattr(value, "setup", None), Setup)]
+    return [
+        value if isinstance(value, Setup) else value.setup
+        for value in values
+        if isinstance(value, Setup) or isinstance(getattr(value, "setup", None), Setup)
+    ]
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
-                                                                                            pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if report.failed:
         for setup in _setups(item):

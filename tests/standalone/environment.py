@@ -106,8 +106,14 @@ WAITING_AND_FAST = {"gang_waiting": ClusterSpec("demo", None), "gang_fast": Clus
 
 def waiting_and_fast(file_name: str, description: str, waiting: str, success: str, success_run_seconds: int) -> Dags:
     """A gang of 8 that waits on ``gang_waiting`` and a gang of 2 that runs on ``gang_fast``."""
-    return Dags(file_name, description, (GangDag(waiting, "gang_waiting", 8, "us-central1-a", 3600),
-                                         GangDag(success, "gang_fast", 2, None, success_run_seconds)))
+    return Dags(
+        file_name,
+        description,
+        (
+            GangDag(waiting, "gang_waiting", 8, "us-central1-a", 3600),
+            GangDag(success, "gang_fast", 2, None, success_run_seconds),
+        ),
+    )
 
 
 def write_dags(directory: Path, dags: Dags) -> Path:
@@ -133,8 +139,9 @@ class Setup:
 
 
 @contextmanager
-def running_airflow(prefix: str, dags: Dags, clusters: Mapping[str, ClusterSpec],
-                    config: Mapping[str, str] | None = None) -> Iterator[Setup]:
+def running_airflow(
+    prefix: str, dags: Dags, clusters: Mapping[str, ClusterSpec], config: Mapping[str, str] | None = None
+) -> Iterator[Setup]:
     """The clusters and Airflow (with ``config``: extra ``AIRFLOW__SECTION__KEY`` variables), healthy,
     logged in, the DAGs parsed, in a temporary directory named ``prefix...``; everything started is
     stopped on exit (last started first), also on failure."""
@@ -146,8 +153,9 @@ def running_airflow(prefix: str, dags: Dags, clusters: Mapping[str, ClusterSpec]
         for conn_id, spec in clusters.items():
             started[conn_id] = start_cluster(directory, conn_id, spec)
             stopping.append(started[conn_id])
-        airflow = start_airflow(directory, folder, {conn_id: cluster.connection_json()
-                                                    for conn_id, cluster in started.items()}, config)
+        airflow = start_airflow(
+            directory, folder, {conn_id: cluster.connection_json() for conn_id, cluster in started.items()}, config
+        )
         stopping.append(airflow)
         airflow.wait_ready(dags.dag_ids)
         yield Setup(airflow, started, directory)
@@ -186,8 +194,9 @@ def settled(airflow: Airflow, runs: Mapping[str, str]) -> bool:
     return True
 
 
-def drive_until_finished(airflow: Airflow, cluster: ManualCluster, runs: Mapping[str, str],
-                         step_seconds: float = 30.0, steps: int = 40) -> None:
+def drive_until_finished(
+    airflow: Airflow, cluster: ManualCluster, runs: Mapping[str, str], step_seconds: float = 30.0, steps: int = 40
+) -> None:
     """Move ``cluster``'s clock ``step_seconds`` at a time, each step once Airflow has
     :func:`settled`, until every run's ``train`` task has finished; fail after ``steps`` steps.
 

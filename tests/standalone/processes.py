@@ -47,7 +47,7 @@ def session_members(session: int) -> list[int]:
         except OSError:  # exited meanwhile
             continue
         # ``pid (comm) state ppid pgrp session ...``; comm may contain spaces and parentheses.
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[3]) == session and fields[0] != "Z":
             members.append(int(entry.name))
     return members
@@ -125,8 +125,14 @@ class Started:
 def start(name: str, command: list[str], log_path: Path, env: Mapping[str, str] | None = None) -> Started:
     """Start ``command`` in a new session with stdout and stderr going to ``log_path``."""
     log_file = log_path.open("wb")
-    process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               env=dict(env or os.environ), start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=dict(env or os.environ),
+        start_new_session=True,
+    )
     return Started(name, process, log_path, log_file)
 
 

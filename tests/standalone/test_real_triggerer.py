@@ -56,7 +56,9 @@ GANG_KINDS = "provisioningrequests,podtemplates,pods,configmaps,services"
 DAGS = waiting_and_fast(
     file_name="gang_standalone_dags.py",
     description="DAGs of tests/standalone: one gang that waits (zone A stocked out), one that runs at once.",
-    waiting="gang_standalone_waiting", success="gang_standalone_success", success_run_seconds=120,
+    waiting="gang_standalone_waiting",
+    success="gang_standalone_success",
+    success_run_seconds=120,
 )
 
 
@@ -81,8 +83,12 @@ def _gang(dag_id: str, run_id: str, attempt: int) -> str:
 def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
     """Wait until the try is deferred with its ProvisioningRequest pending; return the gang name."""
     airflow = setup.airflow
-    eventually(lambda: train_task(airflow, dag_id, run_id)["state"] in ("deferred", "failed"),
-               timeout=240, what="task deferred", interval=2)
+    eventually(
+        lambda: train_task(airflow, dag_id, run_id)["state"] in ("deferred", "failed"),
+        timeout=240,
+        what="task deferred",
+        interval=2,
+    )
     assert train_task(airflow, dag_id, run_id)["state"] == "deferred", airflow.task_log(run_id)[-6000:]
     gang = _gang(dag_id, run_id, train_task(airflow, dag_id, run_id)["try_number"])
     selector = f"{naming.GANG_LABEL}={gang}"
@@ -91,8 +97,16 @@ def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
     assert any(name.startswith("provisioningrequest") for name in objects), objects
     time.sleep(10)  # it really waits: still deferred, the request still pending
     assert train_task(airflow, dag_id, run_id)["state"] == "deferred"
-    status = _waiting(setup).kubectl("get", "provisioningrequests", "-n", "default", "-l", selector,
-                                   "-o", 'jsonpath={.items[*].status.conditions[?(@.type=="Provisioned")].status}')
+    status = _waiting(setup).kubectl(
+        "get",
+        "provisioningrequests",
+        "-n",
+        "default",
+        "-l",
+        selector,
+        "-o",
+        'jsonpath={.items[*].status.conditions[?(@.type=="Provisioned")].status}',
+    )
     assert status.strip() in ("", "False"), f"Provisioned={status!r}: zone A should still be stocked out"
     return gang
 
@@ -100,8 +114,12 @@ def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
 def _wait_trigger_running(airflow: Airflow, run_id: str, attempt: int) -> None:
     """Wait until the triggerer runs the try's trigger. Marking a task failed before that means no
     ``on_kill`` at all: the trigger row is removed before any triggerer started it (see the report)."""
-    eventually(lambda: "waiting for the" in airflow.trigger_log(run_id, attempt),
-               timeout=120, what="the trigger running", interval=1)
+    eventually(
+        lambda: "waiting for the" in airflow.trigger_log(run_id, attempt),
+        timeout=120,
+        what="the trigger running",
+        interval=1,
+    )
 
 
 def _report(setup: Setup, gang: str) -> None:
@@ -113,12 +131,17 @@ def test_mark_failed_while_reserving_deletes_the_gang(setup: Setup) -> None:
     dag_id = "gang_standalone_waiting"
     run_id = trigger(setup.airflow, dag_id)
     gang = _wait_deferred_with_request(setup, dag_id, run_id)
-    setup.airflow.request("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train",
-                          {"new_state": "failed"})
+    setup.airflow.request(
+        "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train", {"new_state": "failed"}
+    )
     selector = f"{naming.GANG_LABEL}={gang}"
     try:
-        eventually(lambda: _waiting(setup).names(GANG_KINDS, selector) == [],
-                   timeout=90, what="every gang object deleted", interval=2)
+        eventually(
+            lambda: _waiting(setup).names(GANG_KINDS, selector) == [],
+            timeout=90,
+            what="every gang object deleted",
+            interval=2,
+        )
     finally:
         _report(setup, gang)
     assert "Trigger cancelled by user action, invoking on_kill" in setup.airflow.trigger_log()
@@ -135,28 +158,47 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
     dag_id = "gang_standalone_waiting"
     run_id = trigger(setup.airflow, dag_id)
     first = _wait_deferred_with_request(setup, dag_id, run_id)
-    setup.airflow.request("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances",
-                          {"dry_run": False, "dag_run_id": run_id, "task_ids": ["train"], "only_failed": False,
-                           "reset_dag_runs": True})
-    eventually(lambda: train_task(setup.airflow, dag_id, run_id)["try_number"] == 2
-               and train_task(setup.airflow, dag_id, run_id)["state"] == "deferred",
-               timeout=240, what="try 2 deferred", interval=2)
+    setup.airflow.request(
+        "POST",
+        f"/api/v2/dags/{dag_id}/clearTaskInstances",
+        {"dry_run": False, "dag_run_id": run_id, "task_ids": ["train"], "only_failed": False, "reset_dag_runs": True},
+    )
+    eventually(
+        lambda: (
+            train_task(setup.airflow, dag_id, run_id)["try_number"] == 2
+            and train_task(setup.airflow, dag_id, run_id)["state"] == "deferred"
+        ),
+        timeout=240,
+        what="try 2 deferred",
+        interval=2,
+    )
     _wait_trigger_running(setup.airflow, run_id, 2)
     decided = (f"Gang {first}: not deleting", f"Gang {first}: task instance state is")
-    eventually(lambda: any(line in setup.airflow.trigger_log() for line in decided),
-               timeout=90, what="try 1's on_kill to decide", interval=2)
+    eventually(
+        lambda: any(line in setup.airflow.trigger_log() for line in decided),
+        timeout=90,
+        what="try 1's on_kill to decide",
+        interval=2,
+    )
     _report(setup, first)
     adopted = f"adopting gang {first}" in setup.airflow.task_log(run_id)
-    gangs = {gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}")
-             for gang in (first, _gang(dag_id, run_id, 2))}
+    gangs = {
+        gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}")
+        for gang in (first, _gang(dag_id, run_id, 2))
+    }
     print(f"try 2 adopted try 1's gang: {adopted}; objects per gang: {gangs}")
     assert adopted and gangs[first] and not gangs[_gang(dag_id, run_id, 2)], gangs
     assert f"Gang {first}: not deleting" in setup.airflow.trigger_log()
-    setup.airflow.request("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train",
-                          {"new_state": "failed"})
+    setup.airflow.request(
+        "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train", {"new_state": "failed"}
+    )
     for gang in gangs:
-        eventually(lambda gang=gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [],
-                   timeout=90, what=f"{gang}'s objects deleted", interval=2)
+        eventually(
+            lambda gang=gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [],
+            timeout=90,
+            what=f"{gang}'s objects deleted",
+            interval=2,
+        )
 
 
 def test_success_with_the_real_triggerer(setup: Setup) -> None:
@@ -164,8 +206,12 @@ def test_success_with_the_real_triggerer(setup: Setup) -> None:
     run_id = trigger(setup.airflow, dag_id)
     fast = _fast(setup)
     assert isinstance(fast, ManualCluster)
-    eventually(lambda: train_task(setup.airflow, dag_id, run_id)["state"] in ("deferred", "failed"),
-               timeout=240, what="deferred", interval=1)
+    eventually(
+        lambda: train_task(setup.airflow, dag_id, run_id)["state"] in ("deferred", "failed"),
+        timeout=240,
+        what="deferred",
+        interval=1,
+    )
     drive_until_finished(setup.airflow, fast, {run_id: dag_id})
     task = train_task(setup.airflow, dag_id, run_id)
     assert task["state"] == "success", setup.airflow.task_log(run_id)[-6000:]

@@ -55,8 +55,11 @@ STEP = 10.0
 GANG_KINDS = "provisioningrequests,podtemplates,pods,configmaps,services"
 FINISHED = ("success", "failed", "upstream_failed", "skipped", "removed")
 
-DAGS = Dags("gang_reassign_dags.py", "DAG of tests/standalone/test_trigger_reassignment.py: a gang that waits.",
-            (GangDag(DAG_ID, "gang_manual", SIZE, "us-central1-a", RUN_SECONDS),))
+DAGS = Dags(
+    "gang_reassign_dags.py",
+    "DAG of tests/standalone/test_trigger_reassignment.py: a gang that waits.",
+    (GangDag(DAG_ID, "gang_manual", SIZE, "us-central1-a", RUN_SECONDS),),
+)
 CLUSTERS = {"gang_manual": ClusterSpec("demo", None)}
 CONFIG = {
     "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
@@ -80,8 +83,11 @@ def _running_triggerer_job(setup: Setup, known: set[int]) -> int:
     """The id of the one running triggerer job not in ``known`` (waits for it to register)."""
 
     def new_jobs() -> list[int]:
-        return [job_id for job_id, job in setup.airflow.triggerer_jobs().items()
-                if job_id not in known and job["state"] == "running"]
+        return [
+            job_id
+            for job_id, job in setup.airflow.triggerer_jobs().items()
+            if job_id not in known and job["state"] == "running"
+        ]
 
     jobs = eventually(new_jobs, timeout=180, what="a new triggerer job", interval=2)
     assert len(jobs) == 1, jobs
@@ -103,8 +109,11 @@ def _wait_triggers_run_by(setup: Setup, runs: list[str], job_id: int) -> None:
 
 def _created(cluster: ManualCluster, resource_suffix: str, gang: str) -> int:
     """How many objects of the gang the emulator ever created (ADDED) of that resource."""
-    return sum(1 for event, obj in cluster.changes(resource_suffix)
-               if event == "ADDED" and obj["metadata"].get("labels", {}).get(naming.GANG_LABEL) == gang)
+    return sum(
+        1
+        for event, obj in cluster.changes(resource_suffix)
+        if event == "ADDED" and obj["metadata"].get("labels", {}).get(naming.GANG_LABEL) == gang
+    )
 
 
 def _pump_until_finished(setup: Setup, runs: list[str]) -> dict[str, dict[str, object]]:
@@ -132,7 +141,8 @@ def test_waiting_gangs_move_to_a_new_triggerer_after_a_stop_and_after_a_crash(se
     gangs = {run: naming.gang_name(DAG_ID, "train", run, attempt=1) for run in runs}
     _wait_triggers_run_by(setup, runs, first)
     assert {run: _created(cluster, "/provisioningrequests", gang) for run, gang in gangs.items()} == dict.fromkeys(
-        runs, 1)
+        runs, 1
+    )
 
     # 2. A graceful stop: the job ends, its triggers are free at once.
     stopped = airflow.components["triggerer"]
@@ -152,8 +162,10 @@ def test_waiting_gangs_move_to_a_new_triggerer_after_a_stop_and_after_a_crash(se
     airflow.start_component("triggerer")
     third = _running_triggerer_job(setup, {first, second})
     _wait_triggers_run_by(setup, runs, third)
-    print(f"triggerer jobs {first} -> {second} (SIGTERM) -> {third} (SIGKILL, taken over after "
-          f"{time.monotonic() - crashed_at:.0f} s)")
+    print(
+        f"triggerer jobs {first} -> {second} (SIGTERM) -> {third} (SIGKILL, taken over after "
+        f"{time.monotonic() - crashed_at:.0f} s)"
+    )
 
     # Still one reservation per try, nothing deleted, nothing launched, no try ended.
     for run, gang in gangs.items():

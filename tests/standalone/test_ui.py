@@ -59,7 +59,9 @@ WAITING, SUCCESS = "gang_ui_waiting", "gang_ui_success"
 DAGS = waiting_and_fast(
     file_name="gang_ui_dags.py",
     description="DAGs of tests/standalone/test_ui.py: one gang that waits (zone A stocked out), one that succeeds.",
-    waiting=WAITING, success=SUCCESS, success_run_seconds=20,
+    waiting=WAITING,
+    success=SUCCESS,
+    success_run_seconds=20,
 )
 
 
@@ -77,8 +79,12 @@ class Runs:
 def start_runs(airflow: Airflow, fast: ManualCluster) -> tuple[str, str]:
     """Trigger both DAGs; wait until the waiting one is deferred and the other one succeeded."""
     waiting_run, success_run = trigger(airflow, WAITING), trigger(airflow, SUCCESS)
-    eventually(lambda: train_task(airflow, WAITING, waiting_run)["state"] in ("deferred", "failed"),
-               timeout=240, what="deferred", interval=2)
+    eventually(
+        lambda: train_task(airflow, WAITING, waiting_run)["state"] in ("deferred", "failed"),
+        timeout=240,
+        what="deferred",
+        interval=2,
+    )
     assert train_task(airflow, WAITING, waiting_run)["state"] == "deferred", airflow.task_log(waiting_run)[-6000:]
     drive_until_finished(airflow, fast, {success_run: SUCCESS})
     assert train_task(airflow, SUCCESS, success_run)["state"] == "success", airflow.task_log(success_run)[-6000:]
@@ -124,8 +130,9 @@ def test_the_extra_link_is_served_for_the_task_instance(runs: Runs, which: str) 
     links = runs.airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train/links")
     url = links["extra_links"]["Gang reservation"]
     assert url == _page_path(dag_id, run_id)
-    status, page = _get(runs.airflow, urlsplit(url).path + "?" + urlsplit(url).query,
-                        {"Authorization": f"Bearer {runs.airflow.token}"})
+    status, page = _get(
+        runs.airflow, urlsplit(url).path + "?" + urlsplit(url).query, {"Authorization": f"Bearer {runs.airflow.token}"}
+    )
     assert status == 200, page
     assert "Gang of train" in page
 
@@ -149,8 +156,7 @@ def test_the_page_of_a_waiting_gang_shows_its_reservation(runs: Runs) -> None:
 def test_the_page_of_a_finished_gang_shows_its_summary(runs: Runs) -> None:
     airflow = runs.airflow
     answer = airflow.request("GET", _page_path(SUCCESS, runs.success_run, "api/reservation"))
-    assert answer["task_instance"] == {"exists": True, "state": "success", "next_method": None,
-                                     "try_number": 1}
+    assert answer["task_instance"] == {"exists": True, "state": "success", "next_method": None, "try_number": 1}
     summary = answer["summary"]
     assert summary["size_run"] == 2 and summary["exit_codes"] == {"0": 0, "1": 0}
     status, page = _get(airflow, _page_path(SUCCESS, runs.success_run), {"Authorization": f"Bearer {airflow.token}"})

@@ -66,10 +66,15 @@ SIZE = 5
 gets capacity before the clock moves past the stock-out; both together fit its 4 nodes."""
 WAITING, FAILED, SUCCESS = "gang_browser_waiting", "gang_browser_failed", "gang_browser_success"
 DAG_IDS = {"waiting": WAITING, "failed": FAILED, "succeeded": SUCCESS}
-DAGS = Dags("gang_ui_browser_dags.py", "DAGs of tests/standalone/test_ui_browser.py: a gang that waits, one that "
-            "fails, one that succeeds.",
-            (GangDag(WAITING, "gang_waiting", WAITING_SIZE, ZONE, 3600),
-             GangDag(FAILED, "gang_waiting", SIZE, ZONE, 3600), GangDag(SUCCESS, "gang_waiting", SIZE, ZONE, 20)))
+DAGS = Dags(
+    "gang_ui_browser_dags.py",
+    "DAGs of tests/standalone/test_ui_browser.py: a gang that waits, one that fails, one that succeeds.",
+    (
+        GangDag(WAITING, "gang_waiting", WAITING_SIZE, ZONE, 3600),
+        GangDag(FAILED, "gang_waiting", SIZE, ZONE, 3600),
+        GangDag(SUCCESS, "gang_waiting", SIZE, ZONE, 20),
+    ),
+)
 CLUSTERS = {"gang_waiting": ClusterSpec("demo", None)}
 """All three gangs on the ``demo`` scenario on a manual clock: zone us-central1-a is stocked out for
 the first 600 simulated seconds, so each gang waits until the test moves the clock."""
@@ -109,8 +114,9 @@ def cluster(setup: Setup) -> ManualCluster:
 
 
 def member_phases(setup: Setup, gang: str) -> list[str]:
-    output = cluster(setup).kubectl("get", "pods", "-n", "default", "-l", f"{naming.GANG_LABEL}={gang}",
-                                    "-o", "jsonpath={.items[*].status.phase}")
+    output = cluster(setup).kubectl(
+        "get", "pods", "-n", "default", "-l", f"{naming.GANG_LABEL}={gang}", "-o", "jsonpath={.items[*].status.phase}"
+    )
     return output.split()
 
 
@@ -121,14 +127,19 @@ def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
     by_run = {run_id: DAG_IDS[state] for state, run_id in runs.items()}
     deleted = False
     for step in [601.0, 120.0] + [30.0] * 30:
-        eventually(lambda: settled(airflow, by_run),
-                   timeout=120, what="deferrals drained by the scheduler", interval=0.5)
+        eventually(
+            lambda: settled(airflow, by_run), timeout=120, what="deferrals drained by the scheduler", interval=0.5
+        )
         answer = reservation_answer(airflow, FAILED, failing)
         gang = (answer.get("reservation") or {}).get("gang")
         if not deleted and answer["task_instance"]["state"] in FINISHED:
             raise AssertionError(f"the gang ended before it was failed: {answer}\n{airflow.task_log(failing)[-4000:]}")
-        if not deleted and gang and answer["task_instance"]["next_method"] == "execute_finished" \
-                and member_phases(setup, gang) == ["Running"] * SIZE:
+        if (
+            not deleted
+            and gang
+            and answer["task_instance"]["next_method"] == "execute_finished"
+            and member_phases(setup, gang) == ["Running"] * SIZE
+        ):
             members = cluster(setup).names("pods", f"{naming.GANG_LABEL}={gang}")
             cluster(setup).kubectl("delete", "-n", "default", "--wait=false", sorted(members)[0])
             deleted = True
@@ -144,9 +155,15 @@ def pages() -> Iterator[Pages]:
     with running_airflow("gang-ui-browser-", DAGS, CLUSTERS, CONFIG) as setup:
         airflow = setup.airflow
         runs = {state: trigger(airflow, dag_id) for state, dag_id in DAG_IDS.items()}
-        eventually(lambda: all(train_task(airflow, DAG_IDS[state], run_id)["state"] in ("deferred", *FINISHED)
-                               for state, run_id in runs.items()),
-                   timeout=240, what="every gang deferred", interval=1)
+        eventually(
+            lambda: all(
+                train_task(airflow, DAG_IDS[state], run_id)["state"] in ("deferred", *FINISHED)
+                for state, run_id in runs.items()
+            ),
+            timeout=240,
+            what="every gang deferred",
+            interval=1,
+        )
         by_state = {}
 
         def shoot(state: str) -> None:
@@ -181,8 +198,12 @@ def test_the_browser_shows_the_page_of_that_task_instance(pages: Pages, state: s
 
 def test_the_waiting_gang_is_shown_waiting_with_its_reservation(pages: Pages) -> None:
     page = pages.by_state["waiting"]
-    assert page.answer["task_instance"] == {"exists": True, "state": "deferred", "next_method": "execute_reserved",
-                                            "try_number": 1}
+    assert page.answer["task_instance"] == {
+        "exists": True,
+        "state": "deferred",
+        "next_method": "execute_reserved",
+        "try_number": 1,
+    }
     dom = page.rendering.dom
     assert '<p class="status">Waiting for capacity: the reservation is requested' in dom and "(try 1)</p>" in dom
     assert "<h2>Waiting</h2>" in dom
@@ -204,7 +225,8 @@ def test_the_failed_gang_is_shown_failed_with_its_reason(pages: Pages) -> None:
     assert "summary" not in page.answer
     dom = page.rendering.dom
     status = re.search(
-        rf'<p class="status">Failed \(try 1\): try 1 ended member_lost - (1 of {SIZE} lost: rank \d[^<]*)</p>', dom)
+        rf'<p class="status">Failed \(try 1\): try 1 ended member_lost - (1 of {SIZE} lost: rank \d[^<]*)</p>', dom
+    )
     assert status, dom
     assert f"<td>member_lost</td><td>{status[1]}</td></tr>" in dom
     assert "member_lost" in pages.setup.airflow.task_log(page.run_id)

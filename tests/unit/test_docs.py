@@ -51,7 +51,7 @@ def test_the_scenario_examples_load_with_the_real_loader() -> None:
 def test_the_field_tables_name_every_field_of_the_example() -> None:
     document = yaml.safe_load(scenario_blocks()[0])
     text = EMULATOR.read_text()
-    section = text[text.index("## The scenario file, field by field"):]
+    section = text[text.index("## The scenario file, field by field") :]
     for key in document:
         assert f"`{key}" in section.split("```", 2)[2], key
     for key in document["nodePools"][1]:
@@ -84,8 +84,13 @@ def test_the_gke_manifests_are_what_the_kueue_and_dws_scenarios_create() -> None
 def test_every_gang_sim_command_line_parses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "my-cluster.yaml").write_text(scenario_blocks()[0])
     monkeypatch.chdir(tmp_path)
-    lines = [line.strip() for path in (EMULATOR, KUEUE_AND_DWS) for block in blocks(path, "bash")
-             for line in block.splitlines() if line.strip().startswith("gang-sim ")]
+    lines = [
+        line.strip()
+        for path in (EMULATOR, KUEUE_AND_DWS)
+        for block in blocks(path, "bash")
+        for line in block.splitlines()
+        if line.strip().startswith("gang-sim ")
+    ]
     assert len(lines) >= 5
     for line in lines:
         args = build_parser().parse_args(shlex.split(line)[1:])
@@ -96,7 +101,7 @@ def test_every_gang_sim_command_line_parses(tmp_path: Path, monkeypatch: pytest.
 
 def test_the_shipped_scenarios_named_are_the_shipped_ones() -> None:
     text = EMULATOR.read_text()
-    section = text[text.index("Shipped scenarios"):text.index("## What a container does")]
+    section = text[text.index("Shipped scenarios") : text.index("## What a container does")]
     named = {name for name in re.findall(r"`([a-z-]+)` \(", section)}
     assert named == set(named_scenarios())
 
@@ -112,8 +117,10 @@ def test_every_python_block_builds_its_operators_in_a_dag(path: Path) -> None:
     snippets = blocks(path, "python")
     assert snippets
     for index, code in enumerate(snippets):
-        namespace = {"GangTrainingOperator": GangTrainingOperator, **{name: getattr(fallback, name)
-                                                                      for name in ladder_format.STEP_TYPES}}
+        namespace = {
+            "GangTrainingOperator": GangTrainingOperator,
+            **{name: getattr(fallback, name) for name in ladder_format.STEP_TYPES},
+        }
         with DAG(dag_id=f"docs_{path.stem}_{index}", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
             exec(compile(code, f"{path.name} python block {index}", "exec"), namespace)
         assert [task.task_type for task in dag.tasks] == ["GangTrainingOperator"], code

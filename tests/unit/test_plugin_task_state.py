@@ -9,32 +9,68 @@ from airflow_provider_gang.operators.plan import TryPlan
 from airflow_provider_gang.operators.try_state import TryState
 from airflow_provider_gang.plugin import read_live_conditions, render_page
 
-PLAN = TryPlan(attempt=2, gang="nightly-train-t2-abc", step="other zone", step_index=0, spec={},
-               requested_at=1000.0, reservation_deadline=4600.0, deadline_reason="deadline", start_deadline=None)
-FAILED_FIRST = TryRecord(attempt=1, gang="nightly-train-t1-abc", step="as configured", step_index=None,
-                         mode="provisioning_request", size=8, outcome="capacity_not_found",
-                         message="ProvisioningRequest nightly-train-t1-abc failed (CapacityIsNotFound: no <nodes>)",
-                         retryable=True)
+PLAN = TryPlan(
+    attempt=2,
+    gang="nightly-train-t2-abc",
+    step="other zone",
+    step_index=0,
+    spec={},
+    requested_at=1000.0,
+    reservation_deadline=4600.0,
+    deadline_reason="deadline",
+    start_deadline=None,
+)
+FAILED_FIRST = TryRecord(
+    attempt=1,
+    gang="nightly-train-t1-abc",
+    step="as configured",
+    step_index=None,
+    mode="provisioning_request",
+    size=8,
+    outcome="capacity_not_found",
+    message="ProvisioningRequest nightly-train-t1-abc failed (CapacityIsNotFound: no <nodes>)",
+    retryable=True,
+)
 
 
 def test_a_try_waiting_for_its_reservation_shows_how_long_and_the_try_before_it() -> None:
     state = {"tries": [FAILED_FIRST.to_dict()], "current": TryState(plan=PLAN).to_stored()}
-    page = render_page("nightly", "r", "train", {}, {"state": "deferred", "next_method": "execute_reserved",
-                                                      "try_number": 2}, state, now=1000.0 + 42 * 60 + 7)
+    page = render_page(
+        "nightly",
+        "r",
+        "train",
+        {},
+        {"state": "deferred", "next_method": "execute_reserved", "try_number": 2},
+        state,
+        now=1000.0 + 42 * 60 + 7,
+    )
     waiting = page.split("<h2>Waiting</h2>")[1].split("</table>")[0]
     assert "<tr><th>waiting for</th><td>42 min</td></tr>" in waiting
     assert "<tr><th>step</th><td>other zone</td></tr>" in waiting
     assert "<tr><th>stage</th><td>reservation requested, waiting for it to be granted</td></tr>" in waiting
-    assert "<td>capacity_not_found</td><td>ProvisioningRequest nightly-train-t1-abc failed " \
-           "(CapacityIsNotFound: no &lt;nodes&gt;)</td>" in page  # escaped
+    assert (
+        "<td>capacity_not_found</td><td>ProvisioningRequest nightly-train-t1-abc failed "
+        "(CapacityIsNotFound: no &lt;nodes&gt;)</td>" in page
+    )  # escaped
     assert "No reservation recorded yet" not in page
 
 
 def test_a_launched_try_waits_for_its_members_and_shows_its_reservation_event() -> None:
-    current = TryState(plan=PLAN, launched_at=2000.0, size_run=4,
-                       reservation_event={"reason": "reserved", "message": "ProvisioningRequest provisioned"})
-    page = render_page("nightly", "r", "train", {}, {"state": "deferred", "next_method": "execute_finished"},
-                       {"tries": [], "current": current.to_stored()}, now=2030.0)
+    current = TryState(
+        plan=PLAN,
+        launched_at=2000.0,
+        size_run=4,
+        reservation_event={"reason": "reserved", "message": "ProvisioningRequest provisioned"},
+    )
+    page = render_page(
+        "nightly",
+        "r",
+        "train",
+        {},
+        {"state": "deferred", "next_method": "execute_finished"},
+        {"tries": [], "current": current.to_stored()},
+        now=2030.0,
+    )
     waiting = page.split("<h2>Waiting</h2>")[1].split("</table>")[0]
     assert "members launched, waiting for them to start and end" in waiting
     assert "<tr><th>waiting for</th><td>30 s</td></tr>" in waiting
@@ -42,10 +78,18 @@ def test_a_launched_try_waits_for_its_members_and_shows_its_reservation_event() 
 
 
 def test_a_try_waiting_for_a_retry_names_the_reason_the_last_one_failed() -> None:
-    page = render_page("nightly", "r", "train", {}, {"state": "up_for_retry", "try_number": 1},
-                       {"tries": [FAILED_FIRST.to_dict()], "current": None})
-    assert ('<p class="status">Failed; waiting for the next try (try 1): try 1 ended capacity_not_found - '
-            "ProvisioningRequest nightly-train-t1-abc failed (CapacityIsNotFound: no &lt;nodes&gt;)</p>") in page
+    page = render_page(
+        "nightly",
+        "r",
+        "train",
+        {},
+        {"state": "up_for_retry", "try_number": 1},
+        {"tries": [FAILED_FIRST.to_dict()], "current": None},
+    )
+    assert (
+        '<p class="status">Failed; waiting for the next try (try 1): try 1 ended capacity_not_found - '
+        "ProvisioningRequest nightly-train-t1-abc failed (CapacityIsNotFound: no &lt;nodes&gt;)</p>"
+    ) in page
     assert "<h2>Waiting</h2>" not in page
 
 
@@ -53,17 +97,33 @@ def test_a_recorded_try_whose_state_is_still_stored_is_not_shown_as_waiting() ->
     """``TryHistory.record`` appends the record before it drops ``gang.current``: between the two, the
     try is over."""
     record = TryRecord(**{**FAILED_FIRST.to_dict(), "attempt": 2})
-    page = render_page("nightly", "r", "train", {}, {"state": "running"},
-                       {"tries": [record.to_dict()], "current": TryState(plan=PLAN).to_stored()}, now=1001.0)
+    page = render_page(
+        "nightly",
+        "r",
+        "train",
+        {},
+        {"state": "running"},
+        {"tries": [record.to_dict()], "current": TryState(plan=PLAN).to_stored()},
+        now=1001.0,
+    )
     assert "<h2>Waiting</h2>" not in page
 
 
 def test_conditions_read_from_the_cluster_are_shown_escaped_beside_the_wait() -> None:
-    page = render_page("nightly", "r", "train", {}, {"state": "deferred", "next_method": "execute_reserved"},
-                       {"tries": [], "current": TryState(plan=PLAN).to_stored()}, now=1010.0,
-                       conditions="ProvisioningRequest Accepted=True, Provisioned=False (Pending: <8> nodes)")
-    assert ("<tr><th>conditions now</th><td>ProvisioningRequest Accepted=True, Provisioned=False "
-            "(Pending: &lt;8&gt; nodes)</td></tr>") in page
+    page = render_page(
+        "nightly",
+        "r",
+        "train",
+        {},
+        {"state": "deferred", "next_method": "execute_reserved"},
+        {"tries": [], "current": TryState(plan=PLAN).to_stored()},
+        now=1010.0,
+        conditions="ProvisioningRequest Accepted=True, Provisioned=False (Pending: <8> nodes)",
+    )
+    assert (
+        "<tr><th>conditions now</th><td>ProvisioningRequest Accepted=True, Provisioned=False "
+        "(Pending: &lt;8&gt; nodes)</td></tr>"
+    ) in page
 
 
 def test_only_a_gang_trigger_is_asked_for_conditions() -> None:

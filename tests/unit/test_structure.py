@@ -91,8 +91,10 @@ def test_no_import_cycle_between_modules(graph: grimp.ImportGraph) -> None:
     # A package's __init__ re-exporting its children is not a cycle between modules: edges into and out of
     # package roots are left out, so only module-to-module imports are judged.
     modules = {module for module in _package_modules(graph) if not _is_package(module)}
-    edges = {module: [imported for imported in graph.find_modules_directly_imported_by(module) if imported in modules]
-             for module in modules}
+    edges = {
+        module: [imported for imported in graph.find_modules_directly_imported_by(module) if imported in modules]
+        for module in modules
+    }
     cycles = [sorted(component) for component in strongly_connected_components(edges) if len(component) > 1]
     assert cycles == [], f"modules importing each other (directly or around a loop): {cycles}"
 
@@ -101,7 +103,8 @@ def test_every_module_is_under_400_lines() -> None:
     roots = [REPOSITORY / PACKAGE, REPOSITORY / "tests", REPOSITORY / "bench", REPOSITORY / "dags"]
     too_long = {
         str(path.relative_to(REPOSITORY)): lines
-        for root in roots for path in root.rglob("*.py")
+        for root in roots
+        for path in root.rglob("*.py")
         if (lines := len(path.read_text().splitlines())) >= MAX_LINES
     }
     assert too_long == {}
@@ -134,7 +137,11 @@ def test_the_sim_extra_names_what_only_the_emulator_imports(graph: grimp.ImportG
         return {name.lower().replace("_", "-") for top in imports for name in distributions_of.get(top, [top])}
 
     emulator = distributions(_third_party_imports(graph, f"{PACKAGE}.sim"))
-    provider = set().union(*(distributions(_third_party_imports(graph, f"{PACKAGE}.{layer}"))
-                             for layer in ("operators", "triggers", "hooks", "kube", "reservation", "links", "plugin")))
+    provider = set().union(
+        *(
+            distributions(_third_party_imports(graph, f"{PACKAGE}.{layer}"))
+            for layer in ("operators", "triggers", "hooks", "kube", "reservation", "links", "plugin")
+        )
+    )
     assert emulator - provider - required == sim_extra, "the [sim] extra lists what sim alone imports"
     assert not sim_extra & required, "a package of the [sim] extra is also a requirement of the provider"

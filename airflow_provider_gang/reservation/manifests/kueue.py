@@ -43,8 +43,9 @@ def job(spec: GangSpec, *, owner_uid: str, master_address: str | None = None) ->
     env = rank_env.rank_environment(spec, None, master_address=master_address)
     template["spec"]["containers"] = [rank_env.with_environment(c, env) for c in template["spec"]["containers"]]
     template["spec"]["subdomain"] = names.service
-    metadata = common.metadata(spec, names.job, common.ROLE_RESERVATION, owner_uid,
-                               **{pods.KUEUE_QUEUE_LABEL: spec.queue})
+    metadata = common.metadata(
+        spec, names.job, common.ROLE_RESERVATION, owner_uid, **{pods.KUEUE_QUEUE_LABEL: spec.queue}
+    )
     if spec.floor < spec.size:
         metadata["annotations"] = {
             MIN_PARALLELISM_ANNOTATION: str(spec.floor),

@@ -85,7 +85,8 @@ def _require(pod_spec: dict[str, Any], expression: dict[str, Any]) -> None:
     terms = list(required.get("nodeSelectorTerms") or [{}])
     required["nodeSelectorTerms"] = [
         {**term, "matchExpressions": [*(term.get("matchExpressions") or []), dict(expression)]}
-        if dict(expression) not in (term.get("matchExpressions") or []) else term
+        if dict(expression) not in (term.get("matchExpressions") or [])
+        else term
         for term in terms
     ]
 

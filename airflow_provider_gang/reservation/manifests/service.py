@@ -24,7 +24,8 @@ def headless_service(spec: GangSpec, *, owner_uid: str) -> dict[str, Any]:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": {naming.GANG_LABEL: spec.name, naming.ROLE_LABEL: common.ROLE_MEMBER},
-            "ports": [{"name": "rendezvous", "port": spec.master_port, "targetPort": spec.master_port,
-                       "protocol": "TCP"}],
+            "ports": [
+                {"name": "rendezvous", "port": spec.master_port, "targetPort": spec.master_port, "protocol": "TCP"}
+            ],
         },
     }

@@ -87,7 +87,7 @@ def runs_until_deleted_message(pod: Obj, has_local_images: bool) -> str:
     listed = "" if has_local_images else " (this cluster runs no image as a local process)"
     return (
         f"the emulator only simulates image(s) {image_list}{listed}: without annotation {RUN_SECONDS} this pod "
-        f"runs until deleted. Add the pod annotation {RUN_SECONDS}: \"<simulated seconds>\" (with the gang "
+        f'runs until deleted. Add the pod annotation {RUN_SECONDS}: "<simulated seconds>" (with the gang '
         "operator: pod_template metadata.annotations), or run the image as a local process: list a glob matching it "
         "in the scenario's localProcessImages or pass gang-sim serve --local-images '<glob>'"
     )

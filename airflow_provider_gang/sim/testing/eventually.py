@@ -48,8 +48,9 @@ class _LastSeen:
         return failure
 
 
-def eventually(condition: Callable[[], T | None], *, timeout: float, what: str,
-               interval: float = DEFAULT_INTERVAL) -> T:
+def eventually(
+    condition: Callable[[], T | None], *, timeout: float, what: str, interval: float = DEFAULT_INTERVAL
+) -> T:
     """The first truthy value of ``condition()``, polled every ``interval`` seconds for up to
     ``timeout`` seconds; ``AssertionError`` naming ``what`` and the last value or exception after."""
     deadline = time.monotonic() + timeout
@@ -70,17 +71,20 @@ def eventually(condition: Callable[[], T | None], *, timeout: float, what: str,
 
 
 @overload
-async def eventually_async(condition: Callable[[], Awaitable[T | None]], *, timeout: float, what: str,
-                           interval: float = DEFAULT_INTERVAL) -> T: ...
+async def eventually_async(
+    condition: Callable[[], Awaitable[T | None]], *, timeout: float, what: str, interval: float = DEFAULT_INTERVAL
+) -> T: ...
 
 
 @overload
-async def eventually_async(condition: Callable[[], T | None], *, timeout: float, what: str,
-                           interval: float = DEFAULT_INTERVAL) -> T: ...
+async def eventually_async(
+    condition: Callable[[], T | None], *, timeout: float, what: str, interval: float = DEFAULT_INTERVAL
+) -> T: ...
 
 
-async def eventually_async(condition: Callable[[], Any], *, timeout: float, what: str,
-                           interval: float = DEFAULT_INTERVAL) -> Any:
+async def eventually_async(
+    condition: Callable[[], Any], *, timeout: float, what: str, interval: float = DEFAULT_INTERVAL
+) -> Any:
     """:func:`eventually` on the running event loop: ``condition`` may return an awaitable, which is
     awaited; between calls the loop runs other tasks (``asyncio.sleep``)."""
     loop = asyncio.get_running_loop()

@@ -20,12 +20,23 @@ LOCAL_IMAGE = "python:3.11"
 CPU_POOL = {"name": "cpu", "zone": "us-central1-a", "minNodes": 1, "maxNodes": 1}
 
 
-def _pod(name: str, *, reference: dict[str, Any] = WORLD, image: str = "busybox", command: list[str] | None = None,
-         restart: str = "Never", annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def _pod(
+    name: str,
+    *,
+    reference: dict[str, Any] = WORLD,
+    image: str = "busybox",
+    command: list[str] | None = None,
+    restart: str = "Never",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     container: dict[str, Any] = {
-        "name": "main", "image": image, "resources": {"requests": {"cpu": "100m"}},
-        "env": [{"name": "GANG_NAME", "value": "g"},
-                {"name": "WORLD_SIZE", "valueFrom": {"configMapKeyRef": reference}}],
+        "name": "main",
+        "image": image,
+        "resources": {"requests": {"cpu": "100m"}},
+        "env": [
+            {"name": "GANG_NAME", "value": "g"},
+            {"name": "WORLD_SIZE", "valueFrom": {"configMapKeyRef": reference}},
+        ],
     }
     if command:
         container["command"] = command
@@ -34,7 +45,8 @@ def _pod(name: str, *, reference: dict[str, Any] = WORLD, image: str = "busybox"
 
 def _config_map(cluster: SimCluster, data: dict[str, str], name: str = "world") -> None:
     cluster.core.create_namespaced_config_map(
-        "default", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+        "default", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+    )
 
 
 def _state(cluster: SimCluster, name: str) -> tuple[str, Any]:
@@ -53,7 +65,8 @@ def _failed_messages(cluster: SimCluster, name: str) -> list[str]:
 
 
 def test_missing_config_map_then_key_hold_the_container_until_both_exist(
-        sim_cluster: Callable[..., SimCluster]) -> None:
+    sim_cluster: Callable[..., SimCluster],
+) -> None:
     cluster = sim_cluster("small")
     cluster.core.create_namespaced_pod("default", _pod("member"))
     cluster.advance(3)  # bound, "image pulled" after 2 s, then the env cannot be built
@@ -64,8 +77,10 @@ def test_missing_config_map_then_key_hold_the_container_until_both_exist(
 
     _config_map(cluster, {"other": "1"})
     cluster.advance(16)  # the next retry finds the ConfigMap but not the key
-    assert _waiting(cluster, "member") == ("CreateContainerConfigError",
-                                           "couldn't find key size in ConfigMap default/world")
+    assert _waiting(cluster, "member") == (
+        "CreateContainerConfigError",
+        "couldn't find key size in ConfigMap default/world",
+    )
     cluster.core.patch_namespaced_config_map("world", "default", {"data": {"size": "2"}})
     cluster.advance(1)  # the kubelet does not react to the ConfigMap; it waits for its backoff
     assert _waiting(cluster, "member")[0] == "CreateContainerConfigError"
@@ -112,8 +127,7 @@ def _wait_for_phase(cluster: SimCluster, name: str, phases: set[str], timeout: f
     return eventually(reached, timeout=timeout, what=f"{name} to be {' or '.join(sorted(phases))}")
 
 
-def test_a_local_process_starts_only_once_its_config_map_value_exists(
-        sim_cluster: Callable[..., SimCluster]) -> None:
+def test_a_local_process_starts_only_once_its_config_map_value_exists(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(_local_scenario())
     code = "import os; print('world', os.environ['WORLD_SIZE'], os.environ['GANG_NAME'])"
     local = _pod("local", image=LOCAL_IMAGE, command=[sys.executable, "-c", code])

@@ -215,13 +215,19 @@ def test_local_processes_get_sigterm_then_sigkill_after_the_capped_grace(
     cluster.core.create_namespaced_pod("default", _process_pod("saves", exits_on_sigterm("checkpoint saved"), grace=60))
     cluster.core.create_namespaced_pod("default", _process_pod("ignores", ignores, grace=60))
 
-    eventually(lambda: all("ready" in cluster.log(name) for name in ("saves", "ignores")), timeout=20.0,
-               what="both processes ready (their SIGTERM handlers set)")
+    eventually(
+        lambda: all("ready" in cluster.log(name) for name in ("saves", "ignores")),
+        timeout=20.0,
+        what="both processes ready (their SIGTERM handlers set)",
+    )
     node = _node_of(cluster, "saves")
     writes = {name: _status_writes(cluster, name) for name in ("saves", "ignores")}
     cluster.harness.preempt(node, pod_grace_period_seconds=15)
-    eventually(lambda: cluster.core.read_namespaced_pod("saves", "default").status.phase == "Failed", timeout=20.0,
-               what="saves Failed")
+    eventually(
+        lambda: cluster.core.read_namespaced_pod("saves", "default").status.phase == "Failed",
+        timeout=20.0,
+        what="saves Failed",
+    )
     saved = cluster.core.read_namespaced_pod("saves", "default")
     _assert_terminated_by_shutdown(saved)
     assert saved.status.container_statuses[0].state.terminated.exit_code == 0
@@ -232,8 +238,11 @@ def test_local_processes_get_sigterm_then_sigkill_after_the_capped_grace(
     assert "DisruptionTarget" not in {item.type for item in stopping.conditions}
     assert stopping.container_statuses[0].state.running is not None
     cluster.advance(1)  # the budget (15 s) caps the pod's 60 s grace period: SIGKILL
-    eventually(lambda: cluster.core.read_namespaced_pod("ignores", "default").status.phase == "Failed", timeout=20.0,
-               what="ignores Failed")
+    eventually(
+        lambda: cluster.core.read_namespaced_pod("ignores", "default").status.phase == "Failed",
+        timeout=20.0,
+        what="ignores Failed",
+    )
     killed = cluster.core.read_namespaced_pod("ignores", "default")
     _assert_terminated_by_shutdown(killed)
     assert killed.status.container_statuses[0].state.terminated.exit_code == 137

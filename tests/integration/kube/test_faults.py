@@ -281,14 +281,42 @@ async def test_the_request_log_lists_a_clean_run_and_each_entry_is_a_fault_targe
         pr = "autoscaling.x-k8s.io/provisioningrequests"
         clean = http.requests("DELETE")
         assert clean == [
-            {"verb": "create", "resource": pr, "subresource": None, "namespace": "default", "name": None,
-             "code": 201, "injected": None},
-            {"verb": "patch", "resource": pr, "subresource": "status", "namespace": "default", "name": "gang",
-             "code": 200, "injected": None},
-            {"verb": "list", "resource": "pods", "subresource": None, "namespace": "default", "name": None,
-             "code": 200, "injected": None},
-            {"verb": "delete", "resource": "configmaps", "subresource": None, "namespace": "default",
-             "name": "missing", "code": 404, "injected": None},
+            {
+                "verb": "create",
+                "resource": pr,
+                "subresource": None,
+                "namespace": "default",
+                "name": None,
+                "code": 201,
+                "injected": None,
+            },
+            {
+                "verb": "patch",
+                "resource": pr,
+                "subresource": "status",
+                "namespace": "default",
+                "name": "gang",
+                "code": 200,
+                "injected": None,
+            },
+            {
+                "verb": "list",
+                "resource": "pods",
+                "subresource": None,
+                "namespace": "default",
+                "name": None,
+                "code": 200,
+                "injected": None,
+            },
+            {
+                "verb": "delete",
+                "resource": "configmaps",
+                "subresource": None,
+                "namespace": "default",
+                "name": "missing",
+                "code": 404,
+                "injected": None,
+            },
         ]
         assert http.requests() == []
         patch = clean[1]
@@ -305,13 +333,18 @@ async def test_the_request_log_lists_a_clean_run_and_each_entry_is_a_fault_targe
 
 
 def test_an_open_watch_is_logged_with_its_status_once_headers_are_sent(http):
-    response = http.request(
-        "GET", "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=5", preload_content=False
-    )
+    response = http.request("GET", "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=5", preload_content=False)
     try:
         assert response.status == 200
-        assert http.requests()[-1] == {"verb": "watch", "resource": "pods", "subresource": None,
-                                       "namespace": "default", "name": None, "code": 200, "injected": None}
+        assert http.requests()[-1] == {
+            "verb": "watch",
+            "resource": "pods",
+            "subresource": None,
+            "namespace": "default",
+            "name": None,
+            "code": 200,
+            "injected": None,
+        }
     finally:
         response.release_conn()
         response.close()

@@ -26,9 +26,15 @@ QUICK = ClientOptions(retry_attempts=2, retry_base_delay=0.01, retry_max_delay=0
 
 @pytest.mark.timeout(60)
 def test_a_launch_retried_after_failing_midway_creates_only_the_missing_members() -> None:
-    spec = GangSpec(name="adopt-t1-00000000", namespace="default", size=SIZE, pod_template=TEMPLATE,
-                    mode=ReservationMode.PROVISIONING_REQUEST, resources=MemberResources(gpus=1),
-                    provisioning_class="queued-provisioning.gke.io")
+    spec = GangSpec(
+        name="adopt-t1-00000000",
+        namespace="default",
+        size=SIZE,
+        pod_template=TEMPLATE,
+        mode=ReservationMode.PROVISIONING_REQUEST,
+        resources=MemberResources(gpus=1),
+        provisioning_class="queued-provisioning.gke.io",
+    )
     stored: Counter[str] = Counter()
     with EmulatorHarness(seed=0) as harness:
         assert harness.emulator is not None

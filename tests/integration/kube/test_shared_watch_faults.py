@@ -28,8 +28,14 @@ __all__ = ["client", "connection", "sim"]
 
 GANG = "airflow-gang.io/gang"
 FAST = ClientOptions(retry_base_delay=0.01, retry_max_delay=0.05)
-SELECTORS = (f"{GANG}=g0", f"{GANG}=g1", f"{GANG}=g0,role=member", f"{GANG}=g1,role!=launcher",
-             f"{GANG} in (g1,g2)", GANG)
+SELECTORS = (
+    f"{GANG}=g0",
+    f"{GANG}=g1",
+    f"{GANG}=g0,role=member",
+    f"{GANG}=g1,role!=launcher",
+    f"{GANG} in (g1,g2)",
+    GANG,
+)
 POD_NAMES = tuple(f"p{index}" for index in range(10))
 FAULTS = "watch-cut:0.15,watch-expire:0.25,watch:0.1:503,seed:{seed}"
 EXPIRE_ALL = "watch-cut:0.1,watch-expire:1.0:for:0.4,seed:{seed}"
@@ -103,11 +109,22 @@ async def test_random_joins_and_leaves_under_cuts_and_410s_end_as_private_watche
     async def join() -> None:
         tracked = Tracked(rng.choice(SELECTORS), raises=rng.random() < 0.2)
         tracked.subscription = await registry.subscribe(
-            connection=key, connect=lambda: FAST.connect(settings), resource=PODS, namespace="default",
-            label_selector=tracked.selector, watch_timeout_seconds=60, notify=tracked.notify)
+            connection=key,
+            connect=lambda: FAST.connect(settings),
+            resource=PODS,
+            namespace="default",
+            label_selector=tracked.selector,
+            watch_timeout_seconds=60,
+            notify=tracked.notify,
+        )
         watches.add(tracked.subscription.watch)
-        tracked.private = Reflector(client, PODS, "default",  # a client of its own: a private watch
-                                    label_selector=tracked.selector, watch_timeout_seconds=60)
+        tracked.private = Reflector(
+            client,
+            PODS,
+            "default",  # a client of its own: a private watch
+            label_selector=tracked.selector,
+            watch_timeout_seconds=60,
+        )
         tracked.private_task = asyncio.create_task(run_private(tracked.private))
         live.append(tracked)
 
@@ -135,11 +152,19 @@ async def test_random_joins_and_leaves_under_cuts_and_410s_end_as_private_watche
 
         async def settled() -> bool:
             expected.clear()
-            expected.update({tracked.selector: versions(await tracked.subscription.read_now())
-                             for tracked in live if tracked.subscription is not None})
-            return all(versions(tracked.subscription.view) == expected[tracked.selector]
-                       and versions(tracked.private.objects) == expected[tracked.selector]
-                       for tracked in live if tracked.subscription and tracked.private)
+            expected.update(
+                {
+                    tracked.selector: versions(await tracked.subscription.read_now())
+                    for tracked in live
+                    if tracked.subscription is not None
+                }
+            )
+            return all(
+                versions(tracked.subscription.view) == expected[tracked.selector]
+                and versions(tracked.private.objects) == expected[tracked.selector]
+                for tracked in live
+                if tracked.subscription and tracked.private
+            )
 
         with contextlib.suppress(AssertionError):  # the assertions below name what did not settle
             await eventually_async(settled, timeout=15.0, what="every view to equal a fresh LIST")

@@ -214,5 +214,9 @@ async def until_watching(trigger: GangTrigger, timeout: float = 10.0) -> None:
     A write after this point reaches the trigger through its WATCH: the watch starts from the LIST's
     resourceVersion, so even a write made before the WATCH request arrives is replayed to it.
     """
-    await eventually_async(lambda: trigger.reflectors and all(r.stats.watches >= 1 for r in trigger.reflectors),
-                           timeout=timeout, what="the trigger to start watching", interval=0.01)
+    await eventually_async(
+        lambda: trigger.reflectors and all(r.stats.watches >= 1 for r in trigger.reflectors),
+        timeout=timeout,
+        what="the trigger to start watching",
+        interval=0.01,
+    )

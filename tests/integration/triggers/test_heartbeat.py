@@ -41,12 +41,14 @@ class Logged:
 
     async def wait_for(self, pattern: str, timeout: float = 10.0) -> str:
         """The first line matching ``pattern`` (regex), waiting for it up to ``timeout`` seconds."""
+
         def matching() -> str | None:
             return next((line for line in self.lines() if re.search(pattern, line)), None)
 
         try:
-            return await eventually_async(matching, timeout=timeout, what=f"a log line matching {pattern!r}",
-                                          interval=0.02)
+            return await eventually_async(
+                matching, timeout=timeout, what=f"a log line matching {pattern!r}", interval=0.02
+            )
         except AssertionError as error:
             raise AssertionError(f"{error}; got {self.lines()}") from error
 
@@ -64,7 +66,8 @@ async def test_a_condition_change_logs_the_condition_message(sim, client, connec
     await until_watching(trigger)
     await gang.set_request_conditions(
         condition("Accepted"),
-        condition("Provisioned", "False", reason="Pending", message="waiting for 8 nodes in us-central1-b"))
+        condition("Provisioned", "False", reason="Pending", message="waiting for 8 nodes in us-central1-b"),
+    )
     line = await logged.wait_for("waiting for 8 nodes in us-central1-b")
     assert "Provisioned=False (Pending: waiting for 8 nodes in us-central1-b)" in line
     assert line.startswith(f"Gang {gang.spec.name}: pending after ")
@@ -74,14 +77,15 @@ async def test_a_condition_change_logs_the_condition_message(sim, client, connec
     assert not any("still waiting" in line for line in logged.of(gang))  # changes, not heartbeats
 
 
-async def test_heartbeats_name_elapsed_time_state_try_and_step_when_nothing_changes(sim, client, connection,
-                                                                                      logged):
+async def test_heartbeats_name_elapsed_time_state_try_and_step_when_nothing_changes(sim, client, connection, logged):
     gang = await Gang(client, gang_spec(PR)).create()
-    await gang.set_request_conditions(condition("Accepted"), condition("Provisioned", "False", reason="Pending",
-                                                                       message="queued"))
+    await gang.set_request_conditions(
+        condition("Accepted"), condition("Provisioned", "False", reason="Pending", message="queued")
+    )
     kwargs = gang.reservation_kwargs(connection, deadline_in=1.6)
-    trigger = ReservationTrigger(**kwargs, heartbeat_seconds=0.3, try_number=2, tries_allowed=3,
-                                 step_description="other zone")
+    trigger = ReservationTrigger(
+        **kwargs, heartbeat_seconds=0.3, try_number=2, tries_allowed=3, step_description="other zone"
+    )
     event = await first_event(trigger)
     assert event["reason"] == "deadline"
     lines = logged.of(gang)
@@ -117,8 +121,9 @@ def test_triggers_serialized_before_the_progress_kwargs_still_load_and_keep_them
     gang = Gang(client=None, spec=gang_spec(PR))  # type: ignore[arg-type]
     old = ReservationTrigger(**gang.reservation_kwargs(connection))
     assert (old.heartbeat_seconds, old.tries_allowed, old.step_description) == (300.0, None, None)
-    new = ReservationTrigger(**gang.reservation_kwargs(connection), heartbeat_seconds=60, tries_allowed=3,
-                             step_description="shrink to 4")
+    new = ReservationTrigger(
+        **gang.reservation_kwargs(connection), heartbeat_seconds=60, tries_allowed=3, step_description="shrink to 4"
+    )
     _, kwargs = new.serialize()
     rebuilt = ReservationTrigger(**kwargs)
     assert (rebuilt.heartbeat_seconds, rebuilt.tries_allowed, rebuilt.step_description) == (60.0, 3, "shrink to 4")
@@ -134,8 +139,10 @@ async def test_a_waiting_workload_logs_kueue_s_pending_reason_then_its_check_sta
     trigger = ReservationTrigger(**gang.reservation_kwargs(connection), heartbeat_seconds=3600)
     task = asyncio.create_task(first_event(trigger))
     await until_watching(trigger)
-    full = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor l4, "
-            "2 more needed")
+    full = (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor l4, "
+        "2 more needed"
+    )
     await gang.set_workload_status({"conditions": [condition("QuotaReserved", "False", "WaitingForQuota", full)]})
     line = await logged.wait_for("WaitingForQuota")
     assert f"waiting for quota: WaitingForQuota - {full} [Workload QuotaReserved=False" in line
@@ -143,6 +150,10 @@ async def test_a_waiting_workload_logs_kueue_s_pending_reason_then_its_check_sta
     await gang.set_workload_status({"conditions": [condition("QuotaReserved")], "admissionChecks": [check]})
     line = await logged.wait_for("admission checks prov=Pending")
     assert line.endswith("admission checks prov=Pending (ETA 5m)]")
-    await gang.set_workload_status({"conditions": [condition("QuotaReserved"), condition("Admitted")],
-                                    "admissionChecks": [{**check, "state": "Ready", "message": ""}]})
+    await gang.set_workload_status(
+        {
+            "conditions": [condition("QuotaReserved"), condition("Admitted")],
+            "admissionChecks": [{**check, "state": "Ready", "message": ""}],
+        }
+    )
     assert (await task)["reason"] == "reserved"

@@ -17,8 +17,9 @@ TRIGGER = "airflow_provider_gang.triggers.reservation.ReservationTrigger"
 
 async def waiting_gang(client, connection) -> tuple[str, dict]:
     gang = await Gang(client, gang_spec(ReservationMode.PROVISIONING_REQUEST)).create()
-    await gang.set_request_conditions(condition("Accepted"), condition("Provisioned", "False", reason="Pending",
-                                                                       message="waiting for 4 nodes"))
+    await gang.set_request_conditions(
+        condition("Accepted"), condition("Provisioned", "False", reason="Pending", message="waiting for 4 nodes")
+    )
     return TRIGGER, gang.reservation_kwargs(connection)
 
 
@@ -56,8 +57,12 @@ async def test_a_workload_waiting_for_quota_shows_kueue_s_pending_reason(sim, cl
 
 
 async def test_a_rejected_check_outranks_admitted_on_the_page(sim, client, connection):
-    check = {"name": "prov", "state": "Rejected", "message": "capacity revoked",
-             "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    check = {
+        "name": "prov",
+        "state": "Rejected",
+        "message": "capacity revoked",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
     status = {"conditions": [condition("QuotaReserved"), condition("Admitted")], "admissionChecks": [check]}
     shown = await asyncio.to_thread(read_live_conditions, await kueue_gang(client, connection, status))
     assert shown is not None

@@ -197,6 +197,7 @@ async def test_an_unmarked_gang_is_deleted_when_the_task_is_final(sim, client, c
 async def test_with_the_owner_already_gone_the_rest_is_still_deleted(sim, client, connection):
     gang = await gang_of_try(client, 1)
     await client.delete(CONFIG_MAPS, gang.names.owner, propagation_policy="Orphan")
+
     async def owner_gone() -> bool:  # the orphan finalizer is processed right after the marked delete
         return not (await exists(client, gang))["configmaps"]
 

@@ -258,6 +258,7 @@ async def test_on_kill_cancelled_again_still_deletes_the_gang(sim, client, conne
         await killing
     await trigger.cleanup()  # what the triggerer does next; the deletion has a client of its own
     trigger.state_answer.set()
+
     async def owner_deleted() -> bool:
         try:
             await client.get(CONFIG_MAPS, gang.names.owner)

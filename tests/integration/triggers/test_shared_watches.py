@@ -22,8 +22,10 @@ from .gangs import Gang, condition, first_event, gang_spec, until_watching
 
 
 async def test_waiting_gangs_share_one_watch_per_kind_and_each_decides_on_its_own(sim, client, connection):
-    gangs = [await Gang(client, gang_spec(ReservationMode.GATES, name=f"share{index}-t1-0a1b2c3d")).create()
-             for index in range(3)]
+    gangs = [
+        await Gang(client, gang_spec(ReservationMode.GATES, name=f"share{index}-t1-0a1b2c3d")).create()
+        for index in range(3)
+    ]
     sim.reset_metrics()
     triggers = [ReservationTrigger(**gang.reservation_kwargs(connection, deadline_in=60)) for gang in gangs]
     waits = [asyncio.create_task(first_event(trigger)) for trigger in triggers]
@@ -81,8 +83,14 @@ async def test_the_shared_cache_keeps_what_the_decisions_read_and_drops_the_rest
 
 
 def decide_on(trigger: ReservationTrigger, pod: dict) -> object:
-    observed = trigger.objects.observe({PODS.key: {"p": pod}}, mode=trigger.mode, stage=trigger.stage,
-                                       size=1, started_at=0.0, scheduling_gate=trigger.scheduling_gate)
+    observed = trigger.objects.observe(
+        {PODS.key: {"p": pod}},
+        mode=trigger.mode,
+        stage=trigger.stage,
+        size=1,
+        started_at=0.0,
+        scheduling_gate=trigger.scheduling_gate,
+    )
     return decide(observed, now=1.0, policy=trigger.policy())
 
 

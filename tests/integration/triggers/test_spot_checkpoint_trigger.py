@@ -33,19 +33,28 @@ def _terminated(exit_code: int, message: str = "") -> dict[str, Any]:
     return {"terminated": state}
 
 
-def _status(phase: str, state: dict[str, Any], *, reason: str = "", conditions: tuple[dict[str, Any], ...] = ()
-            ) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": phase, "startTime": "2026-01-01T00:00:00Z", "conditions": list(conditions),
-                              "containerStatuses": [{"name": "trainer", "ready": False, "restartCount": 0,
-                                                     "image": "busybox", "imageID": "", "state": state}]}
+def _status(
+    phase: str, state: dict[str, Any], *, reason: str = "", conditions: tuple[dict[str, Any], ...] = ()
+) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "phase": phase,
+        "startTime": "2026-01-01T00:00:00Z",
+        "conditions": list(conditions),
+        "containerStatuses": [
+            {"name": "trainer", "ready": False, "restartCount": 0, "image": "busybox", "imageID": "", "state": state}
+        ],
+    }
     if reason:
         status["reason"], status["message"] = reason, SHUTDOWN
     return status
 
 
 async def spot_gang(client: Any) -> Gang:
-    spec = dataclasses.replace(gang_spec(ReservationMode.PROVISIONING_REQUEST, size=2), spot=True,
-                               checkpoint=Checkpoint("/ckpt").for_try(1, None))
+    spec = dataclasses.replace(
+        gang_spec(ReservationMode.PROVISIONING_REQUEST, size=2),
+        spot=True,
+        checkpoint=Checkpoint("/ckpt").for_try(1, None),
+    )
     gang = await Gang(client, spec).create()
     for rank in range(2):  # bound to one node, as the scheduler would place both on a 2-GPU node
         body = pods.launch_pod(spec, rank, owner_uid=gang.owner_uid)
@@ -59,12 +68,19 @@ async def preempt_rank_1(gang: Gang, client: Any, rank_0_message: str) -> None:
     """The members' node is shut down: rank 1 stops first; rank 0, still saving on SIGTERM, stops
     later and leaves its termination message."""
     disrupted = condition("DisruptionTarget", reason="TerminationByKubelet", message=SHUTDOWN)
-    await client.patch(PODS, gang.names.member(1), {"status": _status(
-        "Failed", _terminated(143), reason="Terminated", conditions=(disrupted,))}, subresource="status")
+    await client.patch(
+        PODS,
+        gang.names.member(1),
+        {"status": _status("Failed", _terminated(143), reason="Terminated", conditions=(disrupted,))},
+        subresource="status",
+    )
     await asyncio.sleep(0.2)  # the trigger sees rank 1 preempted, rank 0 still stopping, and keeps watching
-    await client.patch(PODS, gang.names.member(0), {"status": _status(
-        "Failed", _terminated(143, rank_0_message), reason="Terminated", conditions=(disrupted,))},
-        subresource="status")
+    await client.patch(
+        PODS,
+        gang.names.member(0),
+        {"status": _status("Failed", _terminated(143, rank_0_message), reason="Terminated", conditions=(disrupted,))},
+        subresource="status",
+    )
 
 
 async def run_through_preemption(gang: Gang, client: Any, connection: Any, message: str) -> dict[str, Any]:
@@ -89,7 +105,8 @@ async def test_a_preempted_spot_member_ends_the_run_with_the_checkpoint_reported
 
 
 async def test_a_malformed_checkpoint_message_is_ignored_with_a_warning_naming_the_pod(
-        sim, client, connection, capfd: pytest.CaptureFixture[str]):
+    sim, client, connection, capfd: pytest.CaptureFixture[str]
+):
     gang = await spot_gang(client)
     event = await run_through_preemption(gang, client, connection, '{"checkpoint_step": "six"}')
     assert event["reason"] == "spot_preempted"

@@ -40,9 +40,18 @@ SCENARIO = {
     "localProcessImages": ["python:*"],
     "nodePools": [
         {"name": "cpu", "zone": "us-central1-a", "cpu": "8", "memory": "32Gi", "initialNodes": 1, "maxNodes": 1},
-        {"name": "l4-spot", "zone": "us-central1-a", "gpuType": "nvidia-l4", "gpusPerNode": 1, "cpu": "8",
-         "memory": "32Gi", "spot": True, "maxNodes": 2, "provisioningDelaySeconds": 60,
-         "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        {
+            "name": "l4-spot",
+            "zone": "us-central1-a",
+            "gpuType": "nvidia-l4",
+            "gpusPerNode": 1,
+            "cpu": "8",
+            "memory": "32Gi",
+            "spot": True,
+            "maxNodes": 2,
+            "provisioningDelaySeconds": 60,
+            "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        },
     ],
 }
 TEMPLATE = {
@@ -66,8 +75,9 @@ def connection(cluster: SimulatedClusterHarness) -> dict[str, Any]:
     return ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text())).to_dict()
 
 
-IGNORES_SIGTERM = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
-                   "time.sleep(3600)")
+IGNORES_SIGTERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(3600)"
+)
 PEER_FAILS_IN_GRACE = 15
 """Simulated seconds rank 0 runs before it exits 1 in the other test: within rank 1's grace period
 (its node noticed at 10 s, its pod stopped at 25 s)."""
@@ -119,13 +129,23 @@ def preempt_rank_1_then_let_rank_0_fail(cluster: SimulatedClusterHarness, nodes:
     cluster.advance(PEER_FAILS_AFTER)
 
 
-async def reserve_and_launch(client: KubeClient, cluster: SimulatedClusterHarness, connection: dict[str, Any],
-                             peer_fails_after: int = PEER_FAILS_AFTER) -> Gang:
+async def reserve_and_launch(
+    client: KubeClient,
+    cluster: SimulatedClusterHarness,
+    connection: dict[str, Any],
+    peer_fails_after: int = PEER_FAILS_AFTER,
+) -> Gang:
     """The gang reserved (the autoscaler adds one spot node per rank) and its two members created."""
     spec = dataclasses.replace(
-        GangSpec(name="two-spot-t1-00000000", namespace=NAMESPACE, size=2, pod_template=TEMPLATE,
-                 mode=ReservationMode.PROVISIONING_REQUEST, resources=MemberResources(gpus=1),
-                 provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io"),
+        GangSpec(
+            name="two-spot-t1-00000000",
+            namespace=NAMESPACE,
+            size=2,
+            pod_template=TEMPLATE,
+            mode=ReservationMode.PROVISIONING_REQUEST,
+            resources=MemberResources(gpus=1),
+            provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+        ),
         spot=True,
     )
     gang = await Gang(client, spec).create()
@@ -164,7 +184,8 @@ async def test_a_peer_failing_after_its_partner_node_was_preempted_ends_the_try_
 
 
 async def test_a_trigger_that_first_sees_both_the_preemption_and_the_peer_failure_says_spot_preempted(
-        cluster, connection):
+    cluster, connection
+):
     # a triggerer that restarts during the preemption: its first LIST already shows rank 0 failed
     async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as client:
         gang = await reserve_and_launch(client, cluster, connection)
@@ -182,8 +203,9 @@ def node_reads(cluster: SimulatedClusterHarness) -> list[str]:
     return [entry["name"] for entry in entries if (entry["verb"], entry["resource"]) == ("get", "nodes")]
 
 
-async def peer_fails_in_grace(cluster: SimulatedClusterHarness, connection: dict[str, Any], *,
-                              node_faults: str = "") -> tuple[dict[str, Any], dict[int, str], bool]:
+async def peer_fails_in_grace(
+    cluster: SimulatedClusterHarness, connection: dict[str, Any], *, node_faults: str = ""
+) -> tuple[dict[str, Any], dict[int, str], bool]:
     """Rank 0 fails at 15 s, while rank 1's pod on the noticed node still stops (until 25 s) and looks
     Running; ``node_faults`` (``sim.api.faults`` items) are injected for the trigger's node reads.
     Returns the run trigger's event, each rank's node, and whether the event came before 25 s
@@ -202,8 +224,11 @@ async def peer_fails_in_grace(cluster: SimulatedClusterHarness, connection: dict
         peer = await client.get(PODS, gang.names.member(0))
         assert peer["status"]["phase"] == "Failed"
         # Until the trigger has read the nodes (decided by requests, not by time).
-        await eventually_async(lambda: set(nodes.values()) <= set(node_reads(cluster)) or ended.done(),
-                               timeout=10.0, what="the trigger to read both nodes")
+        await eventually_async(
+            lambda: set(nodes.values()) <= set(node_reads(cluster)) or ended.done(),
+            timeout=10.0,
+            what="the trigger to read both nodes",
+        )
         await asyncio.wait([ended], timeout=30 if node_faults else 0.5)
         early = ended.done()
         await asyncio.to_thread(cluster.advance, 20)  # rank 1's containers stop: its shutdown status
@@ -211,7 +236,8 @@ async def peer_fails_in_grace(cluster: SimulatedClusterHarness, connection: dict
 
 
 async def test_a_peer_failing_while_its_partner_node_shuts_down_waits_for_it_and_ends_spot_preempted(
-        cluster, connection):
+    cluster, connection
+):
     """The trigger reads each spot node of the gang once, finds rank 1's with the termination taint,
     and waits for rank 1's containers to stop."""
     event, nodes, early = await peer_fails_in_grace(cluster, connection)

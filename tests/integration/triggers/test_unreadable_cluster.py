@@ -44,8 +44,9 @@ async def test_an_api_server_that_never_answers_ends_the_wait_as_unreachable(sim
     assert trigger.serialize()[1]["unreachable_seconds"] == 0.5
 
 
-@pytest.mark.parametrize("fault", ["malformed/provisioningrequests:wrong-type",
-                                   "malformed/provisioningrequests:wrong-type:count:1"])
+@pytest.mark.parametrize(
+    "fault", ["malformed/provisioningrequests:wrong-type", "malformed/provisioningrequests:wrong-type:count:1"]
+)
 async def test_a_malformed_object_ends_the_wait_naming_object_and_field(sim, client, connection, fault):
     gang = await Gang(client, gang_spec(PR)).create()
     await gang.set_request_conditions(condition("Accepted"))
@@ -99,8 +100,9 @@ async def test_a_startup_deadline_is_decided_on_a_fresh_list_not_on_a_stale_watc
     assert (event["phase"], event["reason"]) == ("succeeded", "all_succeeded")
 
 
-async def test_a_fresh_list_failing_past_its_retries_leaves_the_deadline_decided_on_the_last_view(sim, client,
-                                                                                                   connection):
+async def test_a_fresh_list_failing_past_its_retries_leaves_the_deadline_decided_on_the_last_view(
+    sim, client, connection
+):
     gang = await Gang(client, gang_spec(PR, size=2)).create(members=True)
     kwargs = gang.run_kwargs(connection)
     kwargs["startup_deadline"] = time.time() + 1.0

@@ -128,8 +128,17 @@ async def test_delete_with_preconditions_refuses_an_object_changed_since_it_was_
         await client.delete(CONFIG_MAPS, "owner", preconditions=preconditions)
     assert not refused.value.retryable and (await client.get(CONFIG_MAPS, "owner"))["data"] == {"size": "4"}
     current = await client.get(CONFIG_MAPS, "owner")
-    assert await client.delete(CONFIG_MAPS, "owner", preconditions={
-        "uid": current["metadata"]["uid"], "resourceVersion": current["metadata"]["resourceVersion"]}) is True
+    assert (
+        await client.delete(
+            CONFIG_MAPS,
+            "owner",
+            preconditions={
+                "uid": current["metadata"]["uid"],
+                "resourceVersion": current["metadata"]["resourceVersion"],
+            },
+        )
+        is True
+    )
 
 
 async def test_a_wrong_token_is_unauthorized_after_one_credential_reload(sim, connection):

@@ -62,8 +62,9 @@ async def test_a_rotated_exec_token_is_picked_up_by_a_running_watch(sim, client,
             rotate(sim, "token-a", "token-b")
             pulled = asyncio.ensure_future(anext(snapshots))
             # Past a cut the watch reopens, gets 401, reloads the token and reopens.
-            await eventually_async(lambda: sim.metrics()["codes"].get("401", 0) >= 1, timeout=0.6,
-                                   what="a 401 for the rotated token")
+            await eventually_async(
+                lambda: sim.metrics()["codes"].get("401", 0) >= 1, timeout=0.6, what="a 401 for the rotated token"
+            )
             await client.create(PODS, pod("after-rotation"))
             objects = await asyncio.wait_for(pulled, 10)
         assert set(objects) == {"after-rotation"}

@@ -105,10 +105,17 @@ def test_client_options_default_to_kueues_limit_and_zero_qps_turns_it_off():
     assert ClientOptions.from_dict(options.to_dict()) == options
 
 
-@pytest.mark.parametrize("values", [
-    {"burst": 0}, {"burst": 2.5}, {"max_parallel_requests": 0}, {"max_parallel_requests": MAX_PARALLEL_REQUESTS + 1},
-    {"qps": -1},
-], ids=["burst-zero", "burst-fraction", "parallel-zero", "parallel-above-pool", "qps-negative"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"burst": 0},
+        {"burst": 2.5},
+        {"max_parallel_requests": 0},
+        {"max_parallel_requests": MAX_PARALLEL_REQUESTS + 1},
+        {"qps": -1},
+    ],
+    ids=["burst-zero", "burst-fraction", "parallel-zero", "parallel-above-pool", "qps-negative"],
+)
 def test_client_options_refuse_a_limit_that_cannot_work(values):
     with pytest.raises(ValueError, match=next(iter(values))):
         ClientOptions(**values)
@@ -125,9 +132,13 @@ async def test_every_attempt_takes_a_token_and_requests_in_flight_stay_bounded(s
     async def no_backoff(seconds: float) -> None:
         await asyncio.sleep(0)
 
-    async with await KubeClient.connect(ConnectionSettings.from_dict(connection), sleep=no_backoff,
-                                        retry=RetryPolicy(attempts=3, rng=random.Random(1)),
-                                        rate_limiter=bucket, max_parallel_requests=2) as client:
+    async with await KubeClient.connect(
+        ConnectionSettings.from_dict(connection),
+        sleep=no_backoff,
+        retry=RetryPolicy(attempts=3, rng=random.Random(1)),
+        rate_limiter=bucket,
+        max_parallel_requests=2,
+    ) as client:
         send_once = client._send_once
 
         async def counted(*arguments: object) -> object:

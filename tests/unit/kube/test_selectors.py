@@ -50,11 +50,23 @@ def test_label_selectors_match_as_the_server_does(seed):
 @pytest.mark.parametrize(
     ("label_selector", "field_selector", "name", "equality", "scope"),
     [
-        pytest.param("airflow-gang.io/gang=g1,role=member", "", None, ("airflow-gang.io/gang", "g1"),
-                     "airflow-gang.io/gang", id="member-pods"),
+        pytest.param(
+            "airflow-gang.io/gang=g1,role=member",
+            "",
+            None,
+            ("airflow-gang.io/gang", "g1"),
+            "airflow-gang.io/gang",
+            id="member-pods",
+        ),
         pytest.param("", "metadata.name=pr-1", "pr-1", None, "", id="by-name"),
-        pytest.param("kueue.x-k8s.io/job-uid==u1", "", None, ("kueue.x-k8s.io/job-uid", "u1"),
-                     "kueue.x-k8s.io/job-uid", id="double-equals"),
+        pytest.param(
+            "kueue.x-k8s.io/job-uid==u1",
+            "",
+            None,
+            ("kueue.x-k8s.io/job-uid", "u1"),
+            "kueue.x-k8s.io/job-uid",
+            id="double-equals",
+        ),
         pytest.param("!team,role in (a,b)", "", None, None, "role", id="set-without-equality"),
         pytest.param("team!=a", "metadata.namespace=default", None, None, "", id="negative-only"),
     ],

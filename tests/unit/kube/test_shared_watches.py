@@ -37,24 +37,39 @@ class Subscriber:
         self.wakeup = asyncio.Event()
         self.subscription: Subscription | None = None
 
-    async def join(self, resource: Any = PODS, *, label_selector: str = "", field_selector: str = "",
-                   notify: Callable[[], None] | None = None, on_retry: Any = None) -> Subscription:
+    async def join(
+        self,
+        resource: Any = PODS,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        notify: Callable[[], None] | None = None,
+        on_retry: Any = None,
+    ) -> Subscription:
         settings = ConnectionSettings.from_dict(self.connection)
         self.subscription = await self.registry.subscribe(
             connection=shared_watches.connection_key(self.connection, FAST.to_dict()),
-            connect=lambda: FAST.connect(settings), resource=resource, namespace="default",
-            label_selector=label_selector, field_selector=field_selector, watch_timeout_seconds=60,
-            notify=notify or self.wakeup.set, on_retry=on_retry)
+            connect=lambda: FAST.connect(settings),
+            resource=resource,
+            namespace="default",
+            label_selector=label_selector,
+            field_selector=field_selector,
+            watch_timeout_seconds=60,
+            notify=notify or self.wakeup.set,
+            on_retry=on_retry,
+        )
         return self.subscription
 
     async def until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0) -> dict[str, Any]:
         assert self.subscription is not None
         async with contextlib.aclosing(shared_watches.together([self.subscription], self.wakeup)) as views:
+
             async def pull() -> dict[str, Any]:
                 async for view in views:
                     if predicate(view[PODS.key] if PODS.key in view else view[PROVISIONING_REQUESTS.key]):
                         return dict(view)
                 raise AssertionError("the views ended")
+
             return await asyncio.wait_for(pull(), timeout)
 
     async def leave(self) -> None:
@@ -223,11 +238,20 @@ async def test_clients_are_shared_per_connection_and_watches_per_kind(client, co
         built.append(await FAST.connect(settings))
         return built[-1]
 
-    subscriptions = await asyncio.gather(*(
-        registry.subscribe(connection="one", connect=connect, resource=resource, namespace="default",
-                           label_selector=selector, watch_timeout_seconds=60, notify=lambda: None)
-        for resource, selector in [(PODS, f"{GANG}=a"), (PODS, f"{GANG}=b"), (PROVISIONING_REQUESTS, "")]
-    ))
+    subscriptions = await asyncio.gather(
+        *(
+            registry.subscribe(
+                connection="one",
+                connect=connect,
+                resource=resource,
+                namespace="default",
+                label_selector=selector,
+                watch_timeout_seconds=60,
+                notify=lambda: None,
+            )
+            for resource, selector in [(PODS, f"{GANG}=a"), (PODS, f"{GANG}=b"), (PROVISIONING_REQUESTS, "")]
+        )
+    )
     assert len(built) == 1 and len(registry.watches) == 2
     for subscription in subscriptions:
         await registry.unsubscribe(subscription)

@@ -100,8 +100,9 @@ async def test_a_silent_connection_is_abandoned_after_the_read_timeout(sim, clie
         sim.set_faults("latency:0.5")  # every new request now stays silent longer than read_timeout
         pulled = asyncio.ensure_future(anext(snapshots))
         # The open watch had no events either: with no bytes for 0.2 s it is dropped and reopened.
-        await eventually_async(lambda: reflector.stats.reconnects >= 1, timeout=0.7,
-                               what="the silent watch dropped and reopened")
+        await eventually_async(
+            lambda: reflector.stats.reconnects >= 1, timeout=0.7, what="the silent watch dropped and reopened"
+        )
         sim.set_faults("")
         await client.create(PODS, pod("after"))
         objects = await asyncio.wait_for(pulled, 10)

@@ -31,10 +31,14 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("no-pod-source", {"image": None}, "image"),
     ("image-and-template", {"pod_template": {"spec": {"containers": [{"name": "a", "image": "b"}]}}}, "pod_template"),
     ("template-without-containers", {"image": None, "pod_template": {"spec": {}}}, "pod_template.spec.containers"),
-    ("template-restart-always",
-     {"image": None,
-      "pod_template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "a", "image": "b"}]}}},
-     "pod_template.spec.restartPolicy"),
+    (
+        "template-restart-always",
+        {
+            "image": None,
+            "pod_template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "a", "image": "b"}]}},
+        },
+        "pod_template.spec.restartPolicy",
+    ),
     ("template-file-missing", {"image": None, "pod_template_file": "/nonexistent/pod.yaml"}, "pod_template_file"),
     ("command-is-string", {"command": "python train.py"}, "command"),
     ("args-not-strings", {"args": ["--epochs", 3]}, "args"),
@@ -47,11 +51,17 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("reservation-unknown", {"reservation": "volcano"}, "reservation"),
     ("kueue-without-queue", {"reservation": "kueue"}, "kueue_queue"),
     ("queue-outside-kueue", {"kueue_queue": "team-a"}, "kueue_queue"),
-    ("class-with-kueue", {"reservation": "kueue", "kueue_queue": "team-a",
-                          "provisioning_class": "queued-provisioning.gke.io"}, "provisioning_class"),
+    (
+        "class-with-kueue",
+        {"reservation": "kueue", "kueue_queue": "team-a", "provisioning_class": "queued-provisioning.gke.io"},
+        "provisioning_class",
+    ),
     ("class-unknown", {"provisioning_class": "fast-please"}, "provisioning_class"),
-    ("parameters-not-for-class", {"provisioning_parameters": {"maxRunDurationSeconds": "60"}},
-     "provisioning_parameters['maxRunDurationSeconds']"),
+    (
+        "parameters-not-for-class",
+        {"provisioning_parameters": {"maxRunDurationSeconds": "60"}},
+        "provisioning_parameters['maxRunDurationSeconds']",
+    ),
     ("strict-zone-without-zone", {"strict_zone": True}, "strict_zone"),
     ("zone-not-label-value", {"zone": "us central"}, "zone"),
     ("namespace-not-dns", {"namespace": "ML_Team"}, "namespace"),
@@ -81,14 +91,15 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("use-reservation-with-spot", {"use_reservation": "a100-res", "spot": True}, "use_reservation"),
     ("conn-id-empty", {"kubernetes_conn_id": ""}, "kubernetes_conn_id"),
     ("static-error-beside-templated-namespace", {"namespace": "{{ params.ns }}", "min_size": 9}, "min_size"),
-    ("static-error-beside-templated-file", {"image": None, "pod_template_file": "{{ params.pod }}", "gpus": -2},
-     "gpus"),
+    (
+        "static-error-beside-templated-file",
+        {"image": None, "pod_template_file": "{{ params.pod }}", "gpus": -2},
+        "gpus",
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("overrides", "argument"), [pytest.param(o, a, id=i) for i, o, a in PARSE_TIME_CASES]
-)
+@pytest.mark.parametrize(("overrides", "argument"), [pytest.param(o, a, id=i) for i, o, a in PARSE_TIME_CASES])
 def test_rejected_at_parse_time_naming_the_argument(overrides: dict[str, Any], argument: str) -> None:
     with pytest.raises(GangArgumentError) as caught:
         GangTrainingOperator(**{**GOOD, **overrides})
@@ -118,8 +129,12 @@ def test_pod_template_file_is_read(tmp_path: Path) -> None:
 # Values that hold Jinja are judged after rendering: (id, arguments, rendered values, argument named)
 RENDER_TIME_CASES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
     ("namespace-renders-invalid", {"namespace": "{{ params.ns }}"}, {"namespace": "Bad_NS"}, "namespace"),
-    ("queue-renders-invalid", {"reservation": "kueue", "kueue_queue": "{{ params.queue }}"},
-     {"kueue_queue": "no spaces!"}, "kueue_queue"),
+    (
+        "queue-renders-invalid",
+        {"reservation": "kueue", "kueue_queue": "{{ params.queue }}"},
+        {"kueue_queue": "no spaces!"},
+        "kueue_queue",
+    ),
     ("zone-renders-invalid", {"zone": "{{ params.zone }}"}, {"zone": "a b"}, "zone"),
     ("env-renders-rank", {"distributed": "torch", "env": "{{ params.env }}"}, {"env": {"WORLD_SIZE": "9"}}, "env"),
     ("command-renders-string", {"command": "{{ params.cmd }}"}, {"command": "python train.py"}, "command"),
@@ -149,6 +164,7 @@ def test_deferrable_default_follows_airflow_configuration(configured: str) -> No
         "print(Op(task_id='t', image='i', size=1).deferrable)"
     )
     environment = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": configured}
-    result = subprocess.run([sys.executable, "-c", program], env=environment, capture_output=True, text=True,
-                            timeout=60, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", program], env=environment, capture_output=True, text=True, timeout=60, check=True
+    )
     assert result.stdout.strip().splitlines()[-1] == configured

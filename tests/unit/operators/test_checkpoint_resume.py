@@ -23,22 +23,30 @@ GOOD: dict[str, Any] = {"task_id": "train", "image": "trainer:1", "size": 2, "gp
 NOW = 1_800_000_000.0
 
 
-@pytest.mark.parametrize(("value", "said"), [
-    pytest.param("checkpoints/run", "neither a URI", id="relative-path"),
-    pytest.param(7, "expected a URI or absolute path", id="not-a-string"),
-    pytest.param(PersistentVolumeCheckpoint(claim="Bad_Claim"), "is not a claim name", id="claim-name"),
-    pytest.param(PersistentVolumeCheckpoint(claim="c", sub_path="../x"), "without '..'", id="sub-path"),
-])
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        pytest.param("checkpoints/run", "neither a URI", id="relative-path"),
+        pytest.param(7, "expected a URI or absolute path", id="not-a-string"),
+        pytest.param(PersistentVolumeCheckpoint(claim="Bad_Claim"), "is not a claim name", id="claim-name"),
+        pytest.param(PersistentVolumeCheckpoint(claim="c", sub_path="../x"), "without '..'", id="sub-path"),
+    ],
+)
 def test_a_bad_checkpoint_is_refused_at_parse_time_naming_the_argument(value: Any, said: str) -> None:
     with pytest.raises(GangArgumentError, match="argument 'checkpoint'") as caught:
         GangTrainingOperator(**GOOD, checkpoint=value)
     assert said in str(caught.value)
 
 
-@pytest.mark.parametrize("value", [
-    "gs://bucket/{{ dag.dag_id }}/{{ run_id }}", "/mnt/ckpt/{{ run_id }}", "{{ var.value.checkpoint_root }}/x",
-    PersistentVolumeCheckpoint(claim="{{ params.claim }}", sub_path="{{ dag.dag_id }}/{{ run_id }}"),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "gs://bucket/{{ dag.dag_id }}/{{ run_id }}",
+        "/mnt/ckpt/{{ run_id }}",
+        "{{ var.value.checkpoint_root }}/x",
+        PersistentVolumeCheckpoint(claim="{{ params.claim }}", sub_path="{{ dag.dag_id }}/{{ run_id }}"),
+    ],
+)
 def test_a_templated_checkpoint_passes_parse_time_and_warns_nothing(value: Any) -> None:
     op = GangTrainingOperator(**GOOD, checkpoint=value)
     assert "checkpoint" in op.template_fields
@@ -47,46 +55,93 @@ def test_a_templated_checkpoint_passes_parse_time_and_warns_nothing(value: Any) 
 
 def test_a_checkpoint_shared_by_every_run_is_warned_about() -> None:
     op = GangTrainingOperator(**GOOD, checkpoint="gs://bucket/fixed")
-    assert op.argument_warnings() == ["checkpoint 'gs://bucket/fixed' is the same for every run of the DAG, so runs "
-                                      "overwrite each other's checkpoints; add the run to it, e.g. '.../{{ run_id }}'"]
+    assert op.argument_warnings() == [
+        "checkpoint 'gs://bucket/fixed' is the same for every run of the DAG, so runs "
+        "overwrite each other's checkpoints; add the run to it, e.g. '.../{{ run_id }}'"
+    ]
 
 
 def test_the_rendered_claim_and_sub_path_are_what_members_mount() -> None:
-    op = GangTrainingOperator(**GOOD, checkpoint=PersistentVolumeCheckpoint(claim="{{ params.claim }}",
-                                                                             sub_path="{{ run_id }}"))
+    op = GangTrainingOperator(
+        **GOOD, checkpoint=PersistentVolumeCheckpoint(claim="{{ params.claim }}", sub_path="{{ run_id }}")
+    )
     op.checkpoint.claim, op.checkpoint.sub_path = "team-ckpt", "manual__1"  # as Airflow renders them
-    assert op.build_spec("gang-t1-abc").checkpoint == Checkpoint("/gang-checkpoint", claim="team-ckpt",
-                                                                  sub_path="manual__1")
+    assert op.build_spec("gang-t1-abc").checkpoint == Checkpoint(
+        "/gang-checkpoint", claim="team-ckpt", sub_path="manual__1"
+    )
 
 
-def record(attempt: int, outcome: Reason, *, step: int | None = None, checkpoint_step: int | None = None,
-           resumed: int | None = None, used: float = 0.0, lost: float = 0.0, saved: float = 0.0) -> TryRecord:
-    return TryRecord(attempt=attempt, gang=f"g-t{attempt}", step="", step_index=step, mode="provisioning_request",
-                     size=2, outcome=outcome.value, message="", retryable=outcome is not Reason.ALL_SUCCEEDED,
-                     checkpoint_step=checkpoint_step, resumed_from_step=resumed, gpu_seconds_used=used,
-                     gpu_seconds_lost=lost, gpu_seconds_saved=saved)
+def record(
+    attempt: int,
+    outcome: Reason,
+    *,
+    step: int | None = None,
+    checkpoint_step: int | None = None,
+    resumed: int | None = None,
+    used: float = 0.0,
+    lost: float = 0.0,
+    saved: float = 0.0,
+) -> TryRecord:
+    return TryRecord(
+        attempt=attempt,
+        gang=f"g-t{attempt}",
+        step="",
+        step_index=step,
+        mode="provisioning_request",
+        size=2,
+        outcome=outcome.value,
+        message="",
+        retryable=outcome is not Reason.ALL_SUCCEEDED,
+        checkpoint_step=checkpoint_step,
+        resumed_from_step=resumed,
+        gpu_seconds_used=used,
+        gpu_seconds_lost=lost,
+        gpu_seconds_saved=saved,
+    )
 
 
 def plan(try_number: int, records: list[TryRecord], checkpoint: str | None = "/ckpt/run-1") -> tuple[TryPlan, str]:
-    op = GangTrainingOperator(**GOOD, spot=True, checkpoint=checkpoint, retries=3,
-                              fallbacks=[RetryAsIs(times=2), OnDemand()])
+    op = GangTrainingOperator(
+        **GOOD, spot=True, checkpoint=checkpoint, retries=3, fallbacks=[RetryAsIs(times=2), OnDemand()]
+    )
     ti = SimpleNamespace(dag_id="nightly", task_id="train", run_id="scheduled__1", map_index=-1, try_number=try_number)
-    return plan_try(ti=ti, records=records, ladder=op.fallbacks, build_spec=op.build_spec,
-                    reservation_timeout_seconds=600, start_deadline=None, now=NOW)
+    return plan_try(
+        ti=ti,
+        records=records,
+        ladder=op.fallbacks,
+        build_spec=op.build_spec,
+        reservation_timeout_seconds=600,
+        start_deadline=None,
+        now=NOW,
+    )
 
 
 RESUMES = [
     ("first-try-afresh", 1, [], None),
     ("no-checkpoint-reported-stays-afresh", 2, [record(1, Reason.SPOT_PREEMPTED)], None),
     ("resumes-from-the-reported-step", 2, [record(1, Reason.SPOT_PREEMPTED, checkpoint_step=20)], 20),
-    ("a-later-silent-try-keeps-the-earlier-step", 3,
-     [record(1, Reason.SPOT_PREEMPTED, checkpoint_step=20), record(2, Reason.SPOT_PREEMPTED, step=0, resumed=20)], 20),
-    ("the-latest-report-wins", 3,
-     [record(1, Reason.SPOT_PREEMPTED, checkpoint_step=20), record(2, Reason.MEMBER_FAILED, step=0,
-                                                                       checkpoint_step=35)], 35),
+    (
+        "a-later-silent-try-keeps-the-earlier-step",
+        3,
+        [record(1, Reason.SPOT_PREEMPTED, checkpoint_step=20), record(2, Reason.SPOT_PREEMPTED, step=0, resumed=20)],
+        20,
+    ),
+    (
+        "the-latest-report-wins",
+        3,
+        [
+            record(1, Reason.SPOT_PREEMPTED, checkpoint_step=20),
+            record(2, Reason.MEMBER_FAILED, step=0, checkpoint_step=35),
+        ],
+        35,
+    ),
     ("a-killed-try-s-checkpoint-counts", 2, [record(1, Reason.KILLED, checkpoint_step=12)], 12),
-    ("a-finished-sequence-is-not-resumed", 3,
-     [record(1, Reason.ALL_SUCCEEDED, checkpoint_step=60), record(2, Reason.SPOT_PREEMPTED)], None),
+    (
+        "a-finished-sequence-is-not-resumed",
+        3,
+        [record(1, Reason.ALL_SUCCEEDED, checkpoint_step=60), record(2, Reason.SPOT_PREEMPTED)],
+        None,
+    ),
 ]
 
 
@@ -110,8 +165,14 @@ def test_the_try_state_with_a_checkpoint_round_trips_and_older_versions_still_re
     stored = state.to_stored()
     assert stored["version"] == VERSION == 3
     assert TryState.from_stored(stored) == state
-    older = {**stored, "version": 2, "plan": {**stored["plan"], "spec": {
-        key: value for key, value in stored["plan"]["spec"].items() if key != "checkpoint"}}}
+    older = {
+        **stored,
+        "version": 2,
+        "plan": {
+            **stored["plan"],
+            "spec": {key: value for key, value in stored["plan"]["spec"].items() if key != "checkpoint"},
+        },
+    }
     assert TryState.from_stored(older).plan.gang_spec().checkpoint is None
     with pytest.raises(ValueError, match="upgrade"):
         TryState.from_stored({**stored, "version": VERSION + 1})
@@ -119,10 +180,25 @@ def test_the_try_state_with_a_checkpoint_round_trips_and_older_versions_still_re
 
 def _event(status: str, reason: Reason, checkpoint: dict[str, Any] | None, *, ran: float) -> dict[str, Any]:
     start = NOW + 10
-    member = {"rank": 0, "state": "lost", "pod_name": "p", "node": "n", "exit_code": None, "reason": "", "message": "",
-              "started_at": start, "finished_at": start + ran}
-    return {"status": status, "reason": reason.value, "message": "m", "members": [member, {**member, "rank": 1}],
-            "timings": {"event_at": start + ran, "phases": {"running": start}}, "checkpoint": checkpoint}
+    member = {
+        "rank": 0,
+        "state": "lost",
+        "pod_name": "p",
+        "node": "n",
+        "exit_code": None,
+        "reason": "",
+        "message": "",
+        "started_at": start,
+        "finished_at": start + ran,
+    }
+    return {
+        "status": status,
+        "reason": reason.value,
+        "message": "m",
+        "members": [member, {**member, "rank": 1}],
+        "timings": {"event_at": start + ran, "phases": {"running": start}},
+        "checkpoint": checkpoint,
+    }
 
 
 def test_a_preempted_try_records_its_checkpoint_and_splits_its_gpu_time() -> None:
@@ -150,13 +226,21 @@ def test_a_try_that_reported_no_checkpoint_lost_all_it_used_and_a_success_loses_
 
 def test_the_summary_and_the_log_show_gpu_hours_lost_and_saved() -> None:
     chosen, _ = plan(2, [record(1, Reason.SPOT_PREEMPTED, checkpoint_step=15)])
-    records = [record(1, Reason.SPOT_PREEMPTED, checkpoint_step=15, used=3600, lost=900, saved=2700),
-               record(2, Reason.ALL_SUCCEEDED, step=0, resumed=15, checkpoint_step=30, used=1800)]
+    records = [
+        record(1, Reason.SPOT_PREEMPTED, checkpoint_step=15, used=3600, lost=900, saved=2700),
+        record(2, Reason.ALL_SUCCEEDED, step=0, resumed=15, checkpoint_step=30, used=1800),
+    ]
     made = summary(chosen, chosen.gang_spec(), records[1], records)
-    assert made["checkpoint"] == {"location": "/ckpt/run-1", "resumed_from_step": 15, "gpu_hours_lost": 0.25,
-                                  "gpu_hours_saved": 0.75}
+    assert made["checkpoint"] == {
+        "location": "/ckpt/run-1",
+        "resumed_from_step": 15,
+        "gpu_hours_lost": 0.25,
+        "gpu_hours_saved": 0.75,
+    }
     assert [(item["gpu_hours_lost"], item["gpu_hours_saved"]) for item in made["tries"]] == [(0.25, 0.75), (0, 0)]
-    assert story(records)[-1] == ("  checkpoints: 0.2500 GPU-h lost (work since the last checkpoint, redone), "
-                                  "0.7500 saved by resuming (try 2 from step 15)")
+    assert story(records)[-1] == (
+        "  checkpoints: 0.2500 GPU-h lost (work since the last checkpoint, redone), "
+        "0.7500 saved by resuming (try 2 from step 15)"
+    )
     plain = dataclasses.replace(records[0], checkpoint_step=None)
     assert not any("checkpoints:" in line for line in story([plain]))

@@ -11,8 +11,14 @@ import pytest
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.arguments import GangArgumentError
 
-KUEUE: dict[str, Any] = {"task_id": "train", "image": "trainer:1", "size": 4, "gpus": 1, "reservation": "kueue",
-                         "kueue_queue": "team-a"}
+KUEUE: dict[str, Any] = {
+    "task_id": "train",
+    "image": "trainer:1",
+    "size": 4,
+    "gpus": 1,
+    "reservation": "kueue",
+    "kueue_queue": "team-a",
+}
 
 
 def test_jax_with_partial_admission_is_refused_at_parse_time() -> None:
@@ -24,13 +30,17 @@ def test_jax_with_partial_admission_is_refused_at_parse_time() -> None:
     assert "set min_size=4" in error.fix and "distributed='torch'" in error.fix
 
 
-@pytest.mark.parametrize("overrides", [
-    {"min_size": 4, "distributed": "jax"},
-    {"distributed": "jax"},
-    {"min_size": 2, "distributed": "torch"},
-    {"min_size": 2},
-    {"reservation": "provisioning_request", "kueue_queue": None, "min_size": 2, "distributed": "jax"},
-], ids=["jax-min-equals-size", "jax-no-min", "torch-partial", "plain-partial", "jax-shrink-floor-elsewhere"])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"min_size": 4, "distributed": "jax"},
+        {"distributed": "jax"},
+        {"min_size": 2, "distributed": "torch"},
+        {"min_size": 2},
+        {"reservation": "provisioning_request", "kueue_queue": None, "min_size": 2, "distributed": "jax"},
+    ],
+    ids=["jax-min-equals-size", "jax-no-min", "torch-partial", "plain-partial", "jax-shrink-floor-elsewhere"],
+)
 def test_neighbouring_combinations_are_accepted(overrides: dict[str, Any]) -> None:
     operator = GangTrainingOperator(**{**KUEUE, **overrides})
     assert operator.build_spec("train-t1-abc").size == 4

@@ -19,7 +19,9 @@ def test_link_points_at_the_plugin_page_of_the_task_instance() -> None:
     parts = urlsplit(url)
     assert parts.path == "/gang/ui/reservation"
     assert parse_qs(parts.query) == {
-        "dag_id": ["nightly"], "run_id": ["scheduled__2026-11-29T02:00:00+00:00"], "task_id": ["train"],
+        "dag_id": ["nightly"],
+        "run_id": ["scheduled__2026-11-29T02:00:00+00:00"],
+        "task_id": ["train"],
         "map_index": ["3"],
     }
 
@@ -36,11 +38,18 @@ def test_airflow_discovers_the_plugin_through_its_entry_point() -> None:
 
 def test_page_escapes_values_and_lists_tries() -> None:
     page = render_page(
-        "nightly", "run<1>", "train",
+        "nightly",
+        "run<1>",
+        "train",
         {
             "reservation": {"gang": "nightly-train-t2-abc", "mode": "provisioning_request"},
-            "summary": {"size_run": 4, "tries": [{"attempt": 1, "step": "as configured", "outcome": "deadline"},
-                                                 {"attempt": 2, "step": "shrink to 4", "outcome": "all_succeeded"}]},
+            "summary": {
+                "size_run": 4,
+                "tries": [
+                    {"attempt": 1, "step": "as configured", "outcome": "deadline"},
+                    {"attempt": 2, "step": "shrink to 4", "outcome": "all_succeeded"},
+                ],
+            },
         },
     )
     assert "run&lt;1&gt;" in page
@@ -49,24 +58,34 @@ def test_page_escapes_values_and_lists_tries() -> None:
 
 
 SUCCEEDED_SUMMARY = {
-    "gang": "nightly-train-t1-abc", "size_run": 2, "queue_seconds": 0.8844356536865234, "zone": None,
+    "gang": "nightly-train-t1-abc",
+    "size_run": 2,
+    "queue_seconds": 0.8844356536865234,
+    "zone": None,
     "exit_codes": {"10": 0, "2": 0, "0": 1},
     "gpu_hours_reserved": 0.012097,
     "all_tries": {"gpu_hours_reserved": 0.5, "gpu_hours_used": 0.25, "gpu_hours_idle": 0.25},
-    "tries": [{"attempt": 1, "step": "as configured", "outcome": "all_succeeded",
-               "message": "all 2 members succeeded"}],
+    "tries": [
+        {"attempt": 1, "step": "as configured", "outcome": "all_succeeded", "message": "all 2 members succeeded"}
+    ],
 }
 
 
 def test_page_of_a_finished_gang_shows_exit_codes_by_rank_and_all_tries() -> None:
     """Nested values of the summary were silently dropped before (seen in a browser)."""
-    page = render_page("nightly", "r", "train", {"summary": SUCCEEDED_SUMMARY},
-                       {"state": "success", "next_method": None, "try_number": 1})
+    page = render_page(
+        "nightly",
+        "r",
+        "train",
+        {"summary": SUCCEEDED_SUMMARY},
+        {"state": "success", "next_method": None, "try_number": 1},
+    )
     assert '<p class="status">Succeeded (try 1)</p>' in page
     assert "http-equiv" not in page
     ranks = page.split("<h2>Exit codes</h2>")[1].split("</table>")[0]
-    assert ranks == ("<table><tr><th>rank 0</th><td>1</td></tr><tr><th>rank 2</th><td>0</td></tr>"
-                     "<tr><th>rank 10</th><td>0</td></tr>")
+    assert ranks == (
+        "<table><tr><th>rank 0</th><td>1</td></tr><tr><th>rank 2</th><td>0</td></tr><tr><th>rank 10</th><td>0</td></tr>"
+    )
     assert "<h2>All tries of this run (failed ones included)</h2>" in page
     assert "<tr><th>gpu_hours_used</th><td>0.25</td></tr>" in page
     assert "<tr><th>queue_seconds</th><td>0.884436</td></tr>" in page
@@ -75,8 +94,13 @@ def test_page_of_a_finished_gang_shows_exit_codes_by_rank_and_all_tries() -> Non
 
 
 def test_page_of_a_waiting_gang_says_it_waits_for_capacity() -> None:
-    page = render_page("nightly", "r", "train", {"reservation": {"gang": "g", "zone": "us-central1-a"}},
-                       {"state": "deferred", "next_method": "execute_reserved", "try_number": 2})
+    page = render_page(
+        "nightly",
+        "r",
+        "train",
+        {"reservation": {"gang": "g", "zone": "us-central1-a"}},
+        {"state": "deferred", "next_method": "execute_reserved", "try_number": 2},
+    )
     assert "Waiting for capacity" in page and "(try 2)" in page
     assert '<meta http-equiv="refresh" content="10">' in page
     assert "<tr><th>zone</th><td>us-central1-a</td></tr>" in page

@@ -27,6 +27,7 @@ class Calls:
                 raise RuntimeError(f"call {index} failed")
             self.finished.append(index)
             return index * 10
+
         return run
 
 
@@ -34,7 +35,8 @@ class Calls:
 async def test_results_come_in_order_with_at_most_limit_calls_at_once(limit, most):
     calls = Calls()
     assert await bounded_gather([calls.call(index) for index in range(20)], limit=limit) == [
-        index * 10 for index in range(20)]
+        index * 10 for index in range(20)
+    ]
     assert calls.most == most
     assert calls.started == list(range(20))
 

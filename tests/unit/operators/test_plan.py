@@ -28,15 +28,31 @@ LADDER = (OtherZone("zone-b"), ShrinkTo(4))
 
 def build_spec(name: str) -> GangSpec:
     template = {"spec": {"containers": [{"name": "trainer", "image": "trainer:1"}]}}
-    return GangSpec(name=name, namespace="default", size=8, min_size=4, pod_template=template,
-                    resources=MemberResources(gpus=1), provisioning_class="check-capacity.autoscaling.x-k8s.io",
-                    zone="zone-a")
+    return GangSpec(
+        name=name,
+        namespace="default",
+        size=8,
+        min_size=4,
+        pod_template=template,
+        resources=MemberResources(gpus=1),
+        provisioning_class="check-capacity.autoscaling.x-k8s.io",
+        zone="zone-a",
+    )
 
 
 def record(attempt: int, outcome: Reason, step_index: int | None = None, ladder: Any = None) -> TryRecord:
-    return TryRecord(attempt=attempt, gang=f"g-t{attempt}", step="", step_index=step_index, mode="provisioning_request",
-                     size=8, outcome=outcome.value, message="", retryable=outcome is not Reason.ALL_SUCCEEDED,
-                     ladder=ladder)
+    return TryRecord(
+        attempt=attempt,
+        gang=f"g-t{attempt}",
+        step="",
+        step_index=step_index,
+        mode="provisioning_request",
+        size=8,
+        outcome=outcome.value,
+        message="",
+        retryable=outcome is not Reason.ALL_SUCCEEDED,
+        ladder=ladder,
+    )
 
 
 def window(start_by: timedelta | None, interval_end: datetime | None = None) -> float | None:
@@ -44,29 +60,58 @@ def window(start_by: timedelta | None, interval_end: datetime | None = None) -> 
     return start_window_end(context, start_by)
 
 
-def plan(try_number: int, records: list[TryRecord], *, start_by: timedelta | None = None,
-         interval_end: datetime | None = None, ladder: Any = LADDER, now: float = NOW) -> Any:
+def plan(
+    try_number: int,
+    records: list[TryRecord],
+    *,
+    start_by: timedelta | None = None,
+    interval_end: datetime | None = None,
+    ladder: Any = LADDER,
+    now: float = NOW,
+) -> Any:
     ti = SimpleNamespace(dag_id="nightly", task_id="train", run_id="scheduled__1", map_index=-1, try_number=try_number)
-    return plan_try(ti=ti, records=records, ladder=ladder, build_spec=build_spec, reservation_timeout_seconds=600,
-                    start_deadline=window(start_by, interval_end), now=now)
+    return plan_try(
+        ti=ti,
+        records=records,
+        ladder=ladder,
+        build_spec=build_spec,
+        reservation_timeout_seconds=600,
+        start_deadline=window(start_by, interval_end),
+        now=now,
+    )
 
 
 @pytest.mark.parametrize(
     ("try_number", "records", "step", "zone", "size"),
     [
         pytest.param(1, [], "as configured", "zone-a", 8, id="first-try-as-configured"),
-        pytest.param(2, [record(1, Reason.CAPACITY_NOT_FOUND)], "other zone zone-b", "zone-b", 8,
-                     id="refused-moves-zone"),
-        pytest.param(3, [record(1, Reason.CAPACITY_NOT_FOUND), record(2, Reason.DEADLINE, 0)], "shrink to 4 members",
-                     "zone-b", 4, id="steps-accumulate"),
-        pytest.param(2, [record(1, Reason.BOOKING_EXPIRED)], "other zone zone-b", "zone-b", 8,
-                     id="booking-expired-moves-zone"),
-        pytest.param(3, [record(1, Reason.ALL_SUCCEEDED), record(2, Reason.CAPACITY_NOT_FOUND)], "other zone zone-b",
-                     "zone-b", 8, id="cleared-after-success-starts-a-new-sequence"),
+        pytest.param(
+            2, [record(1, Reason.CAPACITY_NOT_FOUND)], "other zone zone-b", "zone-b", 8, id="refused-moves-zone"
+        ),
+        pytest.param(
+            3,
+            [record(1, Reason.CAPACITY_NOT_FOUND), record(2, Reason.DEADLINE, 0)],
+            "shrink to 4 members",
+            "zone-b",
+            4,
+            id="steps-accumulate",
+        ),
+        pytest.param(
+            2, [record(1, Reason.BOOKING_EXPIRED)], "other zone zone-b", "zone-b", 8, id="booking-expired-moves-zone"
+        ),
+        pytest.param(
+            3,
+            [record(1, Reason.ALL_SUCCEEDED), record(2, Reason.CAPACITY_NOT_FOUND)],
+            "other zone zone-b",
+            "zone-b",
+            8,
+            id="cleared-after-success-starts-a-new-sequence",
+        ),
     ],
 )
-def test_step_follows_try_number_and_recorded_reason(try_number: int, records: list[TryRecord], step: str,
-                                                      zone: str, size: int) -> None:
+def test_step_follows_try_number_and_recorded_reason(
+    try_number: int, records: list[TryRecord], step: str, zone: str, size: int
+) -> None:
     chosen, _ = plan(try_number, records)
     spec = chosen.gang_spec()
     assert (chosen.step, spec.zone, spec.size) == (step, zone, size)
@@ -88,8 +133,12 @@ def test_no_step_for_the_reason_exhausts_the_ladder() -> None:
 
 def test_start_window_passed_is_not_tried() -> None:
     with pytest.raises(NoTry) as caught:
-        plan(2, [record(1, Reason.DEADLINE)], start_by=timedelta(hours=4),
-             interval_end=datetime.fromtimestamp(NOW, timezone.utc) - timedelta(hours=5))
+        plan(
+            2,
+            [record(1, Reason.DEADLINE)],
+            start_by=timedelta(hours=4),
+            interval_end=datetime.fromtimestamp(NOW, timezone.utc) - timedelta(hours=5),
+        )
     assert caught.value.reason is Reason.START_WINDOW_MISSED
 
 
@@ -111,15 +160,25 @@ def test_unfinished_try_is_adopted_by_the_next_with_a_deadline_of_its_own() -> N
 def test_start_window_is_checked_before_adopting() -> None:
     crashed, _ = plan(1, [], start_by=timedelta(hours=1))
     with pytest.raises(NoTry) as caught:
-        adopt(crashed, try_number=2, start_deadline=window(timedelta(hours=1)), reservation_timeout_seconds=600,
-              now=NOW + 2 * 3600)
+        adopt(
+            crashed,
+            try_number=2,
+            start_deadline=window(timedelta(hours=1)),
+            reservation_timeout_seconds=600,
+            now=NOW + 2 * 3600,
+        )
     assert caught.value.reason is Reason.START_WINDOW_MISSED
 
 
 def test_adopted_try_keeps_the_start_window_as_its_limit() -> None:
     crashed, _ = plan(1, [], start_by=timedelta(minutes=20))
-    adopted, _ = adopt(crashed, try_number=2, start_deadline=window(timedelta(minutes=20)),
-                       reservation_timeout_seconds=600, now=NOW + 15 * 60)
+    adopted, _ = adopt(
+        crashed,
+        try_number=2,
+        start_deadline=window(timedelta(minutes=20)),
+        reservation_timeout_seconds=600,
+        now=NOW + 15 * 60,
+    )
     assert adopted.reservation_deadline == NOW + 20 * 60
     assert adopted.deadline_reason == Reason.START_WINDOW_MISSED.value
 
@@ -137,8 +196,11 @@ def test_a_stored_ladder_outlives_an_edit_of_the_dag() -> None:
     chosen, explanation = plan(2, [record(1, Reason.CAPACITY_NOT_FOUND, ladder=stored)], ladder=edited)
     assert chosen.step == "other zone zone-b" and list(chosen.ladder) == stored
     assert "keeps the ladder it started with" in explanation
-    fresh, _ = plan(3, [record(1, Reason.CAPACITY_NOT_FOUND, ladder=stored), record(2, Reason.ALL_SUCCEEDED, 0,
-                                                                                    ladder=stored)], ladder=edited)
+    fresh, _ = plan(
+        3,
+        [record(1, Reason.CAPACITY_NOT_FOUND, ladder=stored), record(2, Reason.ALL_SUCCEEDED, 0, ladder=stored)],
+        ladder=edited,
+    )
     assert list(fresh.ladder) == ladder_to_plain(edited)  # a new sequence takes the edited ladder
 
 

@@ -25,20 +25,38 @@ def running(rank: int) -> MemberStatus:
 @pytest.mark.parametrize(
     ("members", "expected"),
     [
-        pytest.param([failed(0, 2), running(1)], (Reason.MEMBER_EXIT_FAILS_FOR_GOOD, 0, 2, "fail_on_exit_codes"),
-                     id="fail-on-code-fails-for-good"),
-        pytest.param([running(0), failed(1, 137)], (Reason.MEMBER_EXIT_RETRYABLE, 1, 137, "retry_on_exit_codes"),
-                     id="retry-on-code-retries"),
-        pytest.param([failed(0, 137), failed(1, 3)], (Reason.MEMBER_EXIT_FAILS_FOR_GOOD, 1, 3, "fail_on_exit_codes"),
-                     id="fail-on-outranks-retry-on"),
-        pytest.param([failed(2, 143), failed(1, 137)], (Reason.MEMBER_EXIT_RETRYABLE, 1, 137, "retry_on_exit_codes"),
-                     id="lowest-rank-decides"),
-        pytest.param([failed(0, 1), failed(1, 137)], (Reason.MEMBER_EXIT_RETRYABLE, 1, 137, "retry_on_exit_codes"),
-                     id="unlisted-code-beside-a-listed-one"),
+        pytest.param(
+            [failed(0, 2), running(1)],
+            (Reason.MEMBER_EXIT_FAILS_FOR_GOOD, 0, 2, "fail_on_exit_codes"),
+            id="fail-on-code-fails-for-good",
+        ),
+        pytest.param(
+            [running(0), failed(1, 137)],
+            (Reason.MEMBER_EXIT_RETRYABLE, 1, 137, "retry_on_exit_codes"),
+            id="retry-on-code-retries",
+        ),
+        pytest.param(
+            [failed(0, 137), failed(1, 3)],
+            (Reason.MEMBER_EXIT_FAILS_FOR_GOOD, 1, 3, "fail_on_exit_codes"),
+            id="fail-on-outranks-retry-on",
+        ),
+        pytest.param(
+            [failed(2, 143), failed(1, 137)],
+            (Reason.MEMBER_EXIT_RETRYABLE, 1, 137, "retry_on_exit_codes"),
+            id="lowest-rank-decides",
+        ),
+        pytest.param(
+            [failed(0, 1), failed(1, 137)],
+            (Reason.MEMBER_EXIT_RETRYABLE, 1, 137, "retry_on_exit_codes"),
+            id="unlisted-code-beside-a-listed-one",
+        ),
         pytest.param([failed(0, 1)], None, id="unlisted-code-keeps-member-failed"),
         pytest.param([failed(0, None)], None, id="no-exit-code-no-verdict"),
-        pytest.param([MemberStatus(rank=0, state=MemberState.LOST, exit_code=2, reason="Evicted")], None,
-                     id="lost-member-is-no-input"),
+        pytest.param(
+            [MemberStatus(rank=0, state=MemberState.LOST, exit_code=2, reason="Evicted")],
+            None,
+            id="lost-member-is-no-input",
+        ),
     ],
 )
 def test_judge(members: list[MemberStatus], expected: tuple[Reason, int, int, str] | None) -> None:
@@ -54,8 +72,12 @@ def test_verdict_reasons_say_whether_a_retry_can_help() -> None:
 def test_verdict_record_form() -> None:
     verdict = exit_codes.judge([failed(3, 2)], retry_on=frozenset(), fail_on=FAIL_ON)
     assert verdict is not None
-    assert verdict.to_dict() == {"rank": 3, "exit_code": 2, "rule": "fail_on_exit_codes",
-                                 "reason": "member_exit_fails_for_good"}
+    assert verdict.to_dict() == {
+        "rank": 3,
+        "exit_code": 2,
+        "rule": "fail_on_exit_codes",
+        "reason": "member_exit_fails_for_good",
+    }
     assert "rank 3 exited with 2" in verdict.describe()
 
 
@@ -70,8 +92,12 @@ def test_verdict_record_form() -> None:
         pytest.param({"retry_on_exit_codes": [0]}, "retry_on_exit_codes", "0 is success", id="zero"),
         pytest.param({"retry_on_exit_codes": [256]}, "retry_on_exit_codes", "1..255", id="too-large"),
         pytest.param({"retry_on_exit_codes": [-1]}, "retry_on_exit_codes", "1..255", id="negative"),
-        pytest.param({"retry_on_exit_codes": [137, 2], "fail_on_exit_codes": [2]}, "fail_on_exit_codes",
-                     "[2] are also in retry_on_exit_codes", id="overlap"),
+        pytest.param(
+            {"retry_on_exit_codes": [137, 2], "fail_on_exit_codes": [2]},
+            "fail_on_exit_codes",
+            "[2] are also in retry_on_exit_codes",
+            id="overlap",
+        ),
     ],
 )
 def test_bad_policies_are_refused(values: dict[str, object], field: str, words: str) -> None:
@@ -91,5 +117,6 @@ def test_no_policy_written_means_no_code_decides() -> None:
     spec = gang_spec(retry_on_exit_codes=None, fail_on_exit_codes=None)
     assert (spec.retry_on_exit_codes, spec.fail_on_exit_codes) == (frozenset(), frozenset())
     assert (spec.to_dict()["retry_on_exit_codes"], spec.to_dict()["fail_on_exit_codes"]) == ([], [])
-    assert exit_codes.judge([failed(0, 137)], retry_on=spec.retry_on_exit_codes,
-                            fail_on=spec.fail_on_exit_codes) is None
+    assert (
+        exit_codes.judge([failed(0, 137)], retry_on=spec.retry_on_exit_codes, fail_on=spec.fail_on_exit_codes) is None
+    )

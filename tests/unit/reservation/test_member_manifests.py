@@ -18,8 +18,11 @@ def _env(container):
     return {entry["name"]: entry.get("value", entry.get("valueFrom")) for entry in container["env"]}
 
 
-ON_DEMAND_ONLY = {"nodeSelectorTerms": [{"matchExpressions": [
-    {"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]}]}]}
+ON_DEMAND_ONLY = {
+    "nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]}]}
+    ]
+}
 
 PLACEMENT = [
     ("strict-zone", {"zone": "us-a", "strict_zone": True}, {"nodeSelector": {"topology.kubernetes.io/zone": "us-a"}}),
@@ -39,7 +42,7 @@ PLACEMENT = [
                                 ]
                             },
                         }
-                    ]
+                    ],
                 }
             }
         },
@@ -55,31 +58,85 @@ PLACEMENT = [
         {"zone": "us-a", "strict_zone": True, "pod_template": template(nodeSelector={"pool": "a"})},
         {"nodeSelector": {"pool": "a", "topology.kubernetes.io/zone": "us-a"}},
     ),
-    ("nothing-but-on-demand", {}, {"nodeSelector": None, "tolerations": None,
-                                   "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-                                                                 ON_DEMAND_ONLY}}}),
+    (
+        "nothing-but-on-demand",
+        {},
+        {
+            "nodeSelector": None,
+            "tolerations": None,
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ON_DEMAND_ONLY}},
+        },
+    ),
     ("spot-has-no-on-demand-rule", {"spot": True}, {"affinity": None}),
     (
         "on-demand-joins-every-user-term",
-        {"pod_template": template(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
-                                  {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}})},
-        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}, pods.NOT_SPOT]},
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}],
-             "matchExpressions": [pods.NOT_SPOT]}]}}}},
+        {
+            "pod_template": template(
+                affinity={
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+                                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+                            ]
+                        }
+                    }
+                }
+            )
+        },
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}, pods.NOT_SPOT]},
+                            {
+                                "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}],
+                                "matchExpressions": [pods.NOT_SPOT],
+                            },
+                        ]
+                    }
+                }
+            }
+        },
     ),
     (
         "reservation-required-beside-on-demand",
         {"reservation_name": "a100-res"},
-        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [pods.NOT_SPOT, {"key": "cloud.google.com/reservation-name", "operator": "In",
-                                                  "values": ["a100-res"]}]}]}}}},
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    pods.NOT_SPOT,
+                                    {
+                                        "key": "cloud.google.com/reservation-name",
+                                        "operator": "In",
+                                        "values": ["a100-res"],
+                                    },
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        },
     ),
     (
         "on-demand-rule-not-duplicated",
-        {"pod_template": template(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [pods.NOT_SPOT]}]}}})},
+        {
+            "pod_template": template(
+                affinity={
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{"matchExpressions": [pods.NOT_SPOT]}]
+                        }
+                    }
+                }
+            )
+        },
         {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ON_DEMAND_ONLY}}},
     ),
 ]

@@ -184,8 +184,12 @@ INVALID = [
     ("reservation-name-digit-first", {"reservation_name": "1-a100"}, "reservation_name", "starting with a letter"),
     ("reservation-name-too-long", {"reservation_name": "r" * 64}, "reservation_name", "<= 63 chars"),
     ("reservation-name-not-a-string", {"reservation_name": 7}, "reservation_name", "7 is not a reservation name"),
-    ("reservation-with-spot", {"reservation_name": "a100-res", "spot": True}, "reservation_name",
-     "Spot VMs cannot consume"),
+    (
+        "reservation-with-spot",
+        {"reservation_name": "a100-res", "spot": True},
+        "reservation_name",
+        "Spot VMs cannot consume",
+    ),
 ]
 
 

@@ -21,11 +21,15 @@ def _job_env(spec):
     return _env(kueue.job(spec, owner_uid=UID)["spec"]["template"]["spec"]["containers"][0]["env"])
 
 
-@pytest.mark.parametrize(("distributed", "expected"), [
-    (None, {"GANG_SIZE"}),
-    ("torch", {"GANG_SIZE", "WORLD_SIZE", "PET_NNODES"}),
-    ("jax", {"GANG_SIZE", "JAX_NUM_PROCESSES"}),
-], ids=["plain", "torch", "jax"])
+@pytest.mark.parametrize(
+    ("distributed", "expected"),
+    [
+        (None, {"GANG_SIZE"}),
+        ("torch", {"GANG_SIZE", "WORLD_SIZE", "PET_NNODES"}),
+        ("jax", {"GANG_SIZE", "JAX_NUM_PROCESSES"}),
+    ],
+    ids=["plain", "torch", "jax"],
+)
 def test_partially_admitted_job_reads_every_size_from_the_world_config_map(distributed, expected):
     env = _job_env(gang_spec(mode="kueue", size=4, min_size=2, distributed=distributed))
     from_world = {name for name, value in env.items() if value == WORLD_REFERENCE}
@@ -34,11 +38,15 @@ def test_partially_admitted_job_reads_every_size_from_the_world_config_map(distr
     assert not any("configMapKeyRef" in str(value) for name, value in env.items() if name not in expected)
 
 
-@pytest.mark.parametrize("overrides", [
-    {"mode": "kueue", "size": 4},
-    {"mode": "kueue", "size": 4, "min_size": 4},
-    {"size": 4, "min_size": 2},  # provisioning_request: min_size is only the ShrinkTo floor
-], ids=["kueue-no-min", "kueue-min-equals-size", "provisioning-request"])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"mode": "kueue", "size": 4},
+        {"mode": "kueue", "size": 4, "min_size": 4},
+        {"size": 4, "min_size": 2},  # provisioning_request: min_size is only the ShrinkTo floor
+    ],
+    ids=["kueue-no-min", "kueue-min-equals-size", "provisioning-request"],
+)
 def test_a_gang_whose_size_is_known_at_creation_gets_plain_values(overrides):
     spec = gang_spec(distributed="torch", **overrides)
     assert not world.uses_world_config_map(spec)
@@ -57,43 +65,64 @@ def test_world_config_map_tells_the_admitted_size_and_belongs_to_the_gang():
     config_map = world.world_config_map(spec, size=2, owner_uid=UID)
     assert config_map["metadata"]["name"] == world.world_config_map_name(spec) == "gang-t1-abc-world"
     assert config_map["metadata"]["namespace"] == "ml"
-    assert config_map["metadata"]["labels"] == {"team": "ml", naming.GANG_LABEL: spec.name,
-                                                naming.ROLE_LABEL: "rendezvous"}
+    assert config_map["metadata"]["labels"] == {
+        "team": "ml",
+        naming.GANG_LABEL: spec.name,
+        naming.ROLE_LABEL: "rendezvous",
+    }
     assert config_map["metadata"]["ownerReferences"][0]["uid"] == UID
     assert config_map["data"] == {world.SIZE_KEY: "2"}
     assert world.recorded_size(config_map) == 2
     assert naming.is_dns_subdomain(config_map["metadata"]["name"])
 
 
-@pytest.mark.parametrize(("spec_overrides", "size", "match"), [
-    ({"mode": "kueue", "size": 4}, 4, "min_size < size"),
-    ({"size": 4, "min_size": 2}, 2, "min_size < size"),
-    ({"mode": "kueue", "size": 4, "min_size": 2}, 1, "outside min_size..size"),
-    ({"mode": "kueue", "size": 4, "min_size": 2}, 5, "outside min_size..size"),
-], ids=["no-partial-admission", "not-kueue", "below-min", "above-size"])
+@pytest.mark.parametrize(
+    ("spec_overrides", "size", "match"),
+    [
+        ({"mode": "kueue", "size": 4}, 4, "min_size < size"),
+        ({"size": 4, "min_size": 2}, 2, "min_size < size"),
+        ({"mode": "kueue", "size": 4, "min_size": 2}, 1, "outside min_size..size"),
+        ({"mode": "kueue", "size": 4, "min_size": 2}, 5, "outside min_size..size"),
+    ],
+    ids=["no-partial-admission", "not-kueue", "below-min", "above-size"],
+)
 def test_world_config_map_refuses_what_cannot_happen(spec_overrides, size, match):
     with pytest.raises(ValueError, match=match):
         world.world_config_map(gang_spec(**spec_overrides), size=size, owner_uid=UID)
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    (None, None), ({}, None), ({"size": "three"}, None), ({"size": ["3"]}, None), ({"size": "3"}, 3),
-], ids=["no-data", "no-key", "not-a-number", "wrong-type", "number"])
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (None, None),
+        ({}, None),
+        ({"size": "three"}, None),
+        ({"size": ["3"]}, None),
+        ({"size": "3"}, 3),
+    ],
+    ids=["no-data", "no-key", "not-a-number", "wrong-type", "number"],
+)
 def test_recorded_size(data, expected):
     config_map = {"metadata": {"name": "x"}} if data is None else {"metadata": {"name": "x"}, "data": data}
     assert world.recorded_size(config_map) == expected
 
 
 def _waiting(reason):
-    return {"metadata": {"name": "gang-0", "labels": {naming.RANK_LABEL: "0"}},
-            "status": {"phase": "Pending", "containerStatuses": [
-                {"name": "trainer", "state": {"waiting": {"reason": reason, "message": "m"}}}]}}
+    return {
+        "metadata": {"name": "gang-0", "labels": {naming.RANK_LABEL: "0"}},
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [{"name": "trainer", "state": {"waiting": {"reason": reason, "message": "m"}}}],
+        },
+    }
 
 
 def test_create_container_config_error_is_pending_not_fatal():
     """The kubelet retries it; partially admitted members wait in it for their world ConfigMap."""
     waiting = members.member_status(_waiting("CreateContainerConfigError"), 0)
     assert waiting.state is members.MemberState.PENDING
-    assert members.classify_running_gang([_waiting("CreateContainerConfigError")], size=1).state \
+    assert (
+        members.classify_running_gang([_waiting("CreateContainerConfigError")], size=1).state
         is members.GangState.STARTING
+    )
     assert members.member_status(_waiting("CreateContainerError"), 0).state is members.MemberState.FAILED

@@ -18,15 +18,26 @@ SELECTOR = "airflow-gang.io/gang=g"
 
 
 def member(rank: int, **status: Any) -> dict[str, Any]:
-    return {"metadata": {"name": f"g-{rank}", "namespace": "default", "labels": {"airflow-gang.io/rank": str(rank)}},
-            "spec": {"nodeName": "n1"}, "status": {"phase": "Running", **status}}
+    return {
+        "metadata": {"name": f"g-{rank}", "namespace": "default", "labels": {"airflow-gang.io/rank": str(rank)}},
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", **status},
+    }
 
 
 @pytest.mark.parametrize("size", [8, 256])
 def test_a_run_trigger_watches_its_members_with_one_label_selector_whatever_its_size(size):
-    trigger = GangRunTrigger(connection={"in_cluster": True}, gang_name="g", namespace="default", deadline=1e10,
-                             mode="provisioning_request", size=size, started_at=0.0, pod_selector=SELECTOR,
-                             provisioning_request="g")
+    trigger = GangRunTrigger(
+        connection={"in_cluster": True},
+        gang_name="g",
+        namespace="default",
+        deadline=1e10,
+        mode="provisioning_request",
+        size=size,
+        started_at=0.0,
+        pod_selector=SELECTOR,
+        provisioning_request="g",
+    )
     assert trigger.objects.watches() == [
         {"resource": PROVISIONING_REQUESTS.key, "field_selector": "metadata.name=g"},
         {"resource": PODS.key, "label_selector": SELECTOR},
@@ -64,7 +75,8 @@ def test_a_malformed_object_replacing_a_good_one_is_found_among_unchanged_ones(c
     assert objects.malformed({PODS.key: dict(pods)}) is None
     pods["g-40"] = member(40, containerStatuses={"state": {}})
     assert objects.malformed({PODS.key: dict(pods)}) == (
-        "Pod default/g-40: status.containerStatuses is an object, not a list")
+        "Pod default/g-40: status.containerStatuses is an object, not a list"
+    )
 
 
 def test_an_equal_copy_is_checked_again_so_a_relisted_answer_is_never_trusted_unseen(checks):

@@ -23,8 +23,20 @@ CONNECTION_FAULTS = ("reset", "drop")
 #: resource segments is one of these (or ``*``), else it is the plural of a group.
 SUBRESOURCES = frozenset(
     {
-        "approval", "attach", "binding", "ephemeralcontainers", "eviction", "exec", "finalize", "log",
-        "portforward", "proxy", "resize", "scale", "status", "token",
+        "approval",
+        "attach",
+        "binding",
+        "ephemeralcontainers",
+        "eviction",
+        "exec",
+        "finalize",
+        "log",
+        "portforward",
+        "proxy",
+        "resize",
+        "scale",
+        "status",
+        "token",
     }
 )
 Code = int | str
@@ -170,8 +182,10 @@ class ErrorRate:
         return f"{self.verb}{_target_spec(self.target)}:{self.rate!r}:{self.code}{self.window.to_spec()}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"verb": self.verb, "rate": self.rate, "code": self.code} | _target_json(self.target) | (
-            self.window.to_json()
+        return (
+            {"verb": self.verb, "rate": self.rate, "code": self.code}
+            | _target_json(self.target)
+            | (self.window.to_json())
         )
 
 

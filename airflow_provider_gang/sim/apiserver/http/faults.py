@@ -173,8 +173,12 @@ class Faults:
                     built.append(_item_from_json(section, item))
                 except (ValueError, KeyError, TypeError, AttributeError) as error:
                     raise ValueError(f"bad fault {section}[{index}] {item!r}: {error}") from None
-        names = {"latency": "latency_seconds", "watch-cut": "watch_cut_seconds",
-                 "retry-after": "retry_after_seconds", "seed": "seed"}
+        names = {
+            "latency": "latency_seconds",
+            "watch-cut": "watch_cut_seconds",
+            "retry-after": "retry_after_seconds",
+            "seed": "seed",
+        }
         settings = {key: str(body[name]) for key, name in names.items() if body.get(name) is not None}
         return cls._build(faults, settings, clock)
 

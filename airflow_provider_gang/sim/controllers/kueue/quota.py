@@ -97,8 +97,10 @@ def available(
     members = {item["metadata"]["name"]: item for item in cohort}
     members[name] = queue
     cohort_free = sum(
-        (nominal(member, flavor, resource)[0] - usage.get((member_name, flavor, resource), Fraction(0))
-         for member_name, member in members.items()),
+        (
+            nominal(member, flavor, resource)[0] - usage.get((member_name, flavor, resource), Fraction(0))
+            for member_name, member in members.items()
+        ),
         Fraction(0),
     )
     if borrowing_limit is not None:

@@ -79,9 +79,7 @@ def reserve(snapshot: ReservationSnapshot) -> list[Patch]:
             workload, "Inadmissible", f"ClusterQueue {cq_name} is inactive: admission check {missing[0]} not found"
         )
     cohort_name = queues.cohort_of(cluster_queue)
-    cohort = [
-        item for item in config.cluster_queues.values() if cohort_name and queues.cohort_of(item) == cohort_name
-    ]
+    cohort = [item for item in config.cluster_queues.values() if cohort_name and queues.cohort_of(item) == cohort_name]
     requests = pod_set_requests(workload)
     members = cohort or [cluster_queue]
     assignments = quota.assign(requests, cluster_queue, members, config.flavors, snapshot.usage)

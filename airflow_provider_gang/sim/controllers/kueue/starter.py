@@ -73,9 +73,7 @@ def ready_pods(workload: Obj, owner: Owner) -> tuple[int, int]:
     )
     if wl.stands_for_pods(workload):
         ready = sum(
-            1
-            for pod in owner.pods
-            if is_true(pod, "Ready") or (pod.get("status") or {}).get("phase") == "Succeeded"
+            1 for pod in owner.pods if is_true(pod, "Ready") or (pod.get("status") or {}).get("phase") == "Succeeded"
         )
         return ready, total
     status = (owner.job or {}).get("status") or {}

@@ -219,9 +219,7 @@ def pod_set_assignment(workload: Mapping[str, Any], pod_set: str) -> dict[str, A
     return {}
 
 
-def assigned_flavor(
-    assignment: Mapping[str, Any], flavors: Mapping[str, dict[str, Any]]
-) -> dict[str, Any] | None:
+def assigned_flavor(assignment: Mapping[str, Any], flavors: Mapping[str, dict[str, Any]]) -> dict[str, Any] | None:
     """The ResourceFlavor of an assignment (the first by name when resources got different ones)."""
     names = set((assignment.get("flavors") or {}).values())
     return flavors.get(sorted(names)[0]) if names else None

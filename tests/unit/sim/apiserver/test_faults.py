@@ -189,8 +189,13 @@ def test_spec_and_json_round_trip(spec):
 
 
 def test_old_json_documents_are_accepted_and_old_items_print_as_before():
-    old = {"errors": [{"verb": "list", "rate": 1.0, "code": 500}], "latency_seconds": 0.0,
-           "watch_cut_seconds": None, "retry_after_seconds": 1, "seed": 1}
+    old = {
+        "errors": [{"verb": "list", "rate": 1.0, "code": 500}],
+        "latency_seconds": 0.0,
+        "watch_cut_seconds": None,
+        "retry_after_seconds": 1,
+        "seed": 1,
+    }
     faults = Faults.from_json(old)
     assert faults == Faults.parse("list:1.0:500,seed:1")
     assert faults.to_json()["errors"] == old["errors"]

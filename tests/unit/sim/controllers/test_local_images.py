@@ -96,12 +96,20 @@ def test_python_slim_pod_runs_as_a_local_process_and_an_unannotated_simulated_po
     core.create_namespaced_pod("default", _pod("forever", "ghcr.io/example/trainer:1"))
     core.create_namespaced_pod("default", _pod("timed", "ghcr.io/example/trainer:1", annotations={RUN_SECONDS: "5"}))
 
-    eventually(lambda: _phase(core, "trainer") == "Succeeded", timeout=20.0, what="the python:3.11-slim pod to succeed",
-               interval=0.1)
+    eventually(
+        lambda: _phase(core, "trainer") == "Succeeded",
+        timeout=20.0,
+        what="the python:3.11-slim pod to succeed",
+        interval=0.1,
+    )
     core.advance(10)  # simulated seconds: past the start (start-seconds, default 2) and "timed"'s run-seconds 5
     assert _log(core, "trainer") == "rank 0\n3\n"
-    warnings = eventually(lambda: [item for item in _events(core, "forever") if item.reason == RUNS_UNTIL_DELETED],
-                          timeout=20.0, what="the RunsUntilDeleted event", interval=0.1)
+    warnings = eventually(
+        lambda: [item for item in _events(core, "forever") if item.reason == RUNS_UNTIL_DELETED],
+        timeout=20.0,
+        what="the RunsUntilDeleted event",
+        interval=0.1,
+    )
     (warning,) = warnings
     assert warning.type == "Warning"
     assert "ghcr.io/example/trainer:1" in warning.message and "runs until deleted" in warning.message
@@ -127,15 +135,18 @@ def test_python_slim_pod_runs_as_a_local_process_and_an_unannotated_simulated_po
 def test_local_process_images_are_fnmatch_globs(
     cluster: Callable[[Scenario], Cluster], image: str, patterns: list[str], local: bool
 ) -> None:
-    scenario = parse_scenario({
-        "nodePools": [{"name": "cpu", "zone": "z", "minNodes": 1, "maxNodes": 1}],
-        "localProcessImages": patterns,
-    })
+    scenario = parse_scenario(
+        {
+            "nodePools": [{"name": "cpu", "zone": "z", "minNodes": 1, "maxNodes": 1}],
+            "localProcessImages": patterns,
+        }
+    )
     core = cluster(scenario)
     core.create_namespaced_pod("default", _pod("p", image, [sys.executable, "-c", "print('local')"]))
     if local:
-        eventually(lambda: _phase(core, "p") == "Succeeded", timeout=20.0, what="the local process to succeed",
-                   interval=0.1)
+        eventually(
+            lambda: _phase(core, "p") == "Succeeded", timeout=20.0, what="the local process to succeed", interval=0.1
+        )
         assert _log(core, "p") == "local\n"
     else:
         core.advance(5)
@@ -160,8 +171,12 @@ def test_local_images_flag_adds_globs_to_the_scenario_and_they_run(
     assert scenario.local_process_images == ("python:*", "busybox*", "ghcr.io/me/*")
     core = cluster(scenario)
     core.create_namespaced_pod("default", _pod("shell", "busybox:1.36", ["sh", "-c", "echo from-busybox"]))
-    eventually(lambda: _phase(core, "shell") == "Succeeded", timeout=20.0,
-               what="the busybox pod to run as a local process", interval=0.1)
+    eventually(
+        lambda: _phase(core, "shell") == "Succeeded",
+        timeout=20.0,
+        what="the busybox pod to run as a local process",
+        interval=0.1,
+    )
     assert _log(core, "shell") == "from-busybox\n"
 
 

@@ -42,11 +42,35 @@ class Cluster:
         return {item["type"]: item["status"] for item in (found.get("status") or {}).get("conditions") or []}
 
     def create_workload(self, name: str, queue: str, gpus: int) -> None:
-        container = {"name": "main", "image": "trainer", "resources": {
-            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}
-        body = {"apiVersion": "/".join(KUEUE), "kind": "Workload", "metadata": {"name": name},
-                "spec": {"queueName": queue, "podSets": [{"name": "main", "count": gpus, "template": {
-                    "spec": {"restartPolicy": "Never", "tolerations": [GPU_TOLERATION], "containers": [container]}}}]}}
+        container = {
+            "name": "main",
+            "image": "trainer",
+            "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                "limits": {"nvidia.com/gpu": "1"},
+            },
+        }
+        body = {
+            "apiVersion": "/".join(KUEUE),
+            "kind": "Workload",
+            "metadata": {"name": name},
+            "spec": {
+                "queueName": queue,
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": gpus,
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "tolerations": [GPU_TOLERATION],
+                                "containers": [container],
+                            }
+                        },
+                    }
+                ],
+            },
+        }
         self.custom.create_namespaced_custom_object(*KUEUE, "default", "workloads", body)
 
 
@@ -61,8 +85,13 @@ def started() -> Iterator[list[Cluster]]:
 def test_kueue_scenario_has_two_team_queues_in_one_cohort() -> None:
     objects = load_scenario("kueue").objects
     kinds = [(item["kind"], item["metadata"]["name"]) for item in objects]
-    assert kinds == [("ResourceFlavor", "l4"), ("ClusterQueue", "team-a"), ("ClusterQueue", "team-b"),
-                     ("LocalQueue", "team-a"), ("LocalQueue", "team-b")]
+    assert kinds == [
+        ("ResourceFlavor", "l4"),
+        ("ClusterQueue", "team-a"),
+        ("ClusterQueue", "team-b"),
+        ("LocalQueue", "team-a"),
+        ("LocalQueue", "team-b"),
+    ]
     cohorts = {item["spec"].get("cohortName") for item in objects if item["kind"] == "ClusterQueue"}
     assert cohorts == {"research"}
 
@@ -72,7 +101,9 @@ def test_kueue_scenario_queues_exist_and_admit_a_workload_borrowing_in_the_cohor
     started.append(cluster)
     queues = cluster.custom.list_namespaced_custom_object(*KUEUE, "default", "localqueues")["items"]
     assert sorted((item["metadata"]["name"], item["spec"]["clusterQueue"]) for item in queues) == [
-        ("team-a", "team-a"), ("team-b", "team-b")]
+        ("team-a", "team-a"),
+        ("team-b", "team-b"),
+    ]
     cluster.create_workload("small", "team-a", 2)
     cluster.create_workload("borrowing", "team-b", 6)  # team-b's 4 GPUs plus 2 borrowed from team-a
     cluster.harness.advance(5)
@@ -86,14 +117,33 @@ def test_kueue_scenario_queues_exist_and_admit_a_workload_borrowing_in_the_cohor
 def test_dws_scenario_provisions_a_queued_request_after_the_flex_start_wait(started: list[Cluster]) -> None:
     cluster = Cluster("dws")
     started.append(cluster)
-    spec = {"restartPolicy": "Never", "tolerations": [GPU_TOLERATION], "containers": [{"name": "main", "image": "t",
-            "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}}]}
+    spec = {
+        "restartPolicy": "Never",
+        "tolerations": [GPU_TOLERATION],
+        "containers": [
+            {
+                "name": "main",
+                "image": "t",
+                "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}},
+            }
+        ],
+    }
     cluster.core.create_namespaced_pod_template("default", {"metadata": {"name": "worker"}, "template": {"spec": spec}})
-    cluster.custom.create_namespaced_custom_object(*PROVISIONING, "default", "provisioningrequests", {
-        "apiVersion": "/".join(PROVISIONING), "kind": "ProvisioningRequest", "metadata": {"name": "gang"},
-        "spec": {"provisioningClassName": "queued-provisioning.gke.io",
-                 "parameters": {"maxRunDurationSeconds": "3600"},
-                 "podSets": [{"podTemplateRef": {"name": "worker"}, "count": 2}]}})
+    cluster.custom.create_namespaced_custom_object(
+        *PROVISIONING,
+        "default",
+        "provisioningrequests",
+        {
+            "apiVersion": "/".join(PROVISIONING),
+            "kind": "ProvisioningRequest",
+            "metadata": {"name": "gang"},
+            "spec": {
+                "provisioningClassName": "queued-provisioning.gke.io",
+                "parameters": {"maxRunDurationSeconds": "3600"},
+                "podSets": [{"podTemplateRef": {"name": "worker"}, "count": 2}],
+            },
+        },
+    )
     cluster.harness.advance(60)
     assert cluster.conditions(PROVISIONING, "provisioningrequests", "gang") == {"Accepted": "True"}  # queued
     cluster.harness.advance(300)  # the 120 s queue, then the pool's 90 s node start
@@ -126,18 +176,57 @@ def _document(objects: list[Any]) -> dict[str, Any]:
     ("objects", "field", "message"),
     [
         pytest.param(["ResourceFlavor"], "objects[0]", "must be a mapping", id="not-a-mapping"),
-        pytest.param([{"kind": "LocalQueue", "metadata": {"name": "q"}}], "objects[0].apiVersion", "required",
-                     id="no-api-version"),
-        pytest.param([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Queue", "metadata": {"name": "q"}}],
-                     "objects[0].kind", "serves no kind 'Queue'", id="kind-not-served"),
-        pytest.param([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q"},
-                       "spec": {"clusterQueue": 5}}], "objects[0]", "must be of type string", id="schema-type"),
-        pytest.param([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q"},
-                       "spec": {"clusterQueu": "cq"}}], "objects[0]", 'unknown field "spec.clusterQueu"',
-                     id="unknown-field"),
-        pytest.param([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                       "metadata": {"name": "q", "namespace": "ml"}, "spec": {"clusterQueue": "cq"}}],
-                     "objects[0]", 'namespaces "ml" not found', id="namespace-missing"),
+        pytest.param(
+            [{"kind": "LocalQueue", "metadata": {"name": "q"}}],
+            "objects[0].apiVersion",
+            "required",
+            id="no-api-version",
+        ),
+        pytest.param(
+            [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Queue", "metadata": {"name": "q"}}],
+            "objects[0].kind",
+            "serves no kind 'Queue'",
+            id="kind-not-served",
+        ),
+        pytest.param(
+            [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "q"},
+                    "spec": {"clusterQueue": 5},
+                }
+            ],
+            "objects[0]",
+            "must be of type string",
+            id="schema-type",
+        ),
+        pytest.param(
+            [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "q"},
+                    "spec": {"clusterQueu": "cq"},
+                }
+            ],
+            "objects[0]",
+            'unknown field "spec.clusterQueu"',
+            id="unknown-field",
+        ),
+        pytest.param(
+            [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "q", "namespace": "ml"},
+                    "spec": {"clusterQueue": "cq"},
+                }
+            ],
+            "objects[0]",
+            'namespaces "ml" not found',
+            id="namespace-missing",
+        ),
     ],
 )
 def test_scenario_objects_are_validated_against_the_bundled_crds(objects: list[Any], field: str, message: str) -> None:
@@ -147,9 +236,17 @@ def test_scenario_objects_are_validated_against_the_bundled_crds(objects: list[A
 
 
 def test_a_namespace_listed_first_may_hold_later_objects() -> None:
-    scenario = parse_scenario(_document([
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q", "namespace": "ml"},
-         "spec": {"clusterQueue": "cq"}},
-    ]))
+    scenario = parse_scenario(
+        _document(
+            [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}},
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "q", "namespace": "ml"},
+                    "spec": {"clusterQueue": "cq"},
+                },
+            ]
+        )
+    )
     assert [item["kind"] for item in scenario.objects] == ["Namespace", "LocalQueue"]

@@ -25,8 +25,15 @@ from airflow_provider_gang.sim.world.cloud import POOL_LABEL, QUEUED_LABEL, Clou
 from airflow_provider_gang.sim.world.scenario import Scenario, parse_scenario
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-POOL = {"zone": "us-central1-a", "gpuType": "nvidia-l4", "gpusPerNode": 4, "cpu": "48", "memory": "192Gi",
-        "taints": [GPU_TAINT], "provisioningDelaySeconds": 90}
+POOL = {
+    "zone": "us-central1-a",
+    "gpuType": "nvidia-l4",
+    "gpusPerNode": 4,
+    "cpu": "48",
+    "memory": "192Gi",
+    "taints": [GPU_TAINT],
+    "provisioningDelaySeconds": 90,
+}
 SCENARIO = parse_scenario(
     {
         "name": "node-groups",
@@ -104,18 +111,27 @@ def started(scenario: Scenario = SCENARIO) -> tuple[Store, RequestsOnly, Recordi
     running = plane.build(store, scenario, ManualClock(), controllers=[])
     groups = RecordingNodeGroups(running.plane.cloud)
     groups.register()
-    store.create("v1/podtemplates", {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "worker"},
-                                     "template": {"spec": WORKER}}, "default")
+    store.create(
+        "v1/podtemplates",
+        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "worker"}, "template": {"spec": WORKER}},
+        "default",
+    )
     return store, RequestsOnly(running.plane, groups), groups
 
 
 def create_request(store: Store, class_name: str, count: int, **parameters: str) -> None:
-    spec: dict[str, Any] = {"provisioningClassName": class_name,
-                            "podSets": [{"podTemplateRef": {"name": "worker"}, "count": count}]}
+    spec: dict[str, Any] = {
+        "provisioningClassName": class_name,
+        "podSets": [{"podTemplateRef": {"name": "worker"}, "count": count}],
+    }
     if parameters:
         spec["parameters"] = parameters
-    body = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest", "metadata": {"name": "gang"},
-            "spec": spec}
+    body = {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": "gang"},
+        "spec": spec,
+    }
     store.create(pr.PROVISIONING_REQUESTS, body, "default")
 
 
@@ -167,6 +183,7 @@ def test_a_queued_request_is_provisioned_once_its_nodes_register_and_revoked_thr
     controller.reconcile(719.0)  # maxRunDurationSeconds counts from node creation (120 s)
     assert groups.removed == []
     controller.reconcile(720.0)
-    assert sorted(groups.removed) == sorted(record.name for record in groups.cloud.nodes.values()
-                                            if record.pool == "dws-l4")
+    assert sorted(groups.removed) == sorted(
+        record.name for record in groups.cloud.nodes.values() if record.pool == "dws-l4"
+    )
     assert conditions(store)["CapacityRevoked"] == ("True", "MaxRunDurationSecondsReached")

@@ -15,14 +15,40 @@ PREFIX = "couldn't assign flavors to pod set main: "
 @pytest.mark.parametrize(
     ("count", "minimum", "used", "expected"),
     [
-        pytest.param(6, None, 0, ("ExceedsMaxQuota", "insufficient quota for nvidia.com/gpu in flavor l4, "
-                                  "request > maximum capacity (6 > 4)"), id="above-the-queue"),
-        pytest.param(3, None, 2, ("WaitingForQuota", "insufficient unused quota for nvidia.com/gpu in flavor l4, "
-                                  "1 more needed"), id="others-hold-quota"),
-        pytest.param(8, 3, 2, ("WaitingForQuota", "insufficient unused quota for nvidia.com/gpu in flavor l4, "
-                               "1 more needed"), id="partial-admission-needs-its-minimum"),
-        pytest.param(8, 6, 0, ("ExceedsMaxQuota", "insufficient quota for nvidia.com/gpu in flavor l4, "
-                               "request > maximum capacity (6 > 4)"), id="minimum-above-the-queue"),
+        pytest.param(
+            6,
+            None,
+            0,
+            (
+                "ExceedsMaxQuota",
+                "insufficient quota for nvidia.com/gpu in flavor l4, request > maximum capacity (6 > 4)",
+            ),
+            id="above-the-queue",
+        ),
+        pytest.param(
+            3,
+            None,
+            2,
+            ("WaitingForQuota", "insufficient unused quota for nvidia.com/gpu in flavor l4, 1 more needed"),
+            id="others-hold-quota",
+        ),
+        pytest.param(
+            8,
+            3,
+            2,
+            ("WaitingForQuota", "insufficient unused quota for nvidia.com/gpu in flavor l4, 1 more needed"),
+            id="partial-admission-needs-its-minimum",
+        ),
+        pytest.param(
+            8,
+            6,
+            0,
+            (
+                "ExceedsMaxQuota",
+                "insufficient quota for nvidia.com/gpu in flavor l4, request > maximum capacity (6 > 4)",
+            ),
+            id="minimum-above-the-queue",
+        ),
     ],
 )
 def test_reason_and_message(count: int, minimum: int | None, used: int, expected: tuple[str, str]) -> None:
