@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint unit reservation-coverage standalone demo bench clean
+.PHONY: test lint unit reservation-coverage standalone real real-cluster demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,7 @@ lint: $(STAMP)
 # after the quick tests: it is the slowest part
 # (about 7 minutes on 2 cores). GANG_STANDALONE=0 make test skips it for quick local runs.
 test: lint reservation-coverage
-	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability -n 2
+	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real -n 2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 	$(MAKE) --no-print-directory standalone
 
@@ -37,6 +37,21 @@ test: lint reservation-coverage
 # against emulated clusters, driven through the REST API (GANG_STANDALONE=0 skips it).
 standalone: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=0 tests/standalone
+
+# The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Kueue
+# and, where it could be built, the cluster-autoscaler), built from Go modules into a cache outside
+# the repository (hack/real-cluster/build.sh; about 25 minutes and 12 GB on 2 cores, once).
+real-cluster:
+	bash hack/real-cluster/build.sh
+
+# tests/real, and the contract suite against the real apiserver, when the real control plane is built.
+real: $(STAMP)
+	@if $(BIN)/python -c 'from airflow_provider_gang.sim.testing.real import find; find()' 2>/dev/null; then \
+		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 tests/real && \
+		GANG_CONTRACT_BACKEND=real $(BIN)/python -m pytest -q -p no:cacheprovider tests/contract; \
+	else \
+		echo "tests/real not run: the real control plane is not built (make real-cluster builds it, about 25 min)"; \
+	fi
 
 # The pure core is fully decidable from its inputs: every branch of reservation/ is tested.
 reservation-coverage: $(STAMP)

@@ -1,4 +1,5 @@
-"""The API contract suite's target: the emulator by default, any cluster via ``GANG_CONTRACT_KUBECONFIG``.
+"""The API contract suite's target: the emulator by default, the real control plane of ``make real-cluster``
+with ``GANG_CONTRACT_BACKEND=real`` (as ``make test`` runs it), any cluster via ``GANG_CONTRACT_KUBECONFIG``.
 
 Every test runs in its own fresh namespace, so the suite can run against a real (e.g. the
 Debian-built 1.20) apiserver and asserts the same outcomes there. Tests that need parts a bare
@@ -37,6 +38,8 @@ class Cluster:
 
     kubeconfig_path: Path
     harness: EmulatorHarness | None = None
+    has_garbage_collector: bool = False
+    """A kube-controller-manager runs beside the apiserver (the emulator has its own collector)."""
     _api: client.ApiClient | None = field(default=None, repr=False)
 
     @property
@@ -108,8 +111,30 @@ def require_version(cluster: Cluster, minor: int, feature: str) -> None:
         pytest.skip(f"{feature} needs Kubernetes >= 1.{minor} (server is {version.git_version})")
 
 
+def require_garbage_collector(cluster: Cluster) -> None:
+    if not (cluster.is_emulator or cluster.has_garbage_collector):
+        pytest.skip("a bare apiserver runs no garbage collector")
+
+
+@pytest.fixture(scope="session")
+def real_control_plane() -> Iterator[Path]:
+    """The real control plane's admin kubeconfig, started once for the session (no Kueue, no autoscaler)."""
+    from airflow_provider_gang.sim.testing.real import RealCluster
+
+    with RealCluster("small", kueue=False, autoscaler=False) as real:
+        # The upstream CRDs the emulator serves (Kueue's without their conversion webhook: no Kueue runs).
+        real.kubectl("create", "-f", str(_PR_CRD.parent))
+        real.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        yield real.kubeconfig_path
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    if os.environ.get("GANG_CONTRACT_BACKEND") == "real":
+        real = Cluster(request.getfixturevalue("real_control_plane"), has_garbage_collector=True)
+        yield real
+        real.close()
+        return
     target = os.environ.get("GANG_CONTRACT_KUBECONFIG")
     if target:
         real = Cluster(Path(target))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.builders import pod
 
-from .conftest import Cluster, require_version, status_of
+from .conftest import Cluster, require_garbage_collector, require_version, status_of
 
 
 @pytest.fixture
@@ -143,9 +144,14 @@ def test_status_subresource_of_pods_ignores_spec(core, namespace):
 
 
 def test_garbage_collection_follows_the_propagation_policy(cluster, core, namespace):
-    from .conftest import require_emulator
+    """Orphan, Background and Foreground deletion of an owner; the real collector acts asynchronously
+    (kube-controller-manager's garbage collector, kubernetes.io/docs/concepts/architecture/garbage-collection/),
+    so each outcome is awaited."""
+    require_garbage_collector(cluster)
 
-    require_emulator(cluster, "a bare apiserver runs no garbage collector")
+    def pod_names() -> list[str]:
+        return sorted(p.metadata.name for p in core.list_namespaced_pod(namespace).items)
+
     owner = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
     reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}
     for name in ("d1", "d2"):
@@ -153,14 +159,19 @@ def test_garbage_collection_follows_the_propagation_policy(cluster, core, namesp
         body["metadata"]["ownerReferences"] = [reference]
         core.create_namespaced_pod(namespace, body)
     core.delete_namespaced_config_map("owner", namespace, propagation_policy="Orphan")
-    orphans = core.list_namespaced_pod(namespace).items
-    assert [p.metadata.name for p in orphans] == ["d1", "d2"] and not any(p.metadata.owner_references for p in orphans)
+
+    def orphaned() -> bool:
+        orphans = core.list_namespaced_pod(namespace).items
+        names = [p.metadata.name for p in orphans]
+        return names == ["d1", "d2"] and not any(p.metadata.owner_references for p in orphans)
+
+    eventually(orphaned, timeout=30, what="d1 and d2 orphaned")
     owner = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner2"}})
     body = pod("d3")
     body["metadata"]["ownerReferences"] = [dict(reference, name="owner2", uid=owner.metadata.uid)]
     core.create_namespaced_pod(namespace, body)
     core.delete_namespaced_config_map("owner2", namespace, propagation_policy="Background")
-    assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == ["d1", "d2"]
+    eventually(lambda: pod_names() == ["d1", "d2"], timeout=30, what="d3 collected after its owner")
     owner = core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner3"}})
     body = pod("d4")
     body["metadata"]["ownerReferences"] = [
@@ -170,10 +181,20 @@ def test_garbage_collection_follows_the_propagation_policy(cluster, core, namesp
     core.create_namespaced_pod(namespace, body)
     core.delete_namespaced_config_map("owner3", namespace, propagation_policy="Foreground")
     assert "foregroundDeletion" in core.read_namespaced_config_map("owner3", namespace).metadata.finalizers
-    assert core.read_namespaced_pod("d4", namespace).metadata.deletion_timestamp
+    eventually(
+        lambda: core.read_namespaced_pod("d4", namespace).metadata.deletion_timestamp,
+        timeout=30,
+        what="d4 marked for deletion by the foreground deletion of owner3",
+    )
     core.patch_namespaced_pod(
         "d4", namespace, {"metadata": {"finalizers": None}}, _content_type="application/merge-patch+json"
     )
-    with pytest.raises(client.ApiException) as raised:
-        core.read_namespaced_config_map("owner3", namespace)
-    assert raised.value.status == 404
+
+    def owner_gone() -> bool:
+        try:
+            core.read_namespaced_config_map("owner3", namespace)
+        except client.ApiException as error:
+            return error.status == 404
+        return False
+
+    eventually(owner_gone, timeout=30, what="owner3 deleted once its blocking dependent is gone")

@@ -1,0 +1,138 @@
+"""kwok stages: what the fake kubelet does to pods, the ``sim.gang.dev/`` annotations read as in ``gang-sim``.
+
+kwok's own stages (copied from its module by ``make real-cluster``: node-initialize, the lease
+heartbeat, pod-create, the init-container stages and pod-delete) bring nodes up, give pods an IP and
+finish deletions. This module adds the stages that decide a gang member's life, so a pod means the
+same on both backends (``docs/emulator.md``, "The ``sim.gang.dev/`` annotations"):
+
+- ``gang-member-start``: ``Running`` and Ready ``sim.gang.dev/start-seconds`` (default 2) after its
+  containers were created;
+- ``gang-member-exit``: exits ``sim.gang.dev/run-seconds`` after it started, with every container's
+  exit code ``sim.gang.dev/exit-code`` (default 0: ``Succeeded``, else ``Failed``) and its termination
+  message ``sim.gang.dev/termination-message``; without ``run-seconds`` it runs until deleted.
+
+Stage format: kwok ``pkg/apis/v1alpha1/stage_types.go`` (selectors and delays are jq expressions over
+the object; ``durationFrom`` strings are parsed by Go's ``time.ParseDuration``, so seconds get an
+``s``; an empty jq result falls back to ``durationMilliseconds``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ANNOTATION = "sim.gang.dev/"
+_INITIALIZED = '.status.conditions.[] | select( .type == "Initialized" ) | .status'
+_KWOK_STAGE_FILES = (
+    "node-initialize.yaml",
+    "node-heartbeat-with-lease.yaml",
+    "pod-create.yaml",
+    "pod-init-container-running.yaml",
+    "pod-init-container-completed.yaml",
+    "pod-delete.yaml",
+)
+
+
+def _annotation(name: str) -> str:
+    return f'.metadata.annotations["{ANNOTATION}{name}"]'
+
+
+def _seconds_from(name: str) -> dict[str, Any]:
+    return {"jq": {"expression": f'{_annotation(name)} // empty | . + "s"'}}
+
+
+_START_STATUS = """\
+{{ $now := Now }}
+conditions:
+- {type: Ready, status: "True", lastProbeTime: null, lastTransitionTime: {{ $now | Quote }}}
+- {type: ContainersReady, status: "True", lastProbeTime: null, lastTransitionTime: {{ $now | Quote }}}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  started: true
+  state: {running: {startedAt: {{ $now | Quote }}}}
+{{ end }}
+phase: Running
+startTime: {{ $now | Quote }}
+"""
+
+_EXIT_STATUS = """\
+{{ $now := Now }}
+{{ $code := or (index .metadata.annotations "sim.gang.dev/exit-code") "0" }}
+{{ $message := or (index .metadata.annotations "sim.gang.dev/termination-message") "" }}
+conditions:
+- {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+- {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: {{ $code }}
+      reason: {{ if eq $code "0" }}Completed{{ else }}Error{{ end }}
+      message: {{ $message | Quote }}
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
+"""
+
+
+def _stage(name: str, expressions: list[dict[str, Any]], delay: dict[str, Any], status: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchExpressions": expressions},
+            "delay": delay,
+            "next": {"statusTemplate": status},
+        },
+    }
+
+
+def gang_member_stages() -> list[dict[str, Any]]:
+    """The two stages of a member's life (start, exit), after ``gang-sim``'s simulated kubelet."""
+    not_deleted = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+    start = _stage(
+        "gang-member-start",
+        [
+            not_deleted,
+            {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+            {"key": _INITIALIZED, "operator": "In", "values": ["True"]},
+            {"key": ".status.containerStatuses.[].state.running.startedAt", "operator": "DoesNotExist"},
+        ],
+        {"durationMilliseconds": 2000, "durationFrom": _seconds_from("start-seconds")},
+        _START_STATUS,
+    )
+    exit_ = _stage(
+        "gang-member-exit",
+        [
+            not_deleted,
+            {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+            {"key": _annotation("run-seconds"), "operator": "Exists"},
+        ],
+        {"durationMilliseconds": 0, "durationFrom": _seconds_from("run-seconds")},
+        _EXIT_STATUS,
+    )
+    return [start, exit_]
+
+
+def write_configuration(manifests: Path, target: Path) -> Path:
+    """kwok's ``--config`` file: its own stages from ``manifests/kwok`` and the gang member stages."""
+    documents: list[Any] = []
+    for name in _KWOK_STAGE_FILES:
+        documents.extend(yaml.safe_load_all((manifests / "kwok" / name).read_text()))
+    documents.extend(gang_member_stages())
+    target.write_text(yaml.safe_dump_all([document for document in documents if document], sort_keys=False))
+    return target
