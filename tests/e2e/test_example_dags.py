@@ -18,7 +18,7 @@ from airflow_provider_gang.demo import (
     run_example_dag,
     training_loss,
 )
-from airflow_provider_gang.plugin import read_gang_xcoms
+from airflow_provider_gang.plugin.queries import read_gang_xcoms
 from airflow_provider_gang.sim.world.scenario import load_scenario
 
 

@@ -252,7 +252,7 @@ def plugin_page(dag_run: Any, task_id: str) -> str:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
-    from airflow_provider_gang.plugin import gang_app
+    from airflow_provider_gang.plugin.routes import gang_app
 
     gang_app.dependency_overrides[get_user] = lambda: SimpleNamespace(get_name=lambda: "viewer")
     try:

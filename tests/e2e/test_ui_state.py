@@ -1,4 +1,4 @@
-"""The Gang page (``plugin.py``) says, from the task state store, what each try did and why a failed
+"""The Gang page (``airflow_provider_gang.plugin``) says, from the task state store, what each try did and why a failed
 one failed, and while a try waits, what it waits for and for how long - read through the page's
 HTTP endpoint as the api-server serves it, for task instances that ``dag.test()`` really ran."""
 
@@ -21,7 +21,7 @@ def gang_page(dag_id: str, run_id: str, path: str = "/ui/reservation") -> Any:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
-    from airflow_provider_gang.plugin import gang_app
+    from airflow_provider_gang.plugin.routes import gang_app
 
     gang_app.dependency_overrides[get_user] = lambda: SimpleNamespace(get_name=lambda: "viewer")
     try:

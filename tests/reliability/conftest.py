@@ -16,7 +16,8 @@ import pytest
 
 from airflow_provider_gang.demo import SimulatedCluster
 from tests.e2e.conftest import airflow_db, cluster_factory  # noqa: F401  # the same fixtures as e2e
-from tests.reliability.harness import Control, Ledger, Verdict
+from tests.reliability.emulator_side import Control, Ledger
+from tests.reliability.harness import Verdict
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """What every fault-injection scenario shares: a task driven try by try as Airflow would, a ledger
 of every object the emulator stored, and the invariants checked after the task ends.
 
-Faults are injected from outside the provider only: the emulator's ``/_sim/faults`` (see
-``sim.api.faults`` for the grammar), its request log ``/_sim/requests``, a trigger cancelled and
+Faults are injected from outside the provider only: the emulator's ``/_sim/faults`` and its
+request log ``/_sim/requests`` (:mod:`tests.reliability.emulator_side`), a trigger cancelled and
 rebuilt from ``serialize()``, ``on_kill``, a killed process.
 
 Invariants (``Verdict``), all of which must be zero:
@@ -20,31 +20,25 @@ Invariants (``Verdict``), all of which must be zero:
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import importlib
-import json
-import ssl
-import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-import yaml
 from airflow.sdk.exceptions import AirflowTaskTerminated, TaskDeferred
 
-from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.operators.history import TryHistory, TryRecord
-from airflow_provider_gang.reservation import fallback, ladder_format, naming
+from airflow_provider_gang.reservation import fallback, ladder_format
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for
 from tests.integration.triggers.gangs import first_event
+from tests.reliability.emulator_side import Ledger
 
 QUICK_CLIENT = {"retry_attempts": 3, "retry_base_delay": 0.02, "retry_max_delay": 0.1, "request_timeout": 10.0}
 """Every call of a try gives up after 3 attempts within ~0.2 s: "past the client's retries" is cheap."""
@@ -52,90 +46,6 @@ SIM_SPEED = 40.0
 """Simulated seconds per wall second: node provisioning (60 s) takes 1.5 s, and a 10-minute booking
 15 s - room for a deferred task to resume on a loaded 2-core machine before it expires."""
 
-
-# -- the emulator's control endpoints --------------------------------------------------------------
-
-class Control:
-    """``/_sim/faults`` and ``/_sim/requests`` of a running emulator, over its HTTPS."""
-
-    def __init__(self, cluster: SimulatedCluster) -> None:
-        config = yaml.safe_load(cluster.harness.kubeconfig_path.read_text())
-        cluster_entry = config["clusters"][0]["cluster"]
-        self._url = cluster_entry["server"].rstrip("/")
-        self._tls = ssl.create_default_context(
-            cadata=base64.b64decode(cluster_entry["certificate-authority-data"]).decode())
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self._url}{path}", data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, context=self._tls, timeout=10) as answer:
-            return json.loads(answer.read() or b"null")
-
-    def set_faults(self, spec: str) -> None:
-        self._call("PUT", "/_sim/faults", {"spec": spec})
-
-    def clear_faults(self) -> None:
-        self._call("DELETE", "/_sim/faults")
-
-    def requests(self, *, clear: bool = False) -> list[dict[str, Any]]:
-        return list(self._call("DELETE" if clear else "GET", "/_sim/requests"))
-
-
-def call_target(entry: dict[str, Any]) -> str:
-    """The fault-item target of a logged request: ``verb/resource[/subresource]``."""
-    sub = entry.get("subresource")
-    return f"{entry['verb']}/{entry['resource']}" + (f"/{sub}" if sub else "")
-
-
-# -- the ledger ------------------------------------------------------------------------------------
-
-@dataclass
-class Ledger:
-    """Every object with a gang label the store committed, as it happened (``Store.subscribe``)."""
-
-    live: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    """``(resource, namespace, name) -> gang`` of the objects stored now."""
-    roles: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict)
-    duplicates: list[str] = field(default_factory=list)
-    created_at: dict[str, float] = field(default_factory=dict)
-    """First moment (wall clock) an object of each gang was stored."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def attach(self, cluster: SimulatedCluster) -> Callable[[], None]:
-        """Follow ``cluster``'s store from now on; returns the unsubscribe function."""
-        unsubscribe: Callable[[], None] = cluster.harness.run(lambda: cluster.harness.store.subscribe(self._changed))
-        return unsubscribe
-
-    def _changed(self, event_type: str, resource: str, obj: dict[str, Any]) -> None:
-        metadata = obj.get("metadata") or {}
-        gang = (metadata.get("labels") or {}).get(naming.GANG_LABEL)
-        if not gang:
-            return
-        key = (resource, str(metadata.get("namespace") or ""), str(metadata["name"]))
-        labels = metadata.get("labels") or {}
-        rank = labels.get(naming.RANK_LABEL)
-        role = (resource, f"{labels.get(naming.ROLE_LABEL, '')}:{rank if rank is not None else metadata['name']}")
-        with self._lock:
-            if event_type == "DELETED":
-                self.live.pop(key, None)
-                self.roles.pop(key, None)
-                return
-            if event_type == "ADDED":
-                self.created_at.setdefault(gang, time.time())
-                clash = [other for other, value in self.roles.items() if value == role and other != key
-                         and self.live.get(other) == gang]
-                if clash:
-                    self.duplicates.append(f"{key} while {clash[0]} of the same role of gang {gang} is live")
-            self.live[key] = gang
-            self.roles[key] = role
-
-    def objects_of(self, gangs: set[str]) -> list[tuple[str, str, str]]:
-        with self._lock:
-            return [key for key, gang in self.live.items() if gang in gangs]
-
-
-# -- driving a task --------------------------------------------------------------------------------
 
 def rebuild(trigger: Any) -> Any:
     """A new trigger from ``serialize()``, as a triggerer builds it from the trigger table."""
@@ -183,10 +93,17 @@ class TaskRun:
     context: dict[str, Any]
 
 
-def run_task(operator: Any, dag_id: str, run_id: str = "run-1", *, max_tries: int | None = None,
-             run_trigger: TriggerRunner = run_in_triggerer,
-             before_try: Callable[[int], None] | None = None,
-             context_changes: dict[str, Any] | None = None, first_try: int = 1) -> TaskRun:
+def run_task(
+    operator: Any,
+    dag_id: str,
+    run_id: str = "run-1",
+    *,
+    max_tries: int | None = None,
+    run_trigger: TriggerRunner = run_in_triggerer,
+    before_try: Callable[[int], None] | None = None,
+    context_changes: dict[str, Any] | None = None,
+    first_try: int = 1,
+) -> TaskRun:
     """Drive every try of one task instance as Airflow's task runner would: ``execute``; on
     ``TaskDeferred`` run the trigger and resume at its method; a retryable failure (or any other
     exception) starts the next try while tries remain; ``GangFailedForGood`` and
@@ -222,8 +139,6 @@ def _drive(operator: Any, context: dict[str, Any], run_trigger: TriggerRunner) -
             step = lambda method=method, event=event: method(context, event)  # noqa: E731
 
 
-# -- the verdict -----------------------------------------------------------------------------------
-
 @dataclass
 class Verdict:
     duplicates: list[str] = field(default_factory=list)
@@ -235,8 +150,14 @@ class Verdict:
         return [*self.duplicates, *self.orphans, *self.wrong_steps, *self.misrecorded]
 
 
-def check(run: TaskRun, ledger: Ledger, *, grace: float = 30.0, keeps_objects: bool = False,
-          start_deadline: float | None = None) -> Verdict:
+def check(
+    run: TaskRun,
+    ledger: Ledger,
+    *,
+    grace: float = 30.0,
+    keeps_objects: bool = False,
+    start_deadline: float | None = None,
+) -> Verdict:
     """The invariants of the module docstring for a finished ``run``."""
     verdict = Verdict(duplicates=list(ledger.duplicates))
     gangs = {record.gang for record in run.records if record.gang} | set(ledger.created_at)
@@ -248,12 +169,18 @@ def check(run: TaskRun, ledger: Ledger, *, grace: float = 30.0, keeps_objects: b
     if attempts != list(range(1, run.tries_run + 1)):
         verdict.misrecorded.append(f"tries {list(range(1, run.tries_run + 1))} ran, records say {attempts}")
     known = {reason.value for reason in Reason}
-    verdict.misrecorded += [f"try {record.attempt}: unknown reason {record.outcome!r}" for record in run.records
-                            if record.outcome not in known]
+    verdict.misrecorded += [
+        f"try {record.attempt}: unknown reason {record.outcome!r}"
+        for record in run.records
+        if record.outcome not in known
+    ]
     if run.records and run.records[-1].outcome in known:
         last = Reason(run.records[-1].outcome)
-        expected = {"success": last is Reason.ALL_SUCCEEDED, "killed": last is Reason.KILLED,
-                    "failed": last not in (Reason.ALL_SUCCEEDED, Reason.KILLED)}[run.outcome]
+        expected = {
+            "success": last is Reason.ALL_SUCCEEDED,
+            "killed": last is Reason.KILLED,
+            "failed": last not in (Reason.ALL_SUCCEEDED, Reason.KILLED),
+        }[run.outcome]
         if not expected:
             verdict.misrecorded.append(f"the task ended {run.outcome} but its last try is recorded {last.value}")
     verdict.wrong_steps = wrong_steps(run.records)
@@ -271,18 +198,20 @@ def wrong_steps(records: list[TryRecord]) -> list[str]:
         reason = Reason(record.outcome) if record.outcome in {r.value for r in Reason} else Reason.INVALID
         if record.gang and record.ladder is not None and is_ladder_input(reason) and record.adopted_from is None:
             ladder = ladder_format.ladder_from_plain(record.ladder)
-            outcomes = [fallback.TryOutcome(position, item.step_index, Reason(item.outcome))
-                        for position, item in enumerate(sequence, start=1)]
+            outcomes = [
+                fallback.TryOutcome(position, item.step_index, Reason(item.outcome))
+                for position, item in enumerate(sequence, start=1)
+            ]
             choice = fallback.choose_step(ladder, len(sequence) + 1, outcomes)
             if choice.step_index != record.step_index:
-                problems.append(f"try {record.attempt} used step {record.step_index}, the history calls for "
-                                f"{choice.step_index} ({choice.explanation})")
+                problems.append(
+                    f"try {record.attempt} used step {record.step_index}, the history calls for "
+                    f"{choice.step_index} ({choice.explanation})"
+                )
         if is_ladder_input(reason):
             sequence = [] if not is_retryable(reason) else [*sequence, record]
     return problems
 
-
-# -- more ways to drive and read a run -------------------------------------------------------------
 
 @dataclass
 class TriggerRun:
@@ -333,10 +262,14 @@ def dag_task_run(dag_id: str, run_id: str, task_id: str = "train") -> TaskRun:
     from sqlalchemy import select
 
     with create_session() as session:
-        ti = session.scalars(select(TaskInstance).where(
-            TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id, TaskInstance.task_id == task_id)).one()
-        row = session.scalars(XComModel.get_many(run_id=run_id, key="return_value", task_ids=task_id,
-                                                 dag_ids=dag_id)).first()
+        ti = session.scalars(
+            select(TaskInstance).where(
+                TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id, TaskInstance.task_id == task_id
+            )
+        ).one()
+        row = session.scalars(
+            XComModel.get_many(run_id=run_id, key="return_value", task_ids=task_id, dag_ids=dag_id)
+        ).first()
         summary = XComModel.deserialize_value(row) if row is not None else None
         state, tries_run = str(ti.state), int(ti.try_number)
     records = [TryRecord.from_dict(item) for item in (summary or {}).get("tries", [])]
@@ -349,36 +282,3 @@ def dag_run_ids(dag_id: str) -> set[str]:
     from airflow.models.dagrun import DagRun
 
     return {str(run.run_id) for run in DagRun.find(dag_id=dag_id)}
-
-
-class BackgroundWrites:
-    """Another client writing one ConfigMap every ``interval`` seconds while the block runs, so an
-    emulator with a small ``history_limit`` compacts its watch history past the resourceVersion of a
-    quiet watch, as a busy real API server's watch cache does: resuming from it is answered 410.
-
-    ``with BackgroundWrites(cluster, 0.2) as writes: ...``; ``writes.count`` is the writes made.
-    """
-
-    def __init__(self, cluster: SimulatedCluster, interval: float, name: str = "background-writes") -> None:
-        self._cluster, self._interval, self._name = cluster, interval, name
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._write, name=name, daemon=True)
-        self.count = 0
-
-    def __enter__(self) -> BackgroundWrites:
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": self._name}, "data": {"n": "0"}}
-        self._cluster.create("v1/configmaps", body, "default")
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _write(self) -> None:
-        store = self._cluster.harness.store
-        while not self._stop.wait(self._interval):
-            self.count += 1
-            patch = {"data": {"n": str(self.count)}}
-            self._cluster.harness.run(lambda patch=patch: store.patch("v1/configmaps", self._name, patch,
-                                                                      namespace="default"))

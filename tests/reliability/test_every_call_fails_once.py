@@ -20,7 +20,8 @@ from airflow_provider_gang.reservation.fallback import RetryAsIs
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_modes import kueue_queues
 from tests.reliability.conftest import FaultCluster, report
-from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, call_target, check, run_task
+from tests.reliability.emulator_side import call_target
+from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, check, run_task
 
 MODES = ("provisioning_request", "gates", "kueue")
 

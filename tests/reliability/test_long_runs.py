@@ -29,7 +29,8 @@ from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_modes import kueue_queues
 from tests.reliability.conftest import report
-from tests.reliability.harness import BackgroundWrites, RecordingTriggerRunner, check, run_task
+from tests.reliability.emulator_side import BackgroundWrites
+from tests.reliability.harness import RecordingTriggerRunner, check, run_task
 
 MODES = ("provisioning_request", "gates", "kueue")
 TIME_SCALE = 60.0

@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.reliability.harness import Control, rebuild
+from tests.reliability.emulator_side import Control
+from tests.reliability.harness import rebuild
 
 USER_ACTION = "cancelled by a user action"
 """The cancel message that makes :func:`serve` call ``on_kill`` (Airflow's ``_USER_ACTION_CANCEL_MSG``)."""

@@ -1,13 +1,30 @@
-"""The Gang page's view of the task state store (``plugin.render_page`` with ``task_state``), for the
-states a real try stores: written here by the provider's own ``TryState`` / ``TryRecord`` classes,
-so the page reads the format ``operators.lifecycle`` writes."""
+"""The Gang page's view of the task state store (``plugin.page_model.build_page`` with ``task_state``),
+for the states a real try stores: written here by the provider's own ``TryState`` / ``TryRecord``
+classes, so the page reads the format ``operators.lifecycle`` writes; and which trigger rows the
+page reads live conditions for, from the kwargs the provider's own trigger serializes."""
 
 from __future__ import annotations
+
+from typing import Any
+
+import pytest
 
 from airflow_provider_gang.operators.history import TryRecord
 from airflow_provider_gang.operators.plan import TryPlan
 from airflow_provider_gang.operators.try_state import TryState
-from airflow_provider_gang.plugin import read_live_conditions, render_page
+from airflow_provider_gang.plugin.live import read_live_conditions
+from airflow_provider_gang.plugin.page_model import WatchedReservation, build_page, watched_reservation
+from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, TriggerRow
+from airflow_provider_gang.plugin.rendering import render_page
+from airflow_provider_gang.triggers.reservation import ReservationTrigger
+
+
+def page_of(task_instance: TaskInstanceRow, state: dict[str, Any], *, now: float = 0.0, **options: Any) -> str:
+    """The HTML of task ``train`` of run ``r`` of DAG ``nightly``, with no XComs."""
+    return render_page(
+        build_page("nightly", "r", "train", {}, task_instance, StoredTaskState(**state), now=now, **options)
+    )
+
 
 PLAN = TryPlan(
     attempt=2,
@@ -35,12 +52,8 @@ FAILED_FIRST = TryRecord(
 
 def test_a_try_waiting_for_its_reservation_shows_how_long_and_the_try_before_it() -> None:
     state = {"tries": [FAILED_FIRST.to_dict()], "current": TryState(plan=PLAN).to_stored()}
-    page = render_page(
-        "nightly",
-        "r",
-        "train",
-        {},
-        {"state": "deferred", "next_method": "execute_reserved", "try_number": 2},
+    page = page_of(
+        TaskInstanceRow(True, state="deferred", next_method="execute_reserved", try_number=2),
         state,
         now=1000.0 + 42 * 60 + 7,
     )
@@ -62,12 +75,8 @@ def test_a_launched_try_waits_for_its_members_and_shows_its_reservation_event() 
         size_run=4,
         reservation_event={"reason": "reserved", "message": "ProvisioningRequest provisioned"},
     )
-    page = render_page(
-        "nightly",
-        "r",
-        "train",
-        {},
-        {"state": "deferred", "next_method": "execute_finished"},
+    page = page_of(
+        TaskInstanceRow(True, state="deferred", next_method="execute_finished"),
         {"tries": [], "current": current.to_stored()},
         now=2030.0,
     )
@@ -78,12 +87,8 @@ def test_a_launched_try_waits_for_its_members_and_shows_its_reservation_event() 
 
 
 def test_a_try_waiting_for_a_retry_names_the_reason_the_last_one_failed() -> None:
-    page = render_page(
-        "nightly",
-        "r",
-        "train",
-        {},
-        {"state": "up_for_retry", "try_number": 1},
+    page = page_of(
+        TaskInstanceRow(True, state="up_for_retry", try_number=1),
         {"tries": [FAILED_FIRST.to_dict()], "current": None},
     )
     assert (
@@ -97,12 +102,8 @@ def test_a_recorded_try_whose_state_is_still_stored_is_not_shown_as_waiting() ->
     """``TryHistory.record`` appends the record before it drops ``gang.current``: between the two, the
     try is over."""
     record = TryRecord(**{**FAILED_FIRST.to_dict(), "attempt": 2})
-    page = render_page(
-        "nightly",
-        "r",
-        "train",
-        {},
-        {"state": "running"},
+    page = page_of(
+        TaskInstanceRow(True, state="running"),
         {"tries": [record.to_dict()], "current": TryState(plan=PLAN).to_stored()},
         now=1001.0,
     )
@@ -110,12 +111,8 @@ def test_a_recorded_try_whose_state_is_still_stored_is_not_shown_as_waiting() ->
 
 
 def test_conditions_read_from_the_cluster_are_shown_escaped_beside_the_wait() -> None:
-    page = render_page(
-        "nightly",
-        "r",
-        "train",
-        {},
-        {"state": "deferred", "next_method": "execute_reserved"},
+    page = page_of(
+        TaskInstanceRow(True, state="deferred", next_method="execute_reserved"),
         {"tries": [], "current": TryState(plan=PLAN).to_stored()},
         now=1010.0,
         conditions="ProvisioningRequest Accepted=True, Provisioned=False (Pending: <8> nodes)",
@@ -127,7 +124,31 @@ def test_conditions_read_from_the_cluster_are_shown_escaped_beside_the_wait() ->
 
 
 def test_only_a_gang_trigger_is_asked_for_conditions() -> None:
+    assert watched_reservation(None) is None
     assert read_live_conditions(None) is None
-    assert read_live_conditions(("airflow.triggers.temporal.DateTimeTrigger", {"moment": "2026-01-01"})) is None
-    refused = read_live_conditions(("airflow_provider_gang.triggers.events.PhaseClock", {"started_at": 0}))
-    assert refused is not None and refused.startswith("could not read the cluster (TypeError: ")
+    foreign = TriggerRow("airflow.triggers.temporal.DateTimeTrigger", {"moment": "2026-01-01"})
+    assert watched_reservation(foreign) is None
+    with pytest.raises(ValueError, match="does not wait on a gang"):
+        watched_reservation(TriggerRow("airflow_provider_gang.triggers.events.PhaseClock", {"started_at": 0}))
+
+
+def test_the_page_reads_the_watched_objects_from_what_the_trigger_serializes() -> None:
+    trigger = ReservationTrigger(
+        kubernetes_conn_id="gpu_cluster",
+        gang_name="nightly-train-t1-abc",
+        namespace="training",
+        deadline=4600.0,
+        mode="provisioning_request",
+        size=8,
+        started_at=1000.0,
+        provisioning_request="nightly-train-t1-abc",
+        client_options={"request_timeout": 7},
+    )
+    assert watched_reservation(TriggerRow(*trigger.serialize())) == WatchedReservation(
+        namespace="training",
+        kubernetes_conn_id="gpu_cluster",
+        connection=None,
+        provisioning_request="nightly-train-t1-abc",
+        workload_selector=None,
+        client_options={"request_timeout": 7},
+    )

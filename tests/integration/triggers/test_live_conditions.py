@@ -1,13 +1,16 @@
-"""The Gang page's live read of a deferred try's reservation (``plugin.read_live_conditions``), from
-the kwargs of the trigger row, against the emulator: the conditions when it answers, a sentence
-when it does not - within the page's time limit, never an exception."""
+"""The Gang page's live read of a deferred try's reservation (``plugin.live.read_live_conditions``),
+from the kwargs of the trigger row (``plugin.page_model.watched_reservation``), against the
+emulator: the conditions when it answers, a sentence when it does not - within the page's time
+limit, never an exception."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from airflow_provider_gang.plugin import LIVE_READ_TIMEOUT_SECONDS, read_live_conditions
+from airflow_provider_gang.plugin.live import LIVE_READ_TIMEOUT_SECONDS, read_live_conditions
+from airflow_provider_gang.plugin.page_model import WatchedReservation, watched_reservation
+from airflow_provider_gang.plugin.queries import TriggerRow
 from airflow_provider_gang.reservation.spec import ReservationMode
 
 from .gangs import Gang, condition, gang_spec
@@ -15,12 +18,12 @@ from .gangs import Gang, condition, gang_spec
 TRIGGER = "airflow_provider_gang.triggers.reservation.ReservationTrigger"
 
 
-async def waiting_gang(client, connection) -> tuple[str, dict]:
+async def waiting_gang(client, connection) -> WatchedReservation | None:
     gang = await Gang(client, gang_spec(ReservationMode.PROVISIONING_REQUEST)).create()
     await gang.set_request_conditions(
         condition("Accepted"), condition("Provisioned", "False", reason="Pending", message="waiting for 4 nodes")
     )
-    return TRIGGER, gang.reservation_kwargs(connection)
+    return watched_reservation(TriggerRow(TRIGGER, gang.reservation_kwargs(connection)))
 
 
 async def test_the_conditions_of_the_watched_request_are_read_from_the_cluster(sim, client, connection):
@@ -39,10 +42,10 @@ async def test_a_cluster_failing_past_the_retries_gives_a_sentence_within_the_ti
     assert time.monotonic() - started < LIVE_READ_TIMEOUT_SECONDS + 1
 
 
-async def kueue_gang(client, connection, status) -> tuple[str, dict]:
+async def kueue_gang(client, connection, status) -> WatchedReservation | None:
     gang = await Gang(client, gang_spec(ReservationMode.KUEUE, size=6)).create()
     await gang.set_workload_status(status)
-    return TRIGGER, gang.reservation_kwargs(connection)
+    return watched_reservation(TriggerRow(TRIGGER, gang.reservation_kwargs(connection)))
 
 
 async def test_a_workload_waiting_for_quota_shows_kueue_s_pending_reason(sim, client, connection):

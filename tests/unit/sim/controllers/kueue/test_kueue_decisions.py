@@ -12,7 +12,7 @@ from airflow_provider_gang.sim.controllers.kueue import checks, queues, quota, w
 from tests.builders import GPU_TAINT, GPU_TOLERATION, pod_spec
 
 
-def _queue(
+def cluster_queue(
     name: str,
     gpus: str,
     *,
@@ -20,6 +20,8 @@ def _queue(
     borrowing_limit: str | None = None,
     flavors: tuple[str, ...] = ("l4",),
 ) -> dict[str, Any]:
+    """A ClusterQueue ``name`` with ``gpus`` GPUs of nominal quota in each of ``flavors`` (also used by
+    ``test_kueue_pending``)."""
     gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": gpus}
     if borrowing_limit is not None:
         gpu["borrowingLimit"] = borrowing_limit
@@ -53,7 +55,8 @@ FLAVORS = {
 GPU_POD = pod_spec(gpus=1)
 
 
-def _request(count: int, minimum: int | None = None, spec: dict[str, Any] | None = None) -> quota.PodSetRequest:
+def pod_set_request(count: int, minimum: int | None = None, spec: dict[str, Any] | None = None) -> quota.PodSetRequest:
+    """The pod set ``main`` of ``count`` pods (at least ``minimum`` with partial admission)."""
     return quota.PodSetRequest("main", count, spec or GPU_POD, minimum)
 
 
@@ -68,14 +71,14 @@ def _request(count: int, minimum: int | None = None, spec: dict[str, Any] | None
     ],
 )
 def test_assign_single_queue(count: int, minimum: int | None, usage: quota.Usage, expected: int | None) -> None:
-    queue = _queue("cq", "4")
-    result = quota.assign([_request(count, minimum)], queue, [queue], FLAVORS, usage)
+    queue = cluster_queue("cq", "4")
+    result = quota.assign([pod_set_request(count, minimum)], queue, [queue], FLAVORS, usage)
     assert (None if result is None else result[0].count) == expected
 
 
 def test_assign_records_flavor_and_usage() -> None:
-    queue = _queue("cq", "4")
-    (assignment,) = quota.assign([_request(2)], queue, [queue], FLAVORS, {}) or []
+    queue = cluster_queue("cq", "4")
+    (assignment,) = quota.assign([pod_set_request(2)], queue, [queue], FLAVORS, {}) or []
     assert assignment.flavors == {"cpu": "l4", "memory": "l4", "nvidia.com/gpu": "l4"}
     assert assignment.usage["nvidia.com/gpu"] == 2
 
@@ -90,21 +93,21 @@ def test_assign_records_flavor_and_usage() -> None:
     ],
 )
 def test_cohort_borrowing(borrowing_limit: str | None, other_usage: int, count: int, fits: bool) -> None:
-    mine = _queue("mine", "4", cohort="team", borrowing_limit=borrowing_limit)
-    other = _queue("other", "4", cohort="team")
+    mine = cluster_queue("mine", "4", cohort="team", borrowing_limit=borrowing_limit)
+    other = cluster_queue("other", "4", cohort="team")
     usage = {("other", "l4", "nvidia.com/gpu"): Fraction(other_usage)}
-    assert (quota.assign([_request(count)], mine, [mine, other], FLAVORS, usage) is not None) is fits
+    assert (quota.assign([pod_set_request(count)], mine, [mine, other], FLAVORS, usage) is not None) is fits
 
 
 def test_flavors_are_tried_in_order_and_skip_mismatching_nodes() -> None:
-    queue = _queue("cq", "4", flavors=("a100", "l4"))
-    (untolerated,) = quota.assign([_request(1)], queue, [queue], FLAVORS, {}) or []
+    queue = cluster_queue("cq", "4", flavors=("a100", "l4"))
+    (untolerated,) = quota.assign([pod_set_request(1)], queue, [queue], FLAVORS, {}) or []
     assert untolerated.flavors["nvidia.com/gpu"] == "l4"  # a100's taint is not tolerated
     tolerating = pod_spec(gpus=1, tolerations=[GPU_TOLERATION])
-    (tolerated,) = quota.assign([_request(1, spec=tolerating)], queue, [queue], FLAVORS, {}) or []
+    (tolerated,) = quota.assign([pod_set_request(1, spec=tolerating)], queue, [queue], FLAVORS, {}) or []
     assert tolerated.flavors["nvidia.com/gpu"] == "a100"
     pinned = pod_spec(gpus=1, tolerations=[GPU_TOLERATION], nodeSelector={"pool": "l4"})
-    (selected,) = quota.assign([_request(1, spec=pinned)], queue, [queue], FLAVORS, {}) or []
+    (selected,) = quota.assign([pod_set_request(1, spec=pinned)], queue, [queue], FLAVORS, {}) or []
     assert selected.flavors["nvidia.com/gpu"] == "l4"
 
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from airflow_provider_gang.sim.controllers.kueue import pending, quota
-from tests.unit.sim.controllers.kueue.test_kueue_decisions import FLAVORS, _queue, _request
+from tests.unit.sim.controllers.kueue.test_kueue_decisions import FLAVORS, cluster_queue, pod_set_request
 
 PREFIX = "couldn't assign flavors to pod set main: "
 
@@ -52,32 +52,32 @@ PREFIX = "couldn't assign flavors to pod set main: "
     ],
 )
 def test_reason_and_message(count: int, minimum: int | None, used: int, expected: tuple[str, str]) -> None:
-    queue = _queue("cq", "4")
+    queue = cluster_queue("cq", "4")
     usage = {("cq", "l4", "nvidia.com/gpu"): Fraction(used)}
-    assert quota.assign([_request(count, minimum)], queue, [queue], FLAVORS, usage) is None
-    reason, message = pending.reason_and_message([_request(count, minimum)], queue, [queue], FLAVORS, usage)
+    assert quota.assign([pod_set_request(count, minimum)], queue, [queue], FLAVORS, usage) is None
+    reason, message = pending.reason_and_message([pod_set_request(count, minimum)], queue, [queue], FLAVORS, usage)
     assert (reason, message) == (expected[0], PREFIX + expected[1])
 
 
 def test_the_cohort_counts_toward_the_maximum() -> None:
-    mine, other = _queue("mine", "4", cohort="team"), _queue("other", "4", cohort="team")
+    mine, other = cluster_queue("mine", "4", cohort="team"), cluster_queue("other", "4", cohort="team")
     usage = {("other", "l4", "nvidia.com/gpu"): Fraction(4)}
-    assert pending.reason_and_message([_request(6)], mine, [mine, other], FLAVORS, usage)[0] == "WaitingForQuota"
-    assert pending.reason_and_message([_request(9)], mine, [mine, other], FLAVORS, {})[0] == "ExceedsMaxQuota"
+    assert pending.reason_and_message([pod_set_request(6)], mine, [mine, other], FLAVORS, usage)[0] == "WaitingForQuota"
+    assert pending.reason_and_message([pod_set_request(9)], mine, [mine, other], FLAVORS, {})[0] == "ExceedsMaxQuota"
 
 
 def test_no_flavor_the_pods_suit_is_no_matching_flavor() -> None:
-    queue = _queue("cq", "4", flavors=("a100",))  # tainted: the pod does not tolerate it
-    assert pending.reason_and_message([_request(1)], queue, [queue], FLAVORS, {}) == (
+    queue = cluster_queue("cq", "4", flavors=("a100",))  # tainted: the pod does not tolerate it
+    assert pending.reason_and_message([pod_set_request(1)], queue, [queue], FLAVORS, {}) == (
         "NoMatchingFlavor",
         PREFIX + "no flavor of ClusterQueue cq matches the pods' node selector and tolerations (flavors: a100)",
     )
 
 
 def test_a_resource_no_group_covers_is_named() -> None:
-    queue = _queue("cq", "4")
+    queue = cluster_queue("cq", "4")
     spec = {"containers": [{"name": "main", "resources": {"requests": {"example.com/fpga": "1"}}}]}
-    assert pending.reason_and_message([_request(1, spec=spec)], queue, [queue], FLAVORS, {}) == (
+    assert pending.reason_and_message([pod_set_request(1, spec=spec)], queue, [queue], FLAVORS, {}) == (
         "ExceedsMaxQuota",
         PREFIX + "resource example.com/fpga unavailable in ClusterQueue",
     )

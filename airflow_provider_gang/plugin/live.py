@@ -1,0 +1,66 @@
+"""The live read of a deferred try's reservation: its conditions as the cluster answers now.
+
+The trigger row of a deferred gang names the objects its wait watches and the connection to reach
+them (:class:`.page_model.WatchedReservation`). The api-server resolves that connection as the
+triggerer would (``hooks.gang.GangHook`` for a ``kubernetes_conn_id``, run in a thread as the hook
+reads the connection synchronously), opens one client with the trigger's ``client_options`` and
+reads the ProvisioningRequest (one GET) or the Workloads (one LIST by label selector), all within
+:data:`LIVE_READ_TIMEOUT_SECONDS`. What the page shows is worded by ``triggers.progress``, as the
+task log words it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from airflow_provider_gang.hooks.gang import GangHook
+from airflow_provider_gang.kube.options import ClientOptions
+from airflow_provider_gang.kube.resources import PROVISIONING_REQUESTS, WORKLOADS
+from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.plugin.page_model import WatchedReservation
+from airflow_provider_gang.triggers.progress import describe_conditions, describe_workload
+
+LIVE_READ_TIMEOUT_SECONDS = 5.0
+"""Longest the page waits for the cluster (the page reloads every ``page_model.REFRESH_SECONDS``)."""
+
+
+def read_live_conditions(watched: WatchedReservation | None) -> str | None:
+    """The conditions of the ProvisioningRequest or Workload ``watched`` names, read now (a Workload
+    with its state, pending reason and admission checks, ``triggers.progress.describe_workload``);
+    ``None`` for no gang, else a sentence saying why they could not be read. Never raises: the
+    page shows what it has."""
+    if watched is None:
+        return None
+    try:
+        return asyncio.run(asyncio.wait_for(read_conditions(watched), LIVE_READ_TIMEOUT_SECONDS))
+    except Exception as error:  # the cluster's answer is a bonus on this page, never a reason to fail it
+        return describe_failure(error)
+
+
+def describe_failure(error: Exception) -> str:
+    """Why the conditions are not shown, for the page."""
+    return f"could not read the cluster ({type(error).__name__}: {error})"
+
+
+async def read_conditions(watched: WatchedReservation) -> str:
+    """One GET of the ProvisioningRequest and one LIST of the Workloads ``watched`` names (either
+    may be absent), described; ``"no conditions yet"`` when none of them has any."""
+    settings = await connection_settings(watched)
+    found: list[str] = []
+    async with await ClientOptions.from_dict(watched.client_options).connect(settings) as client:
+        if watched.provisioning_request:
+            request = await client.get(PROVISIONING_REQUESTS, watched.provisioning_request, watched.namespace)
+            found.append(describe_conditions("ProvisioningRequest", request))
+        if watched.workload_selector:
+            workloads, _ = await client.list(WORKLOADS, watched.namespace, label_selector=watched.workload_selector)
+            found.extend(describe_workload(workload) for workload in workloads)
+    return "; ".join(text for text in found if text) or "no conditions yet"
+
+
+async def connection_settings(watched: WatchedReservation) -> ConnectionSettings:
+    """The cluster the trigger talks to: its ``connection`` as given, or its ``kubernetes_conn_id``
+    resolved by ``GangHook`` in a thread."""
+    if watched.connection is not None:
+        return ConnectionSettings.from_dict(watched.connection)
+    hook = GangHook(conn_id=watched.kubernetes_conn_id)
+    return await asyncio.to_thread(hook.connection_settings)

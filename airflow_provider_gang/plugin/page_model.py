@@ -1,0 +1,325 @@
+"""The Gang page as typed values: what the stored formats say, read once, formatted for a person.
+
+This module is the only place in the plugin that interprets what the provider stores or passes:
+the try records of ``gang.tries`` (``operators.history.TryRecord``), the try in progress of
+``gang.current`` (``operators.try_state.TryState``), the reservation and summary XComs
+(``operators.execution`` and ``operators.results`` write them) and the kwargs of a gang trigger's
+row (``triggers.base.GangTrigger.common_kwargs``). :func:`build_page` turns them into a
+:class:`Page` whose every value is already text; the template (:mod:`.rendering`) only places and
+escapes it. Time is a parameter (``now``); nothing here reads the database or the cluster.
+
+What the page says, top to bottom:
+
+- the status line: where the gang of the task instance is, from its state and the method a
+  deferred try resumes in (:data:`RESUME_METHODS`), and for a failed task why its last try ended;
+- "Waiting": what the try in progress waits for, since when, and the conditions its reservation
+  waits on as read live from the cluster (:mod:`.live`);
+- the reservation XCom, then either the summary of a successful task (result, exit codes by rank,
+  GPU-hours of all tries, every try's step and outcome) or the table of finished tries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_gang.operators.history import TryRecord
+from airflow_provider_gang.operators.try_state import TryState
+from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, TriggerRow
+from airflow_provider_gang.triggers.kill import FINAL_STATES
+from airflow_provider_gang.triggers.progress import describe_elapsed
+
+log = logging.getLogger(__name__)
+
+RESUME_METHODS = {
+    "execute_reserved": "Waiting for capacity: the reservation is requested, the task is deferred until it is granted",
+    "execute_finished": "Running: the gang is launched and watched as one until it ends",
+}
+"""``GangTrainingOperator`` methods a deferred try resumes in, and what waiting for each one means."""
+
+STATE_TEXT = {
+    "success": "Succeeded",
+    "failed": "Failed",
+    "up_for_retry": "Failed; waiting for the next try",
+    "running": "Running on a worker (preparing the reservation or launching the members)",
+    "queued": "Queued for a worker",
+    "scheduled": "Scheduled",
+}
+"""The status line of a task instance in a state other than ``deferred``; any other state is shown
+by its name."""
+
+REFRESH_SECONDS = 10
+"""How often the page of an unfinished gang reloads itself: the UI does not reload a tab's iframe
+when it refreshes the task instance around it (seen in a browser: the shell said Success while the
+tab still said Running)."""
+
+GANG_TRIGGER_MODULES = "airflow_provider_gang.triggers."
+"""Class path prefix of the provider's triggers: only their rows name a gang to read live."""
+
+TRIES_COLUMNS = ("try", "step", "mode", "size", "outcome", "reason / message")
+"""Header of the table of finished tries (one :class:`TryRow` each)."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A titled two-column table: ``rows`` are ``(label, text)`` pairs, in order."""
+
+    title: str
+    rows: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class TryRow:
+    """One finished try in the table of tries: the texts of :data:`TRIES_COLUMNS`, in order."""
+
+    cells: tuple[str, str, str, str, str, str]
+
+
+@dataclass(frozen=True)
+class SummaryTry:
+    """One try as the summary of a successful task lists it; ``message`` ``None``: none recorded."""
+
+    attempt: str
+    step: str
+    outcome: str
+    message: str | None
+
+
+@dataclass(frozen=True)
+class Page:
+    """Everything the page shows, as text.
+
+    ``status`` is ``None`` when the task instance was not looked up; ``refresh_seconds`` is ``None``
+    for a page that does not reload itself (finished or missing task instance). ``tables`` follow
+    the status line in order ("Waiting", "Reservation", "Result", "Exit codes", "All tries ..."; each
+    only when there is something to show). ``summary_tries`` is ``None`` without a summary, and then
+    ``tries`` lists the finished tries from the task state store.
+    """
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    status: str | None = None
+    refresh_seconds: int | None = None
+    tables: tuple[Table, ...] = ()
+    nothing_recorded: bool = False
+    summary_tries: tuple[SummaryTry, ...] | None = None
+    tries: tuple[TryRow, ...] = field(default=())
+    tries_columns: tuple[str, ...] = TRIES_COLUMNS
+
+
+@dataclass(frozen=True)
+class WatchedReservation:
+    """What a gang trigger's row says about the objects its reservation waits on and how to reach
+    the cluster (kwargs of ``triggers.base.GangTrigger``, documented in that module).
+
+    Exactly one of ``kubernetes_conn_id`` and ``connection`` (``kube.settings.ConnectionSettings``
+    as a dict) is set; ``client_options`` is ``kube.options.ClientOptions`` as a dict.
+    """
+
+    namespace: str
+    kubernetes_conn_id: str | None
+    connection: dict[str, Any] | None
+    provisioning_request: str | None
+    workload_selector: str | None
+    client_options: dict[str, Any]
+
+
+def describe_state(state: str | None, next_method: str | None, *, exists: bool = True) -> str:
+    """One line for a person: where the gang of a task instance is, from its state and resume method."""
+    if not exists:
+        return "No such task instance"
+    if state is None:
+        return "Not scheduled yet"
+    if state == "deferred":
+        return RESUME_METHODS.get(next_method or "", f"Deferred (resumes in {next_method})")
+    return STATE_TEXT.get(state, state.replace("_", " ").capitalize())
+
+
+def is_finished(task_instance: TaskInstanceRow) -> bool:
+    """Whether the task instance is missing or in a final state: no refresh, no live read."""
+    return not task_instance.exists or task_instance.state in FINAL_STATES
+
+
+def text_of(value: Any) -> str:
+    """A stored value for a person: ``-`` for ``None``, floats to six significant digits."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def watched_reservation(trigger: TriggerRow | None) -> WatchedReservation | None:
+    """The reservation a trigger row waits on; ``None`` for no row or another package's trigger.
+
+    Raises ``ValueError`` for a row of the provider's triggers whose kwargs name no gang (no
+    namespace, or not exactly one of ``kubernetes_conn_id`` and ``connection``)."""
+    if trigger is None or not trigger.classpath.startswith(GANG_TRIGGER_MODULES):
+        return None
+    kwargs = trigger.kwargs
+    namespace = kwargs.get("namespace")
+    conn_id, connection = kwargs.get("kubernetes_conn_id"), kwargs.get("connection")
+    if not isinstance(namespace, str) or (conn_id is None) == (connection is None):
+        raise ValueError(f"{trigger.classpath} does not wait on a gang (no namespace and connection in its kwargs)")
+    return WatchedReservation(
+        namespace=namespace,
+        kubernetes_conn_id=None if conn_id is None else str(conn_id),
+        connection=None if connection is None else dict(connection),
+        provisioning_request=_optional_text(kwargs.get("provisioning_request")),
+        workload_selector=_optional_text(kwargs.get("workload_selector")),
+        client_options=dict(kwargs.get("client_options") or {}),
+    )
+
+
+def read_tries(stored: Sequence[Mapping[str, Any]]) -> list[TryRecord]:
+    """The records of ``gang.tries`` that read as a ``TryRecord``; the others are logged and left out."""
+    records = []
+    for item in stored:
+        try:
+            records.append(TryRecord.from_dict(item))
+        except (TypeError, ValueError) as error:
+            log.warning("A stored try record of the task instance does not read (%s): %r", error, item)
+    return records
+
+
+def read_current(stored: Mapping[str, Any] | None) -> TryState | None:
+    """The try in progress from ``gang.current``; ``None`` without one or for one that does not read
+    (written by a newer provider: logged)."""
+    if stored is None:
+        return None
+    try:
+        return TryState.from_stored(stored)
+    except (KeyError, TypeError, ValueError) as error:
+        log.warning("The stored try in progress does not read (%s)", error)
+        return None
+
+
+def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, conditions: str | None) -> Table | None:
+    """What the try in progress waits for and for how long, or ``None`` when it has finished (a
+    record of it exists: ``TryHistory.record`` appends the record before it drops ``gang.current``);
+    ``conditions`` as :func:`.live.read_live_conditions` read them."""
+    plan = current.plan
+    if any(record.attempt == plan.attempt for record in tries):
+        return None
+    if current.launched_at is not None:
+        stage, since = "members launched, waiting for them to start and end", current.launched_at
+    else:
+        stage, since = "reservation requested, waiting for it to be granted", plan.requested_at or now
+    event = current.reservation_event
+    rows = {
+        "try": plan.attempt,
+        "gang": plan.gang,
+        "step": plan.step,
+        "stage": stage,
+        "waiting for": describe_elapsed(max(0.0, now - since)),
+        "reservation": None if event is None else f"{event.get('reason')}: {event.get('message')}",
+        "conditions now": conditions,
+        "history": "in the task log (a line on every condition change, a heartbeat every 5 min)",
+    }
+    return Table("Waiting", tuple((label, text_of(value)) for label, value in rows.items()))
+
+
+def scalar_table(title: str, values: Mapping[str, Any]) -> Table:
+    """The values of a stored mapping that are not themselves mappings or lists, in their order."""
+    rows = tuple((str(key), text_of(value)) for key, value in values.items() if not isinstance(value, (dict, list)))
+    return Table(title, rows)
+
+
+def summary_tables(summary: Mapping[str, Any]) -> list[Table]:
+    """The summary XCom (``operators.results.summary``): its scalars, exit codes by rank (numeric
+    order; ranks are JSON keys), and the GPU-hours of all tries."""
+    tables = [scalar_table("Result", summary)]
+    exit_codes = summary.get("exit_codes")
+    if isinstance(exit_codes, dict):
+        ordered = sorted(exit_codes.items(), key=lambda item: int(item[0]) if str(item[0]).isdigit() else -1)
+        tables.append(Table("Exit codes", tuple((f"rank {rank}", text_of(code)) for rank, code in ordered)))
+    all_tries = summary.get("all_tries")
+    if isinstance(all_tries, dict):
+        tables.append(scalar_table("All tries of this run (failed ones included)", all_tries))
+    return tables
+
+
+def summary_tries(summary: Mapping[str, Any]) -> tuple[SummaryTry, ...]:
+    """The summary's ``tries`` (``operators.results.try_summary`` items), in order."""
+    return tuple(
+        SummaryTry(
+            attempt=text_of(item.get("attempt")),
+            step=text_of(item.get("step")),
+            outcome=text_of(item.get("outcome")),
+            message=str(item["message"]) if item.get("message") else None,
+        )
+        for item in summary.get("tries") or []
+        if isinstance(item, dict)
+    )
+
+
+def try_row(record: TryRecord) -> TryRow:
+    """One finished try as the table of tries shows it."""
+    values = (record.attempt, record.step, record.mode, record.size, record.outcome, record.message)
+    attempt, step, mode, size, outcome, message = (text_of(value) for value in values)
+    return TryRow((attempt, step, mode, size, outcome, message))
+
+
+def status_line(task_instance: TaskInstanceRow, tries: Sequence[TryRecord]) -> str:
+    """:func:`describe_state` with the try number, and for a failed task how its last try ended."""
+    status = describe_state(task_instance.state, task_instance.next_method, exists=task_instance.exists)
+    if task_instance.try_number:
+        status += f" (try {task_instance.try_number})"
+    if tries and task_instance.state in ("failed", "up_for_retry"):
+        last = tries[-1]
+        status += f": try {last.attempt} ended {last.outcome} - {last.message}"
+    return status
+
+
+def build_page(
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    xcoms: Mapping[str, Any],
+    task_instance: TaskInstanceRow | None = None,
+    task_state: StoredTaskState | None = None,
+    *,
+    now: float,
+    conditions: str | None = None,
+) -> Page:
+    """The page of one task instance from what :mod:`.queries` read.
+
+    ``xcoms`` is :func:`.queries.read_gang_xcoms`' answer; without ``task_instance`` there is no
+    status line. While the task instance is not finished the page reloads itself every
+    :data:`REFRESH_SECONDS`. From ``task_state``: a failed task's status line ends with its last
+    try's outcome and message, every finished try is listed with its reason, and an unfinished try's
+    wait is shown ("Waiting", with ``conditions`` read live from the cluster)."""
+    state = task_state or StoredTaskState()
+    tries = read_tries(state.tries)
+    current = read_current(state.current)
+    status, refresh = None, None
+    if task_instance is not None:
+        status = status_line(task_instance, tries)
+        refresh = None if is_finished(task_instance) else REFRESH_SECONDS
+    tables: list[Table] = []
+    waiting = None if current is None else waiting_table(current, tries, now=now, conditions=conditions)
+    if waiting is not None:
+        tables.append(waiting)
+    reservation, summary = xcoms.get("reservation"), xcoms.get("summary")
+    if isinstance(reservation, dict):
+        tables.append(scalar_table("Reservation", reservation))
+    if isinstance(summary, dict):
+        tables.extend(summary_tables(summary))
+    return Page(
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=task_id,
+        status=status,
+        refresh_seconds=refresh,
+        tables=tuple(tables),
+        nothing_recorded=not xcoms and not tries,
+        summary_tries=summary_tries(summary) if isinstance(summary, dict) else None,
+        tries=tuple(try_row(record) for record in tries),
+    )
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,163 @@
+"""The metadata-database reads behind the Gang page, run in the api-server process.
+
+Four reads of one task instance, each in its own session and each returning stored values as they
+are (plain JSON, Airflow enums as their string value); what they mean is read by
+:mod:`.page_model`:
+
+- :func:`read_task_instance`: its state, ``next_method`` and try number (``task_instance`` table);
+- :func:`read_gang_xcoms`: the reservation and summary XComs (``xcom`` table);
+- :func:`read_task_state`: the task state store keys of the try history (``task_state_store``);
+- :func:`read_trigger`: the trigger row it is deferred to (``trigger`` table, kwargs decrypted).
+
+Airflow's models (and the provider's operators, which name the task state store keys) are imported
+inside the functions: plugin modules are imported wherever plugins load, before the ORM is
+configured there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_provider_gang.links import RESERVATION_XCOM_KEY, SUMMARY_XCOM_KEY
+
+
+@dataclass(frozen=True)
+class TaskInstanceRow:
+    """What the ``task_instance`` table says of one task instance.
+
+    ``exists`` is ``False`` when there is no such row; a task instance the scheduler created but has
+    not scheduled yet exists with ``state`` ``None``. ``state`` is a ``TaskInstanceState`` value.
+    """
+
+    exists: bool
+    state: str | None = None
+    next_method: str | None = None
+    try_number: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as the JSON API returns it."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StoredTaskState:
+    """The two task state store keys, decoded from JSON but not interpreted.
+
+    ``tries``: the items of ``gang.tries`` that are JSON objects (a missing or malformed key gives
+    ``[]``); ``current``: ``gang.current`` if it is a JSON object, else ``None``.
+    """
+
+    tries: list[dict[str, Any]] = field(default_factory=list)
+    current: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored values as the JSON API returns them."""
+        return {"tries": list(self.tries), "current": self.current}
+
+
+@dataclass(frozen=True)
+class TriggerRow:
+    """The ``trigger`` row a deferred task instance waits on: its class path and decrypted kwargs."""
+
+    classpath: str
+    kwargs: dict[str, Any]
+
+
+def read_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> TaskInstanceRow:
+    """The state, resume method and try number of one task instance."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(TaskInstance.state, TaskInstance.next_method, TaskInstance.try_number).where(
+        TaskInstance.dag_id == dag_id,
+        TaskInstance.run_id == run_id,
+        TaskInstance.task_id == task_id,
+        TaskInstance.map_index == map_index,
+    )
+    with create_session() as session:
+        row = session.execute(query).first()
+    if row is None:
+        return TaskInstanceRow(exists=False)
+    state = None if row.state is None else str(getattr(row.state, "value", row.state))
+    return TaskInstanceRow(exists=True, state=state, next_method=row.next_method, try_number=row.try_number)
+
+
+def read_gang_xcoms(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
+    """``{"reservation": ..., "summary": ...}``: the deserialized values of the XComs
+    ``links.RESERVATION_XCOM_KEY`` and ``links.SUMMARY_XCOM_KEY``; a key whose XCom is missing is left out."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    found: dict[str, Any] = {}
+    with create_session() as session:
+        for name, key in (("reservation", RESERVATION_XCOM_KEY), ("summary", SUMMARY_XCOM_KEY)):
+            query = XComModel.get_many(
+                run_id=run_id, key=key, task_ids=task_id, dag_ids=dag_id, map_indexes=map_index, limit=1
+            )
+            row = session.scalars(query).first()
+            if row is not None:
+                found[name] = XComModel.deserialize_value(row)
+    return found
+
+
+def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> StoredTaskState:
+    """``gang.tries`` and ``gang.current`` of one task instance (Airflow 3.3 ``task_state_store``
+    table, values JSON as the execution API stores them:
+    ``airflow/api_fastapi/execution_api/routes/task_state_store.py``)."""
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow_provider_gang.operators.history import CURRENT_KEY, TRIES_KEY
+
+    query = select(TaskStateStoreModel.key, TaskStateStoreModel.value).where(
+        TaskStateStoreModel.dag_id == dag_id,
+        TaskStateStoreModel.run_id == run_id,
+        TaskStateStoreModel.task_id == task_id,
+        TaskStateStoreModel.map_index == map_index,
+        TaskStateStoreModel.key.in_((TRIES_KEY, CURRENT_KEY)),
+    )
+    with create_session() as session:
+        stored = {row.key: row.value for row in session.execute(query)}
+    tries = _json(stored.get(TRIES_KEY))
+    current = _json(stored.get(CURRENT_KEY))
+    return StoredTaskState(
+        tries=[item for item in tries if isinstance(item, dict)] if isinstance(tries, list) else [],
+        current=current if isinstance(current, dict) else None,
+    )
+
+
+def read_trigger(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> TriggerRow | None:
+    """The trigger the task instance is deferred to, or ``None`` (kwargs decrypted by
+    ``Trigger.kwargs``, ``airflow/models/trigger.py``)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import Trigger
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = (
+        select(Trigger)
+        .join(TaskInstance, TaskInstance.trigger_id == Trigger.id)
+        .where(
+            TaskInstance.dag_id == dag_id,
+            TaskInstance.run_id == run_id,
+            TaskInstance.task_id == task_id,
+            TaskInstance.map_index == map_index,
+        )
+    )
+    with create_session() as session:
+        row = session.scalars(query).first()
+        return None if row is None else TriggerRow(str(row.classpath), dict(row.kwargs))
+
+
+def _json(text: str | None) -> Any:
+    """The value of a stored JSON text; ``None`` for a missing or unreadable one."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None

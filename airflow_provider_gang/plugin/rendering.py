@@ -1,0 +1,36 @@
+"""HTML of the Gang page: :class:`.page_model.Page` through the Jinja2 template ``templates/page.html.j2``.
+
+Autoescape is on for every ``.html.j2`` template (``jinja2.select_autoescape``,
+https://jinja.palletsprojects.com/en/stable/api/#autoescaping), so each value of the page is
+escaped where it is placed; an undefined name in a template raises (``StrictUndefined``) instead
+of rendering empty. Jinja2 is a dependency of Airflow itself. The templates ship as package data
+(``[tool.setuptools.package-data]`` in ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jinja2
+
+from airflow_provider_gang.plugin.page_model import Page
+
+PAGE_TEMPLATE = "page.html.j2"
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The plugin's template environment, built once per process."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("airflow_provider_gang.plugin", "templates"),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def render_page(page: Page) -> str:
+    """The page as an HTML document; every value escaped."""
+    return environment().get_template(PAGE_TEMPLATE).render(page=page)
