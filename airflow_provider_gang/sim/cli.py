@@ -4,7 +4,10 @@
 [--scenario NAME|FILE] [--time-scale N] [--local-images GLOB,...] [--serve-kueue-v1beta1]`` starts the emulator (with
 ``--scenario``, also the simulated control plane of :mod:`.controllers`, its delays ``--time-scale``
 times faster; ``--local-images`` adds image globs to the scenario's ``localProcessImages`` for this run,
-see :mod:`.world.images`); ``gang-sim scenarios`` lists the named scenarios. ``serve`` writes
+see :mod:`.world.images`); ``gang-sim scenarios`` lists the named scenarios.
+``gang-sim real --scenario NAME|FILE --kubeconfig-out PATH [--no-kueue]`` starts the real control
+plane of ``make real-cluster`` (:mod:`.testing.real`) for the same scenario instead of the emulator.
+``serve`` and ``real`` write
 a kubeconfig (admin token, self-signed CA), prints ``ready: <url>`` once serving, and exits 0 on
 SIGTERM/SIGINT after closing open watches.
 
@@ -20,11 +23,13 @@ import asyncio
 import dataclasses
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from airflow_provider_gang.sim.apiserver.http.faults import Faults
 from airflow_provider_gang.sim.apiserver.server import Emulator
 from airflow_provider_gang.sim.controllers.attach import attach
+from airflow_provider_gang.sim.testing.real import BinariesMissing, RealCluster
 from airflow_provider_gang.sim.world import images
 from airflow_provider_gang.sim.world.clock import ScaledClock
 from airflow_provider_gang.sim.world.scenario import Scenario, ScenarioError, load_scenario, named_scenarios
@@ -157,6 +162,22 @@ def _run_serve(args: argparse.Namespace) -> int:
     return asyncio.run(serve(args))
 
 
+def _run_real(args: argparse.Namespace) -> int:
+    """Start the real control plane, print ``ready: <url>``, stop everything on SIGTERM/SIGINT."""
+    stop = threading.Event()
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signal_number, lambda number, frame: stop.set())
+    try:
+        cluster = RealCluster(args.scenario or "small", kueue=args.kueue, kubeconfig_path=args.kubeconfig_out)
+    except BinariesMissing as error:
+        print(f"gang-sim real: {error}", file=sys.stderr)
+        return 2
+    with cluster:
+        print(f"ready: {cluster.url}", flush=True)
+        stop.wait()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``gang-sim`` parser with one subparser per command."""
     parser = argparse.ArgumentParser(prog="gang-sim", description="In-memory Kubernetes API emulator")
@@ -164,6 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser = commands.add_parser("serve", help="serve the Kubernetes API on 127.0.0.1")
     add_serve_arguments(serve_parser)
     serve_parser.set_defaults(handler=_run_serve)
+    real_parser = commands.add_parser(
+        "real",
+        help="start the real control plane built by `make real-cluster` (etcd, kube-apiserver, kwok, Kueue, ...)",
+    )
+    real_parser.add_argument("--kubeconfig-out", required=True, help="where to write the admin kubeconfig")
+    real_parser.add_argument("--scenario", type=_scenario, default=None, help="named scenario or file (default small)")
+    real_parser.add_argument("--no-kueue", dest="kueue", action="store_false", help="do not start Kueue")
+    real_parser.set_defaults(handler=_run_real)
     scenarios_parser = commands.add_parser("scenarios", help="list the named cluster scenarios")
     scenarios_parser.set_defaults(handler=_run_scenarios)
     return parser

@@ -75,7 +75,8 @@ def command(binary: Path, kubeconfig: Path, scenario: Scenario, metrics_port: in
         "--enable-provisioning-requests=true",
         "--leader-elect=false",
         f"--address=127.0.0.1:{metrics_port}",
-        f"--scan-interval={max(1, int(settings.scan_interval_seconds))}s",
+        # At most 2 s: tests wait on the autoscaler's loop in real time (CA's default is 10 s).
+        f"--scan-interval={max(1, min(2, int(settings.scan_interval_seconds)))}s",
         f"--scale-down-unneeded-time={int(settings.scale_down_unneeded_seconds)}s",
         f"--provisioning-request-initial-backoff-time={int(settings.initial_backoff_seconds)}s",
         f"--provisioning-request-max-backoff-time={int(settings.max_backoff_seconds)}s",

@@ -25,6 +25,7 @@ import shutil
 import ssl
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -165,7 +166,15 @@ class RealCluster:
         self._start_apiserver(authority, ca_path, context)
         kubeconfig = self._write_kubeconfig(authority)
         self._start_controllers(authority, ca_path, kubeconfig)
-        self.apply(nodes.initial_nodes(self.scenario))
+        initial = nodes.initial_nodes(self.scenario)
+        self.apply(initial)
+        self._wait_for_ready_nodes(len(initial), self._named("kwok"))
+        # The ProvisioningRequest CRD of the autoscaler API module: Kueue's admission check and the
+        # cluster-autoscaler both need it before they start.
+        self.kubectl("create", "-f", str(self.binaries.manifests / "autoscaling.x-k8s.io_provisioningrequests.yaml"))
+        self.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", "crd/provisioningrequests.autoscaling.x-k8s.io"
+        )
         if self.with_kueue:
             self._start_kueue(authority, kubeconfig, context)
         if self.with_autoscaler:
@@ -346,11 +355,7 @@ class RealCluster:
         )
         configuration_path = self._file("kueue.yaml", yaml.safe_dump(configuration, sort_keys=False))
         self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kueue.NAMESPACE}}])
-        provisioning_crd = yaml.safe_load((manifests / "autoscaling.x-k8s.io_provisioningrequests.yaml").read_text())
-        definitions = [
-            provisioning_crd,
-            *kueue.custom_resource_definitions(manifests, base_url, authority.certificate_pem),
-        ]
+        definitions = kueue.custom_resource_definitions(manifests, base_url, authority.certificate_pem)
         # Created, not applied: server-side apply of Kueue's large schemas takes the apiserver longer.
         self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(definitions, sort_keys=False))
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
@@ -375,8 +380,31 @@ class RealCluster:
     def _start_autoscaler(self, kubeconfig: Path) -> None:
         namespace = autoscaler.NAMESPACE
         self.apply(autoscaler.configuration_objects(self.scenario))
-        self._component(
+        process = self._component(
             "cluster-autoscaler",
             autoscaler.command(self.binaries.path(autoscaler.BINARY), kubeconfig, self.scenario, free_port()),
             {"KWOK_PROVIDER_MODE": "local", "KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": namespace},
         )
+        if not process.is_running():
+            raise process.failure("exited during start")
+
+    def _named(self, name: str) -> Component:
+        return next(component for component in self.components if component.name == name)
+
+    def _wait_for_ready_nodes(self, count: int, component: Component) -> None:
+        """Until ``count`` nodes are Ready (kwok's node-initialize stage), or ``component`` exits."""
+        deadline = time.monotonic() + self._start_timeout
+        while True:
+            if not component.is_running():
+                raise component.failure("exited during start")
+            ready = self.kubectl(
+                "get",
+                "nodes",
+                "-o",
+                'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+            ).split()
+            if ready.count("True") >= count:
+                return
+            if time.monotonic() > deadline:
+                raise component.failure(f"made {ready.count('True')} of the scenario's {count} initial nodes Ready")
+            time.sleep(0.5)

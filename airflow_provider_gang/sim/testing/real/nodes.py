@@ -21,6 +21,7 @@ KWOK_MANAGED_SELECTOR = f"{KWOK_NODE_ANNOTATION}=fake"
 NODE_GROUP_LABEL = "cloud.google.com/gke-nodepool"
 _MIN_COUNT = "cluster-autoscaler.kwok.nodegroup/min-count"
 _MAX_COUNT = "cluster-autoscaler.kwok.nodegroup/max-count"
+_DESIRED_COUNT = "cluster-autoscaler.kwok.nodegroup/desired-count"
 
 
 def kwok_node(pool: NodePool, name: str) -> dict[str, Any]:
@@ -45,12 +46,18 @@ def autoscaler_templates(scenario: Scenario) -> dict[str, Any]:
 
     The provider groups nodes by the label named in its config (``nodegroups.fromNodeLabelKey``, here
     the GKE node-pool label) and reads a group's bounds from the template's
-    ``cluster-autoscaler.kwok.nodegroup/{min,max}-count`` annotations
-    (``cluster-autoscaler/cloudprovider/kwok/kwok_nodegroups.go``).
+    ``cluster-autoscaler.kwok.nodegroup/{min,max,desired}-count`` annotations
+    (``kwok_provider.go``, ``kwok_helpers.go``); the desired count is the pool's ``initialNodes``, the
+    nodes :func:`initial_nodes` creates, which carry the group label and so belong to the group.
     """
     items = []
     for pool in scenario.node_pools:
         template = kwok_node(pool, f"{pool.name}-template")
-        template["metadata"]["annotations"].update({_MIN_COUNT: str(pool.min_nodes), _MAX_COUNT: str(pool.max_nodes)})
+        bounds = {
+            _MIN_COUNT: str(pool.min_nodes),
+            _MAX_COUNT: str(pool.max_nodes),
+            _DESIRED_COUNT: str(pool.initial_nodes),
+        }
+        template["metadata"]["annotations"].update(bounds)
         items.append(template)
     return {"apiVersion": "v1", "kind": "List", "items": items}
