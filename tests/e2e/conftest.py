@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.demo import SimulatedCluster, simulated_cluster
+from tests.e2e.gang_dags import run_dag_test
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -39,14 +40,4 @@ def cluster_factory() -> Iterator[Callable[..., SimulatedCluster]]:
 def run_dag() -> Callable[..., Any]:
     """``dag.test()`` for a DAG object built in a test: serialize it into the database first."""
 
-    def run(dag: Any, **kwargs: Any) -> Any:
-        from airflow.dag_processing.bundles.manager import DagBundlesManager
-        from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-
-        DagBundlesManager().sync_bundles_to_db()
-        bag = DagBag(collect_dags=False)
-        bag.bag_dag(dag)
-        sync_bag_to_db(bag, "dags-folder", None)
-        return dag.test(**kwargs)
-
-    return run
+    return run_dag_test

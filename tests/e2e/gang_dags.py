@@ -31,6 +31,18 @@ def gang_dag(dag_id: str, *, retries: int = 0, **operator_arguments: Any) -> Any
     return dag
 
 
+def run_dag_test(dag: Any, **kwargs: Any) -> Any:
+    """``dag.test()`` for a DAG object built in a test: serialize it into the database first."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    DagBundlesManager().sync_bundles_to_db()
+    bag = DagBag(collect_dags=False)
+    bag.bag_dag(dag)
+    sync_bag_to_db(bag, "dags-folder", None)
+    return dag.test(**kwargs)
+
+
 def task_instance(dag_run: Any) -> Any:
     """The ``train`` task instance of a finished ``dag.test()`` run."""
     from airflow.models.taskinstance import TaskInstance
