@@ -19,7 +19,6 @@ built (:mod:`.autoscaler`); last the scenario's ``objects``. Every component run
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import ssl
@@ -33,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_gang.sim.testing.real import autoscaler, kueue, nodes, stages
+from airflow_provider_gang.sim.testing.real import autoscaler, kubeconfig, kueue, nodes, stages
 from airflow_provider_gang.sim.testing.real.binaries import Binaries, find
 from airflow_provider_gang.sim.testing.real.certificates import CertificateAuthority, service_account_signer
 from airflow_provider_gang.sim.testing.real.processes import Component, free_port
@@ -164,8 +163,8 @@ class RealCluster:
         context = ssl.create_default_context(cafile=str(ca_path))
         self._start_etcd()
         self._start_apiserver(authority, ca_path, context)
-        kubeconfig = self._write_kubeconfig(authority)
-        self._start_controllers(authority, ca_path, kubeconfig)
+        admin_kubeconfig = self._write_kubeconfig(authority)
+        self._start_controllers(authority, ca_path, admin_kubeconfig)
         initial = nodes.initial_nodes(self.scenario)
         self.apply(initial)
         self._wait_for_ready_nodes(len(initial), self._named("kwok"))
@@ -176,9 +175,9 @@ class RealCluster:
             "wait", "--for=condition=Established", "--timeout=60s", "crd/provisioningrequests.autoscaling.x-k8s.io"
         )
         if self.with_kueue:
-            self._start_kueue(authority, kubeconfig, context)
+            self._start_kueue(authority, admin_kubeconfig, context)
         if self.with_autoscaler:
-            self._start_autoscaler(kubeconfig)
+            self._start_autoscaler(admin_kubeconfig)
         self.apply([dict(manifest) for manifest in self.scenario.objects])
 
     def _start_etcd(self) -> None:
@@ -242,35 +241,8 @@ class RealCluster:
         apiserver.wait_healthy(f"{self.url}/readyz", context, timeout=self._start_timeout)
 
     def _write_kubeconfig(self, authority: CertificateAuthority) -> Path:
-        admin = authority.client("gang-admin", ("system:masters",))
-        document = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "gang-real",
-                    "cluster": {
-                        "server": self.url,
-                        "certificate-authority-data": base64.b64encode(authority.certificate_pem).decode(),
-                    },
-                }
-            ],
-            "users": [
-                {
-                    "name": "gang-admin",
-                    "user": {
-                        "client-certificate-data": base64.b64encode(admin.certificate_pem).decode(),
-                        "client-key-data": base64.b64encode(admin.key_pem).decode(),
-                    },
-                }
-            ],
-            "contexts": [
-                {"name": "gang-real", "context": {"cluster": "gang-real", "user": "gang-admin", "namespace": "default"}}
-            ],
-            "current-context": "gang-real",
-            "preferences": {},
-        }
-        internal = self._file("admin.kubeconfig", yaml.safe_dump(document, sort_keys=False))
+        admin = kubeconfig.document(self.url, authority, "gang-admin", ("system:masters",))
+        internal = self._file("admin.kubeconfig", yaml.safe_dump(admin, sort_keys=False))
         internal.chmod(0o600)
         if self._requested_kubeconfig is not None:
             self._requested_kubeconfig.parent.mkdir(parents=True, exist_ok=True)
@@ -281,11 +253,11 @@ class RealCluster:
             self.kubeconfig_path = internal
         return internal
 
-    def _start_controllers(self, authority: CertificateAuthority, ca_path: Path, kubeconfig: Path) -> None:
+    def _start_controllers(self, authority: CertificateAuthority, ca_path: Path, admin_kubeconfig: Path) -> None:
         common = [
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
+            f"--kubeconfig={admin_kubeconfig}",
+            f"--authentication-kubeconfig={admin_kubeconfig}",
+            f"--authorization-kubeconfig={admin_kubeconfig}",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
         ]
@@ -324,7 +296,7 @@ class RealCluster:
             "kwok",
             [
                 str(self.binaries.path("kwok")),
-                f"--kubeconfig={kubeconfig}",
+                f"--kubeconfig={admin_kubeconfig}",
                 f"--config={kwok_configuration}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={nodes.KWOK_MANAGED_SELECTOR}",
@@ -339,7 +311,7 @@ class RealCluster:
         if not kwok.is_running():
             raise kwok.failure("exited during start")
 
-    def _start_kueue(self, authority: CertificateAuthority, kubeconfig: Path, context: ssl.SSLContext) -> None:
+    def _start_kueue(self, authority: CertificateAuthority, admin_kubeconfig: Path, context: ssl.SSLContext) -> None:
         manifests = self.binaries.manifests
         webhook_port, health_port = free_port(), free_port()
         base_url = f"https://127.0.0.1:{webhook_port}"
@@ -367,7 +339,7 @@ class RealCluster:
                 "--feature-gates=VisibilityOnDemand=false",
                 "--zap-log-level=info",
             ],
-            {"KUBECONFIG": str(kubeconfig)},
+            {"KUBECONFIG": str(admin_kubeconfig)},
         )
         process.wait_healthy(f"http://127.0.0.1:{health_port}/readyz", None, timeout=self._start_timeout)
         self.apply(kueue.webhook_configurations(manifests, base_url, authority.certificate_pem))
@@ -377,13 +349,13 @@ class RealCluster:
         directory.mkdir(parents=True, exist_ok=True)
         return directory
 
-    def _start_autoscaler(self, kubeconfig: Path) -> None:
+    def _start_autoscaler(self, admin_kubeconfig: Path) -> None:
         namespace = autoscaler.NAMESPACE
         self.apply(autoscaler.configuration_objects(self.scenario))
         process = self._component(
             "cluster-autoscaler",
-            autoscaler.command(self.binaries.path(autoscaler.BINARY), kubeconfig, self.scenario, free_port()),
-            {"KWOK_PROVIDER_MODE": "local", "KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": namespace},
+            autoscaler.command(self.binaries.path(autoscaler.BINARY), admin_kubeconfig, self.scenario, free_port()),
+            {"KWOK_PROVIDER_MODE": "local", "KUBECONFIG": str(admin_kubeconfig), "POD_NAMESPACE": namespace},
         )
         if not process.is_running():
             raise process.failure("exited during start")
