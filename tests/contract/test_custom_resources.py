@@ -100,14 +100,19 @@ def test_merge_patch_and_explicit_json_patch(objects, namespace):
     assert int(patched["metadata"]["resourceVersion"]) > int(merged["metadata"]["resourceVersion"])
 
 
-def test_json_patch_list_sent_by_the_sync_client_as_merge_patch_is_422(objects, namespace):
-    """kubernetes 36 CustomObjectsApi always sends merge-patch+json; a list body is rejected."""
+def test_json_patch_list_sent_by_the_sync_client_as_merge_patch_is_400(objects, namespace):
+    """kubernetes 36 CustomObjectsApi always sends merge-patch+json; the server's strict decoder (field
+    validation defaults to Warn) rejects a list body before patching (``handlers/patch.go``)."""
     create(objects, namespace, provisioning_request("pr1"))
     with pytest.raises(client.ApiException) as raised:
         objects.patch_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, "pr1", [{"op": "add", "path": "/metadata/labels", "value": {}}]
         )
-    assert raised.value.status == 422
+    status = status_of(raised.value)
+    assert (raised.value.status, status["reason"]) == (400, "BadRequest")
+    assert status["message"] == (
+        "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"
+    )
 
 
 def test_failed_json_patch_test_is_422_and_changes_nothing(objects, namespace):

@@ -5,6 +5,8 @@
   ``\\UNNNNNNNN``; printable Unicode stays as it is.
 - :func:`number` is ``%v`` of an ``int64`` or ``float64``: floats in their shortest form, with an
   exponent (``1e+06``, ``1e-05``) below 1e-4 or from 1e+06 on (``strconv.FormatFloat(f, 'g', -1, 64)``).
+- :func:`json_type` names a decoded JSON value's type as ``encoding/json``'s "cannot unmarshal <type>
+  into Go value of type ..." errors do (``bool``, ``number``, ``string``, ``array``, ``object``).
 - :func:`bad_value` is the value part of a field error, ``field.Error.ErrorBody`` in
   ``k8s.io/apimachinery/pkg/util/validation/field/errors.go``: numbers and booleans bare, strings
   quoted, anything else (objects, lists, ``null``) as compact JSON with sorted keys (Go's
@@ -92,3 +94,14 @@ def bad_value(value: Any) -> str:
     for character, escape in _JSON_HTML_ESCAPES.items():
         encoded = encoded.replace(character, escape)
     return encoded
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of ``value`` as Go's ``encoding/json`` names it in its unmarshalling errors."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
