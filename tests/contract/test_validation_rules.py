@@ -92,9 +92,7 @@ def test_provisioning_request_class_is_immutable(cluster, namespace):
             "message": 'Invalid value: "best-effort-atomic-scale-up.autoscaling.x-k8s.io": Value is immutable',
         }
     ]
-    assert message.endswith(
-        'spec.provisioningClassName: Invalid value: "best-effort-atomic-scale-up.autoscaling.x-k8s.io": Value is immutable'
-    )
+    assert message.endswith(f"spec.provisioningClassName: {causes[0]['message']}")
 
 
 def test_local_queue_cluster_queue_is_immutable_but_other_fields_change(objects, namespace):
