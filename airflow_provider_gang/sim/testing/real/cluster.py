@@ -135,6 +135,20 @@ class RealCluster:
                 input_text=yaml.safe_dump_all(list(documents), sort_keys=False),
             )
 
+    def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig file that authenticates as ``user`` in ``groups`` with a client certificate of this
+        cluster's CA (CN and O, certificates.py); it may do what RBAC grants that user and its groups."""
+        if self._authority is None:
+            raise RuntimeError("the cluster is not started")
+        pair = self._authority.client(user, tuple(groups))
+        document = yaml.safe_load((self.directory / "admin.kubeconfig").read_text())
+        credentials = {"client-certificate-data": pair.certificate_pem, "client-key-data": pair.key_pem}
+        document["users"] = [{"name": user, "user": {k: base64.b64encode(v).decode() for k, v in credentials.items()}}]
+        document["contexts"][0]["context"]["user"] = user
+        path = self._file(f"users/{user}.kubeconfig", yaml.safe_dump(document, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
     def get(self, resource: str, name: str = "", namespace: str | None = None) -> Any:
         """``kubectl get -o json`` as a dict (a List when ``name`` is empty)."""
         arguments = ["get", resource, *([name] if name else []), "-o", "json"]
