@@ -114,8 +114,8 @@ def test_raw_watch_ends_at_timeout_seconds_with_an_error_event_for_410(cluster: 
 )
 def test_initial_events_end_with_a_bookmark_at_the_listed_version(cluster: Cluster, namespace, start):
     """Watch-list (KEP-3157; a watch from no version is defaulted to it since 1.34): the current objects as
-    ADDED, then one BOOKMARK annotated ``k8s.io/initial-events-end``. Periodic bookmarks are left out:
-    a real apiserver sends them about once a minute, and only once the version moved."""
+    ADDED, then one BOOKMARK annotated ``k8s.io/initial-events-end``. Periodic bookmarks may follow (a
+    real apiserver sends them about once a minute, once the version moved); they are not asserted."""
     core = client.CoreV1Api(cluster.api)
     template = {"metadata": {"name": "t1"}, "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}}
     created = core.create_namespaced_pod_template(namespace, template)
@@ -125,7 +125,8 @@ def test_initial_events_end_with_a_bookmark_at_the_listed_version(cluster: Clust
     )
     assert status == 200
     events = [json.loads(line) for line in body.splitlines()] if isinstance(body, str) else [body]
-    assert [event["type"] for event in events] == ["ADDED", "BOOKMARK"]
+    types = [event["type"] for event in events]
+    assert types[:2] == ["ADDED", "BOOKMARK"] and set(types[2:]) <= {"BOOKMARK"}, types  # then periodic ones
     bookmark = events[1]["object"]
     assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
     assert int(bookmark["metadata"]["resourceVersion"]) >= int(created.metadata.resource_version)
