@@ -235,6 +235,42 @@ def test_schema_violation_is_422_with_field_paths_and_nothing_is_stored(objects,
     assert objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"] == []
 
 
+@pytest.mark.parametrize(
+    ("spec", "field", "message"),
+    [
+        (
+            {"podSets": "x"},
+            "spec.podSets",
+            'Invalid value: "string": spec.podSets in body must be of type array: "string"',
+        ),
+        (
+            {"parameters": {"a": 7}},
+            "spec.parameters.a",
+            'Invalid value: "integer": spec.parameters.a in body must be of type string: "integer"',
+        ),
+        (
+            {"podSets": [{"count": True, "podTemplateRef": {"name": "t"}}]},
+            "spec.podSets[0].count",
+            'Invalid value: "": spec.podSets[0].count in body must be of type int32: ""',
+        ),
+        ({"provisioningClassName": None}, "spec.provisioningClassName", "Required value"),
+    ],
+    ids=["string-for-array", "integer-for-string", "boolean-for-int32", "null-is-absent"],
+)
+def test_a_wrong_typed_field_names_its_json_type_not_its_value(objects, namespace, spec, field, message):
+    """kube-openapi's type validator (``pkg/validation/validate/type.go``) reports the JSON type it
+    found, or the formats where the schema has one (``count`` is an ``int32``); a null where the schema
+    does not allow it is dropped first (``apiextensions-apiserver`` prunes non-nullable nulls)."""
+    body = provisioning_request("typed")
+    body["spec"].update(spec)
+    with pytest.raises(client.ApiException) as raised:
+        create(objects, namespace, body)
+    assert raised.value.status == 422
+    causes = status_of(raised.value)["details"]["causes"]
+    reason = "FieldValueRequired" if message == "Required value" else "FieldValueTypeInvalid"
+    assert {"reason": reason, "field": field, "message": message} in causes, causes
+
+
 def test_immutable_spec_field_is_422_and_unchanged(cluster, objects, namespace):
     require_version(cluster, 25, "x-kubernetes-validations (CEL) transition rules")
     create(objects, namespace, provisioning_request("pr1", count=4))
