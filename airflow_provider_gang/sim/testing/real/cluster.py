@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_gang.sim.testing.real import autoscaler, kueue, nodes, stages
+from airflow_provider_gang.sim.testing.real import autoscaler, kubeconfigs, kueue, nodes, stages
 from airflow_provider_gang.sim.testing.real.binaries import Binaries, find
 from airflow_provider_gang.sim.testing.real.certificates import CertificateAuthority, service_account_signer
 from airflow_provider_gang.sim.testing.real.processes import Component, free_port
@@ -136,16 +136,13 @@ class RealCluster:
             )
 
     def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
-        """A kubeconfig file that authenticates as ``user`` in ``groups`` with a client certificate of this
-        cluster's CA (CN and O, certificates.py); it may do what RBAC grants that user and its groups."""
+        """A kubeconfig file for ``user`` in ``groups`` (a client certificate of this cluster's CA); it may
+        do what RBAC grants that user and its groups."""
         if self._authority is None:
             raise RuntimeError("the cluster is not started")
         pair = self._authority.client(user, tuple(groups))
-        document = yaml.safe_load((self.directory / "admin.kubeconfig").read_text())
-        credentials = {"client-certificate-data": pair.certificate_pem, "client-key-data": pair.key_pem}
-        document["users"] = [{"name": user, "user": {k: base64.b64encode(v).decode() for k, v in credentials.items()}}]
-        document["contexts"][0]["context"]["user"] = user
-        path = self._file(f"users/{user}.kubeconfig", yaml.safe_dump(document, sort_keys=False))
+        text = yaml.safe_dump(kubeconfigs.document(self.url, self._authority.certificate_pem, user, pair))
+        path = self._file(f"users/{user}.kubeconfig", text)
         path.chmod(0o600)
         return path
 
