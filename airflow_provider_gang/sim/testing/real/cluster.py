@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_gang.sim.testing.real import autoscaler, kubeconfig, kueue, nodes, stages
+from airflow_provider_gang.sim.testing.real import autoscaler, kubeconfigs, kueue, nodes, stages
 from airflow_provider_gang.sim.testing.real.binaries import Binaries, find
 from airflow_provider_gang.sim.testing.real.certificates import CertificateAuthority, service_account_signer
 from airflow_provider_gang.sim.testing.real.processes import Component, free_port
@@ -134,6 +134,17 @@ class RealCluster:
                 "-",
                 input_text=yaml.safe_dump_all(list(documents), sort_keys=False),
             )
+
+    def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig file for ``user`` in ``groups`` (a client certificate of this cluster's CA); it may
+        do what RBAC grants that user and its groups."""
+        if self._authority is None:
+            raise RuntimeError("the cluster is not started")
+        pair = self._authority.client(user, tuple(groups))
+        text = yaml.safe_dump(kubeconfigs.document(self.url, self._authority.certificate_pem, user, pair))
+        path = self._file(f"users/{user}.kubeconfig", text)
+        path.chmod(0o600)
+        return path
 
     def get(self, resource: str, name: str = "", namespace: str | None = None) -> Any:
         """``kubectl get -o json`` as a dict (a List when ``name`` is empty)."""
@@ -241,7 +252,8 @@ class RealCluster:
         apiserver.wait_healthy(f"{self.url}/readyz", context, timeout=self._start_timeout)
 
     def _write_kubeconfig(self, authority: CertificateAuthority) -> Path:
-        admin = kubeconfig.document(self.url, authority, "gang-admin", ("system:masters",))
+        pair = authority.client("gang-admin", ("system:masters",))
+        admin = kubeconfigs.document(self.url, authority.certificate_pem, "gang-admin", pair)
         internal = self._file("admin.kubeconfig", yaml.safe_dump(admin, sort_keys=False))
         internal.chmod(0o600)
         if self._requested_kubeconfig is not None:
