@@ -32,6 +32,7 @@ test: lint reservation-coverage
 	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real -n 2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 	$(MAKE) --no-print-directory standalone
+	$(MAKE) --no-print-directory real
 
 # tests/standalone: Airflow's scheduler, dag-processor, triggerer(s) and api-server as processes,
 # against emulated clusters, driven through the REST API (GANG_STANDALONE=0 skips it).
