@@ -42,6 +42,8 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
 
 from airflow_provider_gang.links import PLUGIN_URL_PREFIX, RESERVATION_XCOM_KEY, SUMMARY_XCOM_KEY
+from airflow_provider_gang.reservation.records import task_state
+from airflow_provider_gang.reservation.records.reading import RecordError
 
 gang_app = FastAPI(title="Gang reservations")
 
@@ -76,7 +78,7 @@ def parse_map_index(value: str) -> int:
         raise HTTPException(status_code=422, detail=f"map_index must be an integer, got {value!r}") from None
 
 
-FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+FINISHED_STATES = task_state.FINAL_TASK_STATES
 """Task instance states after which the page stops refreshing itself."""
 
 REFRESH_SECONDS = 10
@@ -133,10 +135,9 @@ def read_gang_xcoms(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
     return found
 
 
-TRIES_KEY = "gang.tries"
-CURRENT_KEY = "gang.current"
-"""Task state store keys written by ``operators.lifecycle`` (formats: ``operators.history.TryRecord``
-and ``operators.try_state.TryState``; both stored formats, read here as plain JSON)."""
+TRIES_KEY = task_state.TRIES_KEY
+CURRENT_KEY = task_state.CURRENT_KEY
+"""Task state store keys written by ``operators.lifecycle`` (``reservation.records.task_state``)."""
 
 
 def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
@@ -230,21 +231,23 @@ def waiting_rows(current: dict[str, Any], tries: list[dict[str, Any]], now: floa
                  conditions: str | None = None) -> dict[str, Any] | None:
     """What the try in progress waits for and for how long, or ``None`` when it has finished;
     ``conditions`` as :func:`read_live_conditions` read them."""
-    plan = current.get("plan") if int(current.get("version", 1)) >= 2 else current
-    if not isinstance(plan, dict) or any(item.get("attempt") == plan.get("attempt") for item in tries):
+    try:
+        state = task_state.read_current(current)
+    except RecordError:
+        return None
+    if state is None or any(item.get("attempt") == state.plan.attempt for item in tries):
         return None
     from airflow_provider_gang.triggers.progress import describe_elapsed
 
-    event = current.get("reservation_event") if isinstance(current.get("reservation_event"), dict) else None
-    launched_at = current.get("launched_at")
-    if isinstance(launched_at, (int, float)):
-        stage, since = "members launched, waiting for them to start and end", float(launched_at)
+    plan, event = state.plan, state.reservation_event
+    if state.launched_at is not None:
+        stage, since = "members launched, waiting for them to start and end", state.launched_at
     else:
-        stage, since = "reservation requested, waiting for it to be granted", float(plan.get("requested_at") or now)
+        stage, since = "reservation requested, waiting for it to be granted", plan.requested_at
     return {
-        "try": plan.get("attempt"), "gang": plan.get("gang"), "step": plan.get("step"), "stage": stage,
+        "try": plan.attempt, "gang": plan.gang, "step": plan.step, "stage": stage,
         "waiting for": describe_elapsed(max(0.0, now - since)),
-        "reservation": None if event is None else f"{event.get('reason')}: {event.get('message')}",
+        "reservation": None if event is None else f"{event.reason.value}: {event.message}",
         "conditions now": conditions,
         "history": "in the task log (a line on every condition change, a heartbeat every 5 min)",
     }
