@@ -40,7 +40,7 @@ from airflow.sdk.exceptions import AirflowTaskTerminated, TaskDeferred
 from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.operators.history import TryHistory
-from airflow_provider_gang.reservation import fallback, ladder_format, naming
+from airflow_provider_gang.reservation import fallback, naming
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryRecord
 from airflow_provider_gang.sim.testing.eventually import eventually
@@ -271,7 +271,7 @@ def wrong_steps(records: list[TryRecord]) -> list[str]:
     for record in records:
         reason = Reason(record.outcome) if record.outcome in {r.value for r in Reason} else Reason.INVALID
         if record.gang and record.ladder is not None and is_ladder_input(reason) and record.adopted_from is None:
-            ladder = ladder_format.ladder_from_plain(record.ladder)
+            ladder = record.ladder
             outcomes = [fallback.TryOutcome(position, item.step_index, Reason(item.outcome))
                         for position, item in enumerate(sequence, start=1)]
             choice = fallback.choose_step(ladder, len(sequence) + 1, outcomes)
