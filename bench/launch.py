@@ -3,8 +3,8 @@
 For each size and mode (``provisioning_request``: members created on launch; ``gates``: members
 created gated up front, their gates released on launch), a fresh in-process emulator with the
 simulated control plane (scheduler, cluster-autoscaler; ``ManualClock``, so simulated time moves
-only when the bench advances it) gets the gang's reservation from ``gang_objects.ensure_reservation``
-and is advanced until its ProvisioningRequest is ``Provisioned=True``. Then ``gang_objects.launch``
+only when the bench advances it) gets the gang's reservation from ``creation.ensure_reservation``
+and is advanced until its ProvisioningRequest is ``Provisioned=True``. Then ``creation.launch``
 runs, and the bench waits for the store to commit the last member's binding (``Store.subscribe``
 on the emulator's loop; no polling):
 
@@ -36,11 +36,11 @@ from typing import Any
 
 import yaml
 
+from airflow_provider_gang.hooks import creation
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import PROVISIONING_REQUESTS
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.operators import gang_objects
 from airflow_provider_gang.reservation import naming, provisioning
 from airflow_provider_gang.reservation.provisioning import ProvisioningState
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
@@ -134,10 +134,10 @@ async def api_only(size: int, mode: ReservationMode, way: str, options: ClientOp
     with EmulatorHarness() as harness:
         settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
         async with await ClientOptions().connect(settings) as setup:
-            made = await gang_objects.ensure_reservation(setup, spec, owner_try=1)
+            made = await creation.ensure_reservation(setup, spec, owner_try=1)
         async with await options.connect(settings) as client:
             started = time.perf_counter()
-            await gang_objects.launch(client, spec, size=size, owner_uid=str(made["owner_uid"]))
+            await creation.launch(client, spec, size=size, owner_uid=str(made.owner_uid))
             return time.perf_counter() - started
 
 
@@ -148,7 +148,7 @@ async def measure(
     with SimulatedClusterHarness(scenario=scenario(size)) as harness:
         settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
         async with await ClientOptions().connect(settings) as setup:
-            made = await gang_objects.ensure_reservation(setup, spec, owner_try=1)
+            made = await creation.ensure_reservation(setup, spec, owner_try=1)
         request_name = naming.GangNames(spec.name).provisioning_request
         for _ in range(60):
             request = stored_request(harness, request_name)
@@ -163,7 +163,7 @@ async def measure(
             if profile is not None:
                 harness.run(profile.enable)
             started = time.perf_counter()
-            await gang_objects.launch(client, spec, size=size, owner_uid=str(made["owner_uid"]))
+            await creation.launch(client, spec, size=size, owner_uid=str(made.owner_uid))
             launched = time.perf_counter() - started
             if not await asyncio.to_thread(watch.done.wait, BOUND_TIMEOUT):
                 raise SystemExit(f"{spec.name}: {len(watch.bound)} of {size} members bound in {BOUND_TIMEOUT:.0f} s")

@@ -8,6 +8,7 @@ with the fewest fields the tests' cases need; options add one fact each (after K
   specs :func:`pod_spec` (resources only) and :func:`gpu_pod_spec` (a one-GPU trainer).
 - Fluent objects of a gang, as the reservation core reads them: ``provreq().accepted().provisioned().obj()``,
   ``workload().admitted().obj()``, ``member(0).running().obj()``; and :func:`gang_spec`.
+- Records: :func:`gang_event`, a trigger's event as the operator reads it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation.observed import Stage
+from airflow_provider_gang.reservation.phases import Phase, Reason
+from airflow_provider_gang.reservation.records.events import EventTimings, GangEvent
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.reservation.timestamps import format_time
 
@@ -349,3 +353,25 @@ def gang_spec(**overrides: Any) -> GangSpec:
     if "resources" not in values:
         values["resources"] = MemberResources(gpus=1)
     return GangSpec(**values)
+
+
+def gang_event(reason: Reason, *, started_at: float, event_at: float, **fields: Any) -> GangEvent:
+    """The event of a wait that ended with ``reason`` at ``event_at``: a reservation wait for
+    ``reserved`` (and the reservation failures), a run wait otherwise; ``phases`` (first seen, UNIX
+    seconds) and every other ``GangEvent`` field can be given."""
+    stage = Stage.RESERVATION if reason is Reason.RESERVED or "stage" in fields else Stage.RUN
+    phase = {Reason.RESERVED: Phase.RESERVED, Reason.ALL_SUCCEEDED: Phase.SUCCEEDED}.get(reason, Phase.FAILED)
+    phases = fields.pop("phases", {})
+    values: dict[str, Any] = {
+        "stage": stage,
+        "gang_name": "gang-t1-abc",
+        "namespace": "ml",
+        "mode": ReservationMode.PROVISIONING_REQUEST,
+        "phase": phase,
+        "terminal": True,
+        "reason": reason,
+        "message": f"ended: {reason.value}",
+        "timings": EventTimings(started_at, event_at, max(0.0, event_at - started_at), phases),
+        **fields,
+    }
+    return GangEvent(**values)

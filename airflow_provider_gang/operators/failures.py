@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_provider_gang.operators.history import TryRecord, describe_tries
 from airflow_provider_gang.reservation.phases import Reason, is_retryable
+from airflow_provider_gang.reservation.records.tries import TryRecord
+from airflow_provider_gang.reservation.tries.results import describe_tries
 
 
 class GangTryFailed(AirflowException):  # type: ignore[misc]

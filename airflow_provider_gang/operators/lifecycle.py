@@ -1,14 +1,14 @@
 """The life of one try in the task state store: begun, updated after each stage, ended exactly once.
 
 :class:`TryLifecycle` is the only writer of the two task-state keys (``operators.history``): it
-stores the :class:`~.try_state.TryState` of the try in progress and, when the try ends, appends its
-:class:`~.history.TryRecord` and removes the state - in that order, so a crash between the two
+stores the ``TryState`` of the try in progress and, when the try ends, appends its ``TryRecord``
+(``reservation.records.tries``) and removes the state - in that order, so a crash between the two
 leaves a recorded try that is never adopted (``TryHistory.record`` is idempotent per try).
 
 :func:`classify` says why a try ended when it ended by raising; ``operators.execution`` routes every
 exception of every stage through it, so no try ends unrecorded whatever raised. The only way a try
 ends without a record is the worker process dying; the state it left is then examined by the next
-try (adopted if its gang is intact, else recorded as killed) - see ``operators.plan``.
+try (adopted if its gang is intact, else recorded as killed) - see ``reservation.tries.plan``.
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowTaskTerminated, AirflowTaskTimeout
 
+from airflow_provider_gang.hooks.precheck import PrecheckFailed
 from airflow_provider_gang.kube import errors as kube_errors
 from airflow_provider_gang.operators import metrics
-from airflow_provider_gang.operators.arguments import GangArgumentError
-from airflow_provider_gang.operators.history import TryHistory, TryRecord
-from airflow_provider_gang.operators.plan import TryPlan
-from airflow_provider_gang.operators.precheck import PrecheckFailed
-from airflow_provider_gang.operators.try_state import TryState
+from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.phases import Reason, is_retryable
+from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
+from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 
 KILLING_EXCEPTIONS: tuple[type[BaseException], ...] = (
     AirflowTaskTimeout,
@@ -72,10 +71,9 @@ class TryLifecycle:
     def in_progress(self) -> TryState | None:
         """The stored state of the try in progress (this one resuming, or an earlier one whose worker
         stopped), or ``None``. A try already recorded as finished is never in progress."""
-        stored = self._history.current()
-        if stored is None:
+        state = self._history.current()
+        if state is None:
             return None
-        state = TryState.from_stored(stored)
         if any(record.attempt == state.plan.attempt for record in self._history.finished()):
             return None
         return state
@@ -83,20 +81,20 @@ class TryLifecycle:
     def begin(self, plan: TryPlan) -> TryState:
         """Store the state of a try that starts (or adopts a gang) with ``plan``."""
         state = TryState(plan=plan)
-        self._history.store_current(state.to_stored())
+        self._history.store_current(state)
         return state
 
     def update(self, state: TryState, **changes: Any) -> TryState:
         """Store ``state`` with ``changes`` applied, and return it."""
         changed = state.with_changes(**changes)
-        self._history.store_current(changed.to_stored())
+        self._history.store_current(changed)
         return changed
 
     def end(self, record: TryRecord) -> list[TryRecord]:
         """Record the try as finished (the state goes with it); every finished try, this one last.
         The try's metrics (``operators.metrics``) are sent when its record is first written."""
-        stored = self._history.current()
-        in_progress = None if stored is None else TryState.from_stored(stored).plan.attempt
+        current = self._history.current()
+        in_progress = None if current is None else current.plan.attempt
         first_record = not any(item.attempt == record.attempt for item in self._history.finished())
         self._history.record(record, drop_current=in_progress in (None, record.attempt))
         if first_record:
@@ -119,7 +117,7 @@ class TryLifecycle:
             outcome=reason.value,
             message=message,
             retryable=is_retryable(reason),
-            ladder=list(plan.ladder) if plan else None,
+            ladder=plan.ladder if plan else None,
             adopted_from=plan.adopted_from if plan else None,
         )
         return self.end(record)

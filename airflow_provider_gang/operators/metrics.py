@@ -38,7 +38,7 @@ from datetime import timedelta
 
 from airflow.sdk.observability import stats
 
-from airflow_provider_gang.operators.history import TryRecord
+from airflow_provider_gang.reservation.records.tries import TryRecord
 
 log = logging.getLogger(__name__)
 

@@ -20,15 +20,18 @@ from airflow.sdk.configuration import conf
 
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.links import GangReservationLink
-from airflow_provider_gang.operators import arguments as checks
-from airflow_provider_gang.operators import execution, plan
-from airflow_provider_gang.operators.member_template import build_member_template
+from airflow_provider_gang.operators import execution
+from airflow_provider_gang.operators.settings import DEFAULT_PROVISIONING_CLASS, TrySettings
 from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter
 from airflow_provider_gang.reservation import checkpoint as checkpoints
 from airflow_provider_gang.reservation import fallback, naming, validation
 from airflow_provider_gang.reservation.checkpoint import PersistentVolumeCheckpoint
+from airflow_provider_gang.reservation.observed import Stage
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
+from airflow_provider_gang.reservation.tries import arguments as checks
+from airflow_provider_gang.reservation.tries import plan
+from airflow_provider_gang.reservation.tries.member_template import build_member_template
 
 # GangSpec field -> the operator argument a user wrote.
 _ARGUMENT_OF_FIELD = {"mode": "reservation", "queue": "kueue_queue", "reservation_name": "use_reservation"}
@@ -151,7 +154,7 @@ class GangTrainingOperator(BaseOperator):
         self.reservation = reservation
         self.provisioning_class = provisioning_class
         if provisioning_class is None and reservation in ("provisioning_request", "gates"):
-            self.provisioning_class = execution.DEFAULT_PROVISIONING_CLASS
+            self.provisioning_class = DEFAULT_PROVISIONING_CLASS
         self.provisioning_parameters = dict(provisioning_parameters or {})
         self.kueue_queue, self.zone, self.strict_zone, self.spot = kueue_queue, zone, strict_zone, spot
         self.use_reservation = use_reservation
@@ -321,16 +324,24 @@ class GangTrainingOperator(BaseOperator):
 
     # -- Airflow entry points -----------------------------------------------------------------
 
-    def try_settings(self) -> execution.TrySettings:
-        """The rendered arguments a try runs with (frozen: a try never reads the operator again)."""
-        return execution.TrySettings(
+    def try_settings(self) -> TrySettings:
+        """The rendered arguments a try runs with, as values (a try never reads the operator again):
+        the gang as configured, or why a rendered argument is invalid."""
+        configured: GangSpec | None = None
+        argument_error: checks.GangArgumentError | None = None
+        try:
+            self.check_arguments(rendered=True)
+            configured = self.build_spec(PARSE_TIME_NAME)
+        except checks.GangArgumentError as error:
+            argument_error = error
+        return TrySettings(
             kubernetes_conn_id=self.kubernetes_conn_id,
             namespace=str(self.namespace),
             mode=self.reservation,
             size=self.size,
             ladder=plan.effective_ladder(self.fallbacks, self.retries or 0),
-            build_spec=self.build_spec,
-            check_rendered=lambda: self.check_arguments(rendered=True),
+            configured=configured,
+            argument_error=argument_error,
             reservation_timeout=self.reservation_timeout,
             startup_timeout=self.startup_timeout,
             run_timeout=self.run_timeout,
@@ -345,7 +356,12 @@ class GangTrainingOperator(BaseOperator):
     def _waiter(self) -> DeferringWaiter | InlineWaiter:
         """A new waiter for this entry point of the try; ``on_kill`` reaches it."""
         options = ClientOptions.from_dict(self.client_options)
-        waiter = DeferringWaiter(self.defer, self.log, options) if self.deferrable else InlineWaiter(self.log, options)
+        resume_methods = {Stage.RESERVATION: self.execute_reserved, Stage.RUN: self.execute_finished}
+        waiter: DeferringWaiter | InlineWaiter = (
+            DeferringWaiter(self.defer, resume_methods, self.log, options)
+            if self.deferrable
+            else InlineWaiter(self.log, options)
+        )
         self._active_waiter = waiter
         return waiter
 

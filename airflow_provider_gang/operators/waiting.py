@@ -1,9 +1,9 @@
 """How a try waits for a trigger's event: deferred to the triggerer, or inline in the worker.
 
 Both run the same trigger code (STYLE point 5). :class:`DeferringWaiter` hands the trigger to
-Airflow (``BaseOperator.defer`` raises ``TaskDeferred``; Airflow resumes the task at
-``resume_method`` with the event). :class:`InlineWaiter` runs the trigger on a private event loop
-in the worker until its first event and returns it. Both hold what ``on_kill`` needs while the
+Airflow (``BaseOperator.defer`` raises ``TaskDeferred``; Airflow resumes the task with the event in
+the operator method it was given for the trigger's stage). :class:`InlineWaiter` runs the trigger on
+a private event loop in the worker until its first event and returns it. Both hold what ``on_kill`` needs while the
 worker runs a stage, and remember that the try was killed, so it ends as ``killed``, not with
 whatever the trigger saw of the deletion.
 """
@@ -14,15 +14,17 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 
 from airflow.sdk.exceptions import AirflowTaskTerminated
 
+from airflow_provider_gang.hooks import deletion
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.operators import gang_objects
+from airflow_provider_gang.reservation.observed import Stage
+from airflow_provider_gang.reservation.records.events import GangEvent
 from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.triggers.base import GangTrigger
 
@@ -42,8 +44,8 @@ class Waiter(Protocol):
     def track(self, connection: ConnectionSettings, spec: GangSpec) -> None:
         """The gang the worker works on from now on: what ``on_kill`` deletes."""
 
-    def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
-        """The payload of ``trigger``'s first event; a deferring waiter raises ``TaskDeferred`` instead."""
+    def wait(self, trigger: GangTrigger, *, deadline: float, spec: GangSpec) -> GangEvent:
+        """``trigger``'s first event; a deferring waiter raises ``TaskDeferred`` instead."""
 
 
 class _KillSwitch:
@@ -83,7 +85,7 @@ class _KillSwitch:
 
         async def delete() -> int:
             async with await self._client_options.connect(settings) as client:
-                return await gang_objects.teardown(client, spec)
+                return await deletion.teardown(client, spec)
 
         def run() -> None:
             deleted = asyncio.run(delete())
@@ -95,29 +97,38 @@ class _KillSwitch:
 
 
 class DeferringWaiter(_KillSwitch):
-    """Defer with ``defer`` (the operator's ``BaseOperator.defer``)."""
+    """Defer with ``defer`` (the operator's ``BaseOperator.defer``); Airflow resumes the task in
+    ``resume_methods[trigger.stage]``, the name of an operator method taking ``(context, event)``."""
 
-    def __init__(self, defer: Callable[..., Any], log: Any, client_options: ClientOptions) -> None:
+    def __init__(
+        self,
+        defer: Callable[..., Any],
+        resume_methods: Mapping[Stage, Callable[..., Any]],
+        log: Any,
+        client_options: ClientOptions,
+    ) -> None:
         super().__init__(log, client_options)
         self._defer = defer
+        self._resume_methods = dict(resume_methods)
 
-    def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
+    def wait(self, trigger: GangTrigger, *, deadline: float, spec: GangSpec) -> GangEvent:
         self.refuse_if_killed()
         timeout = timedelta(seconds=max(1.0, deadline - time.time())) + DEFER_SLACK
         self._active = None  # the worker leaves the gang to the trigger
-        self._defer(trigger=trigger, method_name=resume_method, timeout=timeout)
+        method = self._resume_methods[trigger.stage]
+        self._defer(trigger=trigger, method_name=method.__name__, timeout=timeout)
         raise RuntimeError("BaseOperator.defer returned instead of raising TaskDeferred")
 
 
 class InlineWaiter(_KillSwitch):
     """Run the trigger in the worker until its first event."""
 
-    def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
+    def wait(self, trigger: GangTrigger, *, deadline: float, spec: GangSpec) -> GangEvent:
         self.refuse_if_killed()
-        return asyncio.run(_first_event(trigger))
+        return GangEvent.from_dict(asyncio.run(_first_payload(trigger)))
 
 
-async def _first_event(trigger: GangTrigger) -> dict[str, Any]:
+async def _first_payload(trigger: GangTrigger) -> dict[str, Any]:
     """The payload of the trigger's first event; the trigger's own deadline bounds the wait."""
     async with contextlib.aclosing(trigger.run()) as events:  # type: ignore[type-var]  # run() is a generator
         try:

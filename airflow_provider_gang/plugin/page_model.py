@@ -1,12 +1,13 @@
 """The Gang page as typed values: what the stored formats say, read once, formatted for a person.
 
 This module is the only place in the plugin that interprets what the provider stores or passes:
-the try records of ``gang.tries`` (``operators.history.TryRecord``), the try in progress of
-``gang.current`` (``operators.try_state.TryState``), the reservation and summary XComs
-(``operators.execution`` and ``operators.results`` write them) and the kwargs of a gang trigger's
-row (``triggers.base.GangTrigger.common_kwargs``). :func:`build_page` turns them into a
-:class:`Page` whose every value is already text; the template (:mod:`.rendering`) only places and
-escapes it. Time is a parameter (``now``); nothing here reads the database or the cluster.
+the try records of ``gang.tries`` and the try in progress of ``gang.current`` (read through
+``reservation.records.tries.TryRecord`` and ``reservation.records.task_state.read_current``), the
+reservation and summary XComs (``operators.starting`` and ``reservation.tries.results`` write them)
+and the kwargs of a gang trigger's row (``reservation.records.triggers.TriggerArguments``).
+:func:`build_page` turns them into a :class:`Page` whose every value is already text; the template
+(:mod:`.rendering`) only places and escapes it. Time is a parameter (``now``); nothing here reads
+the database or the cluster.
 
 What the page says, top to bottom:
 
@@ -25,17 +26,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_gang.operators.history import TryRecord
-from airflow_provider_gang.operators.try_state import TryState
+from airflow_provider_gang.operators.training import GangTrainingOperator
 from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, TriggerRow
-from airflow_provider_gang.triggers.kill import FINAL_STATES
+from airflow_provider_gang.reservation.records import task_state
+from airflow_provider_gang.reservation.records.reading import RecordError
+from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
+from airflow_provider_gang.reservation.records.triggers import TriggerArguments
 from airflow_provider_gang.triggers.progress import describe_elapsed
 
 log = logging.getLogger(__name__)
 
 RESUME_METHODS = {
-    "execute_reserved": "Waiting for capacity: the reservation is requested, the task is deferred until it is granted",
-    "execute_finished": "Running: the gang is launched and watched as one until it ends",
+    GangTrainingOperator.execute_reserved.__name__: (
+        "Waiting for capacity: the reservation is requested, the task is deferred until it is granted"
+    ),
+    GangTrainingOperator.execute_finished.__name__: "Running: the gang is launched and watched as one until it ends",
 }
 """``GangTrainingOperator`` methods a deferred try resumes in, and what waiting for each one means."""
 
@@ -140,7 +145,7 @@ def describe_state(state: str | None, next_method: str | None, *, exists: bool =
 
 def is_finished(task_instance: TaskInstanceRow) -> bool:
     """Whether the task instance is missing or in a final state: no refresh, no live read."""
-    return not task_instance.exists or task_instance.state in FINAL_STATES
+    return not task_instance.exists or task_instance.state in task_state.FINAL_TASK_STATES
 
 
 def text_of(value: Any) -> str:
@@ -155,44 +160,43 @@ def text_of(value: Any) -> str:
 def watched_reservation(trigger: TriggerRow | None) -> WatchedReservation | None:
     """The reservation a trigger row waits on; ``None`` for no row or another package's trigger.
 
-    Raises ``ValueError`` for a row of the provider's triggers whose kwargs name no gang (no
-    namespace, or not exactly one of ``kubernetes_conn_id`` and ``connection``)."""
+    Raises ``ValueError`` for a row of the provider's triggers whose kwargs do not read as
+    ``TriggerArguments`` (no gang: no namespace, or not exactly one of ``kubernetes_conn_id`` and
+    ``connection``), naming what is wrong."""
     if trigger is None or not trigger.classpath.startswith(GANG_TRIGGER_MODULES):
         return None
-    kwargs = trigger.kwargs
-    namespace = kwargs.get("namespace")
-    conn_id, connection = kwargs.get("kubernetes_conn_id"), kwargs.get("connection")
-    if not isinstance(namespace, str) or (conn_id is None) == (connection is None):
-        raise ValueError(f"{trigger.classpath} does not wait on a gang (no namespace and connection in its kwargs)")
+    try:
+        arguments = TriggerArguments.from_dict(trigger.kwargs)
+    except RecordError as error:
+        raise ValueError(f"{trigger.classpath} does not wait on a gang ({error})") from error
     return WatchedReservation(
-        namespace=namespace,
-        kubernetes_conn_id=None if conn_id is None else str(conn_id),
-        connection=None if connection is None else dict(connection),
-        provisioning_request=_optional_text(kwargs.get("provisioning_request")),
-        workload_selector=_optional_text(kwargs.get("workload_selector")),
-        client_options=dict(kwargs.get("client_options") or {}),
+        namespace=arguments.namespace,
+        kubernetes_conn_id=arguments.kubernetes_conn_id,
+        connection=None if arguments.connection is None else dict(arguments.connection),
+        provisioning_request=arguments.provisioning_request,
+        workload_selector=arguments.workload_selector,
+        client_options=dict(arguments.client_options),
     )
 
 
 def read_tries(stored: Sequence[Mapping[str, Any]]) -> list[TryRecord]:
-    """The records of ``gang.tries`` that read as a ``TryRecord``; the others are logged and left out."""
+    """The records of ``gang.tries`` that read as a ``TryRecord``; the others are logged and left out
+    (one unreadable record does not hide the others, unlike ``task_state.read_tries``)."""
     records = []
     for item in stored:
         try:
             records.append(TryRecord.from_dict(item))
-        except (TypeError, ValueError) as error:
+        except RecordError as error:
             log.warning("A stored try record of the task instance does not read (%s): %r", error, item)
     return records
 
 
 def read_current(stored: Mapping[str, Any] | None) -> TryState | None:
-    """The try in progress from ``gang.current``; ``None`` without one or for one that does not read
-    (written by a newer provider: logged)."""
-    if stored is None:
-        return None
+    """The try in progress from ``gang.current`` (``task_state.read_current``); ``None`` without one
+    or for one that does not read (written by a newer provider: logged)."""
     try:
-        return TryState.from_stored(stored)
-    except (KeyError, TypeError, ValueError) as error:
+        return task_state.read_current(stored)
+    except RecordError as error:
         log.warning("The stored try in progress does not read (%s)", error)
         return None
 
@@ -207,7 +211,7 @@ def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, 
     if current.launched_at is not None:
         stage, since = "members launched, waiting for them to start and end", current.launched_at
     else:
-        stage, since = "reservation requested, waiting for it to be granted", plan.requested_at or now
+        stage, since = "reservation requested, waiting for it to be granted", plan.requested_at
     event = current.reservation_event
     rows = {
         "try": plan.attempt,
@@ -215,7 +219,7 @@ def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, 
         "step": plan.step,
         "stage": stage,
         "waiting for": describe_elapsed(max(0.0, now - since)),
-        "reservation": None if event is None else f"{event.get('reason')}: {event.get('message')}",
+        "reservation": None if event is None else f"{event.reason.value}: {event.message}",
         "conditions now": conditions,
         "history": "in the task log (a line on every condition change, a heartbeat every 5 min)",
     }
@@ -229,7 +233,7 @@ def scalar_table(title: str, values: Mapping[str, Any]) -> Table:
 
 
 def summary_tables(summary: Mapping[str, Any]) -> list[Table]:
-    """The summary XCom (``operators.results.summary``): its scalars, exit codes by rank (numeric
+    """The summary XCom (``reservation.tries.results.summary``): its scalars, exit codes by rank (numeric
     order; ranks are JSON keys), and the GPU-hours of all tries."""
     tables = [scalar_table("Result", summary)]
     exit_codes = summary.get("exit_codes")
@@ -243,7 +247,7 @@ def summary_tables(summary: Mapping[str, Any]) -> list[Table]:
 
 
 def summary_tries(summary: Mapping[str, Any]) -> tuple[SummaryTry, ...]:
-    """The summary's ``tries`` (``operators.results.try_summary`` items), in order."""
+    """The summary's ``tries`` (``reservation.tries.results.try_summary`` items), in order."""
     return tuple(
         SummaryTry(
             attempt=text_of(item.get("attempt")),
@@ -319,7 +323,3 @@ def build_page(
         summary_tries=summary_tries(summary) if isinstance(summary, dict) else None,
         tries=tuple(try_row(record) for record in tries),
     )
-
-
-def _optional_text(value: Any) -> str | None:
-    return None if value is None else str(value)

@@ -9,9 +9,9 @@ are (plain JSON, Airflow enums as their string value); what they mean is read by
 - :func:`read_task_state`: the task state store keys of the try history (``task_state_store``);
 - :func:`read_trigger`: the trigger row it is deferred to (``trigger`` table, kwargs decrypted).
 
-Airflow's models (and the provider's operators, which name the task state store keys) are imported
-inside the functions: plugin modules are imported wherever plugins load, before the ORM is
-configured there.
+Airflow's models are imported inside the functions: plugin modules are imported wherever plugins
+load, before the ORM is configured there. The task state store keys are
+``reservation.records.task_state``'s.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_provider_gang.links import RESERVATION_XCOM_KEY, SUMMARY_XCOM_KEY
+from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,6 @@ def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
     from airflow.models.task_state_store import TaskStateStoreModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
-
-    from airflow_provider_gang.operators.history import CURRENT_KEY, TRIES_KEY
 
     query = select(TaskStateStoreModel.key, TaskStateStoreModel.value).where(
         TaskStateStoreModel.dag_id == dag_id,

@@ -23,4 +23,8 @@ Public API (import the module, then name the function: ``decision.decide(...)``)
   ``decide(observed, *, now, policy) -> Decision(phase, terminal, reason, message, ...)``.
 - ``fallback``: typed ladder steps and ``choose_step(ladder, try_number, history)``.
 - ``cost``: GPU-seconds reserved, used and idle, per try and summed.
+- ``records``: every format stored or passed between processes, typed, with tolerant readers
+  (trigger events and arguments, ``TryPlan``/``TryState``/``TryRecord``, the task state keys).
+- ``tries``: the logic of one try - ``plan.plan_try``/``adopt``, the operator's argument checks, the
+  member template, a finished try's record and the task's summary.
 """

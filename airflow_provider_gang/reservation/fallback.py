@@ -76,7 +76,7 @@ class FallbackStep(ABC):
 @dataclass(frozen=True)
 class RetryAsIs(FallbackStep):
     """Try again unchanged (with a new name: a new try always gets new objects), up to ``times``
-    tries. Stored ladders written before ``times`` existed read as ``times=1``."""
+    tries."""
 
     times: int = 1
 

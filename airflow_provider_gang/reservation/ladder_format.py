@@ -1,7 +1,7 @@
 """The stored form of a fallback ladder: plain JSON values kept with every try.
 
-A try record stores the ladder its ``step_index`` points into (``operators.plan``), so a DAG edited
-between retries cannot change what a stored index means. This module is that format: the step
+A try record stores the ladder its ``step_index`` points into (``reservation.tries.plan``), so a DAG
+edited between retries cannot change what a stored index means. This module is that format: the step
 class names (:data:`STEP_TYPES`, never renamed) and each step's dataclass fields, ``applies_to`` as
 sorted reason values and tuples as lists.
 """

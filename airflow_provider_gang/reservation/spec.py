@@ -98,8 +98,7 @@ class GangSpec:
     - ``retry_on_exit_codes`` / ``fail_on_exit_codes``: the exit-code policy
       (:mod:`reservation.exit_codes`), frozensets of codes 1..255 that share none.
     - ``checkpoint``: where every try of the run saves and whether this one resumes
-      (:class:`reservation.checkpoint.Checkpoint`; ``None``: no checkpoint environment). Stored specs
-      written before it existed read as ``None``.
+      (:class:`reservation.checkpoint.Checkpoint`; ``None``: no checkpoint environment).
     """
 
     name: str

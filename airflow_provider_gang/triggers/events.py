@@ -1,36 +1,12 @@
-"""The payload of the one ``TriggerEvent`` each gang trigger yields (a stored format).
+"""When each phase of a wait was first seen: the ``timings`` of the event a gang trigger yields.
 
-Fields (plain JSON values)::
-
-    status          "success" (phase reserved or succeeded) | "failure"
-    stage           reservation.observed.Stage value: "reservation" | "run"
-    gang_name, namespace, mode
-    phase, terminal, reason, message, admitted_count, members
-                    reservation.decision.Decision.as_event() - reason is a reservation.phases.Reason value
-    api_error       null, or {"type": <kube.errors class name>, "code": <HTTP status or null>} when the
-                    API refused the watch itself (Forbidden, Unauthorized, kind not served...); reason
-                    is then "invalid": a new try of the same spec cannot help
-    timings         {"started_at", "event_at", "waited_seconds", "phases": {<phase>: first seen at}}
-    checkpoint      null, or the latest checkpoint a member's termination message reported during the
-                    wait: reservation.checkpoint.CheckpointReport.to_dict() ({"step", "progress", "pod",
-                    "rank"}); events of older versions lack the key (read as null)
-
-All times are UNIX seconds. Fields may be added, never renamed or removed: deferred tasks created by
-an older version read events produced by a newer one.
+The event itself is ``reservation.records.events.GangEvent`` (its module docstring lists every field).
 """
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-from airflow_provider_gang.kube import errors
-from airflow_provider_gang.reservation.checkpoint import CheckpointReport
-from airflow_provider_gang.reservation.decision import Decision
-from airflow_provider_gang.reservation.observed import Observed
 from airflow_provider_gang.reservation.phases import Phase
-
-SUCCESS_PHASES = frozenset({Phase.RESERVED, Phase.SUCCEEDED})
+from airflow_provider_gang.reservation.records.events import EventTimings
 
 
 class PhaseClock:
@@ -43,38 +19,10 @@ class PhaseClock:
     def saw(self, phase: Phase, at: float) -> None:
         self.first_seen.setdefault(phase.value, at)
 
-    def timings(self, event_at: float) -> dict[str, Any]:
-        return {
-            "started_at": self.started_at,
-            "event_at": event_at,
-            "waited_seconds": max(0.0, event_at - self.started_at),
-            "phases": dict(self.first_seen),
-        }
-
-
-def build_payload(
-    observed: Observed,
-    decision: Decision,
-    *,
-    gang_name: str,
-    namespace: str,
-    clock: PhaseClock,
-    api_error: errors.KubeError | None = None,
-    checkpoint: CheckpointReport | None = None,
-) -> dict[str, Any]:
-    """The event payload for ``decision`` (see the module docstring)."""
-    event_at = time.time()
-    clock.saw(decision.phase, event_at)
-    return {
-        "status": "success" if decision.phase in SUCCESS_PHASES else "failure",
-        "stage": observed.stage.value,
-        "gang_name": gang_name,
-        "namespace": namespace,
-        "mode": observed.mode.value,
-        **decision.as_event(),
-        "api_error": None
-        if api_error is None
-        else {"type": type(api_error).__name__, "code": getattr(api_error, "code", None)},
-        "timings": clock.timings(event_at),
-        "checkpoint": None if checkpoint is None else checkpoint.to_dict(),
-    }
+    def timings(self, event_at: float) -> EventTimings:
+        return EventTimings(
+            started_at=self.started_at,
+            event_at=event_at,
+            waited_seconds=max(0.0, event_at - self.started_at),
+            phases=dict(self.first_seen),
+        )

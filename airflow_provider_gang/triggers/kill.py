@@ -9,8 +9,8 @@ before or after the triggerer gets round to cancelling the old trigger (about a 
 real triggerer, tests/standalone). So a cancelled trigger must not delete a gang that lives on
 elsewhere. It deletes only when all three hold:
 
-1. **The task instance state is final** (:data:`FINAL_STATES`), read through the triggerer's
-   supervisor channel as cncf-kubernetes' ``KubernetesPodTrigger`` does. ``deferred`` is the
+1. **The task instance state is final** (``reservation.records.task_state.FINAL_TASK_STATES``), read
+   through the triggerer's supervisor channel as cncf-kubernetes' ``KubernetesPodTrigger`` does. ``deferred`` is the
    reassignment bug, or a newer try that already adopted the gang and deferred; no state,
    ``scheduled``, ``queued``, ``running``, ``restarting``, ``up_for_retry`` mean a newer try is on
    its way or running, and it adopts the gang (then uses or withdraws it). An unreadable state keeps
@@ -18,16 +18,17 @@ elsewhere. It deletes only when all three hold:
    a wrongly deleted one is lost work.
 2. **No other try owns the gang.** Every try marks the owner ConfigMap with its number
    (``reservation.manifests.owner.OWNER_TRY_ANNOTATION``) as its first write, whether it creates or
-   adopts the gang (``operators.gang_objects.claim_owner``). A mark naming another try than the
+   adopts the gang (``hooks.creation.claim_owner``). A mark naming another try than the
    trigger's own (its ``try_number`` argument, else its task instance's) means the gang was taken
    over - e.g. by a newer try that has finished meanwhile and kept it (``on_finish="keep"``). The
    execution API gives a triggerer no way to read the task instance's *current* try number (its
    ``GetTaskStates`` answers states only), so the mark is the authority.
 3. **Nothing changed in between.** The owner ConfigMap is read *before* the state, and deleted with
-   that read's ``uid`` and ``resourceVersion`` as DeleteOptions preconditions: a try that adopts
-   after the read changes the ``resourceVersion`` with its mark, and the API server answers 409
-   instead of deleting (an atomic compare-and-delete). Only then are the other ``delete_on_kill``
-   targets deleted (the garbage collector would delete them too; deleting is idempotent).
+   that read's ``uid`` and ``resourceVersion`` as DeleteOptions preconditions
+   (``hooks.deletion.delete_owner_if_unchanged``): a try that adopts after the read changes the
+   ``resourceVersion`` with its mark, and the API server answers 409 instead of deleting (an atomic
+   compare-and-delete). Only then are the ``delete_on_kill`` targets deleted, by the operator's own
+   ``hooks.deletion.delete_gang`` (the garbage collector would delete them too; deleting is idempotent).
 
 So "try N+1 adopts" and "try N's ``on_kill`` decides" are safe in either order. Not covered: a try
 that starts *after* the owner is gone creates a new owner, and on a real cluster (asynchronous
@@ -46,16 +47,13 @@ from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 
-from airflow_provider_gang.kube import errors
+from airflow_provider_gang.hooks import deletion
 from airflow_provider_gang.kube.client import KubeClient
-from airflow_provider_gang.kube.resources import CONFIG_MAPS, by_key
 from airflow_provider_gang.reservation.manifests.owner import recorded_owner_try
-from airflow_provider_gang.reservation.naming import GangNames
+from airflow_provider_gang.reservation.records.task_state import FINAL_TASK_STATES
+from airflow_provider_gang.reservation.records.triggers import DeleteTarget
 
 DEFERRED = "deferred"
-FINAL_STATES = frozenset({"failed", "success", "skipped", "upstream_failed", "removed"})
-"""Task instance states after which no try runs again unless a user clears the task (Airflow's
-``State.finished``)."""
 #: ``task_state()`` when the state cannot be read (no task instance attached, API error).
 UNKNOWN_STATE = "unknown"
 #: ``task_state()`` for a task instance without state (just cleared).
@@ -79,7 +77,7 @@ class KillableTrigger(Protocol):
     def fired(self) -> bool: ...
 
     @property
-    def delete_on_kill(self) -> Sequence[Mapping[str, Any]]: ...
+    def delete_on_kill(self) -> Sequence[DeleteTarget]: ...
 
     @property
     def own_try(self) -> int | None: ...
@@ -98,7 +96,7 @@ def reason_to_keep(state: str, own_try: int | None, owner_try: int | None) -> st
     ``state``: :func:`task_state`'s answer; ``own_try``: the trigger's try (``None``: unknown);
     ``owner_try``: the owner ConfigMap's mark (``None``: unmarked, or the owner is gone). Pure.
     """
-    if state not in FINAL_STATES:
+    if state not in FINAL_TASK_STATES:
         return f"task instance state is {state!r}, not final (reassigned, or a newer try adopts the gang)"
     if owner_try is not None and owner_try != own_try:
         return f"try {owner_try} owns the gang now, not this trigger's try {own_try}"
@@ -135,7 +133,7 @@ async def _kill_unless_live_elsewhere(trigger: KillableTrigger) -> None:
             log.info("Gang %s: event already fired; on_kill deletes nothing", gang)
             return
         async with await trigger.connect() as client:
-            owner = await _read_owner(client, trigger)
+            owner = await deletion.read_owner(client, trigger.gang_name, trigger.namespace)
             state = await trigger.task_state()
             keep = reason_to_keep(state, trigger.own_try, None if owner is None else recorded_owner_try(owner))
             if keep is not None:
@@ -147,56 +145,28 @@ async def _kill_unless_live_elsewhere(trigger: KillableTrigger) -> None:
         log.exception("Gang %s: on_kill failed; the gang's objects may remain", gang)
 
 
-async def _read_owner(client: KubeClient, trigger: KillableTrigger) -> dict[str, Any] | None:
-    """The gang's owner ConfigMap as it is now; ``None`` if it is gone."""
-    try:
-        return await client.get(CONFIG_MAPS, GangNames(trigger.gang_name).owner, trigger.namespace)
-    except errors.NotFound:
-        return None
-
-
 async def _delete_unless_adopted(client: KubeClient, trigger: KillableTrigger, owner: Mapping[str, Any] | None) -> None:
-    """Rule 3: delete the owner only if it is unchanged since ``owner`` was read, then the other targets."""
-    owner_deleted = False
+    """Rule 3: delete the owner only if it is unchanged since ``owner`` was read, then the targets."""
+    count = 0
     if owner is not None:
-        metadata = owner["metadata"]
-        unchanged = {"uid": str(metadata["uid"]), "resourceVersion": str(metadata["resourceVersion"])}
-        try:
-            owner_deleted = await client.delete(
-                CONFIG_MAPS, str(metadata["name"]), trigger.namespace, preconditions=unchanged
-            )
-        except errors.Conflict:
+        deleted = await deletion.delete_owner_if_unchanged(client, trigger.namespace, owner)
+        if deleted is None:
             trigger.log.warning(
                 "Gang %s: not deleting: its owner ConfigMap changed since on_kill read it "
                 "(a newer try adopted the gang)",
                 trigger.gang_name,
             )
             return
-    await _delete_targets(client, trigger, deleted=int(owner_deleted))
+        count += int(deleted)
+    count += await deletion.delete_gang(client, trigger.namespace, trigger.delete_on_kill)
+    trigger.log.info("Gang %s: on_kill deleted %d objects", trigger.gang_name, count)
 
 
 async def delete_gang_objects(trigger: KillableTrigger) -> int:
     """Delete every ``delete_on_kill`` target (idempotent, unguarded) with a client of its own; returns
     how many objects were deleted."""
     async with await trigger.connect() as client:
-        return await _delete_targets(client, trigger)
-
-
-async def _delete_targets(client: KubeClient, trigger: KillableTrigger, *, deleted: int = 0) -> int:
-    """Delete the ``delete_on_kill`` targets; log and return their count plus ``deleted`` (done before)."""
-    for target in trigger.delete_on_kill:
-        resource = by_key(target["resource"])
-        names: list[str] = [target["name"]] if target.get("name") else []
-        if target.get("label_selector"):
-            items, _ = await client.list(resource, trigger.namespace, label_selector=target["label_selector"])
-            names.extend(str(item["metadata"]["name"]) for item in items)
-        for name in names:
-            try:
-                deleted += await client.delete(resource, name, trigger.namespace)
-            except errors.KubeError:
-                trigger.log.exception("Gang %s: could not delete %s %s", trigger.gang_name, resource.kind, name)
-    trigger.log.info("Gang %s: on_kill deleted %d objects", trigger.gang_name, deleted)
-    return deleted
+        return await deletion.delete_gang(client, trigger.namespace, trigger.delete_on_kill)
 
 
 async def task_state(task_instance: Any, log: Any, gang: str) -> str:

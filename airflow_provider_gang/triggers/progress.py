@@ -17,9 +17,9 @@ what a person reading the task log sees while the task is deferred.
 It reports only while the gang waits: in the reservation stage, and in the run stage while members
 are starting (``Phase.STARTING``); a gang that runs is watched silently until it ends.
 
-Trigger kwargs it reads (plain values, defaults so triggers serialized before them still load):
-``heartbeat_seconds``; ``tries_allowed`` (``M`` of "try N of M", ``None``: unknown, left out) and
-``step_description`` (the fallback step the try runs, ``None``: left out).
+Trigger arguments it reads (``reservation.records.triggers.TriggerArguments``): ``heartbeat_seconds``;
+``tries_allowed`` (``M`` of "try N of M", ``None``: unknown, left out) and ``step_description`` (the
+fallback step the try runs, ``None``: left out).
 """
 
 from __future__ import annotations
@@ -33,9 +33,6 @@ from airflow_provider_gang.reservation.conditions import admission_checks, condi
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.observed import Observed, Stage
 from airflow_provider_gang.reservation.phases import Phase
-
-DEFAULT_HEARTBEAT_SECONDS = 300.0
-"""At least one line every five minutes while a gang waits."""
 
 
 def describe_elapsed(seconds: float) -> str:

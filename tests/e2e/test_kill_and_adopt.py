@@ -14,10 +14,11 @@ from airflow.sdk.exceptions import AirflowTaskTerminated
 from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood
-from airflow_provider_gang.operators.history import TryHistory, TryRecord
+from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import manifests, naming
 from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION
 from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.records.tries import TryRecord
 from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event

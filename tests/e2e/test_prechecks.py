@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.operators.arguments import GangArgumentError
 from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.reservation.naming import GANG_LABEL
 from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 from airflow_provider_gang.reservation.validation import KNOWN_PROVISIONING_CLASSES
 from airflow_provider_gang.sim.apiserver.errors import ApiError
 from airflow_provider_gang.sim.apiserver.http.auth import Rule

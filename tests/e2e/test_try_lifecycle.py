@@ -21,7 +21,6 @@ from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood, GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
-from airflow_provider_gang.operators.try_state import TryState
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import OtherZone, ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
@@ -218,4 +217,4 @@ def test_a_killed_blocking_task_is_recorded_as_killed_and_is_no_ladder_input(clu
     again = deferred(op.execute, cleared)
     assert again.gang_name != gang
     stored = TryHistory(cleared).current()
-    assert stored is not None and TryState.from_stored(stored).plan.step == "as configured"  # no ladder input
+    assert stored is not None and stored.plan.step == "as configured"  # no ladder input

@@ -32,9 +32,10 @@ import pytest
 from airflow.sdk.exceptions import AirflowTaskTerminated, TaskDeferred
 
 from airflow_provider_gang.operators.failures import GangFailedForGood
-from airflow_provider_gang.operators.history import TryHistory, TryRecord
-from airflow_provider_gang.reservation import fallback, ladder_format
+from airflow_provider_gang.operators.history import TryHistory
+from airflow_provider_gang.reservation import fallback
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
+from airflow_provider_gang.reservation.records.tries import TryRecord
 from airflow_provider_gang.sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for
 from tests.integration.triggers.gangs import first_event
@@ -197,7 +198,7 @@ def wrong_steps(records: list[TryRecord]) -> list[str]:
     for record in records:
         reason = Reason(record.outcome) if record.outcome in {r.value for r in Reason} else Reason.INVALID
         if record.gang and record.ladder is not None and is_ladder_input(reason) and record.adopted_from is None:
-            ladder = ladder_format.ladder_from_plain(record.ladder)
+            ladder = record.ladder
             outcomes = [
                 fallback.TryOutcome(position, item.step_index, Reason(item.outcome))
                 for position, item in enumerate(sequence, start=1)

@@ -1,22 +1,24 @@
 """The Gang page's view of the task state store (``plugin.page_model.build_page`` with ``task_state``),
 for the states a real try stores: written here by the provider's own ``TryState`` / ``TryRecord``
-classes, so the page reads the format ``operators.lifecycle`` writes; and which trigger rows the
-page reads live conditions for, from the kwargs the provider's own trigger serializes."""
+records (``reservation.records.tries``), so the page reads the format ``operators.lifecycle``
+writes; and which trigger rows the page reads live conditions for, from the kwargs the provider's
+own trigger serializes."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from airflow_provider_gang.operators.history import TryRecord
-from airflow_provider_gang.operators.plan import TryPlan
-from airflow_provider_gang.operators.try_state import TryState
 from airflow_provider_gang.plugin.live import read_live_conditions
 from airflow_provider_gang.plugin.page_model import WatchedReservation, build_page, watched_reservation
 from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, TriggerRow
 from airflow_provider_gang.plugin.rendering import render_page
+from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from tests.builders import gang_event, gang_spec
 
 
 def page_of(task_instance: TaskInstanceRow, state: dict[str, Any], *, now: float = 0.0, **options: Any) -> str:
@@ -31,10 +33,10 @@ PLAN = TryPlan(
     gang="nightly-train-t2-abc",
     step="other zone",
     step_index=0,
-    spec={},
+    spec=gang_spec(name="nightly-train-t2-abc"),
     requested_at=1000.0,
     reservation_deadline=4600.0,
-    deadline_reason="deadline",
+    deadline_reason=Reason.DEADLINE,
     start_deadline=None,
 )
 FAILED_FIRST = TryRecord(
@@ -51,7 +53,7 @@ FAILED_FIRST = TryRecord(
 
 
 def test_a_try_waiting_for_its_reservation_shows_how_long_and_the_try_before_it() -> None:
-    state = {"tries": [FAILED_FIRST.to_dict()], "current": TryState(plan=PLAN).to_stored()}
+    state = {"tries": [FAILED_FIRST.to_dict()], "current": TryState(plan=PLAN).to_dict()}
     page = page_of(
         TaskInstanceRow(True, state="deferred", next_method="execute_reserved", try_number=2),
         state,
@@ -73,11 +75,13 @@ def test_a_launched_try_waits_for_its_members_and_shows_its_reservation_event() 
         plan=PLAN,
         launched_at=2000.0,
         size_run=4,
-        reservation_event={"reason": "reserved", "message": "ProvisioningRequest provisioned"},
+        reservation_event=gang_event(
+            Reason.RESERVED, started_at=1000.0, event_at=1900.0, message="ProvisioningRequest provisioned"
+        ),
     )
     page = page_of(
         TaskInstanceRow(True, state="deferred", next_method="execute_finished"),
-        {"tries": [], "current": current.to_stored()},
+        {"tries": [], "current": current.to_dict()},
         now=2030.0,
     )
     waiting = page.split("<h2>Waiting</h2>")[1].split("</table>")[0]
@@ -101,10 +105,10 @@ def test_a_try_waiting_for_a_retry_names_the_reason_the_last_one_failed() -> Non
 def test_a_recorded_try_whose_state_is_still_stored_is_not_shown_as_waiting() -> None:
     """``TryHistory.record`` appends the record before it drops ``gang.current``: between the two, the
     try is over."""
-    record = TryRecord(**{**FAILED_FIRST.to_dict(), "attempt": 2})
+    record = dataclasses.replace(FAILED_FIRST, attempt=2)
     page = page_of(
         TaskInstanceRow(True, state="running"),
-        {"tries": [record.to_dict()], "current": TryState(plan=PLAN).to_stored()},
+        {"tries": [record.to_dict()], "current": TryState(plan=PLAN).to_dict()},
         now=1001.0,
     )
     assert "<h2>Waiting</h2>" not in page
@@ -113,7 +117,7 @@ def test_a_recorded_try_whose_state_is_still_stored_is_not_shown_as_waiting() ->
 def test_conditions_read_from_the_cluster_are_shown_escaped_beside_the_wait() -> None:
     page = page_of(
         TaskInstanceRow(True, state="deferred", next_method="execute_reserved"),
-        {"tries": [], "current": TryState(plan=PLAN).to_stored()},
+        {"tries": [], "current": TryState(plan=PLAN).to_dict()},
         now=1010.0,
         conditions="ProvisioningRequest Accepted=True, Provisioned=False (Pending: <8> nodes)",
     )

@@ -53,8 +53,8 @@ def owner_try_annotations(owner_try: int) -> dict[str, str]:
 
 
 def recorded_owner_try(config_map: dict[str, Any]) -> int | None:
-    """The try that owns the gang according to its owner ConfigMap; ``None`` when unmarked (a gang
-    created before the annotation existed) or unreadable."""
+    """The try that owns the gang according to its owner ConfigMap; ``None`` when unmarked or
+    unreadable."""
     value = (config_map.get("metadata", {}).get("annotations") or {}).get(OWNER_TRY_ANNOTATION)
     try:
         return int(value) if value is not None else None

@@ -13,7 +13,7 @@ So for such a gang every size-dependent variable of the rank environment (``GANG
 ``WORLD_SIZE``, ``PET_NNODES``, ``JAX_NUM_PROCESSES``; see ``rank_env``) is not a ``value`` but a
 ``valueFrom.configMapKeyRef`` to key :data:`SIZE_KEY` of the ConfigMap ``<gang>-world``, which the
 operator writes only after Kueue admitted the Workload, with the admitted count
-(``operators.gang_objects.publish_world``). Until it exists the kubelet cannot build the
+(``hooks.creation.publish_world``). Until it exists the kubelet cannot build the
 container's environment: it reports the container ``Waiting`` with reason
 ``CreateContainerConfigError`` (``configmap "<name>" not found`` / ``couldn't find key size in
 ConfigMap <ns>/<name>``, kubelet ``makeEnvironmentVariables`` in ``kubelet_pods.go``) and retries

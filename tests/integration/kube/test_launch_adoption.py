@@ -1,4 +1,4 @@
-"""``gang_objects.launch`` run again for the same try (a worker retrying after the first launch
+"""``creation.launch`` run again for the same try (a worker retrying after the first launch
 failed past its retries mid-way) creates only the members that are missing and adopts the others
 (``AlreadyExists``): every member is stored exactly once."""
 
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
+from airflow_provider_gang.hooks import creation
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.operators import gang_objects
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.sim.apiserver.http.faults import Faults
 from airflow_provider_gang.sim.testing.harness import EmulatorHarness
@@ -51,12 +51,12 @@ def test_a_launch_retried_after_failing_midway_creates_only_the_missing_members(
 
         async def launch_twice() -> tuple[int, str]:
             async with await QUICK.connect(settings) as client:
-                made = await gang_objects.ensure_reservation(client, spec, owner_try=1)
+                made = await creation.ensure_reservation(client, spec, owner_try=1)
                 with pytest.raises(errors.Unavailable):
-                    await gang_objects.launch(client, spec, size=SIZE, owner_uid=made["owner_uid"])
+                    await creation.launch(client, spec, size=SIZE, owner_uid=made.owner_uid)
                 first = sum(stored.values())
                 harness.run(lambda: setattr(context, "faults", Faults.parse("")))
-                done = await gang_objects.launch(client, spec, size=SIZE, owner_uid=made["owner_uid"])
+                done = await creation.launch(client, spec, size=SIZE, owner_uid=made.owner_uid)
                 return first, done
 
         first, said = asyncio.run(launch_twice())

@@ -18,7 +18,8 @@ from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.selectors import Selector
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.kube.shared_watches import SharedWatch, SharedWatches, Subscription
+from airflow_provider_gang.kube.shared_watch import SharedWatch, Subscription
+from airflow_provider_gang.kube.shared_watches import SharedWatches
 from airflow_provider_gang.kube.watch import Reflector
 from airflow_provider_gang.sim.testing.eventually import eventually_async
 from tests.builders import pod

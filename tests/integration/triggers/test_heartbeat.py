@@ -117,15 +117,15 @@ async def test_a_run_heartbeats_while_members_start_and_is_silent_once_they_run(
     assert (await task)["reason"] == "all_succeeded"
 
 
-def test_triggers_serialized_before_the_progress_kwargs_still_load_and_keep_them(connection):
+def test_the_progress_kwargs_default_and_survive_serialization(connection):
     gang = Gang(client=None, spec=gang_spec(PR))  # type: ignore[arg-type]
-    old = ReservationTrigger(**gang.reservation_kwargs(connection))
-    assert (old.heartbeat_seconds, old.tries_allowed, old.step_description) == (300.0, None, None)
+    plain = ReservationTrigger(**gang.reservation_kwargs(connection)).arguments
+    assert (plain.heartbeat_seconds, plain.tries_allowed, plain.step_description) == (300.0, None, None)
     new = ReservationTrigger(
         **gang.reservation_kwargs(connection), heartbeat_seconds=60, tries_allowed=3, step_description="shrink to 4"
     )
     _, kwargs = new.serialize()
-    rebuilt = ReservationTrigger(**kwargs)
+    rebuilt = ReservationTrigger(**kwargs).arguments
     assert (rebuilt.heartbeat_seconds, rebuilt.tries_allowed, rebuilt.step_description) == (60.0, 3, "shrink to 4")
 
 

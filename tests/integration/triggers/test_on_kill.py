@@ -2,7 +2,7 @@
 "the cancelled trigger's ``on_kill`` decides", against the emulator.
 
 The task-instance state the triggerer would report is scripted per test; the newer try's adoption is
-the operator's own first write, ``operators.gang_objects.claim_owner``.
+the operator's own first write, ``hooks.creation.claim_owner``.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_gang.hooks.creation import claim_owner
+from airflow_provider_gang.hooks.deletion import kill_targets
 from airflow_provider_gang.kube.errors import NotFound
 from airflow_provider_gang.kube.resources import CONFIG_MAPS, PROVISIONING_REQUESTS
-from airflow_provider_gang.operators.gang_objects import claim_owner, kill_targets
 from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION, recorded_owner_try
+from airflow_provider_gang.reservation.records.task_state import FINAL_TASK_STATES
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.sim.testing.eventually import eventually_async
-from airflow_provider_gang.triggers.kill import FINAL_STATES, reason_to_keep
+from airflow_provider_gang.triggers.kill import reason_to_keep
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
 from .gangs import Gang, gang_spec
@@ -56,7 +58,8 @@ async def gang_of_try(client: Any, attempt: int) -> Gang:
 
 
 def killed_trigger(gang: Gang, connection: dict[str, Any], state: str, **kwargs: Any) -> ScriptedStateTrigger:
-    arguments = {**gang.reservation_kwargs(connection), "delete_on_kill": kill_targets(gang.spec), **kwargs}
+    targets = [target.to_dict() for target in kill_targets(gang.spec)]
+    arguments = {**gang.reservation_kwargs(connection), "delete_on_kill": targets, **kwargs}
     trigger = ScriptedStateTrigger(**arguments)
     trigger.state = state
     return trigger
@@ -107,7 +110,7 @@ def test_reason_to_keep(state: str, own_try: int | None, owner_try: int | None, 
 def test_final_states_are_airflows_finished_states() -> None:
     from airflow.utils.state import State
 
-    assert {str(state.value) for state in State.finished} == FINAL_STATES
+    assert {str(state.value) for state in State.finished} == FINAL_TASK_STATES
 
 
 async def test_claim_owner_marks_the_try_on_create_and_on_adoption(sim, client):
@@ -176,8 +179,8 @@ async def test_a_newer_try_adopting_after_the_deletion_starts_afresh(sim, client
 async def test_a_trigger_serialized_without_its_try_uses_its_task_instances(
     sim, client, connection, task_instance_try, owner_try, kept
 ):
-    """Triggers deferred before ``try_number`` existed: the triggerer's task instance tells the try;
-    with neither, only an unmarked gang (made by the same old code) may be deleted."""
+    """A trigger given no ``try_number``: the triggerer's task instance tells the try; with neither,
+    only an unmarked gang may be deleted."""
     gang = await gang_of_try(client, owner_try)
     trigger = killed_trigger(gang, connection, "failed")
     assert trigger.try_number is None
@@ -189,7 +192,7 @@ async def test_a_trigger_serialized_without_its_try_uses_its_task_instances(
 
 
 async def test_an_unmarked_gang_is_deleted_when_the_task_is_final(sim, client, connection):
-    gang = await Gang(client, gang_spec(PR)).create()  # created before the owner mark existed
+    gang = await Gang(client, gang_spec(PR)).create()  # an owner without the try mark
     await kill(killed_trigger(gang, connection, "failed", try_number=1))
     assert await exists(client, gang) == DELETED
 
@@ -207,7 +210,7 @@ async def test_with_the_owner_already_gone_the_rest_is_still_deleted(sim, client
     assert await exists(client, gang) == DELETED
 
 
-def test_try_number_round_trips_and_defaults_for_older_triggers(connection):
+def test_try_number_round_trips_and_defaults_to_none(connection):
     kwargs = Gang(None, gang_spec(PR)).reservation_kwargs(connection)  # type: ignore[arg-type]
     classpath, stored = ReservationTrigger(**kwargs, try_number=3).serialize()
     assert stored["try_number"] == 3 and ReservationTrigger(**stored).serialize() == (classpath, stored)

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
+from airflow_provider_gang.hooks import creation
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import CLUSTER_QUEUES, CONFIG_MAPS, JOBS, LOCAL_QUEUES, Resource
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.operators import gang_objects
 from airflow_provider_gang.reservation.manifests import kueue, owner
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
@@ -144,7 +144,7 @@ async def test_kueue_admits_part_of_a_gang_and_the_admitted_members_run(cluster,
         reserved = await event_after(cluster, ReservationTrigger(**kwargs), 5)
         assert (reserved["phase"], reserved["reason"], reserved["admitted_count"]) == ("reserved", "reserved", 3)
         # What the operator does on admission: tell the members how many they are (manifests.world).
-        await gang_objects.publish_world(client, spec, size=3, owner_uid=owner_uid)
+        await creation.publish_world(client, spec, size=3, owner_uid=owner_uid)
 
         run_kwargs = Gang(client, spec, owner_uid=owner_uid).run_kwargs(connection, deadline_in=60)
         run_kwargs.update(size=3, workload_selector=kwargs["workload_selector"], provisioning_request=None)

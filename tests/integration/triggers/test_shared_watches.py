@@ -89,7 +89,7 @@ def decide_on(trigger: ReservationTrigger, pod: dict) -> object:
         stage=trigger.stage,
         size=1,
         started_at=0.0,
-        scheduling_gate=trigger.scheduling_gate,
+        scheduling_gate=trigger.arguments.scheduling_gate,
     )
     return decide(observed, now=1.0, policy=trigger.policy())
 

@@ -207,7 +207,7 @@ async def peer_fails_in_grace(
     cluster: SimulatedClusterHarness, connection: dict[str, Any], *, node_faults: str = ""
 ) -> tuple[dict[str, Any], dict[int, str], bool]:
     """Rank 0 fails at 15 s, while rank 1's pod on the noticed node still stops (until 25 s) and looks
-    Running; ``node_faults`` (``sim.api.faults`` items) are injected for the trigger's node reads.
+    Running; ``node_faults`` (``sim.apiserver.http.faults`` items) are injected for the trigger's node reads.
     Returns the run trigger's event, each rank's node, and whether the event came before 25 s
     (waited for up to 30 s with faults, else for 0.5 s once the trigger has read the nodes)."""
     async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as client:

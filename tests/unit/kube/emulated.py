@@ -27,7 +27,7 @@ class Sim:
         return self.harness.emulator.context
 
     def set_faults(self, spec: str) -> None:
-        """Replace the injected faults (``sim.api.faults`` spec syntax); ``""`` clears them."""
+        """Replace the injected faults (``sim.apiserver.http.faults`` spec syntax); ``""`` clears them."""
         faults = Faults.parse(spec)
         self.harness.run(lambda: setattr(self.context, "faults", faults))
 

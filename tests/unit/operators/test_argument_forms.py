@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.operators.arguments import GangArgumentError
 from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs, ShrinkTo
+from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 
 GOOD: dict[str, Any] = {"task_id": "train", "image": "trainer:1", "size": 4, "gpus": 1}
 
@@ -89,4 +89,5 @@ def test_retry_on_exit_codes_nothing_answers_is_warned(arguments: dict[str, Any]
 def test_exit_codes_from_a_generator_are_read_once() -> None:
     op = GangTrainingOperator(**GOOD, retry_on_exit_codes=(code for code in (137, 143)), fail_on_exit_codes={2})
     assert op.build_spec("g-t1-abc").retry_on_exit_codes == frozenset({137, 143})
-    assert op.try_settings().build_spec("g-t2-abc").retry_on_exit_codes == frozenset({137, 143})
+    configured = op.try_settings().configured
+    assert configured is not None and configured.retry_on_exit_codes == frozenset({137, 143})

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.operators.arguments import GangArgumentError
 from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs
+from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 
 GOOD: dict[str, Any] = {"task_id": "train", "image": "trainer:1", "size": 4, "gpus": 1}
 

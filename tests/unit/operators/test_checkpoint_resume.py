@@ -10,14 +10,17 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.operators.arguments import GangArgumentError
-from airflow_provider_gang.operators.history import TryRecord
-from airflow_provider_gang.operators.plan import TryPlan, plan_try
-from airflow_provider_gang.operators.results import story, summary, try_record
-from airflow_provider_gang.operators.try_state import VERSION, TryState
-from airflow_provider_gang.reservation.checkpoint import Checkpoint, PersistentVolumeCheckpoint
+from airflow_provider_gang.reservation.checkpoint import Checkpoint, CheckpointReport, PersistentVolumeCheckpoint
 from airflow_provider_gang.reservation.fallback import OnDemand, RetryAsIs
+from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.records.events import GangEvent
+from airflow_provider_gang.reservation.records.reading import RecordError
+from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
+from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
+from airflow_provider_gang.reservation.tries.plan import plan_try
+from airflow_provider_gang.reservation.tries.results import TryEnding, story, summary, try_record
+from tests.builders import gang_event
 
 GOOD: dict[str, Any] = {"task_id": "train", "image": "trainer:1", "size": 2, "gpus": 1}
 NOW = 1_800_000_000.0
@@ -109,7 +112,7 @@ def plan(try_number: int, records: list[TryRecord], checkpoint: str | None = "/c
         ti=ti,
         records=records,
         ladder=op.fallbacks,
-        build_spec=op.build_spec,
+        configured=op.build_spec("configured"),
         reservation_timeout_seconds=600,
         start_deadline=None,
         now=NOW,
@@ -148,7 +151,7 @@ RESUMES = [
 @pytest.mark.parametrize(("try_number", "records", "resume"), [c[1:] for c in RESUMES], ids=[c[0] for c in RESUMES])
 def test_resume_is_known_from_the_try_history(try_number: int, records: list[TryRecord], resume: int | None) -> None:
     chosen, explanation = plan(try_number, records)
-    checkpoint = chosen.gang_spec().checkpoint
+    checkpoint = chosen.spec.checkpoint
     assert checkpoint == Checkpoint("/ckpt/run-1", try_number=try_number, resume_step=resume)
     assert ("GANG_RESUME=1" in explanation) is (resume is not None)
     assert ("GANG_RESUME unset" in explanation) is (resume is None)
@@ -156,57 +159,42 @@ def test_resume_is_known_from_the_try_history(try_number: int, records: list[Try
 
 def test_without_a_checkpoint_nothing_is_said_about_resuming() -> None:
     chosen, explanation = plan(2, [record(1, Reason.SPOT_PREEMPTED, checkpoint_step=20)], checkpoint=None)
-    assert chosen.gang_spec().checkpoint is None and "GANG_RESUME" not in explanation
+    assert chosen.spec.checkpoint is None and "GANG_RESUME" not in explanation
 
 
-def test_the_try_state_with_a_checkpoint_round_trips_and_older_versions_still_read() -> None:
+def test_the_try_state_with_a_checkpoint_round_trips_and_a_newer_version_is_refused() -> None:
     chosen, _ = plan(2, [record(1, Reason.SPOT_PREEMPTED, checkpoint_step=20)])
     state = TryState(plan=chosen)
-    stored = state.to_stored()
-    assert stored["version"] == VERSION == 3
-    assert TryState.from_stored(stored) == state
-    older = {
-        **stored,
-        "version": 2,
-        "plan": {
-            **stored["plan"],
-            "spec": {key: value for key, value in stored["plan"]["spec"].items() if key != "checkpoint"},
-        },
-    }
-    assert TryState.from_stored(older).plan.gang_spec().checkpoint is None
-    with pytest.raises(ValueError, match="upgrade"):
-        TryState.from_stored({**stored, "version": VERSION + 1})
+    stored = state.to_dict()
+    assert stored["version"] == 1
+    assert TryState.from_dict(stored) == state
+    with pytest.raises(RecordError, match="upgrade"):
+        TryState.from_dict({**stored, "version": 2})
 
 
-def _event(status: str, reason: Reason, checkpoint: dict[str, Any] | None, *, ran: float) -> dict[str, Any]:
+def _event(reason: Reason, checkpoint: CheckpointReport | None, *, ran: float) -> GangEvent:
     start = NOW + 10
-    member = {
-        "rank": 0,
-        "state": "lost",
-        "pod_name": "p",
-        "node": "n",
-        "exit_code": None,
-        "reason": "",
-        "message": "",
-        "started_at": start,
-        "finished_at": start + ran,
-    }
-    return {
-        "status": status,
-        "reason": reason.value,
-        "message": "m",
-        "members": [member, {**member, "rank": 1}],
-        "timings": {"event_at": start + ran, "phases": {"running": start}},
-        "checkpoint": checkpoint,
-    }
+    members = tuple(
+        MemberStatus(rank, MemberState.LOST, "p", "n", started_at=start, finished_at=start + ran) for rank in (0, 1)
+    )
+    return gang_event(
+        reason,
+        started_at=NOW + 5,
+        event_at=start + ran,
+        phases={"running": start},
+        members=members,
+        checkpoint=checkpoint,
+    )
+
+
+RESERVED = gang_event(Reason.RESERVED, started_at=NOW - 60, event_at=NOW)
 
 
 def test_a_preempted_try_records_its_checkpoint_and_splits_its_gpu_time() -> None:
     chosen, _ = plan(1, [])
     state = TryState(plan=chosen, launched_at=NOW + 5, size_run=2)
-    reservation = {"status": "success", "timings": {"event_at": NOW}}
-    run = _event("failure", Reason.SPOT_PREEMPTED, {"step": 15, "progress": 20, "pod": "p-0", "rank": 0}, ran=1800)
-    made = try_record(state, chosen.gang_spec(), reservation, run, run, gpus=1, now=NOW + 1810)
+    run = _event(Reason.SPOT_PREEMPTED, CheckpointReport(15, 20, "p-0", 0), ran=1800)
+    made = try_record(state, RESERVED, run, TryEnding.of_event(run), gpus=1, now=NOW + 1810)
     assert (made.checkpoint_step, made.checkpoint_progress, made.resumed_from_step) == (15, 20, None)
     assert made.gpu_seconds_used == 3600
     assert (made.gpu_seconds_saved, made.gpu_seconds_lost) == (2700, 900)
@@ -215,12 +203,11 @@ def test_a_preempted_try_records_its_checkpoint_and_splits_its_gpu_time() -> Non
 def test_a_try_that_reported_no_checkpoint_lost_all_it_used_and_a_success_loses_nothing() -> None:
     chosen, _ = plan(2, [record(1, Reason.SPOT_PREEMPTED, checkpoint_step=15)])
     state = TryState(plan=chosen, launched_at=NOW + 5, size_run=2)
-    reservation = {"status": "success", "timings": {"event_at": NOW}}
-    failed = _event("failure", Reason.SPOT_PREEMPTED, None, ran=900)
-    made = try_record(state, chosen.gang_spec(), reservation, failed, failed, gpus=1, now=NOW + 910)
+    failed = _event(Reason.SPOT_PREEMPTED, None, ran=900)
+    made = try_record(state, RESERVED, failed, TryEnding.of_event(failed), gpus=1, now=NOW + 910)
     assert (made.resumed_from_step, made.gpu_seconds_lost, made.gpu_seconds_saved) == (15, 1800, 0)
-    finished = _event("success", Reason.ALL_SUCCEEDED, {"step": 30, "progress": 30, "pod": "p-0", "rank": 0}, ran=900)
-    done = try_record(state, chosen.gang_spec(), reservation, finished, finished, gpus=1, now=NOW + 910)
+    finished = _event(Reason.ALL_SUCCEEDED, CheckpointReport(30, 30, "p-0", 0), ran=900)
+    done = try_record(state, RESERVED, finished, TryEnding.of_event(finished), gpus=1, now=NOW + 910)
     assert (done.checkpoint_step, done.gpu_seconds_lost, done.gpu_seconds_saved) == (30, 0, 0)
 
 
@@ -230,7 +217,7 @@ def test_the_summary_and_the_log_show_gpu_hours_lost_and_saved() -> None:
         record(1, Reason.SPOT_PREEMPTED, checkpoint_step=15, used=3600, lost=900, saved=2700),
         record(2, Reason.ALL_SUCCEEDED, step=0, resumed=15, checkpoint_step=30, used=1800),
     ]
-    made = summary(chosen, chosen.gang_spec(), records[1], records)
+    made = summary(chosen, records[1], records)
     assert made["checkpoint"] == {
         "location": "/ckpt/run-1",
         "resumed_from_step": 15,

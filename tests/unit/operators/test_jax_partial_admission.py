@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.operators.arguments import GangArgumentError
+from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 
 KUEUE: dict[str, Any] = {
     "task_id": "train",

@@ -1,6 +1,6 @@
 """Fail fast before anything of a gang is created: the API kinds its mode needs are served, the
 connection's identity holds every permission a try uses, and what the cluster offers can serve the gang
-(``operators.cluster_fit``: a kueue gang's LocalQueue and ClusterQueue; a warning for a zone no node is in).
+(``hooks.cluster_fit``: a kueue gang's LocalQueue and ClusterQueue; a warning for a zone no node is in).
 
 Kinds are read from discovery (``kube.discovery.served_plurals``, once per API version); permissions are asked with one
 SelfSubjectAccessReview each (``kube.discovery.can_i``,
@@ -8,8 +8,9 @@ https://kubernetes.io/docs/reference/access-authn-authz/authorization/#checking-
 authenticated user may create (``system:basic-user``). A failure names what is missing and how to fix
 it; it is never retried (the same try on the same cluster cannot do better).
 
-:data:`NEEDS` is the one list of the API calls a try makes - the operator (``operators.gang_objects``),
-both triggers (``triggers.base``, ``triggers.kill``) and this precheck's own reads - as RBAC verbs on resources
+:data:`NEEDS` is the one list of the API calls a try makes - the cluster actions (``hooks.creation``,
+``hooks.inspection``, ``hooks.deletion``), both triggers (``triggers.base``, ``triggers.kill``) and
+this precheck's own reads - as RBAC verbs on resources
 (https://kubernetes.io/docs/reference/access-authn-authz/authorization/#determine-the-request-verb):
 ``get``/``list``/``watch``/``create``/``patch``/``delete``, a LIST with a field selector is still
 ``list``, a DELETE with preconditions still ``delete``, a pod's log is ``get`` on ``pods/log``.
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from airflow_provider_gang.hooks import cluster_fit
 from airflow_provider_gang.kube import discovery
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import (
@@ -44,7 +46,6 @@ from airflow_provider_gang.kube.resources import (
     WORKLOADS,
     Resource,
 )
-from airflow_provider_gang.operators import cluster_fit
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 

@@ -2,31 +2,33 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from airflow_provider_gang.operators.history import TryRecord
-from airflow_provider_gang.operators.plan import (
+from airflow_provider_gang.reservation.checkpoint import Checkpoint
+from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs, ShrinkTo
+from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.records.tries import TryRecord
+from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
+from airflow_provider_gang.reservation.tries.plan import (
     NoTry,
     adopt,
     current_sequence,
+    describe_step,
     effective_ladder,
     plan_try,
     start_window_end,
 )
-from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs, ShrinkTo
-from airflow_provider_gang.reservation.ladder_format import ladder_to_plain
-from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
 
 NOW = 1_800_000_000.0
 LADDER = (OtherZone("zone-b"), ShrinkTo(4))
 
 
-def build_spec(name: str) -> GangSpec:
+def build_spec(name: str = "configured") -> GangSpec:
     template = {"spec": {"containers": [{"name": "trainer", "image": "trainer:1"}]}}
     return GangSpec(
         name=name,
@@ -68,13 +70,14 @@ def plan(
     interval_end: datetime | None = None,
     ladder: Any = LADDER,
     now: float = NOW,
+    checkpoint: Checkpoint | None = None,
 ) -> Any:
     ti = SimpleNamespace(dag_id="nightly", task_id="train", run_id="scheduled__1", map_index=-1, try_number=try_number)
     return plan_try(
         ti=ti,
         records=records,
         ladder=ladder,
-        build_spec=build_spec,
+        configured=dataclasses.replace(build_spec(), checkpoint=checkpoint),
         reservation_timeout_seconds=600,
         start_deadline=window(start_by, interval_end),
         now=now,
@@ -113,7 +116,7 @@ def test_step_follows_try_number_and_recorded_reason(
     try_number: int, records: list[TryRecord], step: str, zone: str, size: int
 ) -> None:
     chosen, _ = plan(try_number, records)
-    spec = chosen.gang_spec()
+    spec = chosen.spec
     assert (chosen.step, spec.zone, spec.size) == (step, zone, size)
     assert f"-t{try_number}-" in chosen.gang  # a new name (so new objects) per try
 
@@ -145,7 +148,7 @@ def test_start_window_passed_is_not_tried() -> None:
 def test_start_window_caps_the_reservation_wait() -> None:
     chosen, _ = plan(1, [], start_by=timedelta(minutes=3))
     assert chosen.reservation_deadline == NOW + 180
-    assert chosen.deadline_reason == Reason.START_WINDOW_MISSED.value
+    assert chosen.deadline_reason is Reason.START_WINDOW_MISSED
 
 
 def test_unfinished_try_is_adopted_by_the_next_with_a_deadline_of_its_own() -> None:
@@ -180,7 +183,7 @@ def test_adopted_try_keeps_the_start_window_as_its_limit() -> None:
         now=NOW + 15 * 60,
     )
     assert adopted.reservation_deadline == NOW + 20 * 60
-    assert adopted.deadline_reason == Reason.START_WINDOW_MISSED.value
+    assert adopted.deadline_reason is Reason.START_WINDOW_MISSED
 
 
 def test_killed_tries_are_no_ladder_input() -> None:
@@ -191,17 +194,17 @@ def test_killed_tries_are_no_ladder_input() -> None:
 
 
 def test_a_stored_ladder_outlives_an_edit_of_the_dag() -> None:
-    stored = ladder_to_plain(LADDER)
+    stored = LADDER
     edited = (ShrinkTo(2), OtherZone("zone-c"))
     chosen, explanation = plan(2, [record(1, Reason.CAPACITY_NOT_FOUND, ladder=stored)], ladder=edited)
-    assert chosen.step == "other zone zone-b" and list(chosen.ladder) == stored
+    assert chosen.step == "other zone zone-b" and chosen.ladder == stored
     assert "keeps the ladder it started with" in explanation
     fresh, _ = plan(
         3,
         [record(1, Reason.CAPACITY_NOT_FOUND, ladder=stored), record(2, Reason.ALL_SUCCEEDED, 0, ladder=stored)],
         ladder=edited,
     )
-    assert list(fresh.ladder) == ladder_to_plain(edited)  # a new sequence takes the edited ladder
+    assert fresh.ladder == tuple(edited)  # a new sequence takes the edited ladder
 
 
 def test_without_fallbacks_retries_repeat_the_gang() -> None:
@@ -212,3 +215,53 @@ def test_without_fallbacks_retries_repeat_the_gang() -> None:
 def test_sequence_restarts_after_a_try_that_cannot_be_retried() -> None:
     records = [record(1, Reason.DEADLINE), record(2, Reason.START_WINDOW_MISSED), record(3, Reason.DEADLINE)]
     assert [item.attempt for item in current_sequence(records)] == [3]
+
+
+def test_a_step_that_cannot_apply_to_the_gang_is_no_try() -> None:
+    with pytest.raises(NoTry, match="below min_size=4") as refused:
+        plan(2, [record(1, Reason.CAPACITY_NOT_FOUND)], ladder=(ShrinkTo(2),))
+    assert refused.value.reason is Reason.INVALID
+
+
+def test_a_clamped_shrink_says_the_size_it_gave() -> None:
+    chosen, _ = plan(2, [record(1, Reason.CAPACITY_NOT_FOUND)], ladder=(ShrinkTo(6, divisible_by=4),))
+    assert chosen.step == "shrink to 6 members (a multiple of 4), ran 4" and chosen.spec.size == 4
+    assert describe_step(None, build_spec()) == "as configured"
+
+
+def test_a_sequence_planned_with_the_dag_s_ladder_says_nothing_about_it() -> None:
+    _, explanation = plan(2, [record(1, Reason.CAPACITY_NOT_FOUND, ladder=LADDER)])
+    assert "keeps the ladder" not in explanation
+
+
+CHECKPOINT = Checkpoint("gs://bucket/run")
+RESUMES = [
+    ("first-try-afresh", 1, [], None),
+    (
+        "resumes-from-the-reported-step",
+        2,
+        [dataclasses.replace(record(1, Reason.SPOT_PREEMPTED), checkpoint_step=20)],
+        20,
+    ),
+    ("no-report-stays-afresh", 2, [record(1, Reason.SPOT_PREEMPTED)], None),
+]
+
+
+@pytest.mark.parametrize(
+    ("try_number", "records", "resume"), [row[1:] for row in RESUMES], ids=[row[0] for row in RESUMES]
+)
+def test_a_checkpointed_gang_resumes_from_the_latest_report(
+    try_number: int, records: list[TryRecord], resume: int | None
+) -> None:
+    chosen, explanation = plan(try_number, records, ladder=(RetryAsIs(),), checkpoint=CHECKPOINT)
+    assert chosen.spec.checkpoint == Checkpoint("gs://bucket/run", try_number=try_number, resume_step=resume)
+    assert ("GANG_RESUME=1" in explanation) is (resume is not None)
+
+
+def test_the_start_window_is_anchored_at_the_interval_end_else_the_run_s_start() -> None:
+    anchor = datetime.fromtimestamp(NOW, timezone.utc)
+    hour = timedelta(hours=1)
+    assert start_window_end({"data_interval_end": anchor}, None) is None
+    assert start_window_end({"dag_run": SimpleNamespace(run_after=anchor)}, hour) == NOW + 3600
+    assert start_window_end({"dag_run": None}, hour) is None
+    assert start_window_end({"data_interval_end": "not a time"}, hour) is None

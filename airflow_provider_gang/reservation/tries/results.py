@@ -22,15 +22,31 @@ try redoes, *saved* the checkpointed steps a resuming try does not redo.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_gang.operators.history import TryRecord, checkpoint_totals, totals
-from airflow_provider_gang.operators.plan import TryPlan
-from airflow_provider_gang.operators.try_state import TryState
 from airflow_provider_gang.reservation import checkpoint, cost, exit_codes
-from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.phases import Phase, Reason, is_retryable
-from airflow_provider_gang.reservation.spec import GangSpec
+from airflow_provider_gang.reservation.records.events import GangEvent
+from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
+
+
+@dataclass(frozen=True)
+class TryEnding:
+    """How a try ended: the event that ended it, or a reason of the operator's own (killed, an
+    exception, the reservation lost before launch)."""
+
+    succeeded: bool
+    reason: Reason
+    message: str
+
+    @classmethod
+    def of_event(cls, event: GangEvent) -> TryEnding:
+        return cls(succeeded=event.succeeded, reason=event.reason, message=event.message)
+
+    @classmethod
+    def failed(cls, reason: Reason, message: str) -> TryEnding:
+        return cls(succeeded=False, reason=reason, message=message)
 
 
 def ranks_to_log(log_ranks: Sequence[int] | str, size: int) -> list[int]:
@@ -40,61 +56,41 @@ def ranks_to_log(log_ranks: Sequence[int] | str, size: int) -> list[int]:
     return sorted({int(rank) for rank in log_ranks if 0 <= int(rank) < size})
 
 
-def _phase_time(event: Mapping[str, Any] | None, phase: Phase) -> float | None:
-    if not event:
-        return None
-    value = ((event.get("timings") or {}).get("phases") or {}).get(phase.value)
-    return float(value) if value is not None else None
-
-
-def _event_time(event: Mapping[str, Any] | None) -> float | None:
-    if not event:
-        return None
-    value = (event.get("timings") or {}).get("event_at")
-    return float(value) if value is not None else None
-
-
-def _member_status(member: Mapping[str, Any]) -> MemberStatus:
-    """A ``MemberStatus`` back from its event form (``Decision.as_event``)."""
-    fields = {name: member[name] for name in MemberStatus.__dataclass_fields__ if name in member}
-    fields["state"] = MemberState(fields["state"])
-    return MemberStatus(**fields)
+def _event_time(event: GangEvent | None) -> float | None:
+    return None if event is None or event.timings is None else event.timings.event_at
 
 
 def try_record(
     state: TryState,
-    spec: GangSpec,
-    reservation_event: Mapping[str, Any],
-    run_event: Mapping[str, Any] | None,
-    final: Mapping[str, Any],
+    reservation_event: GangEvent | None,
+    run_event: GangEvent | None,
+    ending: TryEnding,
     *,
     gpus: int,
     now: float,
 ) -> TryRecord:
-    """What this try did, for the history and the summary; ``final`` is the event that ended it."""
-    plan = state.plan
-    reserved_at = _event_time(reservation_event) if reservation_event.get("status") == "success" else None
+    """What this try did, for the history and the summary (see the module docstring)."""
+    plan, spec = state.plan, state.plan.spec
+    granted = reservation_event is not None and reservation_event.succeeded
+    reserved_at = _event_time(reservation_event) if granted else None
     launched_at = state.launched_at
-    running_at = _phase_time(run_event, Phase.RUNNING)
+    running_at = None if run_event is None or run_event.timings is None else run_event.timings.first_seen(Phase.RUNNING)
     ended_at = _event_time(run_event) or now
-    members = list((run_event or {}).get("members") or [])
-    statuses = [_member_status(member) for member in members]
+    statuses = [] if run_event is None else list(run_event.members)
     size_run = state.size_run or spec.size
-    reported = (run_event or {}).get("checkpoint")
-    report = checkpoint.CheckpointReport.from_dict(reported) if reported else None
+    report = None if run_event is None else run_event.checkpoint
     resumed_from = spec.checkpoint.resume_step if spec.checkpoint is not None else None
     usage = cost.try_cost(
         gpus=gpus, members_reserved=size_run, reserved_at=reserved_at, released_at=now, members=statuses
     )
-    reason, message = str(final.get("reason") or Reason.INVALID.value), str(final.get("message") or "")
+    reason, message = ending.reason, ending.message
     verdict = None
-    if reason == Reason.MEMBER_FAILED.value and final.get("status") != "success":
+    if reason is Reason.MEMBER_FAILED and not ending.succeeded:
         verdict = exit_codes.judge(statuses, retry_on=spec.retry_on_exit_codes, fail_on=spec.fail_on_exit_codes)
     if verdict is not None:
-        reason, message = verdict.reason.value, f"{verdict.describe()}; {message}"
-    succeeded = final.get("status") == "success"
+        reason, message = verdict.reason, f"{verdict.describe()}; {message}"
     split = checkpoint.WorkSplit()
-    if spec.checkpoint is not None and not succeeded:
+    if spec.checkpoint is not None and not ending.succeeded:
         split = checkpoint.split_work(usage.used, start_step=resumed_from or 0, report=report)
     return TryRecord(
         attempt=plan.attempt,
@@ -103,19 +99,17 @@ def try_record(
         step_index=plan.step_index,
         mode=spec.mode.value,
         size=size_run,
-        outcome=reason,
+        outcome=reason.value,
         message=message,
-        retryable=not succeeded and is_retryable(Reason(reason)),
+        retryable=not ending.succeeded and is_retryable(reason),
         queue_seconds=None if reserved_at is None else max(0.0, reserved_at - plan.requested_at),
         provisioning_seconds=None if running_at is None or launched_at is None else max(0.0, running_at - launched_at),
         run_seconds=None if running_at is None else max(0.0, ended_at - running_at),
         gpu_seconds_reserved=usage.reserved,
         gpu_seconds_used=usage.used,
         gpu_seconds_idle=usage.idle,
-        exit_codes={
-            str(member["rank"]): member["exit_code"] for member in members if member.get("exit_code") is not None
-        },
-        ladder=list(plan.ladder),
+        exit_codes={str(member.rank): member.exit_code for member in statuses if member.exit_code is not None},
+        ladder=plan.ladder,
         adopted_from=plan.adopted_from,
         checkpoint_step=None if report is None else report.step,
         checkpoint_progress=None if report is None else report.progress,
@@ -127,10 +121,11 @@ def try_record(
 
 
 def summary(
-    plan: TryPlan, spec: GangSpec, record: TryRecord, records: list[TryRecord], logs: Mapping[int, str] | None = None
+    plan: TryPlan, record: TryRecord, records: list[TryRecord], logs: Mapping[int, str] | None = None
 ) -> dict[str, Any]:
     """The XCom ``return_value`` of a successful task (plain JSON values); ``rank_logs`` maps each
     logged rank (``log_ranks``, as a string key) to the tail of its log - a trainer's final metrics."""
+    spec = plan.spec
     this_try = totals([record])
     return {
         "gang": plan.gang,
@@ -165,7 +160,9 @@ def try_summary(record: TryRecord) -> dict[str, Any]:
     """One try for the summary: its record with GPU time in the units and names of the summary's
     own figures (``gpu_hours_reserved/used/idle``), without the stored ladder."""
     values = {
-        key: value for key, value in record.to_dict().items() if not key.startswith("gpu_seconds_") and key != "ladder"
+        key: value
+        for key, value in record.to_dict().items()
+        if not key.startswith("gpu_seconds_") and key not in ("ladder", "version")
     }
     return {**values, **totals([record]), **checkpoint_totals([record])}
 
@@ -181,17 +178,43 @@ def story(records: Sequence[TryRecord]) -> list[str]:
             f" | {hours['gpu_hours_reserved']:.3f} / {hours['gpu_hours_used']:.3f} / "
             f"{hours['gpu_hours_idle']:.3f}" + (f" | {record.message}" if record.message else "")
         )
-    overall = totals(list(records))
+    overall = totals(records)
     lines.append(
         f"  all tries: {overall['gpu_hours_reserved']:.3f} GPU-h reserved, {overall['gpu_hours_used']:.3f} "
         f"used, {overall['gpu_hours_idle']:.3f} idle"
     )
     resumed = [record for record in records if record.resumed_from_step is not None]
     if resumed or any(record.checkpoint_step is not None for record in records):
-        hours = checkpoint_totals(list(records))
+        hours = checkpoint_totals(records)
         steps = ", ".join(f"try {record.attempt} from step {record.resumed_from_step}" for record in resumed)
         lines.append(
             f"  checkpoints: {hours['gpu_hours_lost']:.4f} GPU-h lost (work since the last checkpoint, "
             f"redone), {hours['gpu_hours_saved']:.4f} saved by resuming ({steps or 'no try resumed'})"
         )
     return lines
+
+
+def totals(records: Sequence[TryRecord]) -> dict[str, float]:
+    """GPU-hours reserved, used and idle, summed over ``records`` (failed tries included)."""
+    return {
+        "gpu_hours_reserved": round(sum(item.gpu_seconds_reserved for item in records) / 3600, 6),
+        "gpu_hours_used": round(sum(item.gpu_seconds_used for item in records) / 3600, 6),
+        "gpu_hours_idle": round(sum(item.gpu_seconds_idle for item in records) / 3600, 6),
+    }
+
+
+def checkpoint_totals(records: Sequence[TryRecord]) -> dict[str, float]:
+    """GPU-hours lost to failed tries (work since their last checkpoint, redone) and saved by resuming
+    (their checkpointed work, not redone), summed over ``records``."""
+    return {
+        "gpu_hours_lost": round(sum(item.gpu_seconds_lost for item in records) / 3600, 6),
+        "gpu_hours_saved": round(sum(item.gpu_seconds_saved for item in records) / 3600, 6),
+    }
+
+
+def describe_tries(records: Sequence[TryRecord]) -> str:
+    """One line per try for the final failure message: its step and outcome."""
+    return "; ".join(
+        f"try {item.attempt} [{item.step}, {item.mode}, size {item.size}]: {item.outcome} ({item.message})"
+        for item in records
+    )

@@ -22,6 +22,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_gang.reservation.fallback import FallbackStep
+
 RESERVATION_MODES = ("provisioning_request", "kueue", "gates")
 DISTRIBUTED_FRAMEWORKS = ("torch", "jax")
 ON_FINISH_CHOICES = ("delete", "keep")
@@ -117,8 +119,6 @@ def as_exit_codes(value: Any) -> Any:
 def check_fallbacks_shape(fallbacks: Any) -> tuple[Any, ...]:
     """``fallbacks`` as a tuple, or a ``GangArgumentError`` for a lone step, a string, a mapping, or
     an item that is a zone name instead of a step."""
-    from airflow_provider_gang.reservation.fallback import FallbackStep
-
     if isinstance(fallbacks, FallbackStep):
         raise GangArgumentError(
             "fallbacks",

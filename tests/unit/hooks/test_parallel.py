@@ -1,4 +1,4 @@
-"""``operators.parallel.bounded_gather``: at most ``limit`` calls at once, results in order, and the
+"""``hooks.parallel.bounded_gather``: at most ``limit`` calls at once, results in order, and the
 first failure stops further calls from starting while the running ones finish."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from airflow_provider_gang.operators.parallel import bounded_gather
+from airflow_provider_gang.hooks.parallel import bounded_gather
 
 
 class Calls:

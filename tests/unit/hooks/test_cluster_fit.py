@@ -1,4 +1,4 @@
-"""The pure verdicts of ``operators.cluster_fit`` on hand-built Kueue queues and nodes (wire format)."""
+"""The pure verdicts of ``hooks.cluster_fit`` on hand-built Kueue queues and nodes (wire format)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.operators import cluster_fit
+from airflow_provider_gang.hooks import cluster_fit
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 
 ZONE = "topology.kubernetes.io/zone"

@@ -1,7 +1,6 @@
 """What a try will do: adopt the gang of a try whose worker stopped, or pick a fallback step and
-build the spec. Decided once per try, stored (``operators.try_state``) before any object exists, and
-read back by every later entry point of the same try (``dag.test()`` drops ``defer()`` kwargs, so
-nothing else may carry it).
+build the spec. Decided once per try as a ``reservation.records.tries.TryPlan``, stored before any
+object exists and read back by every later entry point of the same try.
 
 Rules, in order:
 
@@ -9,10 +8,10 @@ Rules, in order:
    already passed: no try (``start_window_missed``, no retry) - whatever an earlier try left, so an
    adopted gang cannot outlive the window either.
 2. An earlier try is still recorded as in progress, and the cluster confirmed its gang is intact and
-   still owned by it (``operators.gang_objects.adoption_refusal``): its worker died. The gang is
+   still owned by it (``hooks.inspection.adoption_refusal``): its worker died. The gang is
    *adopted* - same name, spec and step - so objects it created are reused, never duplicated; the
    adopting try gets its own reservation deadline. A try that ended in any other way was recorded
-   by ``operators.lifecycle`` and is never adopted.
+   by ``operators.lifecycle`` and is never adopted. Pure: the cluster's answer and ``now`` are inputs.
 3. Otherwise ``reservation.fallback.choose_step`` picks the step from the finished tries. Tries are
    numbered within the current sequence: a sequence ends with a try that cannot be retried (a
    success, or a permanent failure), so clearing a finished task starts the ladder again. Killed
@@ -28,13 +27,13 @@ Airflow retries still work.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from airflow_provider_gang.operators import history as try_history
-from airflow_provider_gang.reservation import fallback, ladder_format, naming
+from airflow_provider_gang.reservation import fallback, naming
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
+from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord
 from airflow_provider_gang.reservation.spec import GangSpec, GangSpecError
 
 
@@ -47,44 +46,12 @@ class NoTry(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
-class TryPlan:
-    """One try, as stored under ``gang.current`` (plain values; ``spec`` is ``GangSpec.to_dict()``)."""
-
-    attempt: int
-    gang: str
-    step: str
-    step_index: int | None
-    spec: dict[str, Any]
-    requested_at: float
-    reservation_deadline: float
-    deadline_reason: str
-    start_deadline: float | None
-    adopted_from: int | None = None
-    ladder: tuple[dict[str, Any], ...] = ()
-    """The sequence's ladder (``reservation.ladder_format.ladder_to_plain``) that ``step_index`` points into."""
-
-    def gang_spec(self) -> GangSpec:
-        return GangSpec.from_dict(self.spec)
-
-    def to_dict(self) -> dict[str, Any]:
-        values = asdict(self)
-        values["ladder"] = [dict(step) for step in self.ladder]
-        return values
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TryPlan:
-        values = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
-        values["ladder"] = tuple(dict(step) for step in values.get("ladder") or ())
-        return cls(**values)
-
-
 def effective_ladder(fallbacks: Sequence[fallback.FallbackStep], retries: int) -> tuple[fallback.FallbackStep, ...]:
     """The ladder tries walk: ``fallbacks``, or ``retries`` plain retries when none are given."""
     return tuple(fallbacks) if fallbacks else tuple(fallback.RetryAsIs() for _ in range(max(0, retries)))
 
 
-def sequence_tries(records: list[try_history.TryRecord]) -> list[try_history.TryRecord]:
+def sequence_tries(records: list[TryRecord]) -> list[TryRecord]:
     """The finished tries since the last one that cannot be retried (see rule 3), killed ones included."""
     start = 0
     for index, record in enumerate(records):
@@ -94,12 +61,12 @@ def sequence_tries(records: list[try_history.TryRecord]) -> list[try_history.Try
     return records[start:]
 
 
-def current_sequence(records: list[try_history.TryRecord]) -> list[try_history.TryRecord]:
+def current_sequence(records: list[TryRecord]) -> list[TryRecord]:
     """The finished tries since the last one that cannot be retried (see rule 3), killed ones left out."""
     return [record for record in sequence_tries(records) if is_ladder_input(Reason(record.outcome))]
 
 
-def with_resume(spec: GangSpec, records: list[try_history.TryRecord], try_number: int) -> tuple[GangSpec, str]:
+def with_resume(spec: GangSpec, records: list[TryRecord], try_number: int) -> tuple[GangSpec, str]:
     """``spec`` with its checkpoint set for try ``try_number``: resuming from the latest checkpoint a
     try of the current sequence reported (killed tries included: their checkpoint is as good), else
     afresh; second item: a sentence for the log (``""`` without a checkpoint). A sequence that ended
@@ -120,14 +87,13 @@ def with_resume(spec: GangSpec, records: list[try_history.TryRecord], try_number
 
 
 def sequence_ladder(
-    sequence: list[try_history.TryRecord], configured: Sequence[fallback.FallbackStep]
+    sequence: list[TryRecord], configured: Sequence[fallback.FallbackStep]
 ) -> tuple[tuple[fallback.FallbackStep, ...], str]:
     """The ladder this sequence walks: the one its tries were planned with, else ``configured``;
     second item: a note for the log when the DAG's ladder changed meanwhile (else ``""``)."""
-    stored = next((record.ladder for record in reversed(sequence) if record.ladder is not None), None)
-    if stored is None:
+    ladder = next((record.ladder for record in reversed(sequence) if record.ladder is not None), None)
+    if ladder is None:
         return tuple(configured), ""
-    ladder = ladder_format.ladder_from_plain(stored)
     if ladder == tuple(configured):
         return ladder, ""
     return ladder, (
@@ -136,11 +102,17 @@ def sequence_ladder(
     )
 
 
-def numbered_outcomes(sequence: list[try_history.TryRecord]) -> list[fallback.TryOutcome]:
+def numbered_outcomes(sequence: list[TryRecord]) -> list[fallback.TryOutcome]:
     """Outcomes of ``sequence`` renumbered 1..n, as ``choose_step`` counts tries."""
+    return [replace(outcome, try_number=position) for position, outcome in enumerate(outcomes(sequence), start=1)]
+
+
+def outcomes(records: list[TryRecord]) -> list[fallback.TryOutcome]:
+    """The history ``reservation.fallback.choose_step`` reads: the tries that are ladder input."""
     return [
-        replace(outcome, try_number=position)
-        for position, outcome in enumerate(try_history.outcomes(sequence), start=1)
+        fallback.TryOutcome(item.attempt, item.step_index, Reason(item.outcome), item.message)
+        for item in records
+        if is_ladder_input(Reason(item.outcome))
     ]
 
 
@@ -168,11 +140,11 @@ def start_window_passed(start_deadline: float | None, now: float) -> NoTry | Non
     )
 
 
-def _reservation_deadline(now: float, timeout_seconds: float, start_deadline: float | None) -> tuple[float, str]:
+def _reservation_deadline(now: float, timeout_seconds: float, start_deadline: float | None) -> tuple[float, Reason]:
     deadline, reason = now + timeout_seconds, Reason.DEADLINE
     if start_deadline is not None and start_deadline < deadline:
         deadline, reason = start_deadline, Reason.START_WINDOW_MISSED
-    return deadline, reason.value
+    return deadline, reason
 
 
 def adopt(
@@ -210,31 +182,32 @@ def describe_step(step: fallback.FallbackStep | None, spec: GangSpec) -> str:
 def plan_try(
     *,
     ti: Any,
-    records: list[try_history.TryRecord],
+    records: list[TryRecord],
     ladder: Sequence[fallback.FallbackStep],
-    build_spec: Any,
+    configured: GangSpec,
     reservation_timeout_seconds: float,
     start_deadline: float | None,
     now: float,
 ) -> tuple[TryPlan, str]:
     """Rules 1 and 3: the plan of a new try ``ti.try_number`` and a sentence for the log saying what
-    was chosen and why."""
+    was chosen and why. ``configured`` is the gang as the operator's arguments describe it, before
+    any step; the plan gives it the try's name."""
     refusal = start_window_passed(start_deadline, now)
     if refusal is not None:
         raise refusal
     sequence = current_sequence(records)
     walked, note = sequence_ladder(sequence, ladder)
-    outcomes = numbered_outcomes(sequence)
-    choice = fallback.choose_step(walked, len(sequence) + 1, outcomes)
+    numbered = numbered_outcomes(sequence)
+    choice = fallback.choose_step(walked, len(sequence) + 1, numbered)
     if choice.exhausted:
-        raise NoTry(Reason.LADDER_EXHAUSTED, f"{choice.explanation}; tries: {fallback.summarize(walked, outcomes)}")
+        raise NoTry(Reason.LADDER_EXHAUSTED, f"{choice.explanation}; tries: {fallback.summarize(walked, numbered)}")
     map_index = getattr(ti, "map_index", None)
     name = naming.gang_name(
         ti.dag_id, ti.task_id, ti.run_id, map_index=-1 if map_index is None else map_index, attempt=ti.try_number
     )
     indexes = [record.step_index for record in sequence] + [choice.step_index]
     try:
-        spec = fallback.spec_for_steps(build_spec(name), walked, indexes)
+        spec = fallback.spec_for_steps(replace(configured, name=name), walked, indexes)
     except GangSpecError as error:
         raise NoTry(Reason.INVALID, f"{choice.explanation}, but the step cannot apply: {error}") from error
     spec, resuming = with_resume(spec, records, ti.try_number)
@@ -244,11 +217,11 @@ def plan_try(
         gang=name,
         step=describe_step(choice.step, spec),
         step_index=choice.step_index,
-        spec=spec.to_dict(),
+        spec=spec,
         requested_at=now,
         reservation_deadline=deadline,
         deadline_reason=deadline_reason,
         start_deadline=start_deadline,
-        ladder=tuple(ladder_format.ladder_to_plain(walked)),
+        ladder=walked,
     )
     return plan, choice.explanation + resuming + note

@@ -1,6 +1,6 @@
 """What the cluster offers the gang, read before anything is created: its Kueue queues and its zones.
 
-Two questions the precheck (:mod:`operators.precheck`) asks after discovery and RBAC, so that a gang the
+Two questions the precheck (:mod:`hooks.precheck`) asks after discovery and RBAC, so that a gang the
 cluster cannot serve fails in seconds instead of after the whole ``reservation_timeout``:
 
 - **kueue mode: can the gang's LocalQueue admit it?** Kueue admits a Workload only through an active

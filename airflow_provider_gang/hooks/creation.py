@@ -1,0 +1,202 @@
+"""Creating a gang's objects: the owner first, then the reservation, then the members all at once.
+
+Manifests come from ``reservation.manifests``; this module only sends them. Every create is
+"create or adopt": names are deterministic per try, so ``AlreadyExists`` means an earlier worker of
+this try created the object, and it is reused. Members are created (and gates released)
+concurrently, by ``ClientOptions.max_parallel_requests`` workers under the client's rate limit, so
+they are all bound well inside the 10-minute booking window of a provisioned request
+(``BookingExpired`` after 10 minutes, cluster-autoscaler ``proposals/provisioning-request.md``); the
+first create failing past its retries stops further creates (:mod:`.parallel`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_provider_gang.hooks import parallel
+from airflow_provider_gang.kube import errors
+from airflow_provider_gang.kube.client import KubeClient, PatchType
+from airflow_provider_gang.kube.resources import (
+    CONFIG_MAPS,
+    JOBS,
+    POD_TEMPLATES,
+    PODS,
+    PROVISIONING_REQUESTS,
+    SERVICES,
+    Resource,
+)
+from airflow_provider_gang.reservation import manifests, naming
+from airflow_provider_gang.reservation.records.tries import ReservationFacts, ReservedObject
+from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
+
+
+async def _create_or_adopt(
+    client: KubeClient, kind: Resource, body: Mapping[str, Any], namespace: str
+) -> tuple[dict[str, Any], bool]:
+    """Create ``body``; if it already exists and belongs to the same owner, return the existing object.
+    Second item: created now.
+
+    An existing object whose ``ownerReferences`` do not name ``body``'s owner is what an earlier
+    owner of the same name left for the garbage collector (a gang deleted and made anew in between):
+    it is deleted - only that object, by uid precondition - and ``body`` created in its place.
+    """
+    try:
+        return await client.create(kind, body, namespace), True
+    except errors.AlreadyExists:
+        existing = await client.get(kind, str(body["metadata"]["name"]), namespace)
+    wanted = {reference.get("uid") for reference in body["metadata"].get("ownerReferences") or []}
+    found = {reference.get("uid") for reference in existing["metadata"].get("ownerReferences") or []}
+    if not wanted or wanted & found:
+        return existing, False
+    # A Conflict: another copy of this try replaced it already; the create below adopts that one.
+    with contextlib.suppress(errors.Conflict):
+        await client.delete(
+            kind, str(existing["metadata"]["name"]), namespace, preconditions={"uid": str(existing["metadata"]["uid"])}
+        )
+    return await _create_or_adopt(client, kind, body, namespace)
+
+
+async def claim_owner(client: KubeClient, spec: GangSpec, owner_try: int) -> tuple[dict[str, Any], bool]:
+    """Create the owner ConfigMap marked as owned by try ``owner_try``, or adopt the existing one and
+    mark it so; second item: created now.
+
+    This is the first write of every try, before anything else of the gang is created or adopted: the
+    mark changes the ConfigMap's ``resourceVersion``, so an older try's trigger whose ``on_kill`` read it
+    before cannot delete it any more (its delete carries that ``resourceVersion`` as a precondition,
+    ``triggers.kill``). If the ConfigMap disappears between the create and the mark (an older try's
+    ``on_kill`` won that race), it is created anew once; deleted a second time, the ``NotFound`` is raised.
+    """
+    body = manifests.owner.owner_config_map(spec, owner_try=owner_try)
+    try:
+        return await _create_or_mark(client, body, owner_try, spec.namespace)
+    except errors.NotFound:
+        return await _create_or_mark(client, body, owner_try, spec.namespace)
+
+
+async def _create_or_mark(
+    client: KubeClient, body: Mapping[str, Any], owner_try: int, namespace: str
+) -> tuple[dict[str, Any], bool]:
+    try:
+        return await client.create(CONFIG_MAPS, body, namespace), True
+    except errors.AlreadyExists:
+        mark = {"metadata": {"annotations": manifests.owner.owner_try_annotations(owner_try)}}
+        return await client.patch(CONFIG_MAPS, str(body["metadata"]["name"]), mark, namespace=namespace), False
+
+
+async def ensure_reservation(client: KubeClient, spec: GangSpec, *, owner_try: int) -> ReservationFacts:
+    """Adopt or create the gang's owner and reservation objects as try ``owner_try``; what the later
+    stages need of them."""
+    namespace = spec.namespace
+    owner, owner_created = await claim_owner(client, spec, owner_try)
+    owner_uid = str(owner["metadata"]["uid"])
+    made: list[tuple[Resource, tuple[dict[str, Any], bool]]] = [(CONFIG_MAPS, (owner, owner_created))]
+    if spec.distributed is not None:
+        made.append(
+            (
+                SERVICES,
+                await _create_or_adopt(
+                    client, SERVICES, manifests.service.headless_service(spec, owner_uid=owner_uid), namespace
+                ),
+            )
+        )
+    if spec.mode is ReservationMode.KUEUE:
+        made.append(
+            (JOBS, await _create_or_adopt(client, JOBS, manifests.kueue.job(spec, owner_uid=owner_uid), namespace))
+        )
+    else:
+        made.append(
+            (
+                POD_TEMPLATES,
+                await _create_or_adopt(
+                    client, POD_TEMPLATES, manifests.provisioning.pod_template(spec, owner_uid=owner_uid), namespace
+                ),
+            )
+        )
+        made.append(
+            (
+                PROVISIONING_REQUESTS,
+                await _create_or_adopt(
+                    client,
+                    PROVISIONING_REQUESTS,
+                    manifests.provisioning.provisioning_request(spec, owner_uid=owner_uid),
+                    namespace,
+                ),
+            )
+        )
+    if spec.mode is ReservationMode.GATES:
+        gated = await create_members(
+            client, [manifests.pods.gated_pod(spec, rank, owner_uid=owner_uid) for rank in range(spec.size)], namespace
+        )
+        made += [(PODS, result) for result in gated]
+    job_uid = next((str(obj["metadata"]["uid"]) for kind, (obj, _) in made if kind is JOBS), None)
+    return ReservationFacts(
+        created=sum(was_created for _, (_, was_created) in made),
+        owner_uid=owner_uid,
+        job_uid=job_uid,
+        objects=tuple(
+            ReservedObject(kind.key, str(obj["metadata"]["name"]), str(obj["metadata"]["uid"]))
+            for kind, (obj, _) in made
+        ),
+    )
+
+
+async def launch(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str) -> str:
+    """Start the members, all at once: create them (``provisioning_request``), release every gate
+    together (``gates``), or nothing (``kueue``: admission unsuspends the Job, its controller creates
+    them); ``client.max_parallel_requests`` calls at a time, stopping at the first failing past its
+    retries (raised). Returns what was done, for the log."""
+    namespace = spec.namespace
+    if spec.mode is ReservationMode.KUEUE:
+        return "Kueue admitted the Job; its controller creates the members"
+    if spec.mode is ReservationMode.GATES:
+        gate = naming.GangNames(spec.name).scheduling_gate
+        pods, _ = await client.list(PODS, namespace, label_selector=manifests.common.member_selector(spec))
+        patches = [(str(pod["metadata"]["name"]), manifests.pods.release_gate_patch(pod, gate)) for pod in pods]
+        releases = [
+            functools.partial(client.patch, PODS, name, patch, patch_type=PatchType.JSON, namespace=namespace)
+            for name, patch in patches
+            if patch
+        ]
+        await parallel.bounded_gather(releases, limit=client.max_parallel_requests)
+        return f"released the scheduling gate of {len(releases)} members together{_at_a_time(client)}"
+    results = await create_members(
+        client, [manifests.pods.launch_pod(spec, rank, owner_uid=owner_uid) for rank in range(size)], namespace
+    )
+    created = sum(was_created for _, was_created in results)
+    return f"created {created} member pods{_at_a_time(client)}, adopted {size - created}"
+
+
+async def create_members(
+    client: KubeClient, bodies: Sequence[Mapping[str, Any]], namespace: str
+) -> list[tuple[dict[str, Any], bool]]:
+    """Create or adopt every member pod of ``bodies``, ``client.max_parallel_requests`` at a time
+    (``parallel.bounded_gather``: the first create failing past its retries stops the others from
+    starting, and is raised). Each result as ``_create_or_adopt``'s."""
+    creates = [functools.partial(_create_or_adopt, client, PODS, body, namespace) for body in bodies]
+    return await parallel.bounded_gather(creates, limit=client.max_parallel_requests)
+
+
+def _at_a_time(client: KubeClient) -> str:
+    limit = client.max_parallel_requests
+    return f", {limit} at a time" if limit else ""
+
+
+async def publish_world(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str) -> str | None:
+    """Tell the members of a partially admitted Kueue gang how many they are: create (or adopt) the
+    world ConfigMap with ``size``, the admitted count (``reservation.manifests.world``); one that
+    exists with another count (an earlier worker of this try saw another admission) is patched to
+    ``size``. ``None`` when ``spec``'s members read no world ConfigMap; else what was done, for the
+    log. Called first when the reservation is granted: until then no member container can start."""
+    if not manifests.world.uses_world_config_map(spec):
+        return None
+    body = manifests.world.world_config_map(spec, size=size, owner_uid=owner_uid)
+    name = str(body["metadata"]["name"])
+    existing, created = await _create_or_adopt(client, CONFIG_MAPS, body, spec.namespace)
+    told = manifests.world.recorded_size(existing)
+    if created or told == size:
+        return f"ConfigMap {name} tells the members {size} of {spec.size} ({'created' if created else 'adopted'})"
+    await client.patch(CONFIG_MAPS, name, {"data": body["data"]}, namespace=spec.namespace)
+    return f"ConfigMap {name} tells the members {size} of {spec.size} (corrected from {told})"

@@ -1,0 +1,126 @@
+"""Reading a gang's objects for the operator: what the triggers watch, whether an earlier try's
+gang is intact, the reservation just before launch, and the members' logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_gang.kube import errors
+from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.kube.resources import CONFIG_MAPS, PODS, PROVISIONING_REQUESTS
+from airflow_provider_gang.reservation import decision, manifests, members, naming, shape
+from airflow_provider_gang.reservation.decision import Decision, Observed, Policy, Stage
+from airflow_provider_gang.reservation.phases import Phase, Reason
+from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
+
+LOG_TAIL_LINES = 2000
+LOG_READ_TIMEOUT = 30.0
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What the triggers watch for ``spec`` (see ``triggers.observation.GangObjects``)."""
+
+    provisioning_request: str | None
+    workload_selector: str | None
+    gated_pod_selector: str | None
+    scheduling_gate: str | None
+    member_selector: str
+
+
+def watch_targets(spec: GangSpec, job_uid: str | None = None) -> Watch:
+    """Names and selectors of what the triggers watch for ``spec``."""
+    names = naming.GangNames(spec.name)
+    uses_request = spec.mode is not ReservationMode.KUEUE
+    return Watch(
+        provisioning_request=names.provisioning_request if uses_request else None,
+        workload_selector=f"{KUEUE_JOB_UID_LABEL}={job_uid}" if job_uid else None,
+        gated_pod_selector=manifests.common.member_selector(spec) if spec.mode is ReservationMode.GATES else None,
+        scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None,
+        member_selector=manifests.common.member_selector(spec),
+    )
+
+
+async def adoption_refusal(client: KubeClient, spec: GangSpec, *, attempt: int, owner_uid: str | None) -> str | None:
+    """Why the gang of try ``attempt`` (``spec``, whose owner ConfigMap had ``owner_uid`` if known)
+    must not be adopted, or ``None`` when it is intact: its owner exists, is not being deleted, is
+    the same object (uid) and is still marked as owned by that try."""
+    name = naming.GangNames(spec.name).owner
+    try:
+        owner = await client.get(CONFIG_MAPS, name, spec.namespace)
+    except errors.NotFound:
+        return f"its owner ConfigMap {name} is gone (deleted by a kill or by hand)"
+    metadata = owner["metadata"]
+    if metadata.get("deletionTimestamp"):
+        return f"its owner ConfigMap {name} is being deleted"
+    if owner_uid is not None and metadata.get("uid") != owner_uid:
+        return f"its owner ConfigMap {name} was replaced (uid {metadata.get('uid')}, recorded {owner_uid})"
+    marked = manifests.owner.recorded_owner_try(owner)
+    if marked is not None and marked != attempt:
+        return f"its owner ConfigMap {name} is marked as owned by try {marked}"
+    return None
+
+
+async def recheck_reservation(client: KubeClient, spec: GangSpec, *, started_at: float, now: float) -> Decision | None:
+    """The reservation decision just before launching, for the modes with a ProvisioningRequest.
+
+    A deferred task resumes on a worker some time after its trigger fired; if that took longer than
+    the 10-minute booking (or the capacity was revoked meanwhile), members created now would not
+    consume anything. ``None`` for ``kueue`` (Kueue itself starts the admitted Job).
+    """
+    if spec.mode is ReservationMode.KUEUE:
+        return None
+    names = naming.GangNames(spec.name)
+    try:
+        request: dict[str, Any] | None = await client.get(
+            PROVISIONING_REQUESTS, names.provisioning_request, spec.namespace
+        )
+    except errors.NotFound:
+        request = None
+    pods: list[dict[str, Any]] = []
+    if spec.mode is ReservationMode.GATES:
+        pods, _ = await client.list(PODS, spec.namespace, label_selector=manifests.common.member_selector(spec))
+    observed = Observed(
+        mode=spec.mode,
+        stage=Stage.RESERVATION,
+        size=spec.size,
+        started_at=started_at,
+        provisioning_request=request,
+        pods=tuple(pods),
+        scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None,
+    )
+    problem = shape.malformed_in(observed)
+    if problem is not None:
+        return Decision(
+            phase=Phase.FAILED,
+            terminal=True,
+            reason=Reason.MALFORMED_ANSWER,
+            message=f"the API server sent an object this provider cannot read: {problem}",
+        )
+    return decision.decide(observed, now=now, policy=Policy())
+
+
+async def read_logs(client: KubeClient, spec: GangSpec, ranks: Iterable[int]) -> dict[int, str]:
+    """The last ``LOG_TAIL_LINES`` lines of each wanted rank's first container (missing ranks skipped)."""
+    wanted = set(ranks)
+    pods, _ = await client.list(PODS, spec.namespace, label_selector=manifests.common.member_selector(spec))
+    by_rank = {members.member_rank(pod): str(pod["metadata"]["name"]) for pod in pods}
+
+    async def one(rank: int, name: str) -> tuple[int, str]:
+        path = PODS.path(spec.namespace, name, "log")
+        try:
+            async with client.open_stream(
+                path, {"tailLines": str(LOG_TAIL_LINES)}, read_timeout=LOG_READ_TIMEOUT
+            ) as stream:
+                raw = await asyncio.wait_for(stream.read(), timeout=LOG_READ_TIMEOUT)
+        except (errors.KubeError, TimeoutError) as error:
+            return rank, f"(log unavailable: {error})"
+        return rank, raw.decode("utf-8", errors="replace")
+
+    found = [(rank, name) for rank, name in by_rank.items() if rank is not None and rank in wanted]
+    return dict(await asyncio.gather(*(one(rank, name) for rank, name in found)))

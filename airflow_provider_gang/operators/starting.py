@@ -1,0 +1,176 @@
+"""The first stage of a try: plan it, prepare the cluster, create (or adopt) its reservation, wait.
+
+::
+
+    start ── rendered arguments valid? ── plan (start_by, adopt an intact gang, fallback step)
+          ── precheck ── withdraw earlier tries' objects ── adopt-or-create the reservation
+          ── wait: ReservationTrigger ──► reserved (operators.launching)
+
+An earlier try still recorded as in progress is adopted when its gang is intact
+(``reservation.tries.plan`` rule 2), else recorded as killed before a new plan is made.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from airflow_provider_gang.hooks import creation, deletion, inspection, precheck
+from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.links import RESERVATION_XCOM_KEY
+from airflow_provider_gang.operators import launching
+from airflow_provider_gang.operators.failures import failure
+from airflow_provider_gang.operators.try_run import TryRun
+from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.records.tries import ReservationFacts, TryPlan, TryState
+from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.reservation.tries import plan
+from airflow_provider_gang.triggers.reservation import ReservationTrigger
+
+
+def start(run: TryRun) -> Any:
+    """``execute``: plan the try, create (or adopt) its reservation, wait for it."""
+    settings = run.settings
+    if settings.argument_error is not None:
+        raise settings.argument_error
+    assert settings.configured is not None  # set whenever argument_error is not
+    ti, now = run.context["ti"], time.time()
+    start_deadline = plan.start_window_end(run.context, settings.start_by)
+    in_progress = run.lifecycle.in_progress()
+    chosen: tuple[TryPlan, str] | None = None
+    if in_progress is not None and in_progress.plan.attempt == ti.try_number:
+        chosen = in_progress.plan, f"try {ti.try_number}: resuming gang {in_progress.plan.gang}"
+    elif in_progress is not None:
+        chosen = _adopt_or_record(run, in_progress, start_deadline, now)
+    records = run.lifecycle.finished()
+    if chosen is None:
+        try:
+            chosen = plan.plan_try(
+                ti=ti,
+                records=records,
+                ladder=settings.ladder,
+                configured=settings.configured,
+                reservation_timeout_seconds=settings.reservation_timeout.total_seconds(),
+                start_deadline=start_deadline,
+                now=now,
+            )
+        except plan.NoTry as stop:
+            _withdraw_leftovers(run, [record.gang for record in records])
+            records = run.lifecycle.end_without_gang(
+                attempt=ti.try_number, reason=stop.reason, message=stop.message, mode=settings.mode, size=settings.size
+            )
+            raise failure(stop.reason, stop.message, records) from stop
+    try_plan, explanation = chosen
+    run.log.info("Gang plan: %s", explanation)
+    run.state = run.lifecycle.begin(try_plan)
+    spec = try_plan.spec
+    run.waiter.track(run.connection(), spec)
+    earlier = [record.gang for record in records if record.gang and record.gang != try_plan.gang]
+
+    async def prepare(client: KubeClient) -> ReservationFacts:
+        for warning in await precheck.precheck(client, spec):
+            run.log.warning("Gang %s precheck: %s", spec.name, warning)
+        withdrawn = await deletion.withdraw(client, spec.namespace, earlier, spec.mode)
+        if withdrawn:
+            run.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
+        return await creation.ensure_reservation(client, spec, owner_try=try_plan.attempt)
+
+    facts = run.cluster(prepare)
+    run.log.info(
+        "Reservation %s (%s, %d members, step: %s): %d objects created, the rest adopted",
+        try_plan.gang,
+        spec.mode.value,
+        spec.size,
+        try_plan.step,
+        facts.created,
+    )
+    run.state = run.lifecycle.update(run.state, owner_uid=facts.owner_uid, job_uid=facts.job_uid, objects=facts.objects)
+    ti.xcom_push(
+        key=RESERVATION_XCOM_KEY,
+        value={
+            "gang": try_plan.gang,
+            "namespace": spec.namespace,
+            "mode": spec.mode.value,
+            "size": spec.size,
+            "step": try_plan.step,
+            "try": try_plan.attempt,
+            "zone": spec.zone,
+            "queue": spec.queue,
+            "provisioning_class": spec.provisioning_class,
+        },
+    )
+    watch = inspection.watch_targets(spec, facts.job_uid)
+    arguments = run.trigger_arguments(
+        try_plan,
+        job_uid=facts.job_uid,
+        size=spec.size,
+        started_at=try_plan.requested_at,
+        deadline=try_plan.reservation_deadline,
+        pod_selector=watch.gated_pod_selector,
+        scheduling_gate=watch.scheduling_gate,
+        deadline_reason=try_plan.deadline_reason,
+    )
+    trigger = ReservationTrigger.of(arguments)
+    event = run.waiter.wait(trigger, deadline=try_plan.reservation_deadline, spec=spec)
+    return launching.reserved(run, event)
+
+
+def _adopt_or_record(
+    run: TryRun, stale: TryState, start_deadline: float | None, now: float
+) -> tuple[TryPlan, str] | None:
+    """An earlier try never finished: adopt its gang if intact and the window allows (rule 2 of
+    ``reservation.tries.plan``), else record that try as killed; ``None`` when a new plan is needed."""
+    spec = stale.plan.spec
+    refusal: str | None = "the start window has passed"
+    if plan.start_window_passed(start_deadline, now) is None:
+        refusal = run.cluster(
+            lambda client: inspection.adoption_refusal(
+                client, spec, attempt=stale.plan.attempt, owner_uid=stale.owner_uid
+            )
+        )
+    if refusal is None:
+        adopted = plan.adopt(
+            stale.plan,
+            try_number=run.lifecycle.try_number,
+            start_deadline=start_deadline,
+            reservation_timeout_seconds=run.settings.reservation_timeout.total_seconds(),
+            now=now,
+        )
+        run.lifecycle.end_without_gang(
+            attempt=stale.plan.attempt,
+            reason=Reason.WORKER_LOST,
+            plan=stale.plan,
+            mode=spec.mode.value,
+            size=stale.size_run or spec.size,
+            message=f"its worker stopped before the try finished; try {run.lifecycle.try_number} adopted "
+            "its intact gang",
+        )
+        return adopted
+    run.log.info(
+        "Try %d did not finish and its gang %s is not adopted: %s", stale.plan.attempt, stale.plan.gang, refusal
+    )
+    run.lifecycle.end_without_gang(
+        attempt=stale.plan.attempt,
+        reason=Reason.KILLED,
+        plan=stale.plan,
+        message=f"the try did not finish and {refusal}",
+        mode=spec.mode.value,
+        size=stale.size_run or spec.size,
+    )
+    return None
+
+
+def _withdraw_leftovers(run: TryRun, gangs: list[str]) -> None:
+    """Best effort, when no new try starts: delete whatever earlier tries left (their own clean-up
+    may not have reached the API server), so the task never ends with a request still queued."""
+    gangs = [gang for gang in gangs if gang]
+    if not gangs:
+        return
+    mode = ReservationMode(run.settings.mode)
+    try:
+        withdrawn = run.cluster(lambda client: deletion.withdraw(client, run.settings.namespace, gangs, mode))
+    except Exception as error:  # the task fails anyway; the reason it fails matters more
+        run.log.warning("Could not withdraw what earlier tries left: %s", error)
+        return
+    if withdrawn:
+        run.log.info("Withdrew %d objects left by earlier tries", withdrawn)

@@ -1,0 +1,182 @@
+"""``TryRun``: one entry point's part of a try - its cluster access, its state, and its one ending.
+
+Every stage (``operators.starting``, ``operators.launching``) works through a ``TryRun``: it reads
+and writes the try's state through ``operators.lifecycle``, talks to the cluster through the hooks
+(:meth:`TryRun.cluster`: a fresh client on a private event loop, as operators are synchronous), and
+ends the try through :meth:`TryRun.end` - logs, teardown, record, summary or typed exception - or
+:meth:`TryRun.end_with` after an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from airflow.sdk.exceptions import AirflowTaskTerminated
+
+from airflow_provider_gang.hooks import deletion, inspection
+from airflow_provider_gang.hooks.gang import GangHook
+from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.operators.failures import failure
+from airflow_provider_gang.operators.lifecycle import TryLifecycle
+from airflow_provider_gang.operators.settings import TrySettings
+from airflow_provider_gang.operators.waiting import Waiter
+from airflow_provider_gang.reservation import cost
+from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.records.events import GangEvent
+from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
+from airflow_provider_gang.reservation.records.triggers import TriggerArguments
+from airflow_provider_gang.reservation.spec import GangSpec
+from airflow_provider_gang.reservation.tries import results
+from airflow_provider_gang.reservation.tries.results import TryEnding
+
+T = TypeVar("T")
+KILLED = TryEnding.failed(Reason.KILLED, "on_kill deleted the gang")
+"""How a try ends once ``on_kill`` ran, whatever the trigger saw of the deletion."""
+
+
+class TryRun:
+    """One entry point's part of a try (see the module docstring)."""
+
+    def __init__(self, settings: TrySettings, waiter: Waiter, context: Mapping[str, Any]) -> None:
+        self.settings, self.waiter, self.context = settings, waiter, context
+        self.log = settings.log
+        self.lifecycle = TryLifecycle(context)
+        self.state: TryState | None = None
+        self._connection: ConnectionSettings | None = None
+
+    def connection(self) -> ConnectionSettings:
+        if self._connection is None:
+            self._connection = GangHook(conn_id=self.settings.kubernetes_conn_id).connection_settings()
+        return self._connection
+
+    def cluster(self, work: Callable[[KubeClient], Awaitable[T]]) -> T:
+        """Run ``work`` with a fresh client on a private event loop (operators are synchronous)."""
+
+        async def main() -> T:
+            async with await self.settings.client_options.connect(self.connection()) as client:
+                return await work(client)
+
+        return asyncio.run(main())
+
+    def resume(self) -> TryState:
+        """The state of this try, stored by the entry point that deferred; tracked for ``on_kill``."""
+        state = self.lifecycle.in_progress()
+        if state is None or state.plan.attempt != self.lifecycle.try_number:
+            raise RuntimeError(f"try {self.lifecycle.try_number} resumed without its state in the task state store")
+        self.state = state
+        self.waiter.track(self.connection(), state.plan.spec)
+        return state
+
+    def trigger_arguments(
+        self, plan: TryPlan, *, job_uid: str | None, size: int, started_at: float, deadline: float, **stage: Any
+    ) -> TriggerArguments:
+        """The arguments of a trigger waiting for ``plan``'s gang; ``stage``: the fields only one of the
+        two waits sets (``pod_selector``, ``scheduling_gate``, ``deadline_reason``, ``startup_deadline``,
+        ``read_checkpoints``)."""
+        spec = plan.spec
+        watch = inspection.watch_targets(spec, job_uid)
+        common = TriggerArguments(
+            kubernetes_conn_id=self.settings.kubernetes_conn_id,
+            gang_name=spec.name,
+            namespace=spec.namespace,
+            deadline=deadline,
+            mode=spec.mode,
+            size=size,
+            started_at=started_at,
+            provisioning_request=watch.provisioning_request,
+            workload_selector=watch.workload_selector,
+            delete_on_kill=deletion.kill_targets(spec),
+            client_options=self.settings.client_options.to_dict(),
+            try_number=plan.attempt,
+            unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),
+            tries_allowed=tries_allowed(self.context["ti"]),
+            step_description=plan.step,
+        )
+        return replace(common, **stage)
+
+    def end_with(self, reason: Reason, message: str) -> BaseException:
+        """End the try with ``reason`` after an exception; the exception to raise."""
+        if self.state is None:
+            records = self.lifecycle.end_without_gang(
+                attempt=self.lifecycle.try_number,
+                reason=reason,
+                message=message,
+                mode=self.settings.mode,
+                size=self.settings.size,
+            )
+            return failure(reason, message, records)
+        try:
+            self.end(self.state.reservation_event, None, TryEnding.failed(reason, message))
+        except BaseException as ended:  # end() always raises for a failed try
+            return ended
+        raise AssertionError("end() returned for a failed try")
+
+    def end(
+        self, reservation_event: GangEvent | None, run_event: GangEvent | None, ending: TryEnding | None = None
+    ) -> Any:
+        """Close the try: logs, teardown (always on failure; on success unless ``on_finish="keep"``),
+        record; the summary on success, else the typed exception is raised. ``ending`` defaults to
+        what the last event says."""
+        assert self.state is not None
+        state = self.state
+        spec = state.plan.spec
+        killed = self.waiter.killed
+        last = run_event if run_event is not None else reservation_event
+        if killed:
+            ending = KILLED
+        elif ending is None:
+            if last is None:
+                raise RuntimeError(f"try {state.plan.attempt} ended without an event or a reason")
+            ending = TryEnding.of_event(last)
+        succeeded = ending.succeeded and run_event is not None
+        ranks = results.ranks_to_log(self.settings.log_ranks, state.size_run or spec.size)
+        logs, deleted = self._finish_on_cluster(spec, ranks, read_logs=run_event is not None, succeeded=succeeded)
+        for rank, text in sorted(logs.items()):
+            for line in text.splitlines():
+                self.log.info("[rank %d] %s", rank, line)
+        if deleted:
+            self.log.info("Gang %s: deleted %d objects", spec.name, deleted)
+        record = results.try_record(
+            state, reservation_event, run_event, ending, gpus=cost.gpus_per_member(spec), now=time.time()
+        )
+        records = self.lifecycle.end(record)
+        for line in results.story(records):
+            self.log.info("%s", line)
+        if succeeded:
+            return results.summary(state.plan, record, records, logs)
+        return self._raise_ended(record, records, killed)
+
+    def _finish_on_cluster(
+        self, spec: GangSpec, ranks: list[int], *, read_logs: bool, succeeded: bool
+    ) -> tuple[dict[int, str], int]:
+        """The wanted ranks' logs and how many objects the teardown deleted; best effort."""
+
+        async def finish(client: KubeClient) -> tuple[dict[int, str], int]:
+            logs = await inspection.read_logs(client, spec, ranks) if read_logs else {}
+            keep = succeeded and self.settings.on_finish == "keep"
+            return logs, await deletion.teardown(client, spec, keep_members=keep)
+
+        try:
+            return self.cluster(finish)
+        except Exception as error:  # the try ends all the same; what is left is withdrawn by the next try
+            self.log.warning("Gang %s: clean-up incomplete (%s); the next try withdraws what is left", spec.name, error)
+            return {}, 0
+
+    def _raise_ended(self, record: TryRecord, records: list[TryRecord], killed: bool) -> Any:
+        message = f"gang {record.gang}: {record.message}"
+        if killed:
+            raise AirflowTaskTerminated(f"{Reason.KILLED.value}: {message}")
+        raise failure(Reason(record.outcome), message, records)
+
+
+def tries_allowed(ti: Any) -> int | None:
+    """``M`` of "try N of M": ``max_tries + 1``, as Airflow's own failure e-mail counts (``"Try
+    {{try_number}} out of {{max_tries + 1}}"``, ``airflow/sdk/execution_time/task_runner.py``, 3.3);
+    ``None`` when the task instance does not say."""
+    max_tries = getattr(ti, "max_tries", None)
+    return int(max_tries) + 1 if isinstance(max_tries, int) and max_tries >= 0 else None

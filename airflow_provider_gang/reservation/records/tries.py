@@ -1,0 +1,251 @@
+"""The records of a try: its plan, its state while in progress, and its record once finished.
+
+``TryPlan`` is decided once per try (``reservation.tries.plan``), stored inside ``TryState`` under
+the task state key ``gang.current`` before any object exists, and read back by every later entry
+point of the same try: ``dag.test()`` drops ``defer()`` kwargs (``next_kwargs = {"event": ...}`` in
+``DAG.test``, apache/airflow ``task-sdk/src/airflow/sdk/definitions/dag.py``), so nothing else may
+carry it. ``TryRecord`` is appended to ``gang.tries`` when the try ends. Both keys survive retries
+and worker crashes (Airflow 3.3 ``task_state_store``), which is what adoption, the fallback ladder
+and the summed GPU-hours need. ``ReservationFacts`` is what creating the reservation found, from the
+cluster actions (``hooks.creation.ensure_reservation``) to the operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from airflow_provider_gang.reservation import ladder_format
+from airflow_provider_gang.reservation.fallback import FallbackStep
+from airflow_provider_gang.reservation.phases import Reason
+from airflow_provider_gang.reservation.records.events import GangEvent
+from airflow_provider_gang.reservation.records.reading import CURRENT_VERSION, optional_text, record_values
+from airflow_provider_gang.reservation.spec import GangSpec
+
+
+@dataclass(frozen=True)
+class TryPlan:
+    """What one try does.
+
+    Fields:
+        attempt: the Airflow try number; gang: the gang's name (its objects' names derive from it).
+        step: the fallback step as the try runs it (``"as configured"``, ``"shrink to 8 members, ran 6"``).
+        step_index: its position in ``ladder`` (``None``: as configured).
+        spec: the gang as this try creates it, the step applied.
+        requested_at: UNIX time the plan was made (the reservation's request time).
+        reservation_deadline: UNIX time the reservation wait gives up, with ``deadline_reason``
+            (``deadline``, or ``start_window_missed`` when ``start_by`` is earlier).
+        start_deadline: UNIX time of ``data_interval_end + start_by`` (``None``: no ``start_by``).
+        adopted_from: the try whose gang this try adopted after that try's worker stopped.
+        ladder: the sequence's ladder that ``step_index`` points into, kept so that a DAG edited
+            between retries cannot change what a stored index means.
+    """
+
+    attempt: int
+    gang: str
+    step: str
+    step_index: int | None
+    spec: GangSpec
+    requested_at: float
+    reservation_deadline: float
+    deadline_reason: Reason
+    start_deadline: float | None
+    adopted_from: int | None = None
+    ladder: tuple[FallbackStep, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": CURRENT_VERSION,
+            "attempt": self.attempt,
+            "gang": self.gang,
+            "step": self.step,
+            "step_index": self.step_index,
+            "spec": self.spec.to_dict(),
+            "requested_at": self.requested_at,
+            "reservation_deadline": self.reservation_deadline,
+            "deadline_reason": self.deadline_reason.value,
+            "start_deadline": self.start_deadline,
+            "adopted_from": self.adopted_from,
+            "ladder": ladder_format.ladder_to_plain(self.ladder),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TryPlan:
+        return cls(
+            **record_values(
+                cls,
+                data,
+                {
+                    "attempt": int,
+                    "step_index": int,
+                    "spec": GangSpec.from_dict,
+                    "requested_at": float,
+                    "reservation_deadline": float,
+                    "deadline_reason": Reason,
+                    "start_deadline": float,
+                    "adopted_from": int,
+                    "ladder": ladder_format.ladder_from_plain,
+                },
+            )
+        )
+
+
+@dataclass(frozen=True)
+class ReservedObject:
+    """One object a try created or adopted: its resource key (``kube.resources.Resource.key``),
+    name and uid - the uid says whether an object found later by that name is still the same one."""
+
+    resource: str
+    name: str
+    uid: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"resource": self.resource, "name": self.name, "uid": self.uid}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ReservedObject:
+        return cls(**record_values(cls, data, {"resource": str, "name": str, "uid": str}))
+
+
+@dataclass(frozen=True)
+class ReservationFacts:
+    """What adopting or creating a gang's owner and reservation objects found.
+
+    ``created``: how many objects were created now (the rest were adopted); ``owner_uid``: the
+    owner ConfigMap's uid (every other object's owner); ``job_uid``: the Kueue Job's uid (``kueue``
+    mode), by which the triggers select its Workload; ``objects``: everything created or adopted.
+    """
+
+    created: int
+    owner_uid: str
+    job_uid: str | None
+    objects: tuple[ReservedObject, ...]
+
+
+@dataclass(frozen=True)
+class TryState:
+    """The try in progress (task state key ``gang.current``).
+
+    Written by ``operators.lifecycle`` only: first before any object of the try exists, then after
+    each stage, and removed when the try is recorded as finished. A worker that dies leaves it
+    behind, which is how the next try knows what to adopt or withdraw.
+
+    Fields:
+        plan: what the try does.
+        owner_uid: uid of the gang's owner ConfigMap once created or adopted (children's owner).
+        job_uid: uid of the Kueue Job (``kueue`` mode), whose Workload the triggers select by.
+        objects: the reservation objects created or adopted, with their uids.
+        reservation_event: the ReservationTrigger's event without ``members`` (once it fired).
+        launched_at: UNIX time the members were launched; ``size_run``: how many were.
+    """
+
+    plan: TryPlan
+    owner_uid: str | None = None
+    job_uid: str | None = None
+    objects: tuple[ReservedObject, ...] = ()
+    reservation_event: GangEvent | None = None
+    launched_at: float | None = None
+    size_run: int | None = None
+
+    def with_changes(self, **changes: Any) -> TryState:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": CURRENT_VERSION,
+            "plan": self.plan.to_dict(),
+            "owner_uid": self.owner_uid,
+            "job_uid": self.job_uid,
+            "objects": [item.to_dict() for item in self.objects],
+            "reservation_event": None if self.reservation_event is None else self.reservation_event.to_dict(),
+            "launched_at": self.launched_at,
+            "size_run": self.size_run,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TryState:
+        return cls(
+            **record_values(
+                cls,
+                data,
+                {
+                    "plan": TryPlan.from_dict,
+                    "owner_uid": optional_text,
+                    "job_uid": optional_text,
+                    "objects": lambda items: tuple(ReservedObject.from_dict(item) for item in items),
+                    "reservation_event": GangEvent.from_dict,
+                    "launched_at": float,
+                    "size_run": int,
+                },
+            )
+        )
+
+
+@dataclass(frozen=True)
+class TryRecord:
+    """The outcome of one finished try (one item of the task state key ``gang.tries``).
+
+    ``outcome`` is a ``reservation.phases.Reason`` value; ``step`` describes the fallback step the
+    try used and ``step_index`` is its position in ``ladder`` (``None``: as configured); seconds are
+    ``None`` when the try never reached that stage (``reservation.tries.results``); ``gpu_seconds_*``
+    come from ``reservation.cost``; ``exit_codes`` maps rank (as a string: JSON keys) to exit code.
+    """
+
+    attempt: int
+    gang: str
+    step: str
+    step_index: int | None
+    mode: str
+    size: int
+    outcome: str
+    message: str
+    retryable: bool
+    queue_seconds: float | None = None
+    provisioning_seconds: float | None = None
+    run_seconds: float | None = None
+    gpu_seconds_reserved: float = 0.0
+    gpu_seconds_used: float = 0.0
+    gpu_seconds_idle: float = 0.0
+    exit_codes: Mapping[str, int] = field(default_factory=dict)
+    ladder: tuple[FallbackStep, ...] | None = None
+    """The ladder ``step_index`` points into; ``None`` for a try refused before it had a plan."""
+    adopted_from: int | None = None
+    """The try whose gang this try adopted after that try's worker stopped, if any."""
+    checkpoint_step: int | None = None
+    """The latest checkpoint step this try's members reported (``reservation.checkpoint``); ``None``:
+    none reported, or no ``checkpoint``."""
+    checkpoint_progress: int | None = None
+    """The last step completed when that report was written (``>= checkpoint_step``)."""
+    resumed_from_step: int | None = None
+    """The checkpoint step this try resumed from (``GANG_RESUME_STEP``); ``None``: it started afresh."""
+    gpu_seconds_lost: float = 0.0
+    """GPU-seconds of a failed try with a ``checkpoint`` that a later try redoes (``checkpoint.split_work``)."""
+    gpu_seconds_saved: float = 0.0
+    """GPU-seconds of a failed try's checkpointed steps, which a resuming try does not redo."""
+    exit_code_decision: Mapping[str, Any] | None = None
+    """When the exit-code policy decided ``outcome``: ``{"rank", "exit_code", "rule", "reason"}``
+    (``reservation.exit_codes.ExitCodeVerdict.to_dict``); ``None`` otherwise."""
+
+    def to_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["exit_codes"] = dict(self.exit_codes)
+        values["ladder"] = None if self.ladder is None else ladder_format.ladder_to_plain(self.ladder)
+        values["exit_code_decision"] = None if self.exit_code_decision is None else dict(self.exit_code_decision)
+        return {"version": CURRENT_VERSION, **values}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TryRecord:
+        return cls(
+            **record_values(
+                cls,
+                data,
+                {
+                    "attempt": int,
+                    "size": int,
+                    "exit_codes": lambda codes: {str(rank): int(code) for rank, code in dict(codes).items()},
+                    "ladder": ladder_format.ladder_from_plain,
+                    "exit_code_decision": dict,
+                },
+            )
+        )
