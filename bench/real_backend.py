@@ -13,7 +13,10 @@ counted when it ends, and ``apiserver_longrunning_requests`` gauges the ones sti
 figures of the measured process are the *reads* (GET, LIST, WATCH) of the kinds a waiting gang is made
 of; the control plane's own requests in the same window (its writes, leases, events and discovery)
 are reported apart as ``background``. Watches of the control plane's informers on those kinds stay
-open for 30 to 60 minutes (``--min-request-timeout``), longer than any window measured here.
+open for 30 to 60 minutes (``--min-request-timeout``), longer than any window measured here; the
+open watches are counted against those open before the triggers start, so a monitor the garbage
+collector opens meanwhile on a newly installed CRD (it rediscovers resources every 30 s,
+``kube-controller-manager`` ``garbagecollector.Sync``) adds one.
 """
 
 from __future__ import annotations
@@ -38,13 +41,17 @@ READ_VERBS = frozenset({"get", "list", "watch"})
 GANG_RESOURCES = frozenset(
     {
         "configmaps",
+        "events",
+        "events.events.k8s.io",
         "podtemplates",
         "pods",
         "provisioningrequests.autoscaling.x-k8s.io",
         "workloads.kueue.x-k8s.io",
     }
 )
-"""The kinds a waiting gang (or the anchor's pods) is made of, named as the emulator's metrics name them."""
+"""The kinds a waiting gang (or the anchor's pods) is made of, named as the emulator's metrics name them,
+and the Events the anchor's ``KubernetesPodTrigger`` reads (cncf-kubernetes ``watch_pod_events``); the
+control plane only writes Events."""
 
 _SAMPLE = re.compile(r"^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 _LABEL = re.compile(r'(?P<key>[a-z_]+)="(?P<value>[^"]*)"')

@@ -34,6 +34,8 @@ AFTER = "\n".join(
         sample("apiserver_request_total", "WATCH", "pods", 3),
         sample("apiserver_request_total", "PATCH", "pods", 5, subresource="status"),
         sample("apiserver_request_total", "GET", "", 2, subresource="openapi/v3"),
+        sample("apiserver_request_total", "LIST", "events", 1),
+        sample("apiserver_request_total", "POST", "events", 4),
         sample("apiserver_longrunning_requests", "WATCH", "pods", 6),
         sample("apiserver_longrunning_requests", "WATCH", "leases", 9, group="coordination.k8s.io"),
     ]
@@ -68,9 +70,12 @@ def test_the_delta_counts_the_reads_of_gang_kinds_and_the_rest_as_background() -
     after = real_backend.parse_samples(AFTER, "apiserver_request_total")
     report = real_backend.delta_report(before, after)
     assert report == {
-        "total": 6,
-        "requests": {"list": {"provisioningrequests.autoscaling.x-k8s.io": 4}, "watch": {"pods": 2}},
-        "background": 3 + 5 + 2,
+        "total": 7,
+        "requests": {
+            "list": {"events": 1, "provisioningrequests.autoscaling.x-k8s.io": 4},
+            "watch": {"pods": 2},
+        },
+        "background": 3 + 5 + 2 + 4,
     }
 
 
