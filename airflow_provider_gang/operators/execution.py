@@ -24,7 +24,6 @@ a real triggerer keeps them.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -43,7 +42,7 @@ from airflow_provider_gang.operators.history import TryRecord
 from airflow_provider_gang.operators.lifecycle import KILLING_EXCEPTIONS, TryLifecycle, classify
 from airflow_provider_gang.operators.try_state import ReservedObject, TryState
 from airflow_provider_gang.operators.waiting import Waiter
-from airflow_provider_gang.reservation import cost, fallback, validation
+from airflow_provider_gang.reservation import clock, cost, fallback, validation
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
@@ -166,7 +165,7 @@ class TryRun:
 
     def start(self) -> Any:
         self.settings.check_rendered()
-        ti, now = self.context["ti"], time.time()
+        ti, now = self.context["ti"], clock.current().now()
         start_deadline = plan.start_window_end(self.context, self.settings.start_by)
         in_progress = self.lifecycle.in_progress()
         chosen: tuple[plan.TryPlan, str] | None = None
@@ -287,7 +286,7 @@ class TryRun:
         if event.get("status") != "success" or self.waiter.killed:
             return self.end(reservation_event=event, run_event=None)
         size = int(event.get("admitted_count") or spec.size)
-        now = time.time()
+        now = clock.current().now()
 
         async def launch(client: KubeClient) -> Decision | None:
             told = await gang_objects.publish_world(client, spec, size=size, owner_uid=str(state.owner_uid))
@@ -357,7 +356,7 @@ class TryRun:
         if deleted:
             self.log.info("Gang %s: deleted %d objects", spec.name, deleted)
         record = results.try_record(state, spec, reservation_event, run_event, final,
-                                    gpus=cost.gpus_per_member(spec), now=time.time())
+                                    gpus=cost.gpus_per_member(spec), now=clock.current().now())
         records = self.lifecycle.end(record)
         for line in results.story(records):
             self.log.info("%s", line)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol
@@ -23,6 +22,7 @@ from airflow.sdk.exceptions import AirflowTaskTerminated
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.operators import gang_objects
+from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.triggers.base import GangTrigger
 
@@ -103,7 +103,7 @@ class DeferringWaiter(_KillSwitch):
 
     def wait(self, trigger: GangTrigger, *, resume_method: str, deadline: float, spec: GangSpec) -> dict[str, Any]:
         self.refuse_if_killed()
-        timeout = timedelta(seconds=max(1.0, deadline - time.time())) + DEFER_SLACK
+        timeout = timedelta(seconds=max(1.0, deadline - clock.current().now())) + DEFER_SLACK
         self._active = None  # the worker leaves the gang to the trigger
         self._defer(trigger=trigger, method_name=resume_method, timeout=timeout)
         raise RuntimeError("BaseOperator.defer returned instead of raising TaskDeferred")

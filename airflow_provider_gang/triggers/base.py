@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -57,6 +56,7 @@ from airflow_provider_gang.kube.resources import by_key
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watches import Subscription
 from airflow_provider_gang.kube.watch import Objects, Reflector
+from airflow_provider_gang.reservation import clock as reservation_clock
 from airflow_provider_gang.reservation import member_history
 from airflow_provider_gang.reservation.decision import Decision, Policy, decide
 from airflow_provider_gang.reservation.observed import Observed, Stage
@@ -66,6 +66,7 @@ from airflow_provider_gang.triggers import kill, spot_nodes
 from airflow_provider_gang.triggers.events import PhaseClock, build_payload
 from airflow_provider_gang.triggers.observation import GangObjects, trimmer
 from airflow_provider_gang.triggers.progress import DEFAULT_HEARTBEAT_SECONDS, WaitReporter
+from airflow_provider_gang.triggers.wakeups import WakeSchedule
 
 FRESH_READ_TIMEOUT_SECONDS = 30.0
 """Longest wait for the fresh LIST a deadline is decided on (capped by ``unreachable_seconds``)."""
@@ -204,14 +205,15 @@ class GangTrigger(BaseTrigger):
         return f"<{type(self).__qualname__} gang={self.gang_name} namespace={self.namespace} try={self.try_number}>"
 
     async def views(
-        self, watches: Sequence[Mapping[str, str]], wake_times: Sequence[float | None] = (), tick: float | None = None
+        self, watches: Sequence[Mapping[str, str]], wake_times: Sequence[float | None] = (), tick: float | None = None,
+        every: float | None = None,
     ) -> AsyncGenerator[dict[str, Objects] | None, None]:
         """List then watch every ``{"resource", "label_selector", "field_selector"}`` of ``watches``.
 
         Yields ``{resource key: {name: object}}`` after every change, and ``None`` when one of
-        ``wake_times`` (absolute UNIX times, e.g. the policy's deadlines) passes with no change, and
-        every ``tick`` seconds without a change, so the caller decides again on the last view. The
-        caller stops iterating once it has decided.
+        ``wake_times`` (moments of ``reservation.clock``, e.g. the policy's deadlines) passes with no
+        change, ``every`` clock seconds, and every ``tick`` real seconds without a change
+        (:mod:`.wakeups`), so the caller decides again on the last view. It stops once decided.
         """
         settings = await self.connection_settings()
         options = ClientOptions.from_dict(self.client_options)
@@ -227,25 +229,22 @@ class GangTrigger(BaseTrigger):
                 transform=trimmer(watch["resource"]),
             ))
         self.reflectors = [subscription.reflector for subscription in self.subscriptions]
-        pending = sorted(moment for moment in wake_times if moment is not None)
         stream = shared_watches.together(self.subscriptions, wakeup)
         # One pending ``anext`` survives wake-ups: cancelling it would close the stream.
         next_view: asyncio.Future[dict[str, Objects]] | None = None
+        schedule = WakeSchedule(reservation_clock.current(), wake_times, tick, every=every)
         try:
             while True:
-                now = time.time()
-                while pending and pending[0] <= now:
-                    pending.pop(0)
+                for _ in range(schedule.passed()):
                     yield None
                 if next_view is None:
                     next_view = asyncio.ensure_future(anext(stream))
-                timeouts = [moment - now for moment in pending[:1]] + ([tick] if tick is not None else [])
-                done, _ = await asyncio.wait({next_view}, timeout=min(timeouts, default=None))
-                if done:
+                done, _ = await asyncio.wait({next_view}, timeout=schedule.timeout())
+                if schedule.waited(changed=bool(done)):
+                    yield None
+                elif done:
                     view, next_view = next_view.result(), None
                     yield view
-                elif tick is not None and not (pending and pending[0] <= time.time()):
-                    yield None
         finally:
             if next_view is not None:
                 next_view.cancel()
@@ -277,13 +276,14 @@ class GangTrigger(BaseTrigger):
         reporter = WaitReporter(self.log, self.gang_name, started_at=self.started_at,
                                 heartbeat_seconds=self.heartbeat_seconds, try_number=self.own_try,
                                 tries_allowed=self.tries_allowed, step_description=self.step_description)
-        tick = min(5.0, max(0.05, self.unreachable_seconds / 10), reporter.tick_seconds())
+        tick = min(5.0, max(0.05, self.unreachable_seconds / 10))  # real seconds; the heartbeat's are the clock's
         try:
             async with contextlib.aclosing(
-                self.views(objects.watches(), wake_times=(policy.deadline, policy.startup_deadline), tick=tick)
+                self.views(objects.watches(), wake_times=(policy.deadline, policy.startup_deadline), tick=tick,
+                           every=reporter.tick_seconds())
             ) as views:
                 async for view in views:
-                    now = time.time()
+                    now = reservation_clock.current().now()
                     unreachable = self.unreachable()
                     if unreachable is not None:
                         return build_payload(

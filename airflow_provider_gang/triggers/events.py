@@ -15,16 +15,16 @@ Fields (plain JSON values)::
                     wait: reservation.checkpoint.CheckpointReport.to_dict() ({"step", "progress", "pod",
                     "rank"}); events of older versions lack the key (read as null)
 
-All times are UNIX seconds. Fields may be added, never renamed or removed: deferred tasks created by
-an older version read events produced by a newer one.
+All times are UNIX seconds, read from ``reservation.clock``. Fields may be added, never renamed or
+removed: deferred tasks created by an older version read events produced by a newer one.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from airflow_provider_gang.kube import errors
+from airflow_provider_gang.reservation import clock as reservation_clock
 from airflow_provider_gang.reservation.checkpoint import CheckpointReport
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.observed import Observed
@@ -63,7 +63,7 @@ def build_payload(
     checkpoint: CheckpointReport | None = None,
 ) -> dict[str, Any]:
     """The event payload for ``decision`` (see the module docstring)."""
-    event_at = time.time()
+    event_at = reservation_clock.current().now()
     clock.saw(decision.phase, event_at)
     return {
         "status": "success" if decision.phase in SUCCESS_PHASES else "failure",
