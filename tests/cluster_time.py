@@ -38,16 +38,17 @@ class ClusterTime:
         self.origin = time.time() - simulated.now()
         self.reads = 0
         """How often :meth:`now` was called: a trigger reads it on every pass of its wait, so a test
-        that waits for more reads after advancing the clock knows the trigger has looked at the new
-        time (:meth:`read_again`), with no sleep."""
+        that waits for more reads after a change (a write, an advance) knows the trigger has decided
+        on it (:meth:`read_again`), with no sleep."""
 
     def now(self) -> float:
         self.reads += 1
         return self.origin + self.simulated.now()
 
-    async def read_again(self, times: int = 6, timeout: float = 10.0) -> None:
-        """Wait until :meth:`now` has been called ``times`` more times (a waiting trigger reads it a
-        few times per pass, so six reads span a whole pass: deadlines, decision and log lines)."""
+    async def read_again(self, times: int = 10, timeout: float = 10.0) -> None:
+        """Wait until :meth:`now` has been called ``times`` more times. A waiting trigger reads it
+        three times per pass of its wait (``triggers.wakeups``) and once per decision; ten reads
+        cover the rest of the pass it is in, then a whole pass with its decision and log lines."""
         target = self.reads + times
         await eventually_async(lambda: self.reads >= target, timeout=timeout, what=f"{times} reads of the clock")
 

@@ -220,3 +220,13 @@ async def until_watching(trigger: GangTrigger, timeout: float = 10.0) -> None:
         what="the trigger to start watching",
         interval=0.01,
     )
+
+
+async def until_seen(trigger: GangTrigger, name: str, phase: str, timeout: float = 10.0) -> None:
+    """Wait until the watches of a running ``trigger`` show the object ``name`` in ``phase``."""
+
+    def seen() -> bool:
+        found = [watched.reflector.objects.get(name) for watched in trigger.subscriptions]
+        return any(((obj or {}).get("status") or {}).get("phase") == phase for obj in found)
+
+    await eventually_async(seen, timeout=timeout, what=f"the trigger to see {name} {phase}")

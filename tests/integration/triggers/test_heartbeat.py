@@ -22,7 +22,7 @@ from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.progress import describe_elapsed
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
-from .gangs import Gang, condition, first_event, gang_spec, until_watching
+from .gangs import Gang, condition, first_event, gang_spec, until_seen, until_watching
 
 PR = ReservationMode.PROVISIONING_REQUEST
 
@@ -115,14 +115,8 @@ async def test_a_run_heartbeats_while_members_start_and_is_silent_once_they_run(
     for rank in range(2):
         await gang.set_member_phase(rank, "Running")
 
-    def seen_running() -> bool:
-        seen = {
-            name: obj for subscription in trigger.subscriptions for name, obj in subscription.reflector.objects.items()
-        }
-        members = [seen.get(gang.names.member(rank)) or {} for rank in range(2)]
-        return all((member.get("status") or {}).get("phase") == "Running" for member in members)
-
-    await eventually_async(seen_running, timeout=10, what="the trigger's watch to see both members running")
+    for rank in range(2):
+        await until_seen(trigger, gang.names.member(rank), "Running")
     await manual_time.read_again()  # the trigger decided on that view
     running_from = len(logged.lines())
     manual_time.simulated.advance(600)  # ten heartbeat intervals

@@ -18,15 +18,6 @@ async def no_sleep(seconds: float) -> None:
     await asyncio.sleep(0)
 
 
-async def until_a_watch_ends(sim) -> None:
-    """Wait until the emulator has ended one more request with 200: the emulator counts a response
-    code once the handler returns, which for a WATCH is when its stream ends (here: the cut)."""
-    ended = sim.metrics()["codes"].get("200", 0)
-    await eventually_async(
-        lambda: sim.metrics()["codes"].get("200", 0) > ended, timeout=10, what="the server to end the watch"
-    )
-
-
 async def until(snapshots, predicate, timeout: float = 10.0):
     """Pull snapshots until ``predicate`` holds for one; return it."""
 
@@ -61,7 +52,7 @@ async def test_after_a_cut_the_watch_resumes_from_the_last_version_without_relis
         await anext(snapshots)
         for index in range(3):
             if index:  # the watch the last pull left open is cut first: this write waits for a new one
-                await until_a_watch_ends(sim)
+                await sim.until_a_watch_ends()
             await client.create(PODS, pod(f"p{index}"))
             await until(snapshots, lambda objects, index=index: f"p{index}" in objects)
     assert reflector.stats.lists == 1 and reflector.stats.relists == 0
@@ -78,7 +69,7 @@ async def test_gone_resource_version_relists(sim, client):
         await until(snapshots, lambda objects: "seen" in objects)
         # The consumer pauses; the server ends the watch; meanwhile more changes than the server's
         # history keeps are written, so resuming from the last seen version gets 410 Gone.
-        await until_a_watch_ends(sim)
+        await sim.until_a_watch_ends()
         for index in range(5):
             await client.create(PODS, pod(f"late{index}"))
         objects = await until(snapshots, lambda objects: len(objects) == 6)
