@@ -17,9 +17,11 @@ Reading the emulator's clock from the test's thread is safe: ``ManualClock.now``
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.sim.testing.eventually import eventually_async
@@ -70,3 +72,40 @@ def on_cluster_time(simulated: SimulatedClock) -> Iterator[ClusterTime]:
         yield installed
     finally:
         clock.install(previous)
+
+
+class Advancing(Protocol):
+    """What :func:`running_from` needs of a cluster harness on a ``ManualClock``."""
+
+    def advance(self, seconds: float, timeout: float = 60.0) -> float: ...
+
+
+STEP_SECONDS = 0.1
+"""Real seconds between two steps of :func:`running_from`."""
+
+
+@contextmanager
+def running_from(harness: Advancing, started: Callable[[], bool], *, time_scale: float) -> Iterator[None]:
+    """Hold a cluster's ``ManualClock`` at 0 until ``started()`` (e.g. the task's first request
+    exists), then run it ``time_scale`` times faster than real time, a step every
+    :data:`STEP_SECONDS` (``ManualClock.run_for``, deadline by deadline), until the block ends.
+
+    On a ``ScaledClock`` simulated time runs from the cluster's start, so how long Airflow takes to
+    parse and start a DAG decides which deadlines the scenario's events beat; held at 0 until the
+    first request, a scenario plays the same way however loaded the machine is.
+    """
+    stop = threading.Event()
+
+    def drive() -> None:
+        while not stop.is_set() and not started():
+            stop.wait(STEP_SECONDS / 2)
+        while not stop.wait(STEP_SECONDS):
+            harness.advance(STEP_SECONDS * time_scale)
+
+    driver = threading.Thread(target=drive, name="cluster-time", daemon=True)
+    driver.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        driver.join(timeout=30)

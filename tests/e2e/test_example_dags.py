@@ -1,7 +1,8 @@
 """Every example DAG parses, and the nightly one runs on the ``demo`` scenario as ``make demo`` runs it,
-with one difference: the operator reads the cluster's clock, so its timeouts are decided in the
-simulated time the scenario's stock-out and quota change happen in (``make demo`` divides the
-limits by the time scale instead), and the run has one outcome."""
+with one difference: the operator reads the cluster's clock, which starts with the task's first
+request (``tests.cluster_time.running_from``), so its timeouts are decided in the simulated time the
+scenario's stock-out and quota change happen in (``make demo`` divides the limits by the time scale
+instead, and Airflow's start-up counts), and the run has one outcome."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from airflow_provider_gang.demo import (
 )
 from airflow_provider_gang.plugin import read_gang_xcoms
 from airflow_provider_gang.sim.world.scenario import load_scenario
+from tests.cluster_time import running_from
+
+PROVISIONING_REQUESTS = "autoscaling.x-k8s.io/v1/provisioningrequests"
 
 OWN_LIMITS = 1.0
 """``run_example_dag`` keeps the DAGs' limits as written: the operator reads the cluster's clock
@@ -43,17 +47,25 @@ def test_example_dags_parse_without_errors() -> None:
 @pytest.mark.timeout(300)
 def test_nightly_training_runs_on_the_demo_cluster(cluster_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    cluster = cluster_factory(demo_scenario(), time_scale=DEMO_TIME_SCALE, cluster_time=True)
-    state, summary = run_example_dag(time_scale=OWN_LIMITS)
+    cluster = cluster_factory(demo_scenario(), time_scale=None, cluster_time=True)
+
+    def requested() -> bool:
+        return bool(cluster.objects(PROVISIONING_REQUESTS))
+
+    with running_from(cluster.harness, requested, time_scale=DEMO_TIME_SCALE):
+        state, summary = run_example_dag(time_scale=OWN_LIMITS)
     assert state == "success"
     assert summary is not None
-    # Zone b has quota for 8 GPUs from the start: whether try 1 in zone a outlasts its stock-out or
-    # not, the gang runs at its full size; only a try 3 would shrink it.
+    # Simulated time starts with try 1's request: its 5 minutes end before zone a's 10-minute
+    # stock-out does; try 2 asks zone b, whose quota holds all 8 members from the start.
+    assert [(item["step"], item["outcome"]) for item in summary["tries"]] == [
+        ("as configured", "deadline"),
+        ("other zone us-central1-b", "all_succeeded"),
+    ]
     assert summary["size_run"] == 8 and summary["reservation_mode"] == "provisioning_request"
-    assert [item["size"] for item in summary["tries"]][-1] == 8 and len(summary["tries"]) <= 2
     assert set(summary["exit_codes"].values()) == {0}
     # Reserved GPU-hours are clock time; used ones come from the pods' wall-clock timestamps, which
-    # the 15x cluster time does not share (tests/e2e/test_accounting.py checks those).
+    # the faster cluster time does not share (tests/e2e/test_accounting.py checks those).
     assert summary["all_tries"]["gpu_hours_reserved"] > 0
     assert cluster.objects("v1/pods") == []
     loss = training_loss(summary)  # rank 0's last line, from the summary's log tail
