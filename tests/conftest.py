@@ -10,7 +10,12 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from tests import task_state_store
 
 _REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -33,3 +38,10 @@ os.environ.update(
 
 pytest_plugins = ["airflow_provider_gang.sim.testing.pytest_plugin"]
 """The emulator's fixtures (``emulator``, ``sim_cluster``), loaded after the environment above is set."""
+
+
+@pytest.fixture(autouse=True)
+def _fresh_task_state_stores() -> Iterator[None]:
+    """Every test starts with empty fake task state stores (``tests.task_state_store``)."""
+    yield
+    task_state_store.forget_all()

@@ -6,50 +6,39 @@ kwargs (``next_kwargs = {"event": ...}`` in ``DAG.test``, apache/airflow
 ``task_state_store`` (``context["task_state_store"]``) survives retries and worker crashes; the keys
 and formats are ``reservation.records.task_state``. Only ``operators.lifecycle`` uses this class.
 
-When the context has no store (operator unit tests with a hand-made context) an in-process dict
-keyed the same way is used; it does not survive a process, which is logged.
+The store is the only place the history lives: a context without one (not a task runner's) is
+refused with ``RuntimeError`` rather than kept in a process that a retry does not share.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_gang.reservation.records import task_state
 from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 
-log = logging.getLogger(__name__)
-
-_IN_PROCESS: dict[tuple[str, str, str, int, str], Any] = {}
-
 
 class TryHistory:
     """Read and write the two keys for the task instance of ``context``."""
 
     def __init__(self, context: Mapping[str, Any]) -> None:
-        self._store = context.get("task_state_store")
-        ti = context["ti"]
-        self._scope = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), int(getattr(ti, "map_index", -1)))
-        if self._store is None:
-            log.warning("No task_state_store in the context: fallback history only lives in this process")
+        store = context.get("task_state_store")
+        if store is None:
+            raise RuntimeError(
+                "the context has no task_state_store: the gang operator keeps its tries in Airflow's "
+                "task state store (Airflow 3.3 or later)"
+            )
+        self._store = store
 
     def _get(self, key: str) -> Any:
-        if self._store is not None:
-            return self._store.get(key, default=None)
-        return _IN_PROCESS.get((*self._scope, key))
+        return self._store.get(key, default=None)
 
     def _set(self, key: str, value: Any) -> None:
-        if self._store is not None:
-            self._store.set(key, value)
-        else:
-            _IN_PROCESS[(*self._scope, key)] = value
+        self._store.set(key, value)
 
     def _delete(self, key: str) -> None:
-        if self._store is not None:
-            self._store.delete(key)
-        else:
-            _IN_PROCESS.pop((*self._scope, key), None)
+        self._store.delete(key)
 
     def finished(self) -> list[TryRecord]:
         """Records of every finished try, oldest first."""

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +17,7 @@ from airflow_provider_gang.hooks import creation, inspection
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.operators.settings import UNLIMITED_RUN
 from airflow_provider_gang.operators.try_run import TryRun
+from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.phases import Phase
 from airflow_provider_gang.reservation.records.events import GangEvent
@@ -33,7 +33,7 @@ def reserved(run: TryRun, event: GangEvent) -> Any:
     if not event.succeeded or run.waiter.killed:
         return run.end(event, None)
     size = event.admitted_count or spec.size
-    now = time.time()
+    now = clock.current().now()
     owner_uid = str(state.owner_uid)
 
     async def launch(client: KubeClient) -> Decision | None:

@@ -12,7 +12,6 @@ An earlier try still recorded as in progress is adopted when its gang is intact
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from airflow_provider_gang.hooks import creation, deletion, inspection, precheck
@@ -21,6 +20,7 @@ from airflow_provider_gang.links import RESERVATION_XCOM_KEY
 from airflow_provider_gang.operators import launching
 from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.try_run import TryRun
+from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.tries import ReservationFacts, TryPlan, TryState
 from airflow_provider_gang.reservation.spec import ReservationMode
@@ -34,7 +34,7 @@ def start(run: TryRun) -> Any:
     if settings.argument_error is not None:
         raise settings.argument_error
     assert settings.configured is not None  # set whenever argument_error is not
-    ti, now = run.context["ti"], time.time()
+    ti, now = run.context["ti"], clock.current().now()
     start_deadline = plan.start_window_end(run.context, settings.start_by)
     in_progress = run.lifecycle.in_progress()
     chosen: tuple[TryPlan, str] | None = None

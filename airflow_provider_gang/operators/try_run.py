@@ -10,7 +10,6 @@ ends the try through :meth:`TryRun.end` - logs, teardown, record, summary or typ
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -25,7 +24,7 @@ from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.lifecycle import TryLifecycle
 from airflow_provider_gang.operators.settings import TrySettings
 from airflow_provider_gang.operators.waiting import Waiter
-from airflow_provider_gang.reservation import cost
+from airflow_provider_gang.reservation import clock, cost
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.events import GangEvent
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
@@ -142,7 +141,7 @@ class TryRun:
         if deleted:
             self.log.info("Gang %s: deleted %d objects", spec.name, deleted)
         record = results.try_record(
-            state, reservation_event, run_event, ending, gpus=cost.gpus_per_member(spec), now=time.time()
+            state, reservation_event, run_event, ending, gpus=cost.gpus_per_member(spec), now=clock.current().now()
         )
         records = self.lifecycle.end(record)
         for line in results.story(records):

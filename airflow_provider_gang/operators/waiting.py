@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
@@ -23,6 +22,7 @@ from airflow.sdk.exceptions import AirflowTaskTerminated
 from airflow_provider_gang.hooks import deletion
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.observed import Stage
 from airflow_provider_gang.reservation.records.events import GangEvent
 from airflow_provider_gang.reservation.spec import GangSpec
@@ -113,7 +113,7 @@ class DeferringWaiter(_KillSwitch):
 
     def wait(self, trigger: GangTrigger, *, deadline: float, spec: GangSpec) -> GangEvent:
         self.refuse_if_killed()
-        timeout = timedelta(seconds=max(1.0, deadline - time.time())) + DEFER_SLACK
+        timeout = timedelta(seconds=max(1.0, deadline - clock.current().now())) + DEFER_SLACK
         self._active = None  # the worker leaves the gang to the trigger
         method = self._resume_methods[trigger.stage]
         self._defer(trigger=trigger, method_name=method.__name__, timeout=timeout)

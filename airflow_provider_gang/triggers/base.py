@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -32,6 +31,7 @@ from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import Subscription
 from airflow_provider_gang.kube.watch import Objects, Reflector
+from airflow_provider_gang.reservation import clock as reservation_clock
 from airflow_provider_gang.reservation import member_history
 from airflow_provider_gang.reservation.decision import Decision, Policy, decide
 from airflow_provider_gang.reservation.observed import Observed, Stage
@@ -140,7 +140,7 @@ class GangTrigger(BaseTrigger):
 
     def _event(self, observed: Observed, decision: Decision, clock: PhaseClock, **extra: Any) -> GangEvent:
         """The event that reports ``decision`` now; ``extra``: ``api_error``, ``checkpoint``."""
-        event_at = time.time()
+        event_at = reservation_clock.current().now()
         clock.saw(decision.phase, event_at)
         return GangEvent.of_decision(
             decision,
@@ -183,7 +183,7 @@ class GangTrigger(BaseTrigger):
             tries_allowed=arguments.tries_allowed,
             step_description=arguments.step_description,
         )
-        tick = min(5.0, max(0.05, arguments.unreachable_seconds / 10), reporter.tick_seconds())
+        tick = min(5.0, max(0.05, arguments.unreachable_seconds / 10))  # real seconds; the heartbeat's are the clock's
         views = following.views(
             await self.connection_settings(),
             ClientOptions.from_dict(arguments.client_options),
@@ -192,11 +192,12 @@ class GangTrigger(BaseTrigger):
             watch_timeout_seconds=arguments.watch_timeout_seconds,
             wake_times=(policy.deadline, policy.startup_deadline),
             tick=tick,
+            every=reporter.tick_seconds(),
         )
         try:
             async with contextlib.aclosing(views):
                 async for view in views:
-                    now = time.time()
+                    now = reservation_clock.current().now()
                     unreachable = following.unreachable()
                     if unreachable is not None:
                         return self._event(observed, unreachable, clock)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
@@ -22,9 +21,11 @@ from airflow_provider_gang.kube.resources import by_key
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import Subscription
 from airflow_provider_gang.kube.watch import Objects, Reflector
+from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.triggers.observation import trimmer
+from airflow_provider_gang.triggers.wakeups import WakeSchedule
 
 FRESH_READ_TIMEOUT_SECONDS = 30.0
 """Longest wait for the fresh LIST a deadline is decided on (capped by ``unreachable_seconds``)."""
@@ -52,13 +53,15 @@ class FollowedWatches:
         watch_timeout_seconds: int,
         wake_times: Sequence[float | None] = (),
         tick: float | None = None,
+        every: float | None = None,
     ) -> AsyncGenerator[dict[str, Objects] | None, None]:
         """List then watch every ``{"resource", "label_selector", "field_selector"}`` of ``watches``.
 
         Yields ``{resource key: {name: object}}`` after every change, and ``None`` when one of
-        ``wake_times`` (absolute UNIX times, e.g. the policy's deadlines) passes with no change, and
-        every ``tick`` seconds without a change, so the caller decides again on the last view. The
-        caller stops iterating once it has decided.
+        ``wake_times`` (moments of ``reservation.clock``, e.g. the policy's deadlines) passes with no
+        change, ``every`` clock seconds, and every ``tick`` real seconds without a change
+        (:mod:`.wakeups`), so the caller decides again on the last view. The caller stops iterating
+        once it has decided.
         """
         connection = shared_watches.connection_key(settings.to_dict(), options.to_dict())
         registry = shared_watches.for_running_loop()
@@ -79,25 +82,22 @@ class FollowedWatches:
                 )
             )
         self.reflectors = [subscription.reflector for subscription in self.subscriptions]
-        pending = sorted(moment for moment in wake_times if moment is not None)
         stream = shared_watches.together(self.subscriptions, wakeup)
         # One pending ``anext`` survives wake-ups: cancelling it would close the stream.
         next_view: asyncio.Future[dict[str, Objects]] | None = None
+        schedule = WakeSchedule(clock.current(), wake_times, tick, every=every)
         try:
             while True:
-                now = time.time()
-                while pending and pending[0] <= now:
-                    pending.pop(0)
+                for _ in range(schedule.passed()):
                     yield None
                 if next_view is None:
                     next_view = asyncio.ensure_future(anext(stream))
-                timeouts = [moment - now for moment in pending[:1]] + ([tick] if tick is not None else [])
-                done, _ = await asyncio.wait({next_view}, timeout=min(timeouts, default=None))
-                if done:
+                done, _ = await asyncio.wait({next_view}, timeout=schedule.timeout())
+                if schedule.waited(changed=bool(done)):
+                    yield None
+                elif done:
                     view, next_view = next_view.result(), None
                     yield view
-                elif tick is not None and not (pending and pending[0] <= time.time()):
-                    yield None
         finally:
             if next_view is not None:
                 next_view.cancel()

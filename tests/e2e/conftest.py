@@ -4,12 +4,14 @@ runner for DAGs defined inside tests (``dag.test()`` needs them serialized first
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from airflow_provider_gang.demo import SimulatedCluster, simulated_cluster
+from tests.cluster_time import on_cluster_time
 from tests.e2e.gang_dags import run_dag_test
 
 
@@ -22,18 +24,24 @@ def airflow_db() -> None:
 
 @pytest.fixture
 def cluster_factory() -> Iterator[Callable[..., SimulatedCluster]]:
-    """Start a simulated cluster (``scenario``, ``time_scale``); every one started is stopped after the test."""
-    started: list[Any] = []
+    """Start a simulated cluster (``scenario``, ``time_scale``); every one started is stopped after the test.
 
-    def start(scenario: Any = "small", *, time_scale: float | None = 60.0, **options: Any) -> SimulatedCluster:
-        context = simulated_cluster(scenario, time_scale=time_scale, **options)
-        cluster = context.__enter__()
-        started.append(context)
-        return cluster
+    ``cluster_time=True`` runs the operator and its triggers on the cluster's clock
+    (``tests.cluster_time``): their timeouts are simulated seconds, as the controllers' delays are.
+    GPU-seconds come from the emulator's wall-clock object timestamps, so a test that checks them
+    keeps the system clock (the default).
+    """
+    with contextlib.ExitStack() as started:
 
-    yield start
-    for context in reversed(started):
-        context.__exit__(None, None, None)
+        def start(
+            scenario: Any = "small", *, time_scale: float | None = 60.0, cluster_time: bool = False, **options: Any
+        ) -> SimulatedCluster:
+            cluster = started.enter_context(simulated_cluster(scenario, time_scale=time_scale, **options))
+            if cluster_time:
+                started.enter_context(on_cluster_time(cluster.harness.clock))
+            return cluster
+
+        yield start
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Driving one operator by hand, step by step, as the task runner would: for the tests that need to
 act between steps (kill a deferred task, crash a worker, let a booking expire).
 
-The context has no ``task_state_store``, so the operator keeps its try history in process (see
-``operators.history``), shared by every ``FakeTaskInstance`` of the same dag/run/task.
+The context's ``task_state_store`` is a fake (``tests.task_state_store``), shared by every
+``FakeTaskInstance`` of the same dag/run/task/map index, as Airflow's store is scoped.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
+
+from tests import task_state_store
 
 
 @dataclass
@@ -31,7 +33,12 @@ class FakeTaskInstance:
 
 
 def context_for(ti: FakeTaskInstance) -> dict[str, Any]:
-    return {"ti": ti, "data_interval_end": datetime.now(timezone.utc), "dag_run": None}
+    return {
+        "ti": ti,
+        "data_interval_end": datetime.now(timezone.utc),
+        "dag_run": None,
+        "task_state_store": task_state_store.store_for(ti.dag_id, ti.run_id, ti.task_id, ti.map_index),
+    }
 
 
 def deferred(call: Any, *args: Any) -> Any:

@@ -1,4 +1,8 @@
-"""Every example DAG parses, and the nightly one runs on the ``demo`` scenario the way ``make demo`` runs it."""
+"""Every example DAG parses, and the nightly one runs on the ``demo`` scenario as ``make demo`` runs it,
+with one difference: the operator reads the cluster's clock, which starts with the task's first
+request (``tests.cluster_time.running_from``), so its timeouts are decided in the simulated time the
+scenario's stock-out and quota change happen in (``make demo`` divides the limits by the time scale
+instead, and Airflow's start-up counts), and the run has one outcome."""
 
 from __future__ import annotations
 
@@ -8,7 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The example trainers import jax and torch: test dependencies, so a broken install fails here.
+import jax  # noqa: F401
 import pytest
+import torch  # noqa: F401
 
 from airflow_provider_gang.demo import (
     DEMO_TIME_SCALE,
@@ -20,6 +27,13 @@ from airflow_provider_gang.demo import (
 )
 from airflow_provider_gang.plugin.queries import read_gang_xcoms
 from airflow_provider_gang.sim.world.scenario import load_scenario
+from tests.cluster_time import running_from
+
+PROVISIONING_REQUESTS = "autoscaling.x-k8s.io/v1/provisioningrequests"
+
+OWN_LIMITS = 1.0
+"""``run_example_dag`` keeps the DAGs' limits as written: the operator reads the cluster's clock
+(``cluster_factory(cluster_time=True)``), so "5 minutes" already means 5 simulated minutes."""
 
 
 def test_example_dags_parse_without_errors() -> None:
@@ -32,15 +46,27 @@ def test_example_dags_parse_without_errors() -> None:
 
 @pytest.mark.timeout(300)
 def test_nightly_training_runs_on_the_demo_cluster(cluster_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("torch")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    cluster = cluster_factory(demo_scenario(), time_scale=DEMO_TIME_SCALE)
-    state, summary = run_example_dag(time_scale=DEMO_TIME_SCALE)
+    cluster = cluster_factory(demo_scenario(), time_scale=None, cluster_time=True)
+
+    def requested() -> bool:
+        return bool(cluster.objects(PROVISIONING_REQUESTS))
+
+    with running_from(cluster.harness, requested, time_scale=DEMO_TIME_SCALE):
+        state, summary = run_example_dag(time_scale=OWN_LIMITS)
     assert state == "success"
     assert summary is not None
-    assert summary["size_run"] in (4, 8) and summary["reservation_mode"] == "provisioning_request"
+    # Simulated time starts with try 1's request: its 5 minutes end before zone a's 10-minute
+    # stock-out does; try 2 asks zone b, whose quota holds all 8 members from the start.
+    assert [(item["step"], item["outcome"]) for item in summary["tries"]] == [
+        ("as configured", "deadline"),
+        ("other zone us-central1-b", "all_succeeded"),
+    ]
+    assert summary["size_run"] == 8 and summary["reservation_mode"] == "provisioning_request"
     assert set(summary["exit_codes"].values()) == {0}
-    assert summary["all_tries"]["gpu_hours_used"] > 0
+    # Reserved GPU-hours are clock time; used ones come from the pods' wall-clock timestamps, which
+    # the faster cluster time does not share (tests/e2e/test_accounting.py checks those).
+    assert summary["all_tries"]["gpu_hours_reserved"] > 0
     assert cluster.objects("v1/pods") == []
     loss = training_loss(summary)  # rank 0's last line, from the summary's log tail
     assert loss is not None and 0 <= loss < 1, summary["rank_logs"]
@@ -57,20 +83,18 @@ def test_nightly_training_runs_on_the_demo_cluster(cluster_factory: Any, monkeyp
 
 
 #: Every other example DAG: (DAG id, task id, the scenario it runs on, images the test adds as local
-#: processes, what it needs installed). ``python:*`` images run as local processes in every scenario.
+#: processes). ``python:*`` images run as local processes in every scenario.
 EXAMPLES = [
-    ("gang_kueue_team_training", "train", "kueue", "ghcr.io/example/ddp-trainer:*", "torch"),
-    ("gang_dws_flex_start", "fine_tune", "dws", "ghcr.io/example/ddp-trainer:*", "torch"),
-    ("gang_gates_smoke_test", "smoke_test", "small", None, None),
-    ("gang_jax_job", "collectives", "small", "ghcr.io/example/jax-trainer:*", "jax"),
+    ("gang_kueue_team_training", "train", "kueue", "ghcr.io/example/ddp-trainer:*"),
+    ("gang_dws_flex_start", "fine_tune", "dws", "ghcr.io/example/ddp-trainer:*"),
+    ("gang_gates_smoke_test", "smoke_test", "small", None),
+    ("gang_jax_job", "collectives", "small", "ghcr.io/example/jax-trainer:*"),
 ]
 EXAMPLE_TIME_SCALE = 60.0
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(
-    ("dag_id", "task_id", "scenario", "image", "needs"), EXAMPLES, ids=[example[0] for example in EXAMPLES]
-)
+@pytest.mark.parametrize(("dag_id", "task_id", "scenario", "image"), EXAMPLES, ids=[example[0] for example in EXAMPLES])
 def test_every_example_dag_completes_on_its_scenario(
     cluster_factory: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -78,16 +102,13 @@ def test_every_example_dag_completes_on_its_scenario(
     task_id: str,
     scenario: str,
     image: str | None,
-    needs: str | None,
 ) -> None:
-    if needs is not None:
-        pytest.importorskip(needs)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     loaded = load_scenario(scenario)
     if image is not None:
         loaded = dataclasses.replace(loaded, local_process_images=(*loaded.local_process_images, image))
-    cluster = cluster_factory(loaded, time_scale=EXAMPLE_TIME_SCALE)
-    state, summary = run_example_dag(time_scale=EXAMPLE_TIME_SCALE, dag_id=dag_id, task_id=task_id)
+    cluster = cluster_factory(loaded, time_scale=EXAMPLE_TIME_SCALE, cluster_time=True)
+    state, summary = run_example_dag(time_scale=OWN_LIMITS, dag_id=dag_id, task_id=task_id)
     assert state == "success", summary
     assert summary is not None and set(summary["exit_codes"].values()) == {0}
     assert summary["tries"][-1]["outcome"] == "all_succeeded"

@@ -13,13 +13,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import jax  # noqa: F401  # the members import it: a test dependency, so a broken install fails here
 import pytest
 
 from airflow_provider_gang.demo import free_port
 from airflow_provider_gang.sim.world.scenario import load_scenario
 from tests.e2e.gang_dags import gang_dag, task_instance
 
-jax = pytest.importorskip("jax")
 TRAINER = Path(__file__).resolve().parents[2] / "dags" / "trainer" / "jax_train.py"
 IMAGE = "local/jax-trainer:test"
 PROCESSES = 3

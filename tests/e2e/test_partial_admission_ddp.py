@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch  # noqa: F401  # the members import it: a test dependency, so a broken install fails here
 
 from airflow_provider_gang.demo import free_port
 from airflow_provider_gang.sim.world.scenario import load_scenario
 from tests.e2e.gang_dags import gang_dag, summary_of, task_instance
 from tests.e2e.test_modes import kueue_queues
 
-torch = pytest.importorskip("torch")
 TRAINER = Path(__file__).resolve().parents[2] / "dags" / "trainer" / "ddp_train.py"
 IMAGE = "local/ddp-trainer:test"
 

@@ -10,7 +10,6 @@ went by name only and before the start window was checked.
 from __future__ import annotations
 
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -21,7 +20,7 @@ from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood, GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
-from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation import clock, naming
 from airflow_provider_gang.reservation.fallback import OtherZone, ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.sim.apiserver.http.faults import Faults
@@ -119,15 +118,16 @@ def test_start_by_is_checked_before_a_gang_is_adopted(cluster_factory: Any) -> N
 def test_an_adopted_try_gets_a_deadline_of_its_own(cluster_factory: Any) -> None:
     """Was: try 2 inherited try 1's passed deadline and failed with "reservation_gone: no answer from
     the API server" before its first LIST."""
-    cluster = cluster_factory("small", time_scale=None)
+    cluster = cluster_factory("small", time_scale=None, cluster_time=True)  # one manual clock for all
     op = gang_operator(cluster, retries=1, reservation_timeout=timedelta(seconds=1))
     first = context_for(FakeTaskInstance("own_deadline", "run-1", try_number=1))
     crashed = deferred(op.execute, first)  # try 1's worker dies while its trigger waits
-    time.sleep(1.5)  # try 1's deadline passes
-    op.reservation_timeout = timedelta(seconds=60)
+    cluster.harness.advance(2)  # try 1's deadline passes; the request is still pending
+    op.reservation_timeout = timedelta(hours=1)
     second = context_for(FakeTaskInstance("own_deadline", "run-1", try_number=2))
     adopted = deferred(op.execute, second)
-    assert adopted.gang_name == crashed.gang_name and adopted.deadline > time.time() + 30
+    assert adopted.gang_name == crashed.gang_name
+    assert adopted.deadline == pytest.approx(clock.current().now() + 3600, abs=5)  # its own, from now
     cluster.harness.advance(600)  # the cluster provisions the nodes
     event = first_event(adopted)
     assert (event["status"], event["reason"]) == ("success", "reserved")

@@ -16,9 +16,10 @@ Fields (``to_dict()`` writes them as plain JSON values)::
     checkpoint      null, or the latest checkpoint a member's termination message reported during the
                     wait: reservation.checkpoint.CheckpointReport ({"step", "progress", "pod", "rank"})
 
-All times are UNIX seconds. The event crosses from the triggerer to the worker through Airflow's
-database (``TaskInstance.next_kwargs``), so it is a stored format: fields may be added, never renamed
-or removed, and the operator reads it through :meth:`GangEvent.from_dict` only.
+All times are UNIX seconds, read from ``reservation.clock``. The event crosses from the triggerer
+to the worker through Airflow's database (``TaskInstance.next_kwargs``), so it is a stored format:
+fields may be added, never renamed or removed, and the operator reads it through
+:meth:`GangEvent.from_dict` only.
 """
 
 from __future__ import annotations

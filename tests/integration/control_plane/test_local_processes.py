@@ -9,7 +9,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-import pytest
+import torch  # noqa: F401  # the DDP test's pods import it: a test dependency, a broken install fails here
 
 from airflow_provider_gang.sim.testing.eventually import eventually
 from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
@@ -208,7 +208,6 @@ def test_container_without_command_fails_to_start(sim_cluster: Callable[..., Sim
 
 
 def test_torch_ddp_rendezvous_between_pods(sim_cluster: Callable[..., SimCluster]) -> None:
-    pytest.importorskip("torch")
     cluster = sim_cluster(_scenario())
     _create_headless_service(cluster)
     # torch resolves MASTER_ADDR in C++ (getaddrinfo), so this needs the LD_PRELOAD resolver shim.

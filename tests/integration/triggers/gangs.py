@@ -20,7 +20,7 @@ from airflow_provider_gang.kube.resources import (
     PROVISIONING_REQUESTS,
     WORKLOADS,
 )
-from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation import clock, naming
 from airflow_provider_gang.reservation.manifests import common, owner, pods, provisioning
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.sim.testing.eventually import eventually_async
@@ -160,10 +160,10 @@ class Gang:
             "connection": connection,
             "gang_name": self.spec.name,
             "namespace": NAMESPACE,
-            "deadline": time.time() + deadline_in,
+            "deadline": clock.current().now() + deadline_in,
             "mode": mode.value,
             "size": self.spec.size,
-            "started_at": time.time(),
+            "started_at": clock.current().now(),
             "provisioning_request": self.names.provisioning_request if mode.uses_provisioning_request else None,
             "workload_selector": f"{JOB_UID_LABEL}={self.owner_uid}" if mode is ReservationMode.KUEUE else None,
             "pod_selector": common.member_selector(self.spec) if mode is ReservationMode.GATES else None,
@@ -177,10 +177,10 @@ class Gang:
             "connection": connection,
             "gang_name": self.spec.name,
             "namespace": NAMESPACE,
-            "deadline": time.time() + deadline_in,
+            "deadline": clock.current().now() + deadline_in,
             "mode": self.spec.mode.value,
             "size": self.spec.size,
-            "started_at": time.time(),
+            "started_at": clock.current().now(),
             "pod_selector": common.member_selector(self.spec),
             "provisioning_request": self.names.provisioning_request
             if self.spec.mode.uses_provisioning_request
@@ -220,3 +220,13 @@ async def until_watching(trigger: GangTrigger, timeout: float = 10.0) -> None:
         what="the trigger to start watching",
         interval=0.01,
     )
+
+
+async def until_seen(trigger: GangTrigger, name: str, phase: str, timeout: float = 10.0) -> None:
+    """Wait until the watches of a running ``trigger`` show the object ``name`` in ``phase``."""
+
+    def seen() -> bool:
+        found = [watched.reflector.objects.get(name) for watched in trigger.subscriptions]
+        return any(((obj or {}).get("status") or {}).get("phase") == phase for obj in found)
+
+    await eventually_async(seen, timeout=timeout, what=f"the trigger to see {name} {phase}")

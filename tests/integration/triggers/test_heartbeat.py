@@ -22,7 +22,7 @@ from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.progress import describe_elapsed
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
-from .gangs import Gang, condition, first_event, gang_spec, until_watching
+from .gangs import Gang, condition, first_event, gang_spec, until_seen, until_watching
 
 PR = ReservationMode.PROVISIONING_REQUEST
 
@@ -77,40 +77,50 @@ async def test_a_condition_change_logs_the_condition_message(sim, client, connec
     assert not any("still waiting" in line for line in logged.of(gang))  # changes, not heartbeats
 
 
-async def test_heartbeats_name_elapsed_time_state_try_and_step_when_nothing_changes(sim, client, connection, logged):
+async def test_heartbeats_name_elapsed_time_state_try_and_step_when_nothing_changes(
+    sim, client, connection, logged, manual_time
+):
     gang = await Gang(client, gang_spec(PR)).create()
     await gang.set_request_conditions(
         condition("Accepted"), condition("Provisioned", "False", reason="Pending", message="queued")
     )
-    kwargs = gang.reservation_kwargs(connection, deadline_in=1.6)
+    kwargs = gang.reservation_kwargs(connection, deadline_in=1000)
     trigger = ReservationTrigger(
-        **kwargs, heartbeat_seconds=0.3, try_number=2, tries_allowed=3, step_description="other zone"
+        **kwargs, heartbeat_seconds=300, try_number=2, tries_allowed=3, step_description="other zone"
     )
-    event = await first_event(trigger)
+    task = asyncio.create_task(first_event(trigger))
+    await logged.wait_for(rf"Gang {gang.spec.name}: pending after 0 s")
+    pattern = r"still waiting (\d+ min): ProvisioningRequest \S+ .*\(Pending: queued\); try 2 of 3, step 'other zone'$"
+    for minutes in (5, 10, 15):
+        manual_time.simulated.advance(300)
+        await logged.wait_for(rf"still waiting {minutes} min")
+    manual_time.simulated.advance(100)  # the deadline
+    event = await task
     assert event["reason"] == "deadline"
     lines = logged.of(gang)
     heartbeats = [line for line in lines if "still waiting" in line]
-    assert 3 <= len(heartbeats) <= 6, lines  # about one per 0.3 s over 1.6 s, after the first state line
-    pattern = r"still waiting (\d+) s: ProvisioningRequest \S+ .*\(Pending: queued\); try 2 of 3, step 'other zone'$"
-    elapsed = []
-    for line in heartbeats:
-        match = re.search(pattern, line)
-        assert match, line
-        elapsed.append(int(match.group(1)))
-    assert elapsed == sorted(elapsed) and elapsed[-1] >= 1  # the time waited, growing
+    assert [re.search(pattern, line).group(1) for line in heartbeats] == ["5 min", "10 min", "15 min"], lines  # type: ignore[union-attr]
     assert len([line for line in lines if "pending after" in line]) == 1  # nothing changed after the first
 
 
-async def test_a_run_heartbeats_while_members_start_and_is_silent_once_they_run(sim, client, connection, logged):
+async def test_a_run_heartbeats_while_members_start_and_is_silent_once_they_run(
+    sim, client, connection, logged, manual_time
+):
     gang = await Gang(client, gang_spec(PR, size=2)).create(members=True)
-    trigger = GangRunTrigger(**gang.run_kwargs(connection), heartbeat_seconds=0.2, try_number=1)
+    trigger = GangRunTrigger(**gang.run_kwargs(connection, deadline_in=3600), heartbeat_seconds=60, try_number=1)
     task = asyncio.create_task(first_event(trigger))
-    await logged.wait_for(rf"Gang {gang.spec.name}: still waiting .*; try 1$")
+    await logged.wait_for(rf"Gang {gang.spec.name}: starting after 0 s")
+    manual_time.simulated.advance(60)
+    await logged.wait_for(rf"Gang {gang.spec.name}: still waiting 1 min: .*; try 1$")
     for rank in range(2):
         await gang.set_member_phase(rank, "Running")
-    await asyncio.sleep(0.6)  # three heartbeat intervals with every member running
+
+    for rank in range(2):
+        await until_seen(trigger, gang.names.member(rank), "Running")
+    await manual_time.read_again()  # the trigger decided on that view
     running_from = len(logged.lines())
-    await asyncio.sleep(0.6)
+    manual_time.simulated.advance(600)  # ten heartbeat intervals
+    await manual_time.read_again()  # ... and looked at the clock after them
     assert not [line for line in logged.lines()[running_from:] if "still waiting" in line]
     for rank in range(2):
         await gang.set_member_phase(rank, "Succeeded", exit_code=0)

@@ -11,6 +11,7 @@ from airflow_provider_gang.kube.resources import CONFIG_MAPS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
@@ -29,11 +30,12 @@ async def test_reservation_is_still_decided_through_an_error_storm(sim, client, 
     trigger = ReservationTrigger(**gang.reservation_kwargs(connection))
     task = asyncio.create_task(first_event(trigger))
     await until_watching(trigger)
-    await asyncio.sleep(0.5)
+    await eventually_async(  # the storm reaches the trigger's requests before the grant
+        lambda: sim.metrics()["codes"].get(str(code), 0) >= 3, timeout=10, what=f"three {code} answers"
+    )
     await gang.set_request_conditions(*GRANTED)
     event = await task
     assert (event["phase"], event["reason"]) == ("reserved", "reserved")
-    assert sim.metrics()["codes"].get(str(code), 0) >= 1
 
 
 async def test_run_trigger_sees_changes_made_while_its_watch_was_cut(sim, client, connection):
@@ -43,7 +45,7 @@ async def test_run_trigger_sees_changes_made_while_its_watch_was_cut(sim, client
     task = asyncio.create_task(first_event(trigger))
     await until_watching(trigger)
     for rank in range(4):
-        await asyncio.sleep(0.05)
+        await sim.until_a_watch_ends()  # each change is written after a cut
         await gang.set_member_phase(rank, "Succeeded", exit_code=0)
     event = await task
     assert event["reason"] == "all_succeeded"
@@ -65,7 +67,7 @@ async def test_reservation_trigger_relists_when_its_version_is_gone(sim, client,
         await client.create(
             CONFIG_MAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"noise-{index}"}}
         )
-    await asyncio.sleep(0.5)  # past the next cut
+    await sim.until_a_watch_ends()  # past the next cut
     await gang.set_request_conditions(*GRANTED)
     event = (await asyncio.wait_for(first, 30)).payload
     await events.aclose()

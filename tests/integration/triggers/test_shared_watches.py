@@ -34,14 +34,18 @@ async def test_waiting_gangs_share_one_watch_per_kind_and_each_decides_on_its_ow
     registry = shared_watches.for_running_loop()
     assert len(registry.watches) == 2 and len(registry.clients) == 1  # ProvisioningRequests, pods
 
+    others = [subscription for index in (0, 2) for subscription in triggers[index].subscriptions]
+    versions = [subscription.version for subscription in others]
     await gangs[1].set_request_conditions(condition("Accepted"), condition("Provisioned"))
     event = await asyncio.wait_for(waits[1], 10)
     assert (event["gang_name"], event["phase"]) == (gangs[1].spec.name, "reserved")
     requests = sim.metrics()["requests"]  # the event came through the watches: the server counted them
     assert requests["list"] == {"provisioningrequests.autoscaling.x-k8s.io": 1, "pods": 1}, requests
     assert requests["watch"] == {"provisioningrequests.autoscaling.x-k8s.io": 1, "pods": 1}, requests
-    await asyncio.sleep(0.2)
-    assert not waits[0].done() and not waits[2].done()  # the others still wait on the same watches
+    # The shared watch hands a change to the subscribers it concerns as it arrives: the others' views
+    # did not move, so they were not woken and still wait on the same watches.
+    assert [subscription.version for subscription in others] == versions
+    assert not waits[0].done() and not waits[2].done()
     for wait in (waits[0], waits[2]):
         wait.cancel()
     await asyncio.gather(*waits, return_exceptions=True)

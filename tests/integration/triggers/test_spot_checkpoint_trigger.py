@@ -19,8 +19,9 @@ from airflow_provider_gang.reservation.checkpoint import Checkpoint
 from airflow_provider_gang.reservation.manifests import pods
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
+from tests.cluster_time import ClusterTime
 
-from .gangs import Gang, condition, first_event, gang_spec, until_watching
+from .gangs import Gang, condition, first_event, gang_spec, until_seen, until_watching
 
 SHUTDOWN = "Pod was terminated in response to imminent node shutdown."
 NODE = "gke-sim-l4-spot-a"
@@ -64,7 +65,9 @@ async def spot_gang(client: Any) -> Gang:
     return gang
 
 
-async def preempt_rank_1(gang: Gang, client: Any, rank_0_message: str) -> None:
+async def preempt_rank_1(
+    gang: Gang, client: Any, rank_0_message: str, trigger: GangRunTrigger, manual_time: ClusterTime
+) -> None:
     """The members' node is shut down: rank 1 stops first; rank 0, still saving on SIGTERM, stops
     later and leaves its termination message."""
     disrupted = condition("DisruptionTarget", reason="TerminationByKubelet", message=SHUTDOWN)
@@ -74,7 +77,9 @@ async def preempt_rank_1(gang: Gang, client: Any, rank_0_message: str) -> None:
         {"status": _status("Failed", _terminated(143), reason="Terminated", conditions=(disrupted,))},
         subresource="status",
     )
-    await asyncio.sleep(0.2)  # the trigger sees rank 1 preempted, rank 0 still stopping, and keeps watching
+    await until_seen(trigger, gang.names.member(1), "Failed")
+    await manual_time.read_again()  # the trigger decided on rank 1 preempted, rank 0 still stopping ...
+    assert not trigger.fired  # ... and keeps watching
     await client.patch(
         PODS,
         gang.names.member(0),
@@ -83,32 +88,34 @@ async def preempt_rank_1(gang: Gang, client: Any, rank_0_message: str) -> None:
     )
 
 
-async def run_through_preemption(gang: Gang, client: Any, connection: Any, message: str) -> dict[str, Any]:
+async def run_through_preemption(
+    gang: Gang, client: Any, connection: Any, message: str, manual_time: ClusterTime
+) -> dict[str, Any]:
     """The run through the shutdown; the node and its pods go only after the trigger's event, as on
     GKE, where the node is deleted ``noticeSeconds`` after the notice: the shared watch hands a
     subscriber the latest state, so a status replaced at once by the deletion could be skipped."""
     trigger = GangRunTrigger(**gang.run_kwargs(connection), read_checkpoints=True)
     task = asyncio.create_task(first_event(trigger))
     await until_watching(trigger)
-    await preempt_rank_1(gang, client, message)
+    await preempt_rank_1(gang, client, message, trigger, manual_time)
     event = await task
     for rank in range(2):
         await client.delete(PODS, gang.names.member(rank))
     return event
 
 
-async def test_a_preempted_spot_member_ends_the_run_with_the_checkpoint_reported(sim, client, connection):
+async def test_a_preempted_spot_member_ends_the_run_with_the_checkpoint_reported(sim, client, connection, manual_time):
     gang = await spot_gang(client)
-    event = await run_through_preemption(gang, client, connection, '{"checkpoint_step": 6, "step": 8}')
+    event = await run_through_preemption(gang, client, connection, '{"checkpoint_step": 6, "step": 8}', manual_time)
     assert (event["phase"], event["reason"]) == ("failed", "spot_preempted")
     assert event["checkpoint"] == {"step": 6, "progress": 8, "pod": gang.names.member(0), "rank": 0}
 
 
 async def test_a_malformed_checkpoint_message_is_ignored_with_a_warning_naming_the_pod(
-    sim, client, connection, capfd: pytest.CaptureFixture[str]
+    sim, client, connection, capfd: pytest.CaptureFixture[str], manual_time
 ):
     gang = await spot_gang(client)
-    event = await run_through_preemption(gang, client, connection, '{"checkpoint_step": "six"}')
+    event = await run_through_preemption(gang, client, connection, '{"checkpoint_step": "six"}', manual_time)
     assert event["reason"] == "spot_preempted"
     assert event["checkpoint"] is None
     warnings = [line for line in capfd.readouterr().out.splitlines() if "termination message" in line]

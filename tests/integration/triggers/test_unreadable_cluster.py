@@ -82,17 +82,20 @@ async def test_a_truncated_watch_line_is_a_reconnect_not_a_failure(sim, client, 
     assert sum(reflector.stats.reconnects for reflector in trigger.reflectors) >= 1
 
 
-async def test_a_startup_deadline_is_decided_on_a_fresh_list_not_on_a_stale_watch_cache(sim, client, connection):
+async def test_a_startup_deadline_is_decided_on_a_fresh_list_not_on_a_stale_watch_cache(
+    sim, client, connection, manual_time
+):
     gang = await Gang(client, gang_spec(PR, size=2)).create(members=True)
     sim.set_faults("watch/pods:1.0:500:for:3")  # for 3 s the pods cache stays at the trigger's first LIST
-    kwargs = gang.run_kwargs(connection)
-    kwargs["startup_deadline"] = time.time() + 1.0
+    kwargs = gang.run_kwargs(connection, deadline_in=3600)
+    kwargs["startup_deadline"] = manual_time.now() + 60
     trigger = GangRunTrigger(**kwargs, unreachable_seconds=60.0)
     task = asyncio.create_task(first_event(trigger))
     await until_watching(trigger)  # listed; its watches fail
     for rank in range(2):
         await gang.set_member_phase(rank, "Running")  # started after the LIST: only a fresh LIST sees it
-    await asyncio.sleep(1.5)
+    manual_time.simulated.advance(61)  # past the startup deadline
+    await manual_time.read_again()  # the trigger decided the deadline (on a fresh LIST)
     assert not task.done()  # the startup deadline passed, but every member is running
     for rank in range(2):
         await gang.set_member_phase(rank, "Succeeded", exit_code=0)

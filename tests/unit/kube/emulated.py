@@ -12,6 +12,7 @@ import yaml
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.sim.testing.harness import EmulatorHarness
 
 
@@ -38,6 +39,15 @@ class Sim:
 
     def reset_metrics(self) -> None:
         self.harness.run(self.context.metrics.reset)
+
+    async def until_a_watch_ends(self, timeout: float = 10.0) -> None:
+        """Wait until the emulator has ended one more request with 200. It counts a response code
+        once the handler returns, which for a WATCH is when its stream ends (a ``watch-cut``), so a
+        write after this lands on the watch that follows, or in no watch at all."""
+        ended = self.metrics()["codes"].get("200", 0)
+        await eventually_async(
+            lambda: self.metrics()["codes"].get("200", 0) > ended, timeout=timeout, what="the server to end a watch"
+        )
 
     def connection(self) -> dict[str, Any]:
         kubeconfig = yaml.safe_load(self.harness.kubeconfig_path.read_text())

@@ -51,7 +51,8 @@ async def test_after_a_cut_the_watch_resumes_from_the_last_version_without_relis
     async with contextlib.aclosing(reflector.snapshots()) as snapshots:
         await anext(snapshots)
         for index in range(3):
-            await asyncio.sleep(0.25)  # past the cut: each write lands while a new watch is open
+            if index:  # the watch the last pull left open is cut first: this write waits for a new one
+                await sim.until_a_watch_ends()
             await client.create(PODS, pod(f"p{index}"))
             await until(snapshots, lambda objects, index=index: f"p{index}" in objects)
     assert reflector.stats.lists == 1 and reflector.stats.relists == 0
@@ -68,7 +69,7 @@ async def test_gone_resource_version_relists(sim, client):
         await until(snapshots, lambda objects: "seen" in objects)
         # The consumer pauses; the server ends the watch; meanwhile more changes than the server's
         # history keeps are written, so resuming from the last seen version gets 410 Gone.
-        await asyncio.sleep(0.4)
+        await sim.until_a_watch_ends()
         for index in range(5):
             await client.create(PODS, pod(f"late{index}"))
         objects = await until(snapshots, lambda objects: len(objects) == 6)
@@ -84,7 +85,7 @@ async def test_bookmarks_advance_the_resume_version_without_yielding(sim, client
         listed_version = int(reflector.resource_version)
         await client.create(PODS, pod("elsewhere"))  # in "default": not seen, but moves the version
         pulled = asyncio.ensure_future(anext(snapshots))
-        await asyncio.sleep(0.3)
+        await eventually_async(lambda: reflector.stats.bookmarks >= 3, timeout=10, what="three bookmarks")
         assert not pulled.done()  # bookmarks are not changes
         pulled.cancel()
         with contextlib.suppress(asyncio.CancelledError):
