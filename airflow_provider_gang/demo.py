@@ -2,7 +2,7 @@
 
 :func:`simulated_cluster` starts the Kubernetes API emulator on a free port of 127.0.0.1 in a
 background thread with the simulated control plane of a scenario attached
-(``sim.controllers.cluster_harness``, what ``gang-sim serve --scenario`` runs) and points an
+(``gang_sim.controllers.cluster_harness``, what ``gang-sim serve --scenario`` runs) and points an
 Airflow connection of type ``kubernetes`` at the kubeconfig the emulator writes, through an
 ``AIRFLOW_CONN_<ID>`` environment variable (Airflow reads connections from the environment first).
 
@@ -28,8 +28,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.world.scenario import Scenario, load_scenario, parse_scenario
+from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.world.scenario import Scenario, load_scenario, parse_scenario
 
 
 @dataclass

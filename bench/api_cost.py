@@ -40,8 +40,8 @@ from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.manifests import common, owner, pods, provisioning
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.testing.harness import EmulatorHarness
 
 GANG_SIZE = 8
 WAIT_MINUTES = 10.0

@@ -5,7 +5,7 @@ reads from the emulator:
 
 - the **bill**: every node the simulated cloud created, from its creation (the scale-up decision;
   the VM boots during ``provisioningDelaySeconds``) to its deletion, times its GPUs. This is the
-  cloud's own node record (``sim/world/cloud.py`` ``NodeRecord``), and the Node objects the API served
+  cloud's own node record (``gang_sim/world/cloud.py`` ``NodeRecord``), and the Node objects the API served
   are checked against it (registered at ``created + provisioning delay``, deleted at the record's
   deletion instant);
 - the simulated instant each pod went ``Running`` (from the store's change feed, exact, because pod
@@ -46,10 +46,10 @@ from airflow_provider_gang.reservation import checkpoint, conditions
 from airflow_provider_gang.reservation import members as member_state
 from airflow_provider_gang.reservation.manifests import common, owner, pods, provisioning
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
-from airflow_provider_gang.sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
-from airflow_provider_gang.sim.controllers.simulated_runtime import EXIT_CODE, RUN_SECONDS, TERMINATION_MESSAGE
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.world.scenario import Scenario
+from gang_sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
+from gang_sim.controllers.simulated_runtime import EXIT_CODE, RUN_SECONDS, TERMINATION_MESSAGE
+from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.world.scenario import Scenario
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 NAMESPACE = "default"

@@ -44,9 +44,9 @@ from airflow_provider_gang.operators import gang_objects
 from airflow_provider_gang.reservation import naming, provisioning
 from airflow_provider_gang.reservation.provisioning import ProvisioningState
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
-from airflow_provider_gang.sim.world.scenario import parse_scenario
+from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.testing.harness import EmulatorHarness
+from gang_sim.world.scenario import parse_scenario
 
 GPUS_PER_NODE = 8
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]}}

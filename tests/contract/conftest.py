@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.testing.harness import EmulatorHarness
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 _PR_CRD = (
     Path(__file__).resolve().parents[2]
-    / "airflow_provider_gang/sim/apiserver/crds/autoscaling.x-k8s.io_provisioningrequests.yaml"
+    / "gang-sim/src/gang_sim/apiserver/crds/autoscaling.x-k8s.io_provisioningrequests.yaml"
 )
 _NAMESPACE_NUMBERS = itertools.count()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client, config
 
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from gang_sim.apiserver.http.auth import Rule
 
 from .conftest import Cluster, require_emulator, require_version, status_of
 

@@ -15,7 +15,7 @@ from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import ShrinkTo
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 from tests.e2e.test_fallbacks import RESERVATION_WINDOW

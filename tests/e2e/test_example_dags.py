@@ -19,7 +19,7 @@ from airflow_provider_gang.demo import (
     training_loss,
 )
 from airflow_provider_gang.plugin import read_gang_xcoms
-from airflow_provider_gang.sim.world.scenario import load_scenario
+from gang_sim.world.scenario import load_scenario
 
 
 def test_example_dags_parse_without_errors() -> None:

@@ -16,7 +16,7 @@ from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.reservation.fallback import OtherZone, ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.world.scenario import load_scenario
+from gang_sim.world.scenario import load_scenario
 from tests.builders import GPU_TAINT
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance

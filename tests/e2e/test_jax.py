@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.demo import free_port
-from airflow_provider_gang.sim.world.scenario import load_scenario
+from gang_sim.world.scenario import load_scenario
 from tests.e2e.gang_dags import gang_dag, task_instance
 
 jax = pytest.importorskip("jax")

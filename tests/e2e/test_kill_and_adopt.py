@@ -19,7 +19,7 @@ from airflow_provider_gang.reservation import manifests, naming
 from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import GangSpec
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
 from tests.e2e.gang_dags import simulated_pod
 

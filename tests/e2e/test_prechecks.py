@@ -21,9 +21,9 @@ from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.reservation.naming import GANG_LABEL
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.validation import KNOWN_PROVISIONING_CLASSES
-from airflow_provider_gang.sim.apiserver.errors import ApiError
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.apiserver.errors import ApiError
+from gang_sim.apiserver.http.auth import Rule
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred
 from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
 from tests.e2e.test_modes import KUEUE, kueue_queues

@@ -3,7 +3,7 @@ for the cluster-scoped ClusterQueue) is what the precheck asks for, a gang runs 
 killed) with nothing more and uses every rule, and each single rule removed is refused by the precheck,
 by name, before anything is created.
 
-Rules are read from the YAML and given to the emulator as one ``sim.api.auth.Rule`` per (verb, API
+Rules are read from the YAML and given to the emulator as one ``gang_sim.apiserver.http.auth.Rule`` per (verb, API
 group, resource) triple - RBAC's own model (https://kubernetes.io/docs/reference/access-authn-authz/rbac/).
 The emulator's rules are not namespaced; every gang here runs in the Role's namespace ``default``. The
 emulator does not serve ``rbac.authorization.k8s.io``, so the objects are checked against the
@@ -30,8 +30,8 @@ from airflow_provider_gang.operators.precheck import permissions_needed
 from airflow_provider_gang.reservation.naming import GANG_LABEL
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.apiserver.http.auth import Rule
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import on_kill_with_state

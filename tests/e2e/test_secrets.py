@@ -34,10 +34,10 @@ from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.naming import GANG_LABEL, gang_name
-from airflow_provider_gang.sim.apiserver import kubeconfig as sim_kubeconfig
-from airflow_provider_gang.sim.apiserver import tls
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.apiserver import kubeconfig as sim_kubeconfig
+from gang_sim.apiserver import tls
+from gang_sim.apiserver.http.auth import Rule
 from tests.e2e.gang_dags import simulated_pod
 
 CONN_ID = "secretive"

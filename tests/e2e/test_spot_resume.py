@@ -21,8 +21,8 @@ import pytest
 
 from airflow_provider_gang.demo import free_port
 from airflow_provider_gang.reservation.fallback import OnDemand, RetryAsIs
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.world.scenario import parse_scenario
+from gang_sim.testing.eventually import eventually
+from gang_sim.world.scenario import parse_scenario
 from tests.e2e.gang_dags import gang_dag, summary_of, task_instance
 
 torch = pytest.importorskip("torch")

@@ -25,8 +25,8 @@ from airflow_provider_gang.operators.try_state import TryState
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import OtherZone, ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import gang_objects, running_pods

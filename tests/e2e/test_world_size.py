@@ -20,8 +20,8 @@ from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_modes import kueue_queues

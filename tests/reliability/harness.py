@@ -2,7 +2,7 @@
 of every object the emulator stored, and the invariants checked after the task ends.
 
 Faults are injected from outside the provider only: the emulator's ``/_sim/faults`` (see
-``sim.api.faults`` for the grammar), its request log ``/_sim/requests``, a trigger cancelled and
+``gang_sim.apiserver.http.faults`` for the grammar), its request log ``/_sim/requests``, a trigger cancelled and
 rebuilt from ``serialize()``, ``on_kill``, a killed process.
 
 Invariants (``Verdict``), all of which must be zero:
@@ -42,7 +42,7 @@ from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.operators.history import TryHistory, TryRecord
 from airflow_provider_gang.reservation import fallback, ladder_format, naming
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for
 from tests.integration.triggers.gangs import first_event
 

@@ -20,7 +20,7 @@ import pytest
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.reliability.conftest import FaultCluster, report

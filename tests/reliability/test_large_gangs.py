@@ -23,7 +23,7 @@ from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import RetryAsIs
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from gang_sim.apiserver.http.faults import Faults
 from tests.e2e.gang_dags import simulated_pod
 from tests.reliability.conftest import FaultCluster, report
 from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, check, run_task

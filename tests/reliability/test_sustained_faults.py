@@ -4,7 +4,7 @@ Expired - still every run completes, with at most ``MAX_REQUEST_RATIO`` times th
 clean run of the same thing.
 
 The spec is ``FAULTS``. Its ``watch-expire:1.0`` hits every WATCH that carries a resourceVersion
-(``sim.api.faults``): the resume after a cut and the watch opened right after each LIST alike. So no
+(``gang_sim.apiserver.http.faults``): the resume after a cut and the watch opened right after each LIST alike. So no
 watch of the provider ever streams (``watch-cut:2`` finds none to cut) and the triggers follow the
 cluster through LISTs only - the harshest reading of "410 on resume". Watches that do stream, are cut
 and resume into a compacted history are the long-runs scenario's (``test_long_runs``).

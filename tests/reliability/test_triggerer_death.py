@@ -31,9 +31,9 @@ import pytest
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.fallback import RetryAsIs
 from airflow_provider_gang.reservation.naming import GangNames
-from airflow_provider_gang.sim.apiserver.errors import ApiError
-from airflow_provider_gang.sim.testing.eventually import eventually, eventually_async
-from airflow_provider_gang.sim.world.scenario import Scenario, load_scenario
+from gang_sim.apiserver.errors import ApiError
+from gang_sim.testing.eventually import eventually, eventually_async
+from gang_sim.world.scenario import Scenario, load_scenario
 from tests.builders import GPU_TOLERATION, pod
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred
 from tests.e2e.gang_dags import simulated_pod

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.world.scenario import load_scenario
+from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.testing.eventually import eventually
+from gang_sim.world.scenario import load_scenario
 from tests.standalone.processes import BIN, Started, diagnosed_by, start, tail
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.standalone.clusters import Cluster, ClusterSpec, ManualCluster, start_cluster
 from tests.standalone.components import Airflow, start_airflow
 

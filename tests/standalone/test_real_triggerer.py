@@ -36,7 +36,7 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.standalone.clusters import Cluster, ManualCluster
 from tests.standalone.components import Airflow
 from tests.standalone.environment import (

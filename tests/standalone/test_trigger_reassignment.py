@@ -38,7 +38,7 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.standalone.clusters import ClusterSpec, ManualCluster
 from tests.standalone.environment import Dags, GangDag, Setup, running_airflow, train_task, trigger
 

@@ -39,7 +39,7 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.standalone.clusters import ManualCluster
 from tests.standalone.components import Airflow
 from tests.standalone.environment import (

@@ -43,7 +43,7 @@ from urllib.parse import urlencode
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.standalone.browser import CHROMIUM, Rendering, blank_problems, read_png, render
 from tests.standalone.clusters import ClusterSpec, ManualCluster
 from tests.standalone.components import Airflow

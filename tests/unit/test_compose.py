@@ -41,9 +41,9 @@ import jsonschema
 import pytest
 import yaml
 
-from airflow_provider_gang.sim import cli as gang_sim_cli
-from airflow_provider_gang.sim.apiserver.server import Emulator
-from airflow_provider_gang.sim.world.scenario import named_scenarios
+from gang_sim import cli as gang_sim_cli
+from gang_sim.apiserver.server import Emulator
+from gang_sim.world.scenario import named_scenarios
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPOSITORY / "docker-compose.yaml"

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.eventually import eventually
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import pod
 from tests.integration.control_plane.conftest import exits_on_sigterm, gpu_scenario
 

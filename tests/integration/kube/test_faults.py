@@ -23,8 +23,8 @@ from airflow_provider_gang.kube.resources import CONFIG_MAPS, PODS, PROVISIONING
 from airflow_provider_gang.kube.retry import RetryPolicy
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Reflector
-from airflow_provider_gang.sim.apiserver.http import malformed
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.apiserver.http import malformed
+from gang_sim.testing.harness import EmulatorHarness
 from tests.builders import config_map, pod, provisioning_request
 
 

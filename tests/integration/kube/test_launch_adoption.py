@@ -16,8 +16,8 @@ from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.operators import gang_objects
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing.harness import EmulatorHarness
 
 SIZE = 64
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "trainer:sim"}]}}

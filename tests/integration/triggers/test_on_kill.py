@@ -17,9 +17,9 @@ from airflow_provider_gang.kube.resources import CONFIG_MAPS, PROVISIONING_REQUE
 from airflow_provider_gang.operators.gang_objects import claim_owner, kill_targets
 from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION, recorded_owner_try
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.kill import FINAL_STATES, reason_to_keep
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.testing.eventually import eventually_async
 
 from .gangs import Gang, gang_spec
 

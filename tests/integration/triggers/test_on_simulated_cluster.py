@@ -17,11 +17,11 @@ from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.operators import gang_objects
 from airflow_provider_gang.reservation.manifests import kueue, owner
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.world.scenario import load_scenario
 from airflow_provider_gang.triggers.base import GangTrigger
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.world.scenario import load_scenario
 
 from .gangs import NAMESPACE, Gang, first_event, until_watching
 

@@ -26,12 +26,12 @@ from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation.manifests import pods
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.testing.eventually import eventually, eventually_async
-from airflow_provider_gang.sim.world.scenario import parse_scenario
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.testing.eventually import eventually, eventually_async
+from gang_sim.world.scenario import parse_scenario
 
 from .gangs import NAMESPACE, Gang, first_event, until_watching
 
@@ -207,7 +207,7 @@ async def peer_fails_in_grace(
     cluster: SimulatedClusterHarness, connection: dict[str, Any], *, node_faults: str = ""
 ) -> tuple[dict[str, Any], dict[int, str], bool]:
     """Rank 0 fails at 15 s, while rank 1's pod on the noticed node still stops (until 25 s) and looks
-    Running; ``node_faults`` (``sim.api.faults`` items) are injected for the trigger's node reads.
+    Running; ``node_faults`` (``gang_sim.apiserver.http.faults`` items) are injected for the trigger's node reads.
     Returns the run trigger's event, each rank's node, and whether the event came before 25 s
     (waited for up to 30 s with faults, else for 0.5 s once the trigger has read the nodes)."""
     async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as client:

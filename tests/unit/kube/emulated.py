@@ -11,8 +11,8 @@ import yaml
 
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing.harness import EmulatorHarness
 
 
 class Sim:
@@ -27,7 +27,7 @@ class Sim:
         return self.harness.emulator.context
 
     def set_faults(self, spec: str) -> None:
-        """Replace the injected faults (``sim.api.faults`` spec syntax); ``""`` clears them."""
+        """Replace the injected faults (``gang_sim.apiserver.http.faults`` spec syntax); ``""`` clears them."""
         faults = Faults.parse(spec)
         self.harness.run(lambda: setattr(self.context, "faults", faults))
 

@@ -18,7 +18,7 @@ from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watches import SharedWatches, Subscription
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from gang_sim.apiserver.http.auth import Rule
 from tests.builders import pod
 
 GANG = "airflow-gang.io/gang"

@@ -6,8 +6,8 @@ import pytest
 import urllib3
 import yaml
 
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing.harness import EmulatorHarness
 
 
 class Http:

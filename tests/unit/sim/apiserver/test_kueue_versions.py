@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client, config
 
-from airflow_provider_gang.sim.cli import build_parser
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.cli import build_parser
+from gang_sim.testing.harness import EmulatorHarness
 
 KUEUE = "kueue.x-k8s.io"
 

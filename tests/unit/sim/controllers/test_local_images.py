@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from airflow_provider_gang.sim.cli import build_parser, main, scenario_of
-from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.world.scenario import (
+from gang_sim.cli import build_parser, main, scenario_of
+from gang_sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
+from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.testing.eventually import eventually
+from gang_sim.world.scenario import (
     Scenario,
     ScenarioError,
     load_scenario,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_provider_gang.sim.world.scenario import ScenarioError, load_scenario, named_scenarios, parse_scenario
+from gang_sim.world.scenario import ScenarioError, load_scenario, named_scenarios, parse_scenario
 
 
 def _pool(**overrides: Any) -> dict[str, Any]:

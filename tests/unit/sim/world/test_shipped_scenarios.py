@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.world.scenario import ScenarioError, load_scenario, parse_scenario
+from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.world.scenario import ScenarioError, load_scenario, parse_scenario
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 PROVISIONING = ("autoscaling.x-k8s.io", "v1")

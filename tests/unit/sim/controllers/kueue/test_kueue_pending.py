@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from airflow_provider_gang.sim.controllers.kueue import pending, quota
+from gang_sim.controllers.kueue import pending, quota
 from tests.unit.sim.controllers.kueue.test_kueue_decisions import FLAVORS, _queue, _request
 
 PREFIX = "couldn't assign flavors to pod set main: "
