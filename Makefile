@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml gang-sim/pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check airflow_provider_gang gang-sim tests bench dags
+	$(BIN)/ruff check airflow_provider_gang gang-sim demo tests bench dags
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -46,7 +46,7 @@ reservation-coverage: $(STAMP)
 		--cov-branch --cov-report=term-missing:skip-covered --cov-fail-under=100
 
 demo: $(STAMP)
-	$(BIN)/python -m airflow_provider_gang.demo
+	$(BIN)/python -m demo --dags-folder dags
 
 bench: $(STAMP)
 	$(BIN)/python bench/emulator.py

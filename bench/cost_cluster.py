@@ -1,6 +1,6 @@
 """The simulated cluster and the job driver the cost replays (``bench/seed_cost_model.py``) run on.
 
-:class:`CostCluster` is a :class:`SimulatedClusterHarness` on a ManualClock with what a cost replay
+:class:`CostCluster` is a :class:`ClusterHarness` on a ManualClock with what a cost replay
 reads from the emulator:
 
 - the **bill**: every node the simulated cloud created, from its creation (the scale-up decision;
@@ -48,7 +48,7 @@ from airflow_provider_gang.reservation.manifests import common, owner, pods, pro
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
 from gang_sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
 from gang_sim.controllers.simulated_runtime import EXIT_CODE, RUN_SECONDS, TERMINATION_MESSAGE
-from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.testing import ClusterHarness
 from gang_sim.world.scenario import Scenario
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -76,7 +76,7 @@ class CostCluster:
     """A started emulator + simulated control plane on a ManualClock (use as a context manager)."""
 
     def __init__(self, scenario: Scenario) -> None:
-        self.harness = SimulatedClusterHarness(scenario=scenario, seed=0)
+        self.harness = ClusterHarness(scenario=scenario, seed=0)
         self.started_at: dict[str, float] = {}
         self.node_registered: dict[str, float] = {}
         self.node_deleted: dict[str, float] = {}
@@ -152,7 +152,7 @@ class CostCluster:
         return [bill.name for bill in self.bill() if bill.deleted_at is None]
 
     def preempt_node(self, name: str) -> None:
-        """A spot termination notice to node ``name`` now (``SimulatedClusterHarness.preempt``: GKE's
+        """A spot termination notice to node ``name`` now (``ClusterHarness.preempt``: GKE's
         taint, the kubelet stops the pods to ``Failed``/``Terminated``, the node goes 30 s later)."""
         self.harness.preempt(name)
         self.harness.advance(0)  # let the kubelet stop the node's pods before anyone looks

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from gang_sim.testing.harness import EmulatorHarness
+from gang_sim.testing import ClusterHarness
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 _PR_CRD = (
@@ -36,7 +36,7 @@ class Cluster:
     """One API server under test."""
 
     kubeconfig_path: Path
-    harness: EmulatorHarness | None = None
+    harness: ClusterHarness | None = None
     _api: client.ApiClient | None = field(default=None, repr=False)
 
     @property
@@ -118,7 +118,7 @@ def cluster() -> Iterator[Cluster]:
         yield real
         real.close()
         return
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         emulated = Cluster(harness.kubeconfig_path, harness)
         yield emulated
         emulated.close()

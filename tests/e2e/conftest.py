@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.demo import SimulatedCluster, simulated_cluster
+from demo.cluster import simulated_cluster
+from gang_sim.testing import ClusterHarness
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -20,11 +21,11 @@ def airflow_db() -> None:
 
 
 @pytest.fixture
-def cluster_factory() -> Iterator[Callable[..., SimulatedCluster]]:
+def cluster_factory() -> Iterator[Callable[..., ClusterHarness]]:
     """Start a simulated cluster (``scenario``, ``time_scale``); every one started is stopped after the test."""
     started: list[Any] = []
 
-    def start(scenario: Any = "small", *, time_scale: float | None = 60.0, **options: Any) -> SimulatedCluster:
+    def start(scenario: Any = "small", *, time_scale: float | None = 60.0, **options: Any) -> ClusterHarness:
         context = simulated_cluster(scenario, time_scale=time_scale, **options)
         cluster = context.__enter__()
         started.append(context)

@@ -10,22 +10,18 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.demo import (
-    DEMO_TIME_SCALE,
-    REPOSITORY,
-    demo_scenario,
-    report,
-    run_example_dag,
-    training_loss,
-)
 from airflow_provider_gang.plugin import read_gang_xcoms
+from demo.report import report, training_loss
+from demo.runner import DEMO_TIME_SCALE, demo_scenario, run_example_dag
 from gang_sim.world.scenario import load_scenario
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
 
 
 def test_example_dags_parse_without_errors() -> None:
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(str(REPOSITORY / "dags"))
+    bag = DagBag(str(DAGS))
     assert bag.import_errors == {}
     assert "gang_nightly_training" in bag.dag_ids
 
@@ -35,7 +31,7 @@ def test_nightly_training_runs_on_the_demo_cluster(cluster_factory: Any, monkeyp
     pytest.importorskip("torch")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     cluster = cluster_factory(demo_scenario(), time_scale=DEMO_TIME_SCALE)
-    state, summary = run_example_dag(time_scale=DEMO_TIME_SCALE)
+    state, summary = run_example_dag(DAGS, time_scale=DEMO_TIME_SCALE)
     assert state == "success"
     assert summary is not None
     assert summary["size_run"] in (4, 8) and summary["reservation_mode"] == "provisioning_request"
@@ -87,7 +83,7 @@ def test_every_example_dag_completes_on_its_scenario(
     if image is not None:
         loaded = dataclasses.replace(loaded, local_process_images=(*loaded.local_process_images, image))
     cluster = cluster_factory(loaded, time_scale=EXAMPLE_TIME_SCALE)
-    state, summary = run_example_dag(time_scale=EXAMPLE_TIME_SCALE, dag_id=dag_id, task_id=task_id)
+    state, summary = run_example_dag(DAGS, time_scale=EXAMPLE_TIME_SCALE, dag_id=dag_id, task_id=task_id)
     assert state == "success", summary
     assert summary is not None and set(summary["exit_codes"].values()) == {0}
     assert summary["tries"][-1]["outcome"] == "all_succeeded"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.demo import free_port
+from demo.cluster import free_port
 from gang_sim.world.scenario import load_scenario
 from tests.e2e.gang_dags import gang_dag, task_instance
 

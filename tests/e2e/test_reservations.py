@@ -70,7 +70,7 @@ class Placements:
         self.reserved: set[str] = {
             node["metadata"]["name"] for node in cluster.objects("v1/nodes", namespace="") if self._is_reserved(node)
         }
-        cluster.harness.run(lambda: cluster.harness.store.subscribe(self._record))
+        cluster.run(lambda: cluster.store.subscribe(self._record))
 
     def _is_reserved(self, node: dict[str, Any]) -> bool:
         return (node["metadata"].get("labels") or {}).get(RESERVATION_LABEL) == self.reservation

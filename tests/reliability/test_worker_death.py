@@ -51,7 +51,7 @@ def kill_after_creates(cluster: FaultCluster, process: subprocess.Popen[bytes], 
             if seen["count"] == creates:
                 os.kill(process.pid, signal.SIGKILL)
 
-    harness = cluster.cluster.harness
+    harness = cluster.cluster
     return harness.run(lambda: harness.store.subscribe(changed))
 
 
@@ -69,7 +69,7 @@ def test_a_worker_killed_after_any_number_of_creates_is_adopted_without_duplicat
         try:
             code = process.wait(timeout=120)
         finally:
-            cluster.cluster.harness.run(unsubscribe)
+            cluster.cluster.run(unsubscribe)
         assert code == -signal.SIGKILL, (
             f"worker ended with {code} before its {creates}th create: {log.read_text()[-2000:]}"
         )

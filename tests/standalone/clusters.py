@@ -6,7 +6,7 @@ kubeconfig (the same file the Airflow connection points at):
 - :class:`ServedCluster`: ``gang-sim serve --scenario S --time-scale N`` in a subprocess; simulated
   time runs N times the wall clock from the moment it starts.
 - :class:`ManualCluster`: the emulator and its control plane on a ``ManualClock`` in a thread of the
-  test process (``SimulatedClusterHarness``); simulated time stands still until the test calls
+  test process (``ClusterHarness``); simulated time stands still until the test calls
   :meth:`ManualCluster.advance`, so "capacity arrives later" happens exactly when the test says,
   whatever the load. It also records every committed change (:meth:`ManualCluster.changes`).
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.testing import ClusterHarness
 from gang_sim.testing.eventually import eventually
 from gang_sim.world.scenario import load_scenario
 from tests.standalone.processes import BIN, Started, diagnosed_by, start, tail
@@ -86,7 +86,7 @@ class ServedCluster(Cluster):
 class ManualCluster(Cluster):
     """An in-process emulator whose simulated time moves only in :meth:`advance`."""
 
-    harness: SimulatedClusterHarness
+    harness: ClusterHarness
     _changes: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
 
     def advance(self, seconds: float) -> float:
@@ -120,7 +120,7 @@ def start_cluster(directory: Path, name: str, spec: ClusterSpec) -> Cluster:
     """Start ``spec``'s cluster; its kubeconfig is ``directory/kubeconfig-<name>``."""
     kubeconfig = directory / f"kubeconfig-{name}"
     if spec.time_scale is None:
-        harness = SimulatedClusterHarness(scenario=load_scenario(spec.scenario), kubeconfig_path=kubeconfig)
+        harness = ClusterHarness(scenario=load_scenario(spec.scenario), kubeconfig_path=kubeconfig)
         harness.start()
         cluster = ManualCluster(name, kubeconfig, harness)
         try:

@@ -12,13 +12,13 @@ import yaml
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from gang_sim.apiserver.http.faults import Faults
-from gang_sim.testing.harness import EmulatorHarness
+from gang_sim.testing import ClusterHarness
 
 
 class Sim:
     """The started emulator plus its fault and request-count controls (set on its own loop)."""
 
-    def __init__(self, harness: EmulatorHarness) -> None:
+    def __init__(self, harness: ClusterHarness) -> None:
         self.harness = harness
 
     @property
@@ -49,7 +49,7 @@ def sim(request: pytest.FixtureRequest) -> Iterator[Sim]:
     """A fresh emulator per test; ``@pytest.mark.emulator(history_limit=...)`` passes options."""
     marker = request.node.get_closest_marker("emulator")
     options = dict(marker.kwargs) if marker else {}
-    with EmulatorHarness(seed=0, **options) as harness:
+    with ClusterHarness(seed=0, **options) as harness:
         yield Sim(harness)
 
 
@@ -67,4 +67,4 @@ async def client(connection: dict[str, Any]) -> AsyncIterator[KubeClient]:
 
 def register_emulator_marker(config: pytest.Config) -> None:
     """For the conftests' ``pytest_configure``."""
-    config.addinivalue_line("markers", "emulator(**options): options for the test's EmulatorHarness")
+    config.addinivalue_line("markers", "emulator(**options): options for the test's ClusterHarness")

@@ -49,9 +49,9 @@ def test_a_harness_that_fails_to_start_leaves_no_thread_behind():
 
     import pytest
 
-    from gang_sim.testing.harness import EmulatorHarness
+    from gang_sim.testing import ClusterHarness
 
     before = {t.name for t in threading.enumerate()}
-    with pytest.raises(ValueError), EmulatorHarness(faults="not a fault spec"):
+    with pytest.raises(ValueError), ClusterHarness(faults="not a fault spec"):
         pass
     assert "gang-sim" not in {t.name for t in threading.enumerate()} - before

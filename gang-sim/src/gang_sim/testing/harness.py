@@ -1,11 +1,22 @@
-"""Run an :class:`~gang_sim.apiserver.server.Emulator` in a background thread (tests, demo).
+"""The one harness for running the emulator from tests, benches and demos: :class:`ClusterHarness`.
 
 The emulator gets its own event loop in a daemon thread, so synchronous code (the sync client,
-kubectl subprocesses, pytest) and other event loops can talk to it over real sockets::
+kubectl subprocesses, pytest) and other event loops talk to it over real sockets, and the test reads
+and writes the store directly on that loop with :meth:`ClusterHarness.run`::
 
-    with EmulatorHarness() as cluster:
+    with ClusterHarness() as cluster:                              # the API server alone
         subprocess.run(["kubectl", "--kubeconfig", str(cluster.kubeconfig_path), "get", "pods"])
-        cluster.run(lambda: cluster.store.list("v1/pods"))     # on the server loop, thread-safe
+        cluster.objects("v1/pods")                                 # read on the server loop
+
+    with ClusterHarness(scenario="small") as cluster:              # plus the simulated control plane
+        cluster.advance(600)          # ManualClock: ten simulated minutes, deadline by deadline
+        cluster.now(); cluster.gpu_seconds()
+        cluster.preempt("gke-sim-l4-spot-b2c4")   # a spot termination notice (POST /_sim/preemptions)
+
+With a scenario, ``time_scale=N`` runs the controllers on a :class:`ScaledClock` (simulated time N
+times real time) instead of a :class:`ManualClock`; ``record_changes=True`` keeps every committed
+change for :meth:`ClusterHarness.changes`. Other keyword arguments go to
+:class:`~gang_sim.apiserver.server.Emulator` (``faults=``, ``seed=``, ``preload_crds=`` ...).
 """
 
 from __future__ import annotations
@@ -16,31 +27,57 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from gang_sim.apiserver.http.auth import Rule
 from gang_sim.apiserver.server import Emulator
 from gang_sim.apiserver.store import Store
+from gang_sim.controllers.attach import AttachedControlPlane, attach
+from gang_sim.world.clock import Clock, ManualClock, ScaledClock
+from gang_sim.world.scenario import Scenario, load_scenario, parse_scenario
+from gang_sim.world.scenario_preemptions import DEFAULT_NOTICE_SECONDS, DEFAULT_POD_GRACE_PERIOD_SECONDS
 
-T = TypeVar("T")
+ScenarioSource = Scenario | str | dict[str, Any]
+"""A :class:`Scenario`, the name of a shipped one (or a scenario file's path), or a decoded document."""
 
 
-class EmulatorHarness:
-    """Start/stop an emulator on a free port; ``run`` executes callables on its loop."""
+def scenario_of(source: ScenarioSource) -> Scenario:
+    """The :class:`Scenario` ``source`` names (:func:`load_scenario`) or describes (:func:`parse_scenario`)."""
+    if isinstance(source, Scenario):
+        return source
+    if isinstance(source, dict):
+        return parse_scenario(source)
+    return load_scenario(source)
+
+
+class ClusterHarness:
+    """Start/stop an emulator on a free port of 127.0.0.1, with a scenario's control plane if given."""
 
     def __init__(
-        self, *, start_timeout: float = 30.0, kubeconfig_path: str | Path | None = None, **emulator_options: Any
+        self,
+        scenario: ScenarioSource | None = None,
+        *,
+        time_scale: float | None = None,
+        record_changes: bool = False,
+        start_timeout: float = 30.0,
+        kubeconfig_path: str | Path | None = None,
+        **emulator_options: Any,
     ) -> None:
+        self.scenario = None if scenario is None else scenario_of(scenario)
+        self.clock: Clock = ManualClock() if time_scale is None else ScaledClock(time_scale)
+        self.control: AttachedControlPlane | None = None
         self._options = emulator_options
         self._start_timeout = start_timeout
         self._requested_kubeconfig = kubeconfig_path
+        self._record_changes = record_changes
+        self._changes: list[tuple[str, str, dict[str, Any]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.emulator: Emulator | None = None
         self.kubeconfig_path = Path()
         self.url = ""
 
-    def __enter__(self) -> EmulatorHarness:
+    def __enter__(self) -> ClusterHarness:
         self.start()
         return self
 
@@ -56,8 +93,12 @@ class EmulatorHarness:
         self._thread.start()
 
         async def build_and_start() -> Emulator:
-            emulator = self._build_emulator()
+            emulator = Emulator(**self._options)
+            if self.scenario is not None:
+                self.control = attach(emulator, self.scenario, self.clock)
             await emulator.start()
+            if self._record_changes:
+                emulator.store.subscribe(self._record)
             return emulator
 
         try:
@@ -68,9 +109,7 @@ class EmulatorHarness:
         self.url = self.emulator.url
         self.kubeconfig_path = self.emulator.write_kubeconfig(self._requested_kubeconfig)
 
-    def _build_emulator(self) -> Emulator:
-        """The emulator to start, built on the server loop (subclasses attach more to it here)."""
-        return Emulator(**self._options)
+    # -- the API server ------------------------------------------------------------------------------
 
     @property
     def store(self) -> Store:
@@ -97,6 +136,18 @@ class EmulatorHarness:
 
         return asyncio.run_coroutine_threadsafe(call(), self._loop).result(timeout)
 
+    def objects(
+        self, resource: str, namespace: str | None = "default", label_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        """Objects of ``resource`` (a store key such as ``"v1/pods"``; ``namespace=None``: all namespaces)."""
+        items, _ = self.run(lambda: self.store.list(resource, namespace, label_selector=label_selector))
+        return list(items)
+
+    def create(self, resource: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Create an object directly in the store, through its admission (set-up such as Kueue queues)."""
+        created: dict[str, Any] = self.run(lambda: self.store.create(resource, body, namespace))
+        return created
+
     def add_user(self, user: str, rules: Iterable[Rule]) -> tuple[str, Path]:
         """Register a user; returns its token and a kubeconfig file for it."""
         emulator = self.emulator
@@ -104,6 +155,68 @@ class EmulatorHarness:
             raise RuntimeError("the harness is not started")
         token: str = self.run(lambda: emulator.add_user(user, rules))
         return token, emulator.write_kubeconfig(token=token)
+
+    def _record(self, event_type: str, resource: str, obj: dict[str, Any]) -> None:
+        self._changes.append((event_type, resource, obj))
+
+    def changes(self, resource_suffix: str = "") -> list[tuple[str, dict[str, Any]]]:
+        """``(event type, object)`` of every change committed since the start to a resource whose key ends
+        with ``resource_suffix`` (e.g. ``"/provisioningrequests"``, ``"v1/pods"``), in order; needs
+        ``record_changes=True``."""
+        if not self._record_changes:
+            raise RuntimeError("construct the harness with record_changes=True to read its changes")
+        recorded: list[tuple[str, str, dict[str, Any]]] = self.run(lambda: list(self._changes))
+        return [(event, obj) for event, resource, obj in recorded if resource.endswith(resource_suffix)]
+
+    # -- the simulated control plane (with a scenario) ------------------------------------------------
+
+    def _control(self) -> AttachedControlPlane:
+        if self.control is None:
+            raise RuntimeError("no control plane: construct the harness with a scenario")
+        return self.control
+
+    def now(self) -> float:
+        """Simulated seconds on the control plane's clock."""
+        self._control()
+        return float(self.run(self.clock.now))
+
+    def advance(self, seconds: float, timeout: float = 60.0) -> float:
+        """Advance the ManualClock on the server loop, letting controllers act at every deadline."""
+        self._control()
+        clock = self.clock
+        if not isinstance(clock, ManualClock):
+            raise TypeError("advance() needs the ManualClock (construct without time_scale)")
+        return float(self.run(lambda: clock.run_for(seconds), timeout=timeout))
+
+    def preempt(
+        self,
+        node: str | None = None,
+        *,
+        pool: str | None = None,
+        count: int = 1,
+        at: float | None = None,
+        notice_seconds: float = DEFAULT_NOTICE_SECONDS,
+        pod_grace_period_seconds: float = DEFAULT_POD_GRACE_PERIOD_SECONDS,
+    ) -> list[str]:
+        """Send a spot termination notice to ``node`` (or ``count`` nodes of ``pool``) at simulated
+        time ``at`` (default now), as ``POST /_sim/preemptions`` does; the nodes noticed now (empty when
+        ``at`` is later). Raises ScenarioError / ApiError as that endpoint answers 400 / 404 / 409."""
+        control = self._control()
+        body: dict[str, Any] = {"noticeSeconds": notice_seconds, "podGracePeriodSeconds": pod_grace_period_seconds}
+        body.update({"node": node} if node is not None else {"pool": pool, "count": count})
+        if at is not None:
+            body["at"] = at
+        return list(self.run(lambda: control.preempt(body))["nodes"])
+
+    def gpu_seconds(self) -> float:
+        """GPU-seconds the simulated cloud billed so far."""
+        control = self._control()
+        if control.running is None:
+            raise RuntimeError("the control plane is not running")
+        cloud = control.running.plane.cloud
+        return float(self.run(lambda: cloud.gpu_seconds(self.clock.now())))
+
+    # -- stopping ---------------------------------------------------------------------------------------
 
     @staticmethod
     async def _stop_emulator(emulator: Emulator) -> None:

@@ -1,10 +1,10 @@
 """pytest fixtures for the emulator: load with ``pytest_plugins = ["gang_sim.testing.pytest_plugin"]``
 in a top-level conftest (https://docs.pytest.org/en/stable/how-to/plugins.html#requiring-plugins).
 
-- ``emulator``: an :class:`~.harness.EmulatorHarness` (the API server alone, seed 0), started for the
+- ``emulator``: a :class:`~.harness.ClusterHarness` (the API server alone, seed 0), started for the
   test and stopped after it.
-- ``sim_cluster``: a function ``start(scenario)`` (a :class:`~gang_sim.world.scenario.Scenario`
-  or the name of a shipped one) returning a :class:`SimCluster`: the API server with the simulated
+- ``sim_cluster``: a function ``start(scenario)`` (a :class:`~gang_sim.world.scenario.Scenario`,
+  the name of a shipped one or a scenario document) returning a :class:`SimCluster`: the API server with the simulated
   control plane on a ManualClock (time moves only with ``advance``), read through the official
   ``kubernetes`` client. Every cluster started is stopped after the test, and the test fails if a
   controller mutated an object after the store committed it (:class:`StoredObjectsUnchanged`).
@@ -21,9 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from gang_sim.apiserver.object_copy import json_copy
-from gang_sim.testing.cluster_harness import SimulatedClusterHarness
-from gang_sim.testing.harness import EmulatorHarness
-from gang_sim.world.scenario import Scenario, load_scenario
+from gang_sim.testing.harness import ClusterHarness, ScenarioSource
 
 PROVISIONING = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
 """Group, version and plural of ProvisioningRequests."""
@@ -35,7 +33,7 @@ KUEUE = ("kueue.x-k8s.io", "v1beta2")
 class SimCluster:
     """A started simulated cluster and ``kubernetes`` clients for it, with shortcuts tests share."""
 
-    harness: SimulatedClusterHarness
+    harness: ClusterHarness
     api: client.ApiClient
     core: client.CoreV1Api = field(init=False)
     batch: client.BatchV1Api = field(init=False)
@@ -160,22 +158,20 @@ class StoredObjectsUnchanged:
 
 
 @pytest.fixture
-def emulator() -> Iterator[EmulatorHarness]:
+def emulator() -> Iterator[ClusterHarness]:
     """A started emulator (thread + own loop): ``.url``, ``.kubeconfig_path``, ``.token``, ``.store``,
     ``.run(fn)`` to touch the store on the server loop, ``.emulator`` for hooks/faults/metrics."""
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         yield harness
 
 
 @pytest.fixture
-def sim_cluster() -> Iterator[Callable[[Scenario | str], SimCluster]]:
+def sim_cluster() -> Iterator[Callable[[ScenarioSource], SimCluster]]:
     """Start emulators with the control plane; on teardown, also assert no stored object was mutated."""
-    started: list[tuple[SimulatedClusterHarness, client.ApiClient, StoredObjectsUnchanged]] = []
+    started: list[tuple[ClusterHarness, client.ApiClient, StoredObjectsUnchanged]] = []
 
-    def start(scenario: Scenario | str) -> SimCluster:
-        harness = SimulatedClusterHarness(
-            scenario=load_scenario(scenario) if isinstance(scenario, str) else scenario, seed=0
-        )
+    def start(scenario: ScenarioSource) -> SimCluster:
+        harness = ClusterHarness(scenario, seed=0)
         harness.start()
         recorder = StoredObjectsUnchanged()
         harness.run(lambda: harness.store.subscribe(recorder.record, shared=True))

@@ -171,7 +171,7 @@ def named_scenarios() -> list[str]:
 def load_scenario(name_or_path: str) -> Scenario:
     """Load a shipped scenario by name, or a scenario file by path."""
     path = Path(name_or_path)
-    if not path.suffix and not path.exists():
+    if not path.suffix and not path.is_file():  # a bare name: a shipped scenario, even beside a folder of that name
         path = SCENARIO_DIRECTORY / f"{name_or_path}.yaml"
         if not path.exists():
             raise ScenarioError("name", f"no scenario named {name_or_path!r}; known: {', '.join(named_scenarios())}")

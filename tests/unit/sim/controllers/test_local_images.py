@@ -18,7 +18,7 @@ from kubernetes import client, config
 
 from gang_sim.cli import build_parser, main, scenario_of
 from gang_sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
-from gang_sim.testing.cluster_harness import SimulatedClusterHarness
+from gang_sim.testing import ClusterHarness
 from gang_sim.testing.eventually import eventually
 from gang_sim.world.scenario import (
     Scenario,
@@ -40,7 +40,7 @@ def _pod(name: str, image: str, command: list[str] | None = None, annotations: d
 class Cluster(client.CoreV1Api):  # type: ignore[misc]  # the kubernetes client is untyped
     """The CoreV1 API of a started simulated cluster, plus ``advance`` of its ManualClock."""
 
-    def __init__(self, api: client.ApiClient, harness: SimulatedClusterHarness) -> None:
+    def __init__(self, api: client.ApiClient, harness: ClusterHarness) -> None:
         super().__init__(api)
         self.harness = harness
 
@@ -51,10 +51,10 @@ class Cluster(client.CoreV1Api):  # type: ignore[misc]  # the kubernetes client 
 @pytest.fixture
 def cluster() -> Iterator[Callable[[Scenario], Cluster]]:
     """Start a simulated cluster of a scenario (ManualClock) and answer its API client."""
-    started: list[tuple[SimulatedClusterHarness, client.ApiClient]] = []
+    started: list[tuple[ClusterHarness, client.ApiClient]] = []
 
     def start(scenario: Scenario) -> Cluster:
-        harness = SimulatedClusterHarness(scenario=scenario, seed=0)
+        harness = ClusterHarness(scenario=scenario, seed=0)
         harness.start()
         api = config.new_client_from_config(str(harness.kubeconfig_path))
         started.append((harness, api))
