@@ -17,7 +17,7 @@ import yaml
 
 from gang_sim.apiserver import errors
 from gang_sim.apiserver.kinds import strategy_for
-from gang_sim.apiserver.store import CRD_KEY, Store, rfc3339
+from gang_sim.apiserver.store import CRD_KEY, Store
 
 try:
     _Loader: Any = yaml.CSafeLoader
@@ -72,7 +72,8 @@ def _create_shared(store: Store, body: dict[str, Any]) -> dict[str, Any]:
     """Create a bundled CRD without deep-copying its (large, shared, never mutated) nested parts.
 
     Only the top level and ``metadata`` are copied; CRD validation is skipped (the files are the
-    upstream ones). Metadata, status and events are as for :meth:`Store.create`.
+    upstream ones), so the object goes to the table's commit API (:meth:`.object_table.ObjectTable.commit`)
+    rather than through :meth:`Store.create`'s admission. Metadata, status and events are as for a create.
     """
     resource_type = store.resolve(CRD_KEY)
     new = dict(body)
@@ -84,7 +85,8 @@ def _create_shared(store: Store, body: dict[str, Any]) -> dict[str, Any]:
     initial = strategy_for(resource_type).initial_status(new)
     if initial is not None:
         new["status"] = initial
-    new["metadata"].update(uid=store._new_uid(), creationTimestamp=rfc3339(store._wall_clock()), generation=1)
-    committed = store._commit(resource_type, "ADDED", new, None)
+    table = store.table
+    new["metadata"].update(uid=table.new_uid(), creationTimestamp=table.timestamp(), generation=1)
+    committed = table.commit(resource_type, "ADDED", new, None)
     store.serve_crd(committed)
     return committed

@@ -6,9 +6,12 @@ reads (deep copies; for the in-process simulated controllers, :meth:`ObjectTable
 objects themselves, read-only) through the secondary indexes of :mod:`.object_index` (by namespace,
 name and label value, so a LIST or watch by name costs the same with 30 objects as with 3,000),
 and keeps the owner index of :mod:`.owner_index` (ownerReferences, for garbage collection).
-Removal and garbage collection live in :class:`.deletion.DeletingObjectTable`, admission and
-the write verbs in :class:`.store.Store`, which extend it. Stored objects are never mutated in
-place, so events and history may share them.
+Its commit API (:meth:`ObjectTable.commit`, :meth:`ObjectTable.new_uid`,
+:meth:`ObjectTable.generate_name`, :meth:`ObjectTable.drop_storage`) stores what the caller already
+admitted: :class:`.deletion.Deleter` (removal and garbage collection), :mod:`.writes` (admission of
+creates and updates) and :func:`.crds.install_bundled_crds` write through it, and
+:class:`.store.Store` composes them into the API verbs. Stored objects are never mutated in place,
+so events and history may share them.
 """
 
 from __future__ import annotations
@@ -100,16 +103,20 @@ class ObjectTable:
     def resolve(self, resource: str) -> ResourceType:
         return self.registry.resolve(resource)
 
-    def _namespace_for(self, resource_type: ResourceType, namespace: str | None) -> str:
+    def namespace_for(self, resource_type: ResourceType, namespace: str | None) -> str:
+        """The namespace an object of ``resource_type`` lives in: ``""`` when cluster-scoped, else ``namespace``
+        or ``default``."""
         return (namespace or "default") if resource_type.namespaced else ""
 
-    def _stored(self, resource_type: ResourceType, name: str, namespace: str) -> Object:
+    def get_stored(self, resource_type: ResourceType, name: str, namespace: str) -> Object:
+        """The stored object (shared, read-only); 404 NotFound if absent."""
         found = self._objects.get(resource_type.storage_key, {}).get((namespace, name))
         if found is None:
             raise errors.not_found(resource_type.plural, name, resource_type.group)
         return found
 
-    def _present(self, resource_type: ResourceType, obj: Object) -> Object:
+    def present(self, resource_type: ResourceType, obj: Object) -> Object:
+        """A copy of the stored ``obj`` as a client reading ``resource_type``'s version sees it."""
         presented: Object = json_copy(obj)
         presented["apiVersion"] = resource_type.api_version
         return presented
@@ -117,8 +124,8 @@ class ObjectTable:
     def get(self, resource: str, name: str, namespace: str | None = None) -> Object:
         """One object (a copy); 404 NotFound if absent."""
         resource_type = self.resolve(resource)
-        return self._present(
-            resource_type, self._stored(resource_type, name, self._namespace_for(resource_type, namespace))
+        return self.present(
+            resource_type, self.get_stored(resource_type, name, self.namespace_for(resource_type, namespace))
         )
 
     def list(
@@ -130,7 +137,7 @@ class ObjectTable:
         """
         resource_type = self.resolve(resource)
         items = [
-            self._present(resource_type, obj)
+            self.present(resource_type, obj)
             for obj in self._selected(resource_type, namespace, label_selector, field_selector)
         ]
         return items, self.resource_version
@@ -190,7 +197,13 @@ class ObjectTable:
 
         return unsubscribe
 
-    def _commit(self, resource_type: ResourceType, event_type: str, new: Object, old: Object | None) -> Object:
+    def commit(self, resource_type: ResourceType, event_type: str, new: Object, old: Object | None) -> Object:
+        """Store ``new`` (``ADDED``/``MODIFIED``) or remove it (``DELETED``) under the next resourceVersion,
+        then publish the change to watches and subscribers; returns ``new``, now stored (do not mutate it).
+
+        No admission: the caller hands an object it admitted, built as a new dict (``old`` is the
+        stored object it replaces, or None). A subscriber that raises is logged, the commit stands.
+        """
         self._resource_version += 1
         new["metadata"]["resourceVersion"] = str(self._resource_version)
         metadata = new["metadata"]
@@ -219,13 +232,22 @@ class ObjectTable:
                 task.add_done_callback(self._background.discard)
         return new
 
-    def _generate_name(self, prefix: str) -> str:
+    def generate_name(self, prefix: str) -> str:
+        """``prefix`` plus five random characters of upstream's alphabet (``generateName``)."""
         return prefix + "".join(self._random.choice(_NAME_SUFFIX_ALPHABET) for _ in range(5))
 
-    def _new_uid(self) -> str:
+    def new_uid(self) -> str:
+        """A fresh ``metadata.uid`` (reproducible with ``seed``)."""
         return str(uuid.UUID(int=self._random.getrandbits(128), version=4)) if self._seeded else str(uuid.uuid4())
 
+    def drop_storage(self, storage_key: str) -> None:
+        """Forget the objects and indexes of ``storage_key`` without events (a removed CRD's resources,
+        once their DELETED events are committed)."""
+        self._objects.pop(storage_key, None)
+        self._indexes.pop(storage_key, None)
+
     def type_of(self, storage_key: str) -> ResourceType:
+        """The first served version of ``storage_key``; 404 when none is served."""
         served = self.registry.versions_of(storage_key)
         if not served:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -293,6 +315,6 @@ class ObjectTable:
                 delivery = await stream.queue.get()
                 if delivery is None:
                     return
-                yield delivery.type, self._present(resource_type, delivery.obj)
+                yield delivery.type, self.present(resource_type, delivery.obj)
         finally:
             self.close_watch(stream)

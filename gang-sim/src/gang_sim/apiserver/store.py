@@ -1,40 +1,39 @@
 """The emulator's in-memory object store: the semantics of a kube-apiserver without HTTP.
 
 One asyncio event loop, no threads. Resource keys are ``"<apiVersion>/<plural>"`` (see
-:mod:`gang_sim.apiserver.registry`). What the store does on every write, like a real server:
+:mod:`gang_sim.apiserver.registry`). :class:`Store` is the API the HTTP layer and the simulated
+controllers use; it composes three parts and adds the verbs' argument handling:
 
-- server-set metadata: ``uid``, ``creationTimestamp``, ``generation`` (1 on create, bumped only when
-  something outside metadata/status changes), ``resourceVersion`` from one global counter,
-  ``generateName``; a write that changes nothing bumps nothing and emits no event;
-- admission per kind (:mod:`.kinds`): defaults, validation with real ``Status`` causes, status
-  subresource semantics (main resource keeps ``status``, ``/status`` changes only ``status``),
-  custom resources validated against their CRD schema;
-- optimistic concurrency: a stale ``metadata.resourceVersion`` gives 409 Conflict;
-- ``metadata.managedFields`` per field manager (:mod:`.managed_fields`), server-side apply with
-  field ownership and conflicts (:mod:`.server_side_apply`);
-- deletion: finalizers (``deletionTimestamp`` then DELETED once they are cleared) and ownerReference
-  garbage collection with ``propagationPolicy`` Orphan / Background / Foreground (:mod:`.garbage`
-  plans it, :mod:`.deletion` applies the plans);
-- watch history with 410 Expired for compacted resourceVersions (:mod:`.watch`).
+- :class:`.object_table.ObjectTable` (``store.table``): the stored objects, one global
+  resourceVersion, watch history with 410 Expired for compacted versions (:mod:`.watch`),
+  subscribers, and the public commit API every write ends in;
+- :mod:`.writes`: admission of a create or update (server-set metadata, per-kind defaults and
+  validation, status subresource, optimistic concurrency, ``managedFields``);
+- :class:`.deletion.Deleter` (``store.deleter``): finalizers (``deletionTimestamp`` then DELETED once
+  they are cleared) and ownerReference garbage collection with ``propagationPolicy`` Orphan /
+  Background / Foreground, as :mod:`.garbage` plans it.
 
+Patches (:mod:`.patches`) and server-side apply (:mod:`.server_side_apply`) turn into an update.
 Stored objects are never mutated in place: every write builds a new dict, so events and history may
-share them. Everything handed to callers is a deep copy.
+share them. Everything handed to callers is a deep copy, except :meth:`Store.view` and shared
+subscriptions.
 """
 
 from __future__ import annotations
 
-import copy
+import builtins
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from gang_sim.apiserver import errors, garbage, managed_fields, patches, server_side_apply, validation
-from gang_sim.apiserver.deletion import DeletingObjectTable
-from gang_sim.apiserver.kinds import pods, strategy_for
-from gang_sim.apiserver.kinds.base import omit_empty
-from gang_sim.apiserver.object_copy import copy_metadata, copy_object
-from gang_sim.apiserver.object_table import ObjectId, Subscriber, rfc3339
-from gang_sim.apiserver.registry import CRD_KEY, Registry, ResourceType, types_from_crd
+from gang_sim.apiserver import errors, garbage, managed_fields, patches, server_side_apply, writes
+from gang_sim.apiserver.deletion import Deleter
+from gang_sim.apiserver.kinds import pods
+from gang_sim.apiserver.logs import PodLogs
+from gang_sim.apiserver.object_table import ObjectId, ObjectTable, Subscriber, rfc3339
+from gang_sim.apiserver.owner_index import OwnerIndex
+from gang_sim.apiserver.registry import CRD_KEY, Registry, ResourceType
+from gang_sim.apiserver.watch import WatchStream
 
 __all__ = ["CRD_KEY", "DEFAULT_NAMESPACES", "ObjectId", "Store", "Subscriber", "rfc3339"]
 
@@ -42,12 +41,14 @@ Object = dict[str, Any]
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-class Store(DeletingObjectTable):
+class Store:
     """In-memory API objects with admission, deletion and garbage collection (see module docstring).
 
-    Options as :class:`.deletion.DeletingObjectTable` (``graceful_pod_deletion``: off, pods are
-    removed at once; on, a pod bound to a node is only marked until deleted with grace 0, as a
-    real kubelet does). The default namespaces exist from the start.
+    ``history_limit`` bounds the kept events (older resourceVersions get 410); ``seed`` makes
+    generated names and uids reproducible; ``wall_clock`` stamps timestamps;
+    ``graceful_pod_deletion`` off: pods are removed at once; on: a pod bound to a node is only
+    marked until deleted with grace 0, as a real kubelet does. The default namespaces exist from
+    the start. The store is the :class:`.garbage.ObjectsView` deletions are planned from.
     """
 
     def __init__(
@@ -59,32 +60,105 @@ class Store(DeletingObjectTable):
         wall_clock: Callable[[], float] = time.time,
         graceful_pod_deletion: bool = False,
     ) -> None:
-        super().__init__(
-            registry=registry,
-            history_limit=history_limit,
-            seed=seed,
-            wall_clock=wall_clock,
-            graceful_pod_deletion=graceful_pod_deletion,
-        )
+        self.table = ObjectTable(registry=registry, history_limit=history_limit, seed=seed, wall_clock=wall_clock)
+        self.graceful_pod_deletion = graceful_pod_deletion
+        self.deleter = Deleter(self.table, self)
         for namespace in DEFAULT_NAMESPACES:
             self.create("v1/namespaces", {"metadata": {"name": namespace}})
 
-    # ----------------------------------------------------------------- writing
+    # ----------------------------------------------------------------- reading (the table's)
 
-    def _check_namespace(self, resource_type: ResourceType, metadata: Object, namespace: str | None) -> str:
-        if not resource_type.namespaced:
-            metadata.pop("namespace", None)
-            return ""
-        body_namespace = metadata.get("namespace")
-        if namespace and body_namespace and body_namespace != namespace:
-            raise errors.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
-        chosen = namespace or body_namespace or "default"
-        metadata["namespace"] = chosen
-        if ("", chosen) not in self._objects.get("/namespaces", {}):
-            raise errors.not_found("namespaces", chosen)
-        return chosen
+    @property
+    def registry(self) -> Registry:
+        """The served resource types: built-ins and the versions of every stored CRD."""
+        return self.table.registry
+
+    @property
+    def logs(self) -> PodLogs:
+        return self.table.logs
+
+    @property
+    def owners(self) -> OwnerIndex:
+        return self.table.owners
+
+    @property
+    def resource_version(self) -> str:
+        """The newest committed resourceVersion (what a list reports)."""
+        return self.table.resource_version
+
+    def timestamp(self, after_seconds: int = 0) -> str:
+        return self.table.timestamp(after_seconds)
+
+    def compact_history(self) -> None:
+        self.table.compact_history()
+
+    def resolve(self, resource: str) -> ResourceType:
+        return self.table.resolve(resource)
+
+    def get(self, resource: str, name: str, namespace: str | None = None) -> Object:
+        return self.table.get(resource, name, namespace)
+
+    def list(
+        self, resource: str, namespace: str | None = None, *, label_selector: str = "", field_selector: str = ""
+    ) -> tuple[list[Object], str]:
+        return self.table.list(resource, namespace, label_selector=label_selector, field_selector=field_selector)
+
+    def view(self, resource: str, namespace: str | None = None) -> builtins.list[Object]:
+        return self.table.view(resource, namespace)
+
+    def iter_objects(self, storage_key: str) -> Iterator[Object]:
+        return self.table.iter_objects(storage_key)
+
+    def stored(self, object_id: ObjectId) -> Object | None:
+        return self.table.stored(object_id)
+
+    def type_of(self, storage_key: str) -> ResourceType:
+        return self.table.type_of(storage_key)
+
+    def subscribe(self, callback: Subscriber, *, shared: bool = False) -> Callable[[], None]:
+        return self.table.subscribe(callback, shared=shared)
+
+    def open_watch(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> WatchStream:
+        return self.table.open_watch(
+            resource,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+
+    def close_watch(self, stream: WatchStream) -> None:
+        self.table.close_watch(stream)
+
+    def close_all_watches(self) -> None:
+        self.table.close_all_watches()
+
+    def watch(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> AsyncIterator[tuple[str, Object]]:
+        return self.table.watch(
+            resource,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+
+    # ----------------------------------------------------------------- writing
 
     def create(
         self,
@@ -95,7 +169,7 @@ class Store(DeletingObjectTable):
         field_validation: str = "Ignore",
         dry_run: bool = False,
         field_manager: str = managed_fields.DEFAULT_MANAGER,
-        apply_entries: list[Object] | None = None,
+        apply_entries: builtins.list[Object] | None = None,
     ) -> Object:
         """Create an object (201 semantics): server fields set, admission run; 409 if it exists.
 
@@ -104,141 +178,21 @@ class Store(DeletingObjectTable):
         ``managedFields`` unless ``apply_entries`` (a server-side apply's entries) are given.
         """
         resource_type = self.resolve(resource)
-        if "create" not in resource_type.verbs:
-            raise errors.method_not_allowed(f"create is not supported on resources of kind {resource_type.plural}")
-        validation.check_body_type(resource_type, body)
-        new = copy_object(body)
-        new["apiVersion"], new["kind"] = resource_type.api_version, resource_type.kind
-        metadata = new.setdefault("metadata", {})
-        if not isinstance(metadata, dict):
-            raise errors.bad_request("metadata must be an object")
-        if metadata.get("resourceVersion"):
-            # Upstream answers this with a bare 500 (rest.BeforeCreate), not a 4xx.
-            raise errors.ApiError(500, "", "resourceVersion should not be set on objects to be created")
-        for server_field in (
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "generation",
-            "deletionGracePeriodSeconds",
-            "managedFields",
-            "selfLink",
-        ):
-            metadata.pop(server_field, None)
-        if not metadata.get("name") and metadata.get("generateName"):
-            metadata["name"] = self._generate_name(metadata["generateName"])
-        namespace = self._check_namespace(resource_type, metadata, namespace)
-        metadata["uid"] = self._new_uid()
-        strategy = strategy_for(resource_type)
-        strategy.prepare_create(new, resource_type)
-        omit_empty(new, resource_type.custom)
-        causes = strategy.validate_create(new, resource_type, field_validation)
-        if causes:
-            raise errors.invalid(resource_type.kind, metadata.get("name", ""), causes, resource_type.group)
-        if (namespace, metadata["name"]) in self._objects.get(resource_type.storage_key, {}):
-            raise errors.already_exists(resource_type.plural, metadata["name"], resource_type.group)
-        metadata["creationTimestamp"] = rfc3339(self._wall_clock())
-        if strategy.tracks_generation:
-            metadata["generation"] = 1
-        managed_fields.assign(resource_type, new, None, field_manager, None, apply_entries, self.timestamp())
-        if dry_run:
-            return self._present(resource_type, new)
-        committed = self._commit(resource_type, "ADDED", new, None)
-        if resource_type.key == CRD_KEY:
-            self.serve_crd(committed)
-        return self._present(resource_type, committed)
+        created = writes.create(
+            self.table,
+            resource_type,
+            body,
+            namespace,
+            field_validation=field_validation,
+            dry_run=dry_run,
+            field_manager=field_manager,
+            apply_entries=apply_entries,
+        )
+        return self.table.present(resource_type, created)
 
     def serve_crd(self, crd: Object) -> None:
         """Serve exactly the served versions of a committed CRD (versions no longer served disappear)."""
-        spec = crd.get("spec") or {}
-        self.registry.remove_storage(f"{spec.get('group', '')}/{(spec.get('names') or {}).get('plural', '')}")
-        for served in types_from_crd(crd):
-            self.registry.add(served)
-
-    def _update(
-        self,
-        resource_type: ResourceType,
-        body: Object,
-        namespace: str | None,
-        *,
-        subresource: str | None,
-        require_resource_version: bool,
-        field_validation: str,
-        dry_run: bool = False,
-        field_manager: str = managed_fields.DEFAULT_MANAGER,
-        apply_entries: list[Object] | None = None,
-    ) -> Object:
-        metadata_in = body.get("metadata") or {}
-        name = metadata_in.get("name") or ""
-        if not name:
-            raise errors.invalid(
-                resource_type.kind,
-                "",
-                [errors.field_cause("FieldValueRequired", "metadata.name", "Required value: name is required")],
-                resource_type.group,
-            )
-        namespace = self._namespace_for(resource_type, namespace or metadata_in.get("namespace"))
-        old = self._stored(resource_type, name, namespace)
-        given_version = str(metadata_in.get("resourceVersion") or "")
-        if not given_version and require_resource_version and resource_type.custom:
-            # Upstream builds this one from the resource, not the kind: 'provisioningrequests.<group> "x"'.
-            raise errors.invalid(
-                resource_type.plural,
-                name,
-                [
-                    errors.field_cause(
-                        "FieldValueInvalid",
-                        "metadata.resourceVersion",
-                        "Invalid value: 0x0: must be specified for an update",
-                    )
-                ],
-                resource_type.group,
-            )
-        if given_version and given_version != old["metadata"]["resourceVersion"]:
-            raise errors.conflict(resource_type.plural, name, resource_type.group)
-        strategy = strategy_for(resource_type)
-        if subresource == "status":
-            new = {key: value for key, value in old.items() if key != "status"}
-            new["metadata"] = copy_metadata(old["metadata"])
-            if "status" in body:
-                new["status"] = copy.deepcopy(body["status"])
-            causes = strategy.validate_status_update(new, old, resource_type)
-        elif subresource:
-            raise errors.not_found(f"{resource_type.plural}/{subresource}", name, resource_type.group)
-        else:
-            validation.check_body_type(resource_type, body)
-            new = copy_object(body)
-            metadata = new.setdefault("metadata", {})
-            for kept in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
-                if kept in old["metadata"]:
-                    metadata[kept] = old["metadata"][kept]
-                else:
-                    metadata.pop(kept, None)
-            if resource_type.namespaced:
-                metadata["namespace"] = namespace
-            strategy.prepare_update(new, old, resource_type)
-            omit_empty(new, resource_type.custom)
-            causes = strategy.validate_update(new, old, resource_type, field_validation)
-            causes += garbage.finalizer_causes(new, old)
-        if causes:
-            raise errors.invalid(resource_type.kind, name, causes, resource_type.group)
-        new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
-        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        managed_fields.assign(resource_type, new, old, field_manager, subresource, apply_entries, self.timestamp())
-        if new == old:
-            return self._present(resource_type, old)
-        if strategy.tracks_generation and strategy.spec_changed(new, old):
-            new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
-        if dry_run:
-            return self._present(resource_type, new)
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            # Upstream deletes the stored object as it was: DELETED (and the answer) still list the finalizers.
-            return self._present(resource_type, self._remove(resource_type, old, old))
-        committed = self._commit(resource_type, "MODIFIED", new, old)
-        if resource_type.key == CRD_KEY:
-            self.serve_crd(committed)
-        return self._present(resource_type, committed)
+        writes.serve_crd(self.table, crd)
 
     def bind_pod(self, namespace: str, name: str, node_name: str) -> Object:
         """The ``pods/binding`` subresource: set ``spec.nodeName`` and ``PodScheduled=True``.
@@ -246,9 +200,9 @@ class Store(DeletingObjectTable):
         409 if the pod is already bound, 422 while it has scheduling gates (upstream binding rules).
         """
         resource_type = self.resolve("v1/pods")
-        old = self._stored(resource_type, name, namespace)
+        old = self.table.get_stored(resource_type, name, namespace)
         new = pods.bound(old, node_name)
-        return self._present(resource_type, self._commit(resource_type, "MODIFIED", new, old))
+        return self.table.present(resource_type, self.table.commit(resource_type, "MODIFIED", new, old))
 
     def replace(
         self,
@@ -260,7 +214,7 @@ class Store(DeletingObjectTable):
         field_validation: str = "Ignore",
         dry_run: bool = False,
         field_manager: str = managed_fields.DEFAULT_MANAGER,
-        apply_entries: list[Object] | None = None,
+        apply_entries: builtins.list[Object] | None = None,
     ) -> Object:
         """PUT: replace the object named in ``body``; 409 Conflict on a stale resourceVersion.
 
@@ -268,7 +222,9 @@ class Store(DeletingObjectTable):
         updates, as upstream. ``field_manager``/``apply_entries`` as for :meth:`create`.
         """
         resource_type = self.resolve(resource)
-        return self._update(
+        updated = writes.update(
+            self.table,
+            self.deleter,
             resource_type,
             body,
             namespace,
@@ -279,6 +235,7 @@ class Store(DeletingObjectTable):
             field_manager=field_manager,
             apply_entries=apply_entries,
         )
+        return self.table.present(resource_type, updated)
 
     def patch(
         self,
@@ -304,7 +261,7 @@ class Store(DeletingObjectTable):
         resource_type = self.resolve(resource)
         if patch_type == "strategic" and resource_type.custom:
             raise errors.unsupported_media_type("application/strategic-merge-patch+json")
-        target_namespace = self._namespace_for(resource_type, namespace)
+        target_namespace = self.table.namespace_for(resource_type, namespace)
         if patch_type == "apply":
             return server_side_apply.apply(
                 self,
@@ -318,7 +275,7 @@ class Store(DeletingObjectTable):
                 field_validation=field_validation,
                 dry_run=dry_run,
             )
-        current = self._present(resource_type, self._stored(resource_type, name, target_namespace))
+        current = self.table.present(resource_type, self.table.get_stored(resource_type, name, target_namespace))
         patched = patches.apply(current, patch, patch_type)
         patched_metadata = patched.setdefault("metadata", {})
         if patched_metadata.get("name") != name:
@@ -327,7 +284,9 @@ class Store(DeletingObjectTable):
             ((patch.get("metadata") or {}) if isinstance(patch, dict) else {}).get("resourceVersion") or ""
         )
         patched_metadata["resourceVersion"] = given_version or current["metadata"]["resourceVersion"]
-        return self._update(
+        updated = writes.update(
+            self.table,
+            self.deleter,
             resource_type,
             patched,
             target_namespace,
@@ -336,7 +295,9 @@ class Store(DeletingObjectTable):
             field_validation=field_validation,
             dry_run=dry_run,
             field_manager=field_manager,
+            apply_entries=None,
         )
+        return self.table.present(resource_type, updated)
 
     # ----------------------------------------------------------------- deleting
 
@@ -360,7 +321,7 @@ class Store(DeletingObjectTable):
         storing anything (``dryRun=All``).
         """
         resource_type = self.resolve(resource)
-        obj = self._stored(resource_type, name, self._namespace_for(resource_type, namespace))
+        obj = self.table.get_stored(resource_type, name, self.table.namespace_for(resource_type, namespace))
         policy = propagation_policy or garbage.default_policy(resource_type)
         if policy not in garbage.POLICIES:
             raise errors.invalid(
@@ -369,6 +330,6 @@ class Store(DeletingObjectTable):
                 [errors.field_cause("FieldValueNotSupported", "propagationPolicy", f'Unsupported value: "{policy}"')],
             )
         if dry_run:
-            return self._present(resource_type, obj)
+            return self.table.present(resource_type, obj)
         plan = garbage.plan_delete(self, resource_type, obj, policy, grace_period_seconds)
-        return self._present(resource_type, self._apply_deletion(plan))
+        return self.table.present(resource_type, self.deleter.apply_plan(plan))
