@@ -47,7 +47,7 @@ from airflow_provider_gang.reservation import members as member_state
 from airflow_provider_gang.reservation.manifests import common, owner, pods, provisioning
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
 from gang_sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
-from gang_sim.controllers.simulated_runtime import EXIT_CODE, RUN_SECONDS, TERMINATION_MESSAGE
+from gang_sim.controllers.kubelet.simulated_runtime import EXIT_CODE, RUN_SECONDS, TERMINATION_MESSAGE
 from gang_sim.testing import ClusterHarness
 from gang_sim.world.scenario import Scenario
 

@@ -23,7 +23,7 @@ import yaml
 from gang_sim.apiserver.crds import install_bundled_crds
 from gang_sim.apiserver.store import Store
 from gang_sim.cli import build_parser
-from gang_sim.controllers.simulated_runtime import ANNOTATIONS, RUNS_UNTIL_DELETED
+from gang_sim.controllers.kubelet.simulated_runtime import ANNOTATIONS, RUNS_UNTIL_DELETED
 from gang_sim.world.scenario import load_scenario, named_scenarios, parse_scenario
 from gang_sim.world.scenario_objects import create_objects
 

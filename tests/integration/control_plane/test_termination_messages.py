@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from gang_sim.controllers.simulated_runtime import RUN_SECONDS, TERMINATION_MESSAGE
+from gang_sim.controllers.kubelet.simulated_runtime import RUN_SECONDS, TERMINATION_MESSAGE
 from gang_sim.testing.eventually import eventually
 from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod

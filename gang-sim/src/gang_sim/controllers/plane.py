@@ -21,7 +21,7 @@ from gang_sim.controllers import webhooks
 from gang_sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
 from gang_sim.controllers.base import Controller, ControlPlane, Obj
 from gang_sim.controllers.jobs import JobController
-from gang_sim.controllers.kubelet import Kubelet
+from gang_sim.controllers.kubelet.controller import Kubelet
 from gang_sim.controllers.kueue.manager import KueueManager
 from gang_sim.controllers.node_registration import register_node
 from gang_sim.controllers.preemption import NodeTerminationController

@@ -1,4 +1,4 @@
-"""The container environment the simulated kubelet builds (``gang_sim.controllers.container_env``): each
+"""The container environment the simulated kubelet builds (``gang_sim.controllers.kubelet.container_env``): each
 source, upstream's ``CreateContainerConfigError`` messages, ``optional`` references."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from gang_sim.apiserver.errors import ApiError
 from gang_sim.apiserver.store import Store
-from gang_sim.controllers import container_env
+from gang_sim.controllers.kubelet import container_env
 
 CONFIG_MAPS = {("ml", "world"): {"data": {"size": "2"}}, ("ml", "empty"): {}}
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gang_sim.controllers.jobs import format_indexes, pod_manifest
-from gang_sim.controllers.kubelet import RuntimeSpec, runtime_spec
+from gang_sim.controllers.kubelet.simulated_runtime import RuntimeSpec, runtime_spec
 from gang_sim.controllers.scheduler import GATED_MESSAGE, node_usage, place
 from tests.builders import GPU_TAINT, GPU_TOLERATION, node, pod_spec
 

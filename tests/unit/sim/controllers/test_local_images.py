@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client, config
 
 from gang_sim.cli import build_parser, main, scenario_of
-from gang_sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
+from gang_sim.controllers.kubelet.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
 from gang_sim.testing import ClusterHarness
 from gang_sim.testing.eventually import eventually
 from gang_sim.world.scenario import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gang_sim.controllers import container_env
 from gang_sim.controllers.base import Obj, set_condition, wall_time
+from gang_sim.controllers.kubelet import container_env
 
 
 def container_statuses(pod: Obj, state: dict[str, Any], *, ready: bool, restarts: int) -> list[Obj]:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gang_sim.apiserver.errors import ApiError
-from gang_sim.controllers import simulated_runtime
+from gang_sim.controllers.kubelet import simulated_runtime
 
 Obj = dict[str, Any]
 

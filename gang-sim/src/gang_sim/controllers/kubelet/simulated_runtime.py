@@ -1,7 +1,7 @@
 """The *simulated* container runtime's contract: the ``sim.gang.dev/`` pod annotations.
 
 A container the kubelet does not run as a local process (its image matches no pattern of
-``localProcessImages`` / ``--local-images``, see :mod:`..world.images`) runs nothing: the kubelet moves its
+``localProcessImages`` / ``--local-images``, see :mod:`...world.images`) runs nothing: the kubelet moves its
 pod through the phases on the control plane's clock, as these pod annotations say (values are
 strings, as every annotation value is):
 

@@ -3,7 +3,7 @@
 A pod bound to a node goes ``Pending`` (containers ``ContainerCreating``) -> ``Running`` -> and, when
 its run time is over, ``Succeeded`` (every container exited 0) or ``Failed``. Timings and exit code
 come from the ``sim.gang.dev/`` pod annotations :mod:`.simulated_runtime` defines (start, run and exit
-code), or from a real local process for the images :mod:`..world.images` matches (:mod:`.processes`).
+code), or from a real local process for the images :mod:`...world.images` matches (:mod:`.processes`).
 
 Before it starts the containers (and before each restart) the kubelet builds their environment
 (:mod:`.container_env`). An env entry ``valueFrom.configMapKeyRef`` whose ConfigMap or key does not
@@ -26,8 +26,8 @@ Every terminated container gets ``state.terminated.message`` from its ``terminat
 (:mod:`.termination_messages`: a local process's own file, a simulated container's
 ``sim.gang.dev/termination-message`` annotation).
 
-Graceful node shutdown (a spot preemption, :mod:`.preemption`): every pod of a node with a
-termination notice is stopped as :mod:`.kubelet_shutdown` describes and ends ``Failed``, reason
+Graceful node shutdown (a spot preemption, :mod:`..preemption`): every pod of a node with a
+termination notice is stopped as :mod:`.shutdown` describes and ends ``Failed``, reason
 ``Terminated``, with ``DisruptionTarget=True``.
 
 Deletion: a pod with ``deletionTimestamp`` has its containers stopped (exit code 143, the SIGTERM
@@ -50,12 +50,12 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from gang_sim.controllers import container_env, kubelet_status, termination_messages
 from gang_sim.controllers.base import Controller, Obj, earliest, wall_time
-from gang_sim.controllers.kubelet_shutdown import TERMINATED_BY_SIGTERM, NodeShutdownStopper
-from gang_sim.controllers.kubelet_status import container_statuses, pod_conditions, terminated_statuses
-from gang_sim.controllers.processes import ProcessRuntime
-from gang_sim.controllers.simulated_runtime import (  # noqa: F401 (re-exported)
+from gang_sim.controllers.kubelet import container_env, pod_status, termination_messages
+from gang_sim.controllers.kubelet.pod_status import container_statuses, pod_conditions, terminated_statuses
+from gang_sim.controllers.kubelet.processes import ProcessRuntime
+from gang_sim.controllers.kubelet.shutdown import TERMINATED_BY_SIGTERM, NodeShutdownStopper
+from gang_sim.controllers.kubelet.simulated_runtime import (  # noqa: F401 (re-exported)
     ANNOTATION_PREFIX,
     DEFAULT_START_SECONDS,
     EXIT_CODE,
@@ -272,7 +272,7 @@ class Kubelet(Controller):
         for message in dict.fromkeys(errors.values()):
             if message not in reported:
                 self.plane.record_event(pod, "Failed", f"Error: {message}", warning=True, component=self.component)
-        self._write(pod, kubelet_status.config_error_status(pod, errors, restarts=run.restarts))
+        self._write(pod, pod_status.config_error_status(pod, errors, restarts=run.restarts))
 
     def _step_process(self, pod: Obj, now: float) -> float | None:
         """Local-process runtime (see :mod:`.processes`): start once the env can be built, then report

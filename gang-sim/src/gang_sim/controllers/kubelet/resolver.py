@@ -37,7 +37,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from gang_sim.controllers.resolver_shims import C_SHIM, PYTHON_SHIM
+from gang_sim.controllers.kubelet.resolver_shims import C_SHIM, PYTHON_SHIM
 
 Obj = dict[str, Any]
 _log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The kubelet's *local-process* runtime: containers of listed images run as real subprocesses.
 
 A pod whose every container image matches a pattern of the scenario's ``localProcessImages`` (or of
-``gang-sim serve --local-images``; fnmatch-style globs, :mod:`..world.images`) runs here instead of in the
+``gang-sim serve --local-images``; fnmatch-style globs, :mod:`...world.images`) runs here instead of in the
 simulated runtime. Each container's ``command`` + ``args`` (required: there is no image to supply an
 entrypoint) is started with ``asyncio.create_subprocess_exec`` in ``workingDir`` (else a
 private temporary directory), with this environment:
@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gang_sim.controllers import container_env, termination_messages
-from gang_sim.controllers.resolver import Resolver
+from gang_sim.controllers.kubelet import container_env, termination_messages
+from gang_sim.controllers.kubelet.resolver import Resolver
 from gang_sim.world import images
 from gang_sim.world.clock import Clock
 
@@ -99,7 +99,7 @@ class ProcessRuntime:
         self.store = store
         self.clock = clock
         self.patterns = tuple(patterns)
-        """Image globs whose containers run here (:mod:`..world.images`)."""
+        """Image globs whose containers run here (:mod:`...world.images`)."""
         self.wake = wake
         self.pods: dict[str, PodProcesses] = {}
         self.directory = Path(tempfile.mkdtemp(prefix="gang-sim-runtime-"))

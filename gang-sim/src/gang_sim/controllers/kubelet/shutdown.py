@@ -4,7 +4,7 @@ Upstream ``pkg/kubelet/nodeshutdown`` (https://kubernetes.io/docs/concepts/clust
 each pod is killed with a grace period of ``min(terminationGracePeriodSeconds, budget)``; once its
 containers stopped its status is ``Failed``, reason ``Terminated``, message "Pod was terminated in
 response to imminent node shutdown." with condition ``DisruptionTarget=True/TerminationByKubelet``
-(:func:`.preemption.shutdown_status`).
+(:func:`..preemption.shutdown_status`).
 
 That status is one write, made when the containers have stopped; until then the pod stays ``Running``
 with running containers and no ``DisruptionTarget``. Upstream, ``SyncTerminatingPod``
@@ -22,7 +22,7 @@ API server gets them together with the terminal phase.
 Each container's termination message is filled as on any exit (:mod:`.termination_messages`): a
 trainer that writes its checkpoint step there on SIGTERM reports it in ``state.terminated.message``.
 
-The budget is the preemption's ``podGracePeriodSeconds`` (:mod:`..world.scenario_preemptions`).
+The budget is the preemption's ``podGracePeriodSeconds`` (:mod:`...world.scenario_preemptions`).
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gang_sim.apiserver.errors import ApiError
-from gang_sim.controllers import termination_messages
 from gang_sim.controllers.base import Obj
-from gang_sim.controllers.kubelet_status import pod_conditions, terminated_statuses
+from gang_sim.controllers.kubelet import termination_messages
+from gang_sim.controllers.kubelet.pod_status import pod_conditions, terminated_statuses
+from gang_sim.controllers.kubelet.processes import ProcessRuntime
 from gang_sim.controllers.preemption import shutdown_status
-from gang_sim.controllers.processes import ProcessRuntime
 from gang_sim.world.cloud import NodeShutdown
 
 TERMINATED_BY_SIGTERM = 143
