@@ -29,7 +29,9 @@ OBJECTS_OF_A_TRY = {"provisioning_request": 6, "gates": 6}
 
 
 def start_worker(state: Path, dag_id: str, mode: str, log: Path) -> subprocess.Popen[bytes]:
-    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    # The repository for ``tests``, ahead of whatever the caller's path already held.
+    search_path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
+    environment = {**os.environ, "PYTHONPATH": search_path}
     with log.open("wb") as output:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.reliability.worker", str(state), dag_id, mode],
