@@ -1,5 +1,6 @@
 # The two set-up commands of the README:
-#   make test   - create .venv if missing, install the project with its test extra, run every check
+#   make test   - create .venv if missing, install the emulator (gang-sim/) and the provider with its
+#                 test extra, both editable, run every check
 #   make demo   - run the demo DAG on the embedded Kubernetes emulator
 PYTHON ?= python3
 VENV := .venv
@@ -12,13 +13,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall only when the project's dependencies change.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+# Reinstall only when the dependencies change. gang-sim is a distribution of this repository, not of
+# PyPI: it is installed from its folder in the same pip call, so the provider's test extra need not name it.
+$(STAMP): pyproject.toml gang-sim/pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e './gang-sim[testing]' -e '.[test]'
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check airflow_provider_gang tests bench dags
+	$(BIN)/ruff check airflow_provider_gang gang-sim demo tests bench dags
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -47,8 +49,8 @@ real-cluster:
 
 # tests/real, and the contract suite against the real apiserver, when the real control plane is built
 # (tests/real needs the cluster-autoscaler too: its GPU pools grow only through it).
-REAL_BUILT := from airflow_provider_gang.sim.testing.real import find; find()
-REAL_AUTOSCALER := from airflow_provider_gang.sim.testing.real import find; assert find().has_cluster_autoscaler
+REAL_BUILT := from gang_sim.testing.real import find; find()
+REAL_AUTOSCALER := from gang_sim.testing.real import find; assert find().has_cluster_autoscaler
 real: $(STAMP)
 	@if $(BIN)/python -c '$(REAL_BUILT)' 2>/dev/null; then \
 		GANG_CONTRACT_BACKEND=real $(BIN)/python -m pytest -q -p no:cacheprovider tests/contract; \
@@ -67,7 +69,7 @@ reservation-coverage: $(STAMP)
 		--cov-branch --cov-report=term-missing:skip-covered --cov-fail-under=100
 
 demo: $(STAMP)
-	$(BIN)/python -m airflow_provider_gang.demo
+	$(BIN)/python -m demo --dags-folder dags
 
 bench: $(STAMP)
 	$(BIN)/python bench/emulator.py

@@ -40,8 +40,8 @@ from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.manifests import common, owner, pods, provisioning
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.testing import ClusterHarness
 
 GANG_SIZE = 8
 WAIT_MINUTES = 10.0
@@ -49,19 +49,19 @@ DOCUMENTED_KPO_PER_POD_PER_MINUTE = 36.0
 TEMPLATE = {"spec": {"containers": [{"name": "base", "image": "busybox"}]}}
 
 
-def metrics(harness: EmulatorHarness) -> dict[str, Any]:
+def metrics(harness: ClusterHarness) -> dict[str, Any]:
     assert harness.emulator is not None
     context = harness.emulator.context
     snapshot: dict[str, Any] = harness.run(context.metrics.snapshot)
     return snapshot
 
 
-def reset(harness: EmulatorHarness) -> None:
+def reset(harness: ClusterHarness) -> None:
     assert harness.emulator is not None
     harness.run(harness.emulator.context.metrics.reset)
 
 
-async def measure_anchor(harness: EmulatorHarness, kubeconfig: dict[str, Any], seconds: float) -> dict[str, Any]:
+async def measure_anchor(harness: ClusterHarness, kubeconfig: dict[str, Any], seconds: float) -> dict[str, Any]:
     """8 cncf KubernetesPodTriggers waiting on 8 Pending pods for ``seconds`` of real time."""
     async with await KubeClient.connect(ConnectionSettings(kubeconfig=kubeconfig)) as client:
         for index in range(GANG_SIZE):
@@ -92,7 +92,7 @@ async def measure_anchor(harness: EmulatorHarness, kubeconfig: dict[str, Any], s
 
 
 async def measure_gang(
-    harness: EmulatorHarness, kubeconfig: dict[str, Any], scale: float
+    harness: ClusterHarness, kubeconfig: dict[str, Any], scale: float
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One ReservationTrigger for a gang of 8 (gates mode) until its scaled 10-minute deadline."""
     spec = GangSpec(
@@ -159,7 +159,7 @@ async def main() -> None:
     parser.add_argument("--anchor-seconds", type=float, default=30.0, help="real seconds to run the 8 KPO triggers")
     parser.add_argument("--scale", type=float, default=100.0, help="time scale of the gang trigger's 10-minute wait")
     options = parser.parse_args()
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         kubeconfig = yaml.safe_load(harness.kubeconfig_path.read_text())
         anchor = await measure_anchor(harness, kubeconfig, options.anchor_seconds)
         gang, event = await measure_gang(harness, kubeconfig, options.scale)

@@ -15,8 +15,8 @@ import copy
 import time
 from typing import Any
 
-from airflow_provider_gang.sim.apiserver.crds import bundled_crds, install_bundled_crds
-from airflow_provider_gang.sim.apiserver.store import CRD_KEY, Store
+from gang_sim.apiserver.crds import bundled_crds, install_bundled_crds
+from gang_sim.apiserver.store import CRD_KEY, Store
 
 TEMPLATE = {"spec": {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}
 

@@ -1,11 +1,11 @@
 """The simulated cluster and the job driver the cost replays (``bench/seed_cost_model.py``) run on.
 
-:class:`CostCluster` is a :class:`SimulatedClusterHarness` on a ManualClock with what a cost replay
+:class:`CostCluster` is a :class:`ClusterHarness` on a ManualClock with what a cost replay
 reads from the emulator:
 
 - the **bill**: every node the simulated cloud created, from its creation (the scale-up decision;
   the VM boots during ``provisioningDelaySeconds``) to its deletion, times its GPUs. This is the
-  cloud's own node record (``sim/world/cloud.py`` ``NodeRecord``), and the Node objects the API served
+  cloud's own node record (``gang_sim/world/cloud.py`` ``NodeRecord``), and the Node objects the API served
   are checked against it (registered at ``created + provisioning delay``, deleted at the record's
   deletion instant);
 - the simulated instant each pod went ``Running`` (from the store's change feed, exact, because pod
@@ -46,10 +46,10 @@ from airflow_provider_gang.reservation import checkpoint, conditions
 from airflow_provider_gang.reservation import members as member_state
 from airflow_provider_gang.reservation.manifests import common, owner, pods, provisioning
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources
-from airflow_provider_gang.sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
-from airflow_provider_gang.sim.controllers.simulated_runtime import EXIT_CODE, RUN_SECONDS, TERMINATION_MESSAGE
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.world.scenario import Scenario
+from gang_sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
+from gang_sim.controllers.kubelet.simulated_runtime import EXIT_CODE, RUN_SECONDS, TERMINATION_MESSAGE
+from gang_sim.testing import ClusterHarness
+from gang_sim.world.scenario import Scenario
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 NAMESPACE = "default"
@@ -76,7 +76,7 @@ class CostCluster:
     """A started emulator + simulated control plane on a ManualClock (use as a context manager)."""
 
     def __init__(self, scenario: Scenario) -> None:
-        self.harness = SimulatedClusterHarness(scenario=scenario, seed=0)
+        self.harness = ClusterHarness(scenario=scenario, seed=0)
         self.started_at: dict[str, float] = {}
         self.node_registered: dict[str, float] = {}
         self.node_deleted: dict[str, float] = {}
@@ -152,7 +152,7 @@ class CostCluster:
         return [bill.name for bill in self.bill() if bill.deleted_at is None]
 
     def preempt_node(self, name: str) -> None:
-        """A spot termination notice to node ``name`` now (``SimulatedClusterHarness.preempt``: GKE's
+        """A spot termination notice to node ``name`` now (``ClusterHarness.preempt``: GKE's
         taint, the kubelet stops the pods to ``Failed``/``Terminated``, the node goes 30 s later)."""
         self.harness.preempt(name)
         self.harness.advance(0)  # let the kubelet stop the node's pods before anyone looks

@@ -48,7 +48,7 @@ def start_server(kubeconfig: Path) -> subprocess.Popen[str]:
     command = [
         sys.executable,
         "-c",
-        "from airflow_provider_gang.sim.cli import main; raise SystemExit(main())",
+        "from gang_sim.cli import main; raise SystemExit(main())",
         "serve",
         "--kubeconfig-out",
         str(kubeconfig),

@@ -58,10 +58,9 @@ from airflow_provider_gang.reservation import naming, provisioning
 from airflow_provider_gang.reservation.manifests import common
 from airflow_provider_gang.reservation.provisioning import ProvisioningState
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
-from airflow_provider_gang.sim.world.scenario import load_scenario, parse_scenario
 from bench.real_backend import real_cluster
+from gang_sim.testing import ClusterHarness
+from gang_sim.world.scenario import load_scenario, parse_scenario
 
 GPUS_PER_NODE = 8
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]}}
@@ -109,7 +108,7 @@ class Run:
 class BindingWatch:
     """The moment the store committed the last of ``size`` members' bindings (``spec.nodeName``)."""
 
-    def __init__(self, harness: SimulatedClusterHarness, gang: str, size: int) -> None:
+    def __init__(self, harness: ClusterHarness, gang: str, size: int) -> None:
         self.gang, self.size = gang, size
         self.bound: set[str] = set()
         self.done = threading.Event()
@@ -127,7 +126,7 @@ class BindingWatch:
                 self.done.set()
 
 
-def stored_request(harness: SimulatedClusterHarness, name: str) -> dict[str, Any]:
+def stored_request(harness: ClusterHarness, name: str) -> dict[str, Any]:
     request: dict[str, Any] = harness.run(lambda: harness.store.get(PROVISIONING_REQUESTS.key, name, "default"))
     return request
 
@@ -148,7 +147,7 @@ async def api_only(size: int, mode: ReservationMode, way: str, options: ClientOp
     """Seconds ``launch`` takes against the emulator without controllers: the provider, HTTP and the
     store, without the simulated control plane reacting to every member."""
     spec = gang(size, mode, way)
-    with EmulatorHarness() as harness:
+    with ClusterHarness() as harness:
         settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
         async with await ClientOptions().connect(settings) as setup:
             made = await creation.ensure_reservation(setup, spec, owner_try=1)
@@ -162,7 +161,7 @@ async def measure(
     size: int, mode: ReservationMode, way: str, options: ClientOptions, profile: cProfile.Profile | None
 ) -> Run:
     spec = gang(size, mode, way)
-    with SimulatedClusterHarness(scenario=scenario(size)) as harness:
+    with ClusterHarness(scenario=scenario(size)) as harness:
         settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
         async with await ClientOptions().connect(settings) as setup:
             made = await creation.ensure_reservation(setup, spec, owner_try=1)

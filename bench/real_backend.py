@@ -1,6 +1,6 @@
 """The real control plane as a backend of ``bench/launch.py`` and ``bench/triggerer_load.py``.
 
-:func:`real_cluster` starts :class:`~airflow_provider_gang.sim.testing.real.RealCluster` (etcd,
+:func:`real_cluster` starts :class:`~gang_sim.testing.real.RealCluster` (etcd,
 kube-apiserver 1.37.2, kube-controller-manager, kube-scheduler and kwok, from ``make real-cluster``)
 without the cluster-autoscaler - the benchmarks write the grants themselves - and, when Kueue is left
 out, installs the ProvisioningRequest CRD that Kueue's start would have installed.
@@ -33,8 +33,8 @@ from typing import Any
 import aiohttp
 import yaml
 
-from airflow_provider_gang.sim.testing.real import RealCluster
-from airflow_provider_gang.sim.world.scenario import Scenario
+from gang_sim.testing.real import RealCluster
+from gang_sim.world.scenario import Scenario
 
 READ_VERBS = frozenset({"get", "list", "watch"})
 GANG_RESOURCES = frozenset(

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cost_cluster import CostCluster, Job, JobSettings, NodeBill, TryRecord
 
-from airflow_provider_gang.sim.world.scenario import Scenario, TimedEvent, load_scenario
+from gang_sim.world.scenario import Scenario, TimedEvent, load_scenario
 
 SEED_FIGURES = {"plain pods": 112.0, "gang": 98.5}
 """The seed's GPU-hours for its 32-GPU job (3.5 h and 3.08 h x 32 GPUs)."""

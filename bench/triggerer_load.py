@@ -60,11 +60,11 @@ from collections.abc import Iterator
 
 import yaml
 
-from airflow_provider_gang.sim.world.scenario import load_scenario
 from bench.emulator import start_server
 from bench.real_backend import real_cluster
 from bench.triggerer_process import child
 from bench.waiting_gangs import ANCHOR, MODES, create_gangs
+from gang_sim.world.scenario import load_scenario
 
 CHILD_TIMEOUT_SECONDS = 1800
 BACKENDS = ("emulator", "real")

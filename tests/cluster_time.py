@@ -2,13 +2,13 @@
 
 A test that installs :class:`ClusterTime` has one time for everything: the reservation deadline a
 trigger decides, the start-up timeout, the heartbeat and the controllers' provisioning delays are
-all simulated seconds of the emulator's clock (``sim.world.clock``). On a ``ManualClock`` nothing
+all simulated seconds of the emulator's clock (``gang_sim.world.clock``). On a ``ManualClock`` nothing
 times out until the test advances it; on a ``ScaledClock`` a 5-minute timeout means 5 simulated
 minutes, as the scenario's delays do, however long Airflow itself takes in real time.
 
 Simulated second 0 is the UNIX time at which the adapter is made, so the times the operator stores
 stay plausible UNIX times. Object timestamps written by the emulator (``creationTimestamp``, a
-pod's ``startTime``) stay wall-clock times (``sim.world.clock``), so GPU-seconds computed from them
+pod's ``startTime``) stay wall-clock times (``gang_sim.world.clock``), so GPU-seconds computed from them
 mix the two times; tests that compare GPU-seconds keep the system clock.
 
 Reading the emulator's clock from the test's thread is safe: ``ManualClock.now`` reads one float,
@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from airflow_provider_gang.reservation import clock
-from airflow_provider_gang.sim.testing.eventually import eventually_async
-from airflow_provider_gang.sim.world.clock import Clock as SimulatedClock
-from airflow_provider_gang.sim.world.clock import ManualClock, ScaledClock
+from gang_sim.testing.eventually import eventually_async
+from gang_sim.world.clock import Clock as SimulatedClock
+from gang_sim.world.clock import ManualClock, ScaledClock
 
 MANUAL_POLL_SECONDS = 0.02
 """How often a waiter looks at a ManualClock again: it moves only when the test advances it."""

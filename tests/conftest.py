@@ -36,7 +36,7 @@ os.environ.update(
 )
 
 
-pytest_plugins = ["airflow_provider_gang.sim.testing.pytest_plugin"]
+pytest_plugins = ["gang_sim.testing.pytest_plugin"]
 """The emulator's fixtures (``emulator``, ``sim_cluster``), loaded after the environment above is set."""
 
 

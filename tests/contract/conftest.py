@@ -24,16 +24,16 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from airflow_provider_gang.sim.apiserver.crds import bundled_crds
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
-from airflow_provider_gang.sim.testing.real import RealCluster
+from gang_sim.apiserver.crds import bundled_crds
+from gang_sim.apiserver.http.auth import Rule
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
+from gang_sim.testing.real import RealCluster
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 _PR_CRD = (
     Path(__file__).resolve().parents[2]
-    / "airflow_provider_gang/sim/apiserver/crds/autoscaling.x-k8s.io_provisioningrequests.yaml"
+    / "gang-sim/src/gang_sim/apiserver/crds/autoscaling.x-k8s.io_provisioningrequests.yaml"
 )
 _NAMESPACE_NUMBERS = itertools.count()
 
@@ -43,7 +43,7 @@ class Cluster:
     """One API server under test."""
 
     kubeconfig_path: Path
-    harness: EmulatorHarness | None = None
+    harness: ClusterHarness | None = None
     has_garbage_collector: bool = False
     """A kube-controller-manager runs beside the apiserver (the emulator has its own collector)."""
     real: RealCluster | None = None
@@ -198,7 +198,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         yield real
         real.close()
         return
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         emulated = Cluster(harness.kubeconfig_path, harness)
         yield emulated
         emulated.close()

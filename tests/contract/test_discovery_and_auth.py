@@ -8,7 +8,7 @@ import pytest
 import urllib3
 from kubernetes import client, config
 
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from gang_sim.apiserver.http.auth import Rule
 
 from .conftest import Cluster, require_version, status_of
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from tests.builders import provisioning_request
 from .conftest import Cluster, require_version, status_of
 
 KUEUE = "kueue.x-k8s.io"
-_CRDS = Path(__file__).resolve().parents[2] / "airflow_provider_gang" / "sim" / "crds"
+_CRDS = Path(str(resources.files("gang_sim.apiserver") / "crds"))
+"""The CRDs the emulator serves (package data of ``gang_sim``), installed on a real cluster that lacks them."""
 _NUMBERS = itertools.count(1)
 
 

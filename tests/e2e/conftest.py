@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.demo import SimulatedCluster, simulated_cluster
+from demo.cluster import simulated_cluster
+from gang_sim.testing import ClusterHarness
 from tests.cluster_time import on_cluster_time
 from tests.e2e.gang_dags import run_dag_test
 
@@ -23,7 +24,7 @@ def airflow_db() -> None:
 
 
 @pytest.fixture
-def cluster_factory() -> Iterator[Callable[..., SimulatedCluster]]:
+def cluster_factory() -> Iterator[Callable[..., ClusterHarness]]:
     """Start a simulated cluster (``scenario``, ``time_scale``); every one started is stopped after the test.
 
     ``cluster_time=True`` runs the operator and its triggers on the cluster's clock
@@ -35,10 +36,10 @@ def cluster_factory() -> Iterator[Callable[..., SimulatedCluster]]:
 
         def start(
             scenario: Any = "small", *, time_scale: float | None = 60.0, cluster_time: bool = False, **options: Any
-        ) -> SimulatedCluster:
+        ) -> ClusterHarness:
             cluster = started.enter_context(simulated_cluster(scenario, time_scale=time_scale, **options))
             if cluster_time:
-                started.enter_context(on_cluster_time(cluster.harness.clock))
+                started.enter_context(on_cluster_time(cluster.clock))
             return cluster
 
         yield start

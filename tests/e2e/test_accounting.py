@@ -15,7 +15,8 @@ from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import ShrinkTo
-from airflow_provider_gang.sim.testing.eventually import eventually
+from demo.cluster import CONN_ID
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 from tests.e2e.test_fallbacks import RESERVATION_WINDOW
@@ -27,7 +28,7 @@ def test_a_lost_member_counts_as_used_for_the_time_it_ran(cluster_factory: Any) 
     template = simulated_pod(3600)
     del template["metadata"]["annotations"]["sim.gang.dev/run-seconds"]  # runs until deleted
     op = GangTrainingOperator(
-        task_id="train", size=2, gpus=1, pod_template=template, deferrable=True, kubernetes_conn_id=cluster.conn_id
+        task_id="train", size=2, gpus=1, pod_template=template, deferrable=True, kubernetes_conn_id=CONN_ID
     )
     context = context_for(FakeTaskInstance("lost_member", "run-1"))
     run = deferred(op.execute_reserved, context, first_event(deferred(op.execute, context)))
@@ -37,7 +38,7 @@ def test_a_lost_member_counts_as_used_for_the_time_it_ran(cluster_factory: Any) 
     eventually(lambda: running_pods(cluster, run.gang_name) == 2, timeout=30.0, what="both members running")
     time.sleep(3.0)  # GPU time is wall time: let both members run a while before rank 1's node goes
     rank_one = naming.GangNames(run.gang_name).member(1)
-    cluster.harness.run(lambda: cluster.harness.store.delete("v1/pods", rank_one, "default"))  # node gone
+    cluster.run(lambda: cluster.store.delete("v1/pods", rank_one, "default"))  # node gone
     triggerer.join(timeout=60)
     with pytest.raises(GangTryFailed, match="member_lost"):
         op.execute_finished(context, watched["event"])
@@ -104,7 +105,7 @@ def test_on_finish_keep_keeps_the_finished_members_and_their_owner_only(
     pods = cluster.objects("v1/pods", label_selector=f"{naming.GANG_LABEL}={gang}")
     assert {pod["status"]["phase"] for pod in pods} == {"Succeeded"} and len(pods) == 2
     (owner,) = left["v1/configmaps"]
-    cluster.harness.run(lambda: cluster.harness.store.delete("v1/configmaps", owner, "default"))
+    cluster.run(lambda: cluster.store.delete("v1/configmaps", owner, "default"))
     eventually(
         lambda: gang_objects(cluster, gang) == {},
         timeout=30.0,

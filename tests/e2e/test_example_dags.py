@@ -17,18 +17,13 @@ import jax  # noqa: F401
 import pytest
 import torch  # noqa: F401
 
-from airflow_provider_gang.demo import (
-    DEMO_TIME_SCALE,
-    REPOSITORY,
-    demo_scenario,
-    report,
-    run_example_dag,
-    training_loss,
-)
 from airflow_provider_gang.plugin.queries import read_gang_xcoms
-from airflow_provider_gang.sim.world.scenario import load_scenario
+from demo.report import report, training_loss
+from demo.runner import DEMO_TIME_SCALE, demo_scenario, run_example_dag
+from gang_sim.world.scenario import load_scenario
 from tests.cluster_time import running_from
 
+DAGS = Path(__file__).resolve().parents[2] / "dags"
 PROVISIONING_REQUESTS = "autoscaling.x-k8s.io/v1/provisioningrequests"
 
 OWN_LIMITS = 1.0
@@ -39,7 +34,7 @@ OWN_LIMITS = 1.0
 def test_example_dags_parse_without_errors() -> None:
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(str(REPOSITORY / "dags"))
+    bag = DagBag(str(DAGS))
     assert bag.import_errors == {}
     assert "gang_nightly_training" in bag.dag_ids
 
@@ -52,8 +47,8 @@ def test_nightly_training_runs_on_the_demo_cluster(cluster_factory: Any, monkeyp
     def requested() -> bool:
         return bool(cluster.objects(PROVISIONING_REQUESTS))
 
-    with running_from(cluster.harness, requested, time_scale=DEMO_TIME_SCALE):
-        state, summary = run_example_dag(time_scale=OWN_LIMITS)
+    with running_from(cluster, requested, time_scale=DEMO_TIME_SCALE):
+        state, summary = run_example_dag(DAGS, time_scale=OWN_LIMITS)
     assert state == "success"
     assert summary is not None
     # Simulated time starts with try 1's request: its 5 minutes end before zone a's 10-minute
@@ -108,7 +103,7 @@ def test_every_example_dag_completes_on_its_scenario(
     if image is not None:
         loaded = dataclasses.replace(loaded, local_process_images=(*loaded.local_process_images, image))
     cluster = cluster_factory(loaded, time_scale=EXAMPLE_TIME_SCALE, cluster_time=True)
-    state, summary = run_example_dag(time_scale=OWN_LIMITS, dag_id=dag_id, task_id=task_id)
+    state, summary = run_example_dag(DAGS, time_scale=OWN_LIMITS, dag_id=dag_id, task_id=task_id)
     assert state == "success", summary
     assert summary is not None and set(summary["exit_codes"].values()) == {0}
     assert summary["tries"][-1]["outcome"] == "all_succeeded"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.world.scenario import load_scenario
+from gang_sim.world.scenario import load_scenario
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 
 

@@ -16,7 +16,8 @@ from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.reservation.fallback import OtherZone, ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.world.scenario import load_scenario
+from demo.cluster import CONN_ID
+from gang_sim.world.scenario import load_scenario
 from tests.builders import GPU_TAINT
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
@@ -63,7 +64,7 @@ def test_refused_in_zone_a_then_granted_in_zone_b(cluster_factory: Any, run_dag:
         if resource.endswith("/provisioningrequests") and event_type in ("ADDED", "DELETED"):
             request_events.append((event_type, obj["metadata"]["name"]))
 
-    cluster.harness.run(lambda: cluster.harness.store.subscribe(record))
+    cluster.run(lambda: cluster.store.subscribe(record))
     dag = gang_dag(
         "zone_fallback",
         retries=1,
@@ -175,14 +176,14 @@ def test_booking_expiring_before_launch_fails_the_try_for_a_retry(cluster_factor
         zone="zone-b",
         provisioning_class=CHECK_CAPACITY,
         deferrable=True,
-        kubernetes_conn_id=cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
     )
     context = context_for(FakeTaskInstance("booking", "run-1"))
     trigger = deferred(op.execute, context)
-    cluster.harness.advance(30)  # the autoscaler's loop finds capacity: Provisioned, booked for 10 min
+    cluster.advance(30)  # the autoscaler's loop finds capacity: Provisioned, booked for 10 min
     event = first_event(trigger)
     assert event["reason"] == "reserved"
-    cluster.harness.advance(660)  # the worker resumes 11 minutes later: the booking has expired
+    cluster.advance(660)  # the worker resumes 11 minutes later: the booking has expired
     with pytest.raises(GangTryFailed) as caught:
         op.execute_reserved(context, event)
     assert caught.value.reason is Reason.BOOKING_EXPIRED

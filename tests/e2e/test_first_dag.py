@@ -20,7 +20,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from tests.standalone.clusters import ClusterSpec, start_cluster
+from tests.standalone.clusters import ClusterSpec, connection_json, kubectl, start_cluster
 from tests.standalone.processes import BIN, tail
 
 DAG_FILE = """
@@ -59,7 +59,7 @@ def test_a_readme_dag_completes_on_the_demo_scenario_and_logs_rank_0(tmp_path: P
             **{key: value for key, value in os.environ.items() if key != "AIRFLOW__CORE__UNIT_TEST_MODE"},
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": str(settings.SQL_ALCHEMY_CONN),
-            "AIRFLOW_CONN_KUBERNETES_DEFAULT": cluster.connection_json(),
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT": connection_json(cluster),
         }
         result = subprocess.run(
             [str(BIN / "airflow"), "dags", "test", "first_gang"],
@@ -70,7 +70,7 @@ def test_a_readme_dag_completes_on_the_demo_scenario_and_logs_rank_0(tmp_path: P
             check=False,
         )
         output = result.stdout + result.stderr
-        pods = cluster.kubectl("get", "pods", "-n", "default", "-o", "name")
+        pods = kubectl(cluster, "get", "pods", "-n", "default", "-o", "name")
     finally:
         cluster.stop()
     assert result.returncode == 0, tail(output, 80)

@@ -16,8 +16,8 @@ from typing import Any
 import jax  # noqa: F401  # the members import it: a test dependency, so a broken install fails here
 import pytest
 
-from airflow_provider_gang.demo import free_port
-from airflow_provider_gang.sim.world.scenario import load_scenario
+from demo.cluster import free_port
+from gang_sim.world.scenario import load_scenario
 from tests.e2e.gang_dags import gang_dag, task_instance
 
 TRAINER = Path(__file__).resolve().parents[2] / "dags" / "trainer" / "jax_train.py"

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowTaskTerminated
 
-from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.operators.history import TryHistory
@@ -20,7 +19,9 @@ from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATI
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.tries import TryRecord
 from airflow_provider_gang.reservation.spec import GangSpec
-from airflow_provider_gang.sim.testing.eventually import eventually
+from demo.cluster import CONN_ID
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
 from tests.e2e.gang_dags import simulated_pod
 
@@ -33,7 +34,7 @@ GANG_KINDS = (
 )
 
 
-def gang_objects(cluster: SimulatedCluster, gang: str) -> dict[str, list[str]]:
+def gang_objects(cluster: ClusterHarness, gang: str) -> dict[str, list[str]]:
     selector = f"{naming.GANG_LABEL}={gang}"
     found = {
         kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)]
@@ -42,12 +43,12 @@ def gang_objects(cluster: SimulatedCluster, gang: str) -> dict[str, list[str]]:
     return {kind: names for kind, names in found.items() if names}
 
 
-def running_pods(cluster: SimulatedCluster, gang: str) -> int:
+def running_pods(cluster: ClusterHarness, gang: str) -> int:
     pods = cluster.objects("v1/pods", label_selector=f"{naming.GANG_LABEL}={gang}")
     return sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Running")
 
 
-def owner_try(cluster: SimulatedCluster, gang: str) -> str | None:
+def owner_try(cluster: ClusterHarness, gang: str) -> str | None:
     """The try the gang's owner ConfigMap says owns it."""
     (owner,) = cluster.objects("v1/configmaps", label_selector=f"{naming.GANG_LABEL}={gang}")
     return (owner["metadata"].get("annotations") or {}).get(OWNER_TRY_ANNOTATION)
@@ -69,7 +70,7 @@ def on_kill_with_state(trigger: Any, state: str) -> None:
     asyncio.run(kill())
 
 
-def operator(cluster: SimulatedCluster, *, deferrable: bool = True, run_seconds: float | None = None) -> Any:
+def operator(cluster: ClusterHarness, *, deferrable: bool = True, run_seconds: float | None = None) -> Any:
     template = simulated_pod(run_seconds if run_seconds is not None else 3600)
     if run_seconds is None:
         del template["metadata"]["annotations"]["sim.gang.dev/run-seconds"]  # runs until deleted
@@ -80,7 +81,7 @@ def operator(cluster: SimulatedCluster, *, deferrable: bool = True, run_seconds:
         pod_template=template,
         deferrable=deferrable,
         distributed="torch",
-        kubernetes_conn_id=cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
     )
 
 

@@ -20,7 +20,7 @@ import statsd  # noqa: F401  # Airflow's StatsD backend needs it: the test extra
 
 from airflow_provider_gang.reservation.fallback import ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
 
 

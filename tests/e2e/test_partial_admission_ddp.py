@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import torch  # noqa: F401  # the members import it: a test dependency, so a broken install fails here
 
-from airflow_provider_gang.demo import free_port
-from airflow_provider_gang.sim.world.scenario import load_scenario
+from demo.cluster import free_port
+from gang_sim.world.scenario import load_scenario
 from tests.e2e.gang_dags import gang_dag, summary_of, task_instance
 from tests.e2e.test_modes import kueue_queues
 

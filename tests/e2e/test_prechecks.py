@@ -21,9 +21,9 @@ from airflow_provider_gang.reservation.naming import GANG_LABEL
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 from airflow_provider_gang.reservation.validation import KNOWN_PROVISIONING_CLASSES
-from airflow_provider_gang.sim.apiserver.errors import ApiError
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.apiserver.errors import ApiError
+from gang_sim.apiserver.http.auth import Rule
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred
 from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
 from tests.e2e.test_modes import KUEUE, kueue_queues
@@ -52,7 +52,7 @@ def nothing_created(cluster: Any) -> bool:
 
 def creates_sent(cluster: Any) -> dict[str, int]:
     """CREATE requests the emulator served since its metrics were reset, SelfSubjectAccessReviews aside."""
-    by_resource = cluster.harness.emulator.metrics.snapshot()["requests"].get("create", {})
+    by_resource = cluster.emulator.metrics.snapshot()["requests"].get("create", {})
     return {resource: number for resource, number in by_resource.items() if resource != SSAR}
 
 
@@ -71,7 +71,7 @@ def test_missing_permission_fails_fast_by_name(
     cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     cluster = cluster_factory("small", time_scale=60)
-    _, kubeconfig = cluster.harness.add_user(
+    _, kubeconfig = cluster.add_user(
         "read-only-autoscaling",
         [
             Rule(groups=("", "batch")),
@@ -136,7 +136,7 @@ def local_queue(name: str, target: str) -> dict[str, Any]:
 
 def active_reason(cluster: Any, resource: str, name: str, namespace: str | None) -> str | None:
     """``status/reason`` of the ``Active`` condition Kueue wrote, or ``None`` before it did."""
-    items = cluster.harness.run(lambda: cluster.harness.store.list(f"{KUEUE}/{resource}", namespace)[0])
+    items = cluster.run(lambda: cluster.store.list(f"{KUEUE}/{resource}", namespace)[0])
     for item in items:
         if item["metadata"]["name"] == name:
             for condition in (item.get("status") or {}).get("conditions") or []:
@@ -171,7 +171,7 @@ def queues_cluster(cluster_factory: Any) -> Any:
         timeout=30.0,
         what="ClusterQueue cq-cpu active",
     )
-    cluster.harness.emulator.metrics.reset()
+    cluster.emulator.metrics.reset()
     return cluster
 
 
@@ -289,7 +289,7 @@ def test_zone_check_is_skipped_without_list_nodes(
 ) -> None:
     """``list nodes`` is optional: an identity without it runs the gang, unwarned, and never lists nodes."""
     cluster = cluster_factory("small", time_scale=60)
-    _, kubeconfig = cluster.harness.add_user(
+    _, kubeconfig = cluster.add_user(
         "no-nodes",
         [
             Rule(groups=("",), resources=("configmaps", "pods", "pods/log", "services", "podtemplates")),
@@ -299,7 +299,7 @@ def test_zone_check_is_skipped_without_list_nodes(
     monkeypatch.setenv(
         "AIRFLOW_CONN_NO_NODES", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
     )
-    cluster.harness.emulator.metrics.reset()
+    cluster.emulator.metrics.reset()
     op = GangTrainingOperator(
         task_id="train",
         size=2,
@@ -311,6 +311,6 @@ def test_zone_check_is_skipped_without_list_nodes(
     )
     deferred(op.execute, context_for(FakeTaskInstance("zone_no_nodes", "run-1")))
     assert "no node in zone" not in capfd.readouterr().out
-    requests = cluster.harness.emulator.metrics.snapshot()["requests"]
+    requests = cluster.emulator.metrics.snapshot()["requests"]
     assert "nodes" not in requests.get("list", {}), requests
-    assert "403" not in cluster.harness.emulator.metrics.snapshot()["codes"]
+    assert "403" not in cluster.emulator.metrics.snapshot()["codes"]

@@ -3,7 +3,7 @@ for the cluster-scoped ClusterQueue) is what the precheck asks for, a gang runs 
 killed) with nothing more and uses every rule, and each single rule removed is refused by the precheck,
 by name, before anything is created.
 
-Rules are read from the YAML and given to the emulator as one ``sim.apiserver.http.auth.Rule`` per (verb, API
+Rules are read from the YAML and given to the emulator as one ``gang_sim.apiserver.http.auth.Rule`` per (verb, API
 group, resource) triple - RBAC's own model (https://kubernetes.io/docs/reference/access-authn-authz/rbac/).
 The emulator's rules are not namespaced; every gang here runs in the Role's namespace ``default``. The
 emulator does not serve ``rbac.authorization.k8s.io``, so the objects are checked against the
@@ -23,15 +23,15 @@ import kubernetes.client.models as k8s_models
 import pytest
 import yaml
 
-from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.hooks.precheck import permissions_needed
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.reservation.naming import GANG_LABEL
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.apiserver.http.auth import Rule
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import on_kill_with_state
@@ -106,11 +106,11 @@ def rules(grants: frozenset[Grant]) -> list[Rule]:
 
 
 def connect_as(
-    cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch, conn_id: str, grants: frozenset[Grant]
+    cluster: ClusterHarness, monkeypatch: pytest.MonkeyPatch, conn_id: str, grants: frozenset[Grant]
 ) -> None:
     """A user holding exactly ``grants``, and the Airflow connection ``conn_id`` pointing at its
     kubeconfig (as ``demo.simulated_cluster`` does for the admin's)."""
-    _, kubeconfig = cluster.harness.add_user(conn_id, rules(grants))
+    _, kubeconfig = cluster.add_user(conn_id, rules(grants))
     monkeypatch.setenv(
         f"AIRFLOW_CONN_{conn_id.upper()}",
         json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
@@ -134,14 +134,14 @@ def gang_arguments(mode: str, conn_id: str) -> dict[str, Any]:
     }
 
 
-def start_cluster(cluster_factory: Any, mode: str, time_scale: float | None) -> SimulatedCluster:
-    cluster: SimulatedCluster = cluster_factory("small", time_scale=time_scale)
+def start_cluster(cluster_factory: Any, mode: str, time_scale: float | None) -> ClusterHarness:
+    cluster: ClusterHarness = cluster_factory("small", time_scale=time_scale)
     if mode == "kueue":
         kueue_queues(cluster, {QUEUE: 4})
     return cluster
 
 
-def leftovers(cluster: SimulatedCluster) -> dict[str, list[str]]:
+def leftovers(cluster: ClusterHarness) -> dict[str, list[str]]:
     """Names of every object carrying the gang label, by kind (read straight from the store)."""
     found = {
         kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=GANG_LABEL)]
@@ -235,19 +235,19 @@ def test_role_grants_exactly_what_the_precheck_asks_for(mode: str) -> None:
 # -- a gang with exactly these rules ------------------------------------------------------------------
 
 
-def first_event_advancing(cluster: SimulatedCluster, trigger: Any, seconds: float) -> dict[str, Any]:
+def first_event_advancing(cluster: ClusterHarness, trigger: Any, seconds: float) -> dict[str, Any]:
     """``first_event(trigger)`` while the manual clock moves ``seconds`` once the trigger watches all
     it watches (its WATCH requests counted by the emulator), so it sees the change through its watches
     as in a real wait. A trigger that decides from its first LIST (nothing to wait for) returns before;
     the clock then moves after it."""
-    metrics = cluster.harness.emulator.metrics  # type: ignore[union-attr]
+    metrics = cluster.emulator.metrics  # type: ignore[union-attr]
     opened, wanted = metrics.total("watch"), len(trigger.objects.watches())
     returned, advanced = threading.Event(), threading.Event()
 
     def advance_once_watching() -> None:
         while not returned.wait(0.01):
             if metrics.total("watch") >= opened + wanted:
-                cluster.harness.advance(seconds)
+                cluster.advance(seconds)
                 advanced.set()
                 return
 
@@ -259,7 +259,7 @@ def first_event_advancing(cluster: SimulatedCluster, trigger: Any, seconds: floa
         returned.set()
         mover.join()
         if not advanced.is_set():
-            cluster.harness.advance(seconds)
+            cluster.advance(seconds)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -278,7 +278,7 @@ def test_gang_runs_is_adopted_and_killed_with_exactly_the_role(
     conn_id = f"rbac_{mode}"
     granted = grants_of(mode)
     connect_as(cluster, monkeypatch, conn_id, granted)
-    metrics = cluster.harness.emulator.metrics  # type: ignore[union-attr]
+    metrics = cluster.emulator.metrics  # type: ignore[union-attr]
     metrics.reset()
     op = GangTrainingOperator(task_id="train", **gang_arguments(mode, conn_id))
 

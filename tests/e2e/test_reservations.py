@@ -1,7 +1,7 @@
 """Reserved capacity first: a gang with ``use_reservation`` runs on the reservation's nodes when it
 fits, and ``LeaveReservation()`` moves the next try to ordinary on-demand nodes when the reservation
 is full (another team's pods hold all of it). The emulator's reserved pools take only pods that
-select their reservation (``sim.controllers.fit``), as GKE's specific reservations do."""
+select their reservation (``gang_sim.controllers.fit``), as GKE's specific reservations do."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instan
 
 RESERVATION = "a100-reservation"
 SHIPPED_RESERVATION = "l4-reservation"
-"""The reservation of the shipped ``reserved`` scenario (``sim/world/scenarios/reserved.yaml``)."""
+"""The reservation of the shipped ``reserved`` scenario (``gang_sim/world/scenarios/reserved.yaml``)."""
 
 
 def gpu_pool(name: str, *, reservation: str | None, initial: int, maximum: int) -> dict[str, Any]:
@@ -70,7 +70,7 @@ class Placements:
         self.reserved: set[str] = {
             node["metadata"]["name"] for node in cluster.objects("v1/nodes", namespace="") if self._is_reserved(node)
         }
-        cluster.harness.run(lambda: cluster.harness.store.subscribe(self._record))
+        cluster.run(lambda: cluster.store.subscribe(self._record))
 
     def _is_reserved(self, node: dict[str, Any]) -> bool:
         return (node["metadata"].get("labels") or {}).get(RESERVATION_LABEL) == self.reservation

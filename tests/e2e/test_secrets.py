@@ -30,14 +30,14 @@ import pendulum
 import pytest
 import yaml
 
-from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.naming import GANG_LABEL, gang_name
-from airflow_provider_gang.sim.apiserver import kubeconfig as sim_kubeconfig
-from airflow_provider_gang.sim.apiserver import tls
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.apiserver import kubeconfig as sim_kubeconfig
+from gang_sim.apiserver import tls
+from gang_sim.apiserver.http.auth import Rule
+from gang_sim.testing import ClusterHarness
 from tests.e2e.gang_dags import simulated_pod
 
 CONN_ID = "secretive"
@@ -277,15 +277,13 @@ def test_a_success_and_a_failed_try_leave_no_secret_behind(
 ) -> None:
     from airflow.sdk import DAG
 
-    cluster: SimulatedCluster = cluster_factory("small", time_scale=60)
-    _, user_kubeconfig = cluster.harness.add_user("secret-holder", [Rule()])
+    cluster: ClusterHarness = cluster_factory("small", time_scale=60)
+    _, user_kubeconfig = cluster.add_user("secret-holder", [Rule()])
     credentials = with_client_certificate(yaml.safe_load(user_kubeconfig.read_text()), tmp_path)
     use_connection(monkeypatch, credentials)
     committed: list[tuple[str, str]] = []  # (resource, object JSON) of every change the cluster stored
-    store = cluster.harness.store
-    cluster.harness.run(
-        lambda: store.subscribe(lambda _event, resource, obj: committed.append((resource, json.dumps(obj))))
-    )
+    store = cluster.store
+    cluster.run(lambda: store.subscribe(lambda _event, resource, obj: committed.append((resource, json.dumps(obj)))))
     started = time.time()
 
     with DAG(dag_id="secrets", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:

@@ -52,7 +52,7 @@ def test_members_land_on_the_capacity_type_they_asked_for(cluster_factory: Any, 
         if resource == "v1/pods" and (obj.get("spec") or {}).get("nodeName"):
             placed[obj["metadata"]["name"]] = obj["spec"]["nodeName"]
 
-    unsubscribe = cluster.harness.run(lambda: cluster.harness.store.subscribe(record))
+    unsubscribe = cluster.run(lambda: cluster.store.subscribe(record))
     dag = gang_dag(
         f"placement_{'spot' if spot else 'on_demand'}",
         size=4,
@@ -63,7 +63,7 @@ def test_members_land_on_the_capacity_type_they_asked_for(cluster_factory: Any, 
         reservation_timeout=timedelta(seconds=60),
     )
     dag_run = run_dag(dag)
-    cluster.harness.run(unsubscribe)
+    cluster.run(unsubscribe)
     assert summary_of(dag_run)["size_run"] == 4
     nodes = {
         node["metadata"]["name"]: (node["metadata"].get("labels") or {}).get(SPOT_LABEL)

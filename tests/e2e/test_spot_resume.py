@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import torch  # noqa: F401  # the members import it: a test dependency, so a broken install fails here
 
-from airflow_provider_gang.demo import free_port
 from airflow_provider_gang.reservation.fallback import OnDemand, RetryAsIs
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.world.scenario import parse_scenario
+from demo.cluster import free_port
+from gang_sim.testing.eventually import eventually
+from gang_sim.world.scenario import parse_scenario
 from tests.e2e.gang_dags import gang_dag, summary_of, task_instance
 
 TRAINER = Path(__file__).resolve().parents[2] / "dags" / "trainer" / "ddp_train.py"
@@ -82,8 +82,8 @@ class Preempter(threading.Thread):
         )
 
     def logged_step(self, pod: dict[str, Any]) -> int:
-        store = self.cluster.harness.store
-        text = self.cluster.harness.run(lambda: store.logs.read("default", pod["metadata"]["name"], "trainer"))
+        store = self.cluster.store
+        text = self.cluster.run(lambda: store.logs.read("default", pod["metadata"]["name"], "trainer"))
         steps = [int(found) for found in re.findall(r"^step (\d+) ", text, re.MULTILINE)]
         return max(steps, default=0)
 
@@ -103,7 +103,7 @@ class Preempter(threading.Thread):
                     interval=0.05,
                 )
                 node = (self.rank_0(attempt) or pod)["spec"]["nodeName"]  # bound by now: it logged
-                self.preempted += self.cluster.harness.preempt(node, notice_seconds=60, pod_grace_period_seconds=grace)
+                self.preempted += self.cluster.preempt(node, notice_seconds=60, pod_grace_period_seconds=grace)
         except BaseException as error:  # reported by the test
             self.error = error
 
@@ -137,7 +137,7 @@ def test_a_preempted_spot_job_resumes_from_its_checkpoint_and_counts_the_gpu_hou
         if found and (obj.get("spec") or {}).get("nodeName"):
             placed.setdefault(int(found.group(1)), set()).add(obj["spec"]["nodeName"])
 
-    unsubscribe = cluster.harness.run(lambda: cluster.harness.store.subscribe(record))
+    unsubscribe = cluster.run(lambda: cluster.store.subscribe(record))
     # try 1: SIGKILL at once (work since step 5 is lost); try 2: 15 s of grace, time to save on SIGTERM
     preempter = Preempter(cluster, after=[(1, EVERY + 2, 0), (2, 2 * EVERY + 2, 15)])
     preempter.start()
@@ -171,7 +171,7 @@ def test_a_preempted_spot_job_resumes_from_its_checkpoint_and_counts_the_gpu_hou
         run_timeout=timedelta(seconds=180),
     )
     dag_run = run_dag(dag)
-    cluster.harness.run(unsubscribe)
+    cluster.run(unsubscribe)
     preempter.join(timeout=5)
     assert preempter.error is None, preempter.error
     task_log = capfd.readouterr().out

@@ -16,15 +16,16 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowTaskTerminated
 
-from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood, GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import clock, naming
 from airflow_provider_gang.reservation.fallback import OtherZone, ShrinkTo
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.eventually import eventually
+from demo.cluster import CONN_ID
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import gang_objects, running_pods
@@ -33,14 +34,14 @@ QUICK_CLIENT = {"retry_attempts": 2, "retry_base_delay": 0.05, "retry_max_delay"
 """A client that gives up fast, so "a call failing past its retries" takes milliseconds."""
 
 
-def gang_operator(cluster: SimulatedCluster, **arguments: Any) -> GangTrainingOperator:
+def gang_operator(cluster: ClusterHarness, **arguments: Any) -> GangTrainingOperator:
     values: dict[str, Any] = {
         "task_id": "train",
         "size": 4,
         "gpus": 1,
         "pod_template": simulated_pod(20),
         "deferrable": True,
-        "kubernetes_conn_id": cluster.conn_id,
+        "kubernetes_conn_id": CONN_ID,
         "client_options": QUICK_CLIENT,
         **arguments,
     }
@@ -59,12 +60,12 @@ def test_a_try_failing_at_launch_is_recorded_and_the_next_try_takes_its_fallback
     first = context_for(FakeTaskInstance("launch_fails", "run-1", try_number=1))
     reservation = deferred(op.execute, first)
     event = first_event(reservation)
-    cluster.harness.emulator.faults = Faults.parse("create:1.0:503")  # every member create fails
+    cluster.emulator.faults = Faults.parse("create:1.0:503")  # every member create fails
     try:
         with pytest.raises(GangTryFailed) as caught:
             op.execute_reserved(first, event)
     finally:
-        cluster.harness.emulator.faults = Faults()
+        cluster.emulator.faults = Faults()
     assert caught.value.reason is Reason.CLUSTER_UNREACHABLE
     assert outcomes(first) == [(1, "cluster_unreachable")]
     eventually(
@@ -89,12 +90,12 @@ def test_a_try_failing_in_preparation_is_recorded_and_leaves_nothing(cluster_fac
     cluster = cluster_factory("small", time_scale=None)
     op = gang_operator(cluster, retries=1)
     context = context_for(FakeTaskInstance("prepare_fails", "run-1"))
-    cluster.harness.emulator.faults = Faults.parse("create:1.0:503")  # the owner ConfigMap cannot be made
+    cluster.emulator.faults = Faults.parse("create:1.0:503")  # the owner ConfigMap cannot be made
     try:
         with pytest.raises(GangTryFailed) as caught:
             op.execute(context)
     finally:
-        cluster.harness.emulator.faults = Faults()
+        cluster.emulator.faults = Faults()
     assert caught.value.reason is Reason.CLUSTER_UNREACHABLE
     assert outcomes(context) == [(1, "cluster_unreachable")]
     assert gang_objects(cluster, naming.gang_name("prepare_fails", "train", "run-1", attempt=1)) == {}
@@ -122,13 +123,13 @@ def test_an_adopted_try_gets_a_deadline_of_its_own(cluster_factory: Any) -> None
     op = gang_operator(cluster, retries=1, reservation_timeout=timedelta(seconds=1))
     first = context_for(FakeTaskInstance("own_deadline", "run-1", try_number=1))
     crashed = deferred(op.execute, first)  # try 1's worker dies while its trigger waits
-    cluster.harness.advance(2)  # try 1's deadline passes; the request is still pending
+    cluster.advance(2)  # try 1's deadline passes; the request is still pending
     op.reservation_timeout = timedelta(hours=1)
     second = context_for(FakeTaskInstance("own_deadline", "run-1", try_number=2))
     adopted = deferred(op.execute, second)
     assert adopted.gang_name == crashed.gang_name
     assert adopted.deadline == pytest.approx(clock.current().now() + 3600, abs=5)  # its own, from now
-    cluster.harness.advance(600)  # the cluster provisions the nodes
+    cluster.advance(600)  # the cluster provisions the nodes
     event = first_event(adopted)
     assert (event["status"], event["reason"]) == ("success", "reserved")
 
@@ -155,9 +156,7 @@ def test_a_replaced_owner_is_not_adopted(cluster_factory: Any) -> None:
     gang = deferred(op.execute, first).gang_name
     (owner,) = cluster.objects("v1/configmaps", label_selector=f"{naming.GANG_LABEL}={gang}")
     name = owner["metadata"]["name"]
-    cluster.harness.run(
-        lambda: cluster.harness.store.delete("v1/configmaps", name, "default", propagation_policy="Orphan")
-    )
+    cluster.run(lambda: cluster.store.delete("v1/configmaps", name, "default", propagation_policy="Orphan"))
     replacement = {key: owner[key] for key in ("apiVersion", "kind", "data")}
     replacement["metadata"] = {key: owner["metadata"][key] for key in ("name", "labels", "annotations")}
     cluster.create("v1/configmaps", replacement, "default")
@@ -175,10 +174,8 @@ def test_a_resumed_try_replaces_children_of_an_earlier_owner(cluster_factory: An
     selector = f"{naming.GANG_LABEL}={gang}"
     (owner,) = cluster.objects("v1/configmaps", label_selector=selector)
     (request,) = cluster.objects("autoscaling.x-k8s.io/v1/provisioningrequests", label_selector=selector)
-    cluster.harness.run(
-        lambda: cluster.harness.store.delete(
-            "v1/configmaps", owner["metadata"]["name"], "default", propagation_policy="Orphan"
-        )
+    cluster.run(
+        lambda: cluster.store.delete("v1/configmaps", owner["metadata"]["name"], "default", propagation_policy="Orphan")
     )
     deferred(op.execute, context)  # the same try again (its worker restarted before deferring)
     (new_owner,) = cluster.objects("v1/configmaps", label_selector=selector)

@@ -11,8 +11,9 @@ import pytest
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.eventually import eventually
+from demo.cluster import CONN_ID
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_kill_and_adopt import gang_objects, running_pods
@@ -36,18 +37,18 @@ def test_an_api_server_lost_mid_run_ends_the_try_as_unreachable(
         retries=1,
         unreachable_timeout=3,
         client_options=QUICK,
-        kubernetes_conn_id=cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
     )
     context = context_for(FakeTaskInstance(f"unreachable_{fault[-4:]}", "run-1"))
     run = deferred(op.execute_reserved, context, first_event(deferred(op.execute, context)))
     eventually(lambda: running_pods(cluster, run.gang_name) == 2, timeout=30.0, what="both members running")
     # The API server goes away while the members run; the run trigger's LISTs and WATCHes (a killed
     # server closes the open watch, so the trigger reconnects at once) get no answer.
-    cluster.harness.emulator.faults = Faults.parse(fault)
+    cluster.emulator.faults = Faults.parse(fault)
     try:
         event = first_event(run, timeout=60)
     finally:
-        cluster.harness.emulator.faults = Faults()  # back for the worker's clean-up
+        cluster.emulator.faults = Faults()  # back for the worker's clean-up
     assert (event["status"], event["reason"]) == ("failure", "cluster_unreachable")
     assert "no answer from the API server for" in event["message"]
     logged = capfd.readouterr().out

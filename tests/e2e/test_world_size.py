@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.eventually import eventually
+from demo.cluster import CONN_ID
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_modes import kueue_queues
@@ -33,11 +34,11 @@ KINDS = ("v1/pods", "v1/configmaps", "v1/services", "batch/v1/jobs")
 class Recorder:
     """Every committed change to pods and ConfigMaps, in order (the Store's subscription)."""
 
-    def __init__(self, cluster: SimulatedCluster) -> None:
+    def __init__(self, cluster: ClusterHarness) -> None:
         self.changes: list[tuple[str, str, dict[str, Any]]] = []
         self._lock = threading.Lock()
-        store = cluster.harness.store
-        cluster.harness.run(lambda: store.subscribe(self._record))
+        store = cluster.store
+        cluster.run(lambda: store.subscribe(self._record))
 
     def _record(self, event: str, resource: str, obj: dict[str, Any]) -> None:
         if resource in ("v1/pods", "v1/configmaps"):
@@ -60,7 +61,7 @@ def _pod_running(event: str, resource: str, obj: dict[str, Any]) -> bool:
     return resource == "v1/pods" and (obj.get("status") or {}).get("phase") == "Running"
 
 
-def partial_gang(cluster: SimulatedCluster, run_seconds: float = 20) -> GangTrainingOperator:
+def partial_gang(cluster: ClusterHarness, run_seconds: float = 20) -> GangTrainingOperator:
     kueue_queues(cluster, {"team-two": 2})
     return GangTrainingOperator(
         task_id="train",
@@ -72,12 +73,12 @@ def partial_gang(cluster: SimulatedCluster, run_seconds: float = 20) -> GangTrai
         reservation="kueue",
         kueue_queue="team-two",
         deferrable=True,
-        kubernetes_conn_id=cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
         client_options=QUICK_CLIENT,
     )
 
 
-def admitted(cluster: SimulatedCluster, op: GangTrainingOperator, context: dict[str, Any]) -> tuple[str, Any]:
+def admitted(cluster: ClusterHarness, op: GangTrainingOperator, context: dict[str, Any]) -> tuple[str, Any]:
     """Run the reservation stage to Kueue's admission; the gang name and the event."""
     reservation = deferred(op.execute, context)
     event = first_event(reservation)
@@ -85,11 +86,11 @@ def admitted(cluster: SimulatedCluster, op: GangTrainingOperator, context: dict[
     return reservation.gang_name, event
 
 
-def members(cluster: SimulatedCluster, gang: str) -> list[dict[str, Any]]:
+def members(cluster: ClusterHarness, gang: str) -> list[dict[str, Any]]:
     return cluster.objects("v1/pods", label_selector=f"{naming.GANG_LABEL}={gang}")
 
 
-def waiting_reasons(cluster: SimulatedCluster, gang: str) -> list[tuple[str, str]]:
+def waiting_reasons(cluster: ClusterHarness, gang: str) -> list[tuple[str, str]]:
     return [
         (status["state"]["waiting"]["reason"], status["state"]["waiting"].get("message", ""))
         for pod in members(cluster, gang)
@@ -98,7 +99,7 @@ def waiting_reasons(cluster: SimulatedCluster, gang: str) -> list[tuple[str, str
     ]
 
 
-def leftovers(cluster: SimulatedCluster, gang: str) -> dict[str, list[str]]:
+def leftovers(cluster: ClusterHarness, gang: str) -> dict[str, list[str]]:
     selector = f"{naming.GANG_LABEL}={gang}"
     found = {
         kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)] for kind in KINDS
@@ -173,12 +174,12 @@ def test_a_world_config_map_that_cannot_be_written_ends_the_try_recorded_and_not
     context = context_for(FakeTaskInstance("world_fails", "run-1"))
     gang, event = admitted(cluster, op, context)
     eventually(lambda: len(waiting_reasons(cluster, gang)) == 2, timeout=30.0, what="both started members waiting")
-    cluster.harness.emulator.faults = Faults.parse("create/configmaps:1.0:503")  # past the client's retries
+    cluster.emulator.faults = Faults.parse("create/configmaps:1.0:503")  # past the client's retries
     try:
         with pytest.raises(GangTryFailed) as caught:
             op.execute_reserved(context, event)
     finally:
-        cluster.harness.emulator.faults = Faults()
+        cluster.emulator.faults = Faults()
     assert caught.value.reason is Reason.CLUSTER_UNREACHABLE
     assert [(record.attempt, record.outcome) for record in TryHistory(context).finished()] == [
         (1, "cluster_unreachable")

@@ -1,7 +1,7 @@
 """One cluster interface over both backends, so a tier-``real`` test runs unchanged on either.
 
 ``RealBackend`` is the real control plane of ``make real-cluster``
-(:class:`airflow_provider_gang.sim.testing.real.RealCluster`: kube-apiserver 1.37, the real scheduler,
+(:class:`gang_sim.testing.real.RealCluster`: kube-apiserver 1.37, the real scheduler,
 controller-manager, Kueue and cluster-autoscaler on kwok nodes); ``SimBackend`` is ``gang-sim`` on
 the same scenario. Both expose what the tests read: objects by store key (``"v1/pods"``,
 ``"autoscaling.x-k8s.io/v1/provisioningrequests"``), one create, the Airflow connection id, and a
@@ -19,10 +19,10 @@ from typing import Any, Protocol, TypeVar
 
 import yaml
 
-from airflow_provider_gang.demo import simulated_cluster
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.testing.real import RealCluster
-from airflow_provider_gang.sim.world.scenario import Scenario, load_scenario
+from demo.cluster import simulated_cluster
+from gang_sim.testing.eventually import eventually
+from gang_sim.testing.real import RealCluster
+from gang_sim.world.scenario import Scenario, load_scenario
 
 SCENARIO = Path(__file__).with_name("scenarios") / "gpu.yaml"
 CONN_ID = "kubernetes_default"

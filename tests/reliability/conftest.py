@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.demo import SimulatedCluster
+from gang_sim.testing import ClusterHarness
 from tests.e2e.conftest import airflow_db, cluster_factory  # noqa: F401  # the same fixtures as e2e
 from tests.reliability.emulator_side import Control, Ledger
 from tests.reliability.harness import Verdict
@@ -74,7 +74,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 class FaultCluster:
     """A simulated cluster with its control endpoints and a ledger following its store."""
 
-    cluster: SimulatedCluster
+    cluster: ClusterHarness
     control: Control
     ledger: Ledger
 
@@ -92,4 +92,4 @@ def fault_cluster_factory(cluster_factory: Any) -> Iterator[Any]:  # noqa: F811
 
     yield start
     for cluster, unsubscribe in unsubscribes:
-        cluster.harness.run(unsubscribe)
+        cluster.run(unsubscribe)

@@ -22,15 +22,15 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_gang.demo import SimulatedCluster
 from airflow_provider_gang.reservation import naming
+from gang_sim.testing import ClusterHarness
 
 
 class Control:
     """``/_sim/faults`` and ``/_sim/requests`` of a running emulator, over its HTTPS."""
 
-    def __init__(self, cluster: SimulatedCluster) -> None:
-        config = yaml.safe_load(cluster.harness.kubeconfig_path.read_text())
+    def __init__(self, cluster: ClusterHarness) -> None:
+        config = yaml.safe_load(cluster.kubeconfig_path.read_text())
         cluster_entry = config["clusters"][0]["cluster"]
         self._url = cluster_entry["server"].rstrip("/")
         self._tls = ssl.create_default_context(
@@ -73,9 +73,9 @@ class Ledger:
     """First moment (wall clock) an object of each gang was stored."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def attach(self, cluster: SimulatedCluster) -> Callable[[], None]:
+    def attach(self, cluster: ClusterHarness) -> Callable[[], None]:
         """Follow ``cluster``'s store from now on; returns the unsubscribe function."""
-        unsubscribe: Callable[[], None] = cluster.harness.run(lambda: cluster.harness.store.subscribe(self._changed))
+        unsubscribe: Callable[[], None] = cluster.run(lambda: cluster.store.subscribe(self._changed))
         return unsubscribe
 
     def _changed(self, event_type: str, resource: str, obj: dict[str, Any]) -> None:
@@ -117,7 +117,7 @@ class BackgroundWrites:
     ``with BackgroundWrites(cluster, 0.2) as writes: ...``; ``writes.count`` is the writes made.
     """
 
-    def __init__(self, cluster: SimulatedCluster, interval: float, name: str = "background-writes") -> None:
+    def __init__(self, cluster: ClusterHarness, interval: float, name: str = "background-writes") -> None:
         self._cluster, self._interval, self._name = cluster, interval, name
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._write, name=name, daemon=True)
@@ -134,10 +134,8 @@ class BackgroundWrites:
         self._thread.join(timeout=30)
 
     def _write(self) -> None:
-        store = self._cluster.harness.store
+        store = self._cluster.store
         while not self._stop.wait(self._interval):
             self.count += 1
             patch = {"data": {"n": str(self.count)}}
-            self._cluster.harness.run(
-                lambda patch=patch: store.patch("v1/configmaps", self._name, patch, namespace="default")
-            )
+            self._cluster.run(lambda patch=patch: store.patch("v1/configmaps", self._name, patch, namespace="default"))

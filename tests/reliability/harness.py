@@ -36,7 +36,7 @@ from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import fallback
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryRecord
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for
 from tests.integration.triggers.gangs import first_event
 from tests.reliability.emulator_side import Ledger

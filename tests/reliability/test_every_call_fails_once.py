@@ -17,6 +17,7 @@ import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.fallback import RetryAsIs
+from demo.cluster import CONN_ID
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_modes import kueue_queues
 from tests.reliability.conftest import FaultCluster, report
@@ -46,7 +47,7 @@ def operator(cluster: FaultCluster, mode: str) -> GangTrainingOperator:
         retries=1,
         fallbacks=[RetryAsIs()],
         client_options=QUICK_CLIENT,
-        kubernetes_conn_id=cluster.cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
         reservation_timeout=timedelta(seconds=60),
         startup_timeout=timedelta(seconds=60),
         **extra,

@@ -20,7 +20,8 @@ import pytest
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation import naming
-from airflow_provider_gang.sim.testing.eventually import eventually
+from demo.cluster import CONN_ID
+from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import simulated_pod
 from tests.reliability.conftest import FaultCluster, report
@@ -42,7 +43,7 @@ def operator(cluster: FaultCluster, *, deferrable: bool) -> GangTrainingOperator
         retries=1,
         start_by=timedelta(hours=1),
         client_options=QUICK_CLIENT,
-        kubernetes_conn_id=cluster.cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
     )
 
 
@@ -62,7 +63,7 @@ def when_stored(
                     threading.Thread(target=then, daemon=True).start()
                 reached.set()
 
-    harness = cluster.cluster.harness
+    harness = cluster.cluster
     return reached, harness.run(lambda: harness.store.subscribe(changed))
 
 
@@ -105,7 +106,7 @@ def kill_in_the_worker(cluster: FaultCluster, op: GangTrainingOperator, phase: s
     if phase != "launching":
         op.on_kill()
     worker.join(timeout=60)
-    cluster.cluster.harness.run(unsubscribe)
+    cluster.cluster.run(unsubscribe)
     assert not worker.is_alive()
     error = outcome.get("error")
     assert type(error).__name__ == "AirflowTaskTerminated", outcome

@@ -23,7 +23,8 @@ from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import RetryAsIs
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
+from demo.cluster import CONN_ID
+from gang_sim.apiserver.http.faults import Faults
 from tests.e2e.gang_dags import simulated_pod
 from tests.reliability.conftest import FaultCluster, report
 from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, check, run_task
@@ -55,7 +56,7 @@ class LaunchObserver:
     unanswered at once, and the trigger of the mid-way failure."""
 
     def __init__(self, cluster: FaultCluster, *, fail_after: int | None) -> None:
-        self.harness = cluster.cluster.harness
+        self.harness = cluster.cluster
         self.most: Counter[str] = Counter()
         self.fail_after = fail_after
         self.members_stored: Counter[str] = Counter()
@@ -93,7 +94,7 @@ def operator(cluster: FaultCluster, mode: str) -> GangTrainingOperator:
         deferrable=True,
         retries=1,
         fallbacks=[RetryAsIs()],
-        kubernetes_conn_id=cluster.cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
         client_options={**QUICK_CLIENT, "max_parallel_requests": PARALLEL},
         reservation_timeout=timedelta(seconds=300),
         startup_timeout=timedelta(seconds=300),
@@ -116,7 +117,7 @@ def test_a_64_member_gang_is_created_a_bounded_number_at_a_time_and_a_failure_mi
             before_try=lambda number: number == 2 and cluster.control.set_faults(LATENCY),
         )
     finally:
-        cluster.cluster.harness.run(observer.unsubscribe)
+        cluster.cluster.run(observer.unsubscribe)
     entries = cluster.control.requests()
     cluster.control.clear_faults()
     assert run.outcome == "success", (run.error, [record.to_dict() for record in run.records])

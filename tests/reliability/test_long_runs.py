@@ -26,6 +26,7 @@ import pytest
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
+from demo.cluster import CONN_ID
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_modes import kueue_queues
 from tests.reliability.conftest import report
@@ -72,7 +73,7 @@ def test_a_long_run_through_cut_and_expired_watches_is_never_declared_lost(
         distributed="torch",
         deferrable=True,
         retries=0,
-        kubernetes_conn_id=cluster.cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
         reservation_timeout=timedelta(seconds=60),
         startup_timeout=timedelta(seconds=60),
         **extra,

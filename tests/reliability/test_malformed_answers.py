@@ -13,6 +13,7 @@ import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.fallback import RetryAsIs
+from demo.cluster import CONN_ID
 from tests.e2e.gang_dags import simulated_pod
 from tests.reliability.conftest import report
 from tests.reliability.harness import QUICK_CLIENT, SIM_SPEED, check, run_task
@@ -42,7 +43,7 @@ def test_malformed_answers_end_the_try_as_the_answer_warrants(fault_cluster_fact
             retries=1,
             fallbacks=[RetryAsIs()],
             client_options=QUICK_CLIENT,
-            kubernetes_conn_id=cluster.cluster.conn_id,
+            kubernetes_conn_id=CONN_ID,
             reservation_timeout=timedelta(seconds=60),
             startup_timeout=timedelta(seconds=60),
         )

@@ -4,7 +4,7 @@ Expired - still every run completes, with at most ``MAX_REQUEST_RATIO`` times th
 clean run of the same thing.
 
 The spec is ``FAULTS``. Its ``watch-expire:1.0`` hits every WATCH that carries a resourceVersion
-(``sim.apiserver.http.faults``): the resume after a cut and the watch opened right after each LIST alike. So no
+(``gang_sim.apiserver.http.faults``): the resume after a cut and the watch opened right after each LIST alike. So no
 watch of the provider ever streams (``watch-cut:2`` finds none to cut) and the triggers follow the
 cluster through LISTs only - the harshest reading of "410 on resume". Watches that do stream, are cut
 and resume into a compacted history are the long-runs scenario's (``test_long_runs``).
@@ -41,14 +41,16 @@ from typing import Any
 import pytest
 import torch  # noqa: F401  # the example DAG's members import it: a test dependency, so a broken install fails here
 
-from airflow_provider_gang.demo import DEMO_DAG_ID, DEMO_TIME_SCALE, demo_scenario, run_example_dag
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.fallback import RetryAsIs
+from demo.cluster import CONN_ID
+from demo.runner import DEMO_DAG_ID, DEMO_TIME_SCALE, demo_scenario, run_example_dag
 from tests.e2e.gang_dags import simulated_pod
 from tests.e2e.test_modes import kueue_queues
 from tests.reliability.conftest import FaultCluster, report
 from tests.reliability.harness import TaskRun, check, dag_run_ids, dag_task_run, run_task
 
+DAGS = Path(__file__).resolve().parents[2] / "dags"
 FAULTS = "*:0.05:500,*:0.05:429,watch-cut:2,watch-expire:1.0,latency:0.05,seed:{seed}"
 MAX_REQUEST_RATIO = 3.0
 MODES = ("provisioning_request", "gates", "kueue")
@@ -76,7 +78,7 @@ def run_the_example_dag(factory: Any, faults: str | None) -> tuple[FaultCluster,
     if faults:
         cluster.control.set_faults(faults)
     before = dag_run_ids(DEMO_DAG_ID)
-    state, _ = run_example_dag(time_scale=DEMO_TIME_SCALE)
+    state, _ = run_example_dag(DAGS, time_scale=DEMO_TIME_SCALE)
     cluster.control.clear_faults()
     (run_id,) = dag_run_ids(DEMO_DAG_ID) - before
     run = dag_task_run(DEMO_DAG_ID, run_id)
@@ -120,7 +122,7 @@ def run_a_gang(factory: Any, mode: str, faults: str | None) -> tuple[FaultCluste
         deferrable=True,
         retries=1,
         fallbacks=[RetryAsIs()],
-        kubernetes_conn_id=cluster.cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
         reservation_timeout=timedelta(seconds=60),
         startup_timeout=timedelta(seconds=60),
         **extra,

@@ -31,9 +31,10 @@ import pytest
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.reservation.fallback import RetryAsIs
 from airflow_provider_gang.reservation.naming import GangNames
-from airflow_provider_gang.sim.apiserver.errors import ApiError
-from airflow_provider_gang.sim.testing.eventually import eventually, eventually_async
-from airflow_provider_gang.sim.world.scenario import Scenario, load_scenario
+from demo.cluster import CONN_ID
+from gang_sim.apiserver.errors import ApiError
+from gang_sim.testing.eventually import eventually, eventually_async
+from gang_sim.world.scenario import Scenario, load_scenario
 from tests.builders import GPU_TOLERATION, pod
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred
 from tests.e2e.gang_dags import simulated_pod
@@ -115,7 +116,7 @@ def busy_cluster(factory: Any, mode: str, *, busy: bool = True) -> tuple[FaultCl
         timeout=30.0,
         what="the other team's pods running",
     )
-    harness = cluster.cluster.harness
+    harness = cluster.cluster
 
     def delete(name: str) -> None:
         try:
@@ -156,7 +157,7 @@ def operator(cluster: FaultCluster, mode: str, **options: Any) -> GangTrainingOp
         distributed="torch",
         deferrable=True,
         client_options=QUICK_CLIENT,
-        kubernetes_conn_id=cluster.cluster.conn_id,
+        kubernetes_conn_id=CONN_ID,
         **arguments,
     )
 

@@ -29,7 +29,9 @@ OBJECTS_OF_A_TRY = {"provisioning_request": 6, "gates": 6}
 
 
 def start_worker(state: Path, dag_id: str, mode: str, log: Path) -> subprocess.Popen[bytes]:
-    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    # The repository for ``tests``, ahead of whatever the caller's path already held.
+    search_path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
+    environment = {**os.environ, "PYTHONPATH": search_path}
     with log.open("wb") as output:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.reliability.worker", str(state), dag_id, mode],
@@ -51,7 +53,7 @@ def kill_after_creates(cluster: FaultCluster, process: subprocess.Popen[bytes], 
             if seen["count"] == creates:
                 os.kill(process.pid, signal.SIGKILL)
 
-    harness = cluster.cluster.harness
+    harness = cluster.cluster
     return harness.run(lambda: harness.store.subscribe(changed))
 
 
@@ -69,7 +71,7 @@ def test_a_worker_killed_after_any_number_of_creates_is_adopted_without_duplicat
         try:
             code = process.wait(timeout=120)
         finally:
-            cluster.cluster.harness.run(unsubscribe)
+            cluster.cluster.run(unsubscribe)
         assert code == -signal.SIGKILL, (
             f"worker ended with {code} before its {creates}th create: {log.read_text()[-2000:]}"
         )

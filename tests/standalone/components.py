@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing.eventually import eventually
 from tests.standalone.processes import BIN, Started, diagnosed_by, free_port, start
 
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.sim.testing.eventually import eventually
-from tests.standalone.clusters import Cluster, ClusterSpec, ManualCluster, start_cluster
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
+from tests.standalone.clusters import ClusterSpec, connection_json, start_cluster
 from tests.standalone.components import Airflow, start_airflow
 
 FINISHED = ("success", "failed", "upstream_failed")
@@ -130,12 +131,17 @@ class Setup:
     """A running environment: Airflow, the clusters by connection id, the temporary directory."""
 
     airflow: Airflow
-    clusters: dict[str, Cluster]
+    clusters: dict[str, ClusterHarness]
     directory: Path
 
     def describe(self) -> str:
         """The tails of every component's and cluster's log: for failure reports (``conftest.py``)."""
-        return "\n".join([self.airflow.describe(), *(cluster.describe() for cluster in self.clusters.values())])
+        return "\n".join(
+            [
+                self.airflow.describe(),
+                *(f"--- cluster {name}:\n{cluster.describe()}" for name, cluster in self.clusters.items()),
+            ]
+        )
 
 
 @contextmanager
@@ -149,12 +155,12 @@ def running_airflow(
     stopping: list[Any] = []
     try:
         folder = write_dags(directory, dags)
-        started: dict[str, Cluster] = {}
+        started: dict[str, ClusterHarness] = {}
         for conn_id, spec in clusters.items():
             started[conn_id] = start_cluster(directory, conn_id, spec)
             stopping.append(started[conn_id])
         airflow = start_airflow(
-            directory, folder, {conn_id: cluster.connection_json() for conn_id, cluster in started.items()}, config
+            directory, folder, {conn_id: connection_json(cluster) for conn_id, cluster in started.items()}, config
         )
         stopping.append(airflow)
         airflow.wait_ready(dags.dag_ids)
@@ -195,7 +201,7 @@ def settled(airflow: Airflow, runs: Mapping[str, str]) -> bool:
 
 
 def drive_until_finished(
-    airflow: Airflow, cluster: ManualCluster, runs: Mapping[str, str], step_seconds: float = 30.0, steps: int = 40
+    airflow: Airflow, cluster: ClusterHarness, runs: Mapping[str, str], step_seconds: float = 30.0, steps: int = 40
 ) -> None:
     """Move ``cluster``'s clock ``step_seconds`` at a time, each step once Airflow has
     :func:`settled`, until every run's ``train`` task has finished; fail after ``steps`` steps.
@@ -207,7 +213,7 @@ def drive_until_finished(
         eventually(lambda: settled(airflow, runs), timeout=240, what="deferrals drained by the scheduler", interval=0.5)
         if all(train_task(airflow, dag_id, run_id)["state"] in FINISHED for run_id, dag_id in runs.items()):
             return
-        cluster.advance(step_seconds)
+        cluster.advance(step_seconds, timeout=120)
         time.sleep(REACTION_SECONDS)
     states = {run_id: train_task(airflow, dag_id, run_id)["state"] for run_id, dag_id in runs.items()}
     raise AssertionError(f"not finished after {steps} steps of {step_seconds} s: {states}")

@@ -36,8 +36,9 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from airflow_provider_gang.sim.testing.eventually import eventually
-from tests.standalone.clusters import Cluster, ManualCluster
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
+from tests.standalone.clusters import kubectl, names
 from tests.standalone.components import Airflow
 from tests.standalone.environment import (
     WAITING_AND_FAST,
@@ -68,11 +69,11 @@ def setup() -> Iterator[Setup]:
         yield started
 
 
-def _waiting(setup: Setup) -> Cluster:
+def _waiting(setup: Setup) -> ClusterHarness:
     return setup.clusters["gang_waiting"]
 
 
-def _fast(setup: Setup) -> Cluster:
+def _fast(setup: Setup) -> ClusterHarness:
     return setup.clusters["gang_fast"]
 
 
@@ -93,11 +94,12 @@ def _wait_deferred_with_request(setup: Setup, dag_id: str, run_id: str) -> str:
     gang = _gang(dag_id, run_id, train_task(airflow, dag_id, run_id)["try_number"])
     selector = f"{naming.GANG_LABEL}={gang}"
     _wait_trigger_running(airflow, run_id, train_task(airflow, dag_id, run_id)["try_number"])
-    objects = _waiting(setup).names(GANG_KINDS, selector)
+    objects = names(_waiting(setup), GANG_KINDS, selector)
     assert any(name.startswith("provisioningrequest") for name in objects), objects
     time.sleep(10)  # it really waits: still deferred, the request still pending
     assert train_task(airflow, dag_id, run_id)["state"] == "deferred"
-    status = _waiting(setup).kubectl(
+    status = kubectl(
+        _waiting(setup),
         "get",
         "provisioningrequests",
         "-n",
@@ -137,7 +139,7 @@ def test_mark_failed_while_reserving_deletes_the_gang(setup: Setup) -> None:
     selector = f"{naming.GANG_LABEL}={gang}"
     try:
         eventually(
-            lambda: _waiting(setup).names(GANG_KINDS, selector) == [],
+            lambda: names(_waiting(setup), GANG_KINDS, selector) == [],
             timeout=90,
             what="every gang object deleted",
             interval=2,
@@ -183,7 +185,7 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
     _report(setup, first)
     adopted = f"adopting gang {first}" in setup.airflow.task_log(run_id)
     gangs = {
-        gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}")
+        gang: names(_waiting(setup), GANG_KINDS, f"{naming.GANG_LABEL}={gang}")
         for gang in (first, _gang(dag_id, run_id, 2))
     }
     print(f"try 2 adopted try 1's gang: {adopted}; objects per gang: {gangs}")
@@ -194,7 +196,7 @@ def test_clear_while_reserving_leaves_one_gang(setup: Setup) -> None:
     )
     for gang in gangs:
         eventually(
-            lambda gang=gang: _waiting(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [],
+            lambda gang=gang: names(_waiting(setup), GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [],
             timeout=90,
             what=f"{gang}'s objects deleted",
             interval=2,
@@ -205,7 +207,7 @@ def test_success_with_the_real_triggerer(setup: Setup) -> None:
     dag_id = "gang_standalone_success"
     run_id = trigger(setup.airflow, dag_id)
     fast = _fast(setup)
-    assert isinstance(fast, ManualCluster)
+    assert fast.served is None  # on the manual clock, in this process
     eventually(
         lambda: train_task(setup.airflow, dag_id, run_id)["state"] in ("deferred", "failed"),
         timeout=240,
@@ -216,7 +218,7 @@ def test_success_with_the_real_triggerer(setup: Setup) -> None:
     task = train_task(setup.airflow, dag_id, run_id)
     assert task["state"] == "success", setup.airflow.task_log(run_id)[-6000:]
     gang = _gang(dag_id, run_id, task["try_number"])
-    assert _fast(setup).names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == []
+    assert names(_fast(setup), GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == []
     _report(setup, gang)
     # The reservation trigger fired (the worker resumed in execute_reserved and launched the members);
     # its triggerer log is gone: the run trigger of the same attempt writes the same log file anew.

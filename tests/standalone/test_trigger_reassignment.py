@@ -9,7 +9,7 @@ would have, whatever triggerer sees the grant.
 
 Two runs of a DAG with a strict-zone gang of 8 wait in ``ReservationTrigger`` on the ``demo``
 scenario, whose zone us-central1-a is stocked out for its first ten simulated minutes. The cluster
-runs on a manual clock (:class:`~tests.standalone.clusters.ManualCluster`), so capacity arrives
+runs on a manual clock (in this process, :mod:`tests.standalone.clusters`), so capacity arrives
 exactly when the test moves time on, however slow the machine. Then:
 
 1. the first triggerer runs both triggers (``trigger.triggerer_id`` is its job id);
@@ -38,8 +38,9 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from airflow_provider_gang.sim.testing.eventually import eventually
-from tests.standalone.clusters import ClusterSpec, ManualCluster
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
+from tests.standalone.clusters import ClusterSpec, kubectl, names
 from tests.standalone.environment import Dags, GangDag, Setup, running_airflow, train_task, trigger
 
 pytestmark = pytest.mark.timeout(1200)
@@ -73,9 +74,9 @@ def setup() -> Iterator[Setup]:
         yield started
 
 
-def _cluster(setup: Setup) -> ManualCluster:
+def _cluster(setup: Setup) -> ClusterHarness:
     cluster = setup.clusters["gang_manual"]
-    assert isinstance(cluster, ManualCluster)
+    assert cluster.served is None  # on the manual clock, in this process
     return cluster
 
 
@@ -107,7 +108,7 @@ def _wait_triggers_run_by(setup: Setup, runs: list[str], job_id: int) -> None:
     eventually(assigned, timeout=240, what=f"both triggers running in triggerer job {job_id}", interval=2)
 
 
-def _created(cluster: ManualCluster, resource_suffix: str, gang: str) -> int:
+def _created(cluster: ClusterHarness, resource_suffix: str, gang: str) -> int:
     """How many objects of the gang the emulator ever created (ADDED) of that resource."""
     return sum(
         1
@@ -127,7 +128,7 @@ def _pump_until_finished(setup: Setup, runs: list[str]) -> dict[str, dict[str, o
         if not states:
             return tasks
         if states == {"deferred"}:
-            cluster.advance(STEP)
+            cluster.advance(STEP, timeout=120)
         return None
 
     finished: dict[str, dict[str, object]] = eventually(poll, timeout=600, what="both tasks finished", interval=1)
@@ -171,20 +172,20 @@ def test_waiting_gangs_move_to_a_new_triggerer_after_a_stop_and_after_a_crash(se
     for run, gang in gangs.items():
         assert _created(cluster, "/provisioningrequests", gang) == 1, gang
         assert _created(cluster, "v1/pods", gang) == 0, gang
-        assert cluster.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") != [], gang
+        assert names(cluster, GANG_KINDS, f"{naming.GANG_LABEL}={gang}") != [], gang
         assert train_task(airflow, DAG_ID, run)["try_number"] == 1
 
     # 4. Capacity arrives: zone A's stock-out ends at 600 simulated seconds.
-    cluster.advance(600)
+    cluster.advance(600, timeout=120)
     tasks = _pump_until_finished(setup, runs)
     for run, gang in gangs.items():
         task = tasks[run]
         assert (task["state"], task["try_number"]) == ("success", 1), airflow.task_log(run)[-6000:]
         assert _created(cluster, "/provisioningrequests", gang) == 1, gang
         assert _created(cluster, "v1/pods", gang) == SIZE, gang
-        assert cluster.names(GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [], gang
+        assert names(cluster, GANG_KINDS, f"{naming.GANG_LABEL}={gang}") == [], gang
         assert airflow.task_log(run).count(f"Gang {gang}: launched {SIZE} members together") == 1
         # The run trigger ran in the third triggerer too (it overwrote the reservation trigger's log there).
         assert f"Gang {gang}: succeeded (all_succeeded)" in airflow.trigger_log(run, 1, third), gang
-    assert cluster.kubectl("get", "pods", "--all-namespaces", "-o", "name").split() == []
+    assert kubectl(cluster, "get", "pods", "--all-namespaces", "-o", "name").split() == []
     assert "invoking on_kill" not in airflow.trigger_log()

@@ -39,8 +39,8 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from airflow_provider_gang.sim.testing.eventually import eventually
-from tests.standalone.clusters import ManualCluster
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
 from tests.standalone.components import Airflow
 from tests.standalone.environment import (
     WAITING_AND_FAST,
@@ -76,7 +76,7 @@ class Runs:
         return self.setup.airflow
 
 
-def start_runs(airflow: Airflow, fast: ManualCluster) -> tuple[str, str]:
+def start_runs(airflow: Airflow, fast: ClusterHarness) -> tuple[str, str]:
     """Trigger both DAGs; wait until the waiting one is deferred and the other one succeeded."""
     waiting_run, success_run = trigger(airflow, WAITING), trigger(airflow, SUCCESS)
     eventually(
@@ -95,7 +95,7 @@ def start_runs(airflow: Airflow, fast: ManualCluster) -> tuple[str, str]:
 def runs() -> Iterator[Runs]:
     with running_airflow("gang-ui-", DAGS, WAITING_AND_FAST) as setup:
         fast = setup.clusters["gang_fast"]
-        assert isinstance(fast, ManualCluster)
+        assert fast.served is None  # on the manual clock, in this process
         waiting_run, success_run = start_runs(setup.airflow, fast)
         yield Runs(setup, waiting_run, success_run)
 

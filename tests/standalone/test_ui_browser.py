@@ -43,9 +43,10 @@ from urllib.parse import urlencode
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from airflow_provider_gang.sim.testing.eventually import eventually
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually
 from tests.standalone.browser import CHROMIUM, Rendering, blank_problems, read_png, render
-from tests.standalone.clusters import ClusterSpec, ManualCluster
+from tests.standalone.clusters import ClusterSpec, kubectl, names
 from tests.standalone.components import Airflow
 from tests.standalone.environment import FINISHED, Dags, GangDag, Setup, running_airflow, settled, train_task, trigger
 
@@ -107,15 +108,23 @@ def reservation_answer(airflow: Airflow, dag_id: str, run_id: str) -> dict[str, 
     return answer
 
 
-def cluster(setup: Setup) -> ManualCluster:
+def cluster(setup: Setup) -> ClusterHarness:
     found = setup.clusters["gang_waiting"]
-    assert isinstance(found, ManualCluster)
+    assert found.served is None  # on the manual clock, in this process
     return found
 
 
 def member_phases(setup: Setup, gang: str) -> list[str]:
-    output = cluster(setup).kubectl(
-        "get", "pods", "-n", "default", "-l", f"{naming.GANG_LABEL}={gang}", "-o", "jsonpath={.items[*].status.phase}"
+    output = kubectl(
+        cluster(setup),
+        "get",
+        "pods",
+        "-n",
+        "default",
+        "-l",
+        f"{naming.GANG_LABEL}={gang}",
+        "-o",
+        "jsonpath={.items[*].status.phase}",
     )
     return output.split()
 
@@ -140,13 +149,13 @@ def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
             and answer["task_instance"]["next_method"] == "execute_finished"
             and member_phases(setup, gang) == ["Running"] * SIZE
         ):
-            members = cluster(setup).names("pods", f"{naming.GANG_LABEL}={gang}")
-            cluster(setup).kubectl("delete", "-n", "default", "--wait=false", sorted(members)[0])
+            members = names(cluster(setup), "pods", f"{naming.GANG_LABEL}={gang}")
+            kubectl(cluster(setup), "delete", "-n", "default", "--wait=false", sorted(members)[0])
             deleted = True
         states = [train_task(airflow, DAG_IDS[state], runs[state])["state"] for state in ("failed", "succeeded")]
         if deleted and all(state in FINISHED for state in states):
             return
-        cluster(setup).advance(step)
+        cluster(setup).advance(step, timeout=120)
     raise AssertionError(f"the gangs did not finish: {states}")
 
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_gang.sim import cli as gang_sim_cli
-from airflow_provider_gang.sim.world.scenario import named_scenarios
+from gang_sim import cli as gang_sim_cli
+from gang_sim.world.scenario import named_scenarios
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPOSITORY / "docker-compose.yaml"

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from airflow_provider_gang.sim.apiserver.server import Emulator
+from gang_sim.apiserver.server import Emulator
 from tests.unit.compose_checks import (
     COMPOSE_FILE,
     SCHEMA_FILE,

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_provider_gang.sim.apiserver.crds import install_bundled_crds
-from airflow_provider_gang.sim.apiserver.store import Store
-from airflow_provider_gang.sim.cli import build_parser
-from airflow_provider_gang.sim.controllers.simulated_runtime import ANNOTATIONS, RUNS_UNTIL_DELETED
-from airflow_provider_gang.sim.world.scenario import load_scenario, named_scenarios, parse_scenario
-from airflow_provider_gang.sim.world.scenario_objects import create_objects
+from gang_sim.apiserver.crds import install_bundled_crds
+from gang_sim.apiserver.store import Store
+from gang_sim.cli import build_parser
+from gang_sim.controllers.kubelet.simulated_runtime import ANNOTATIONS, RUNS_UNTIL_DELETED
+from gang_sim.world.scenario import load_scenario, named_scenarios, parse_scenario
+from gang_sim.world.scenario_objects import create_objects
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 EMULATOR = DOCS / "emulator.md"

@@ -33,7 +33,7 @@ def test_the_readme_says_which_step_answers_which_failure() -> None:
 
 
 def test_the_readme_shows_what_make_demo_prints() -> None:
-    from airflow_provider_gang.demo import report
+    from demo.report import report
 
     text = README.read_text()
     shown = text.split("make demo\n```", 1)[1].split("```text\n", 1)[1].split("```", 1)[0].splitlines()

@@ -1,5 +1,6 @@
-"""The shape of the package: no import cycle between modules, every module under 400 lines, and the
-``[sim]`` extra naming exactly the third-party packages only the emulator imports.
+"""The shape of the two packages: no import cycle between modules, every module under 400 lines, and
+the emulator's distribution (``gang-sim/pyproject.toml``) naming exactly the third-party packages
+``gang_sim`` imports.
 
 Import cycles are found on grimp's import graph (the library ``lint-imports`` is built on), counting
 imports under ``TYPE_CHECKING`` and inside functions too: a cycle hidden there still ties two modules
@@ -21,12 +22,15 @@ import tomllib
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 PACKAGE = "airflow_provider_gang"
+EMULATOR = "gang_sim"
+SOURCES = {PACKAGE: REPOSITORY / PACKAGE, EMULATOR: REPOSITORY / "gang-sim" / "src" / EMULATOR}
+"""Each top-level package of this repository and its folder."""
 MAX_LINES = 400
 
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
-    return grimp.build_graph(PACKAGE, include_external_packages=True)
+    return grimp.build_graph(PACKAGE, EMULATOR, include_external_packages=True)
 
 
 def strongly_connected_components(edges: Mapping[str, Iterable[str]]) -> list[set[str]]:
@@ -79,12 +83,17 @@ def test_tarjan_finds_a_cycle_and_leaves_a_chain_alone() -> None:
     assert all(len(component) == 1 for component in strongly_connected_components({"a": ["b"], "b": ["c"]}))
 
 
+def _modules_of(graph: grimp.ImportGraph, inside: str) -> set[str]:
+    return {module for module in graph.modules if module == inside or module.startswith(inside + ".")}
+
+
 def _package_modules(graph: grimp.ImportGraph) -> set[str]:
-    return {module for module in graph.modules if module == PACKAGE or module.startswith(PACKAGE + ".")}
+    return _modules_of(graph, PACKAGE) | _modules_of(graph, EMULATOR)
 
 
 def _is_package(module: str) -> bool:
-    return (REPOSITORY / module.replace(".", "/") / "__init__.py").is_file()
+    top, _, rest = module.partition(".")
+    return (SOURCES[top].joinpath(*rest.split(".")) / "__init__.py").is_file()
 
 
 def test_no_import_cycle_between_modules(graph: grimp.ImportGraph) -> None:
@@ -100,7 +109,7 @@ def test_no_import_cycle_between_modules(graph: grimp.ImportGraph) -> None:
 
 
 def test_every_module_is_under_400_lines() -> None:
-    roots = [REPOSITORY / PACKAGE, REPOSITORY / "tests", REPOSITORY / "bench", REPOSITORY / "dags"]
+    roots = [*SOURCES.values(), *(REPOSITORY / folder for folder in ("demo", "tests", "bench", "dags"))]
     too_long = {
         str(path.relative_to(REPOSITORY)): lines
         for root in roots
@@ -110,16 +119,16 @@ def test_every_module_is_under_400_lines() -> None:
     assert too_long == {}
 
 
-# Loaded only by pytest itself (``pytest_plugins``), so pytest is there whenever it is imported.
-PYTEST_PLUGIN = f"{PACKAGE}.sim.testing.pytest_plugin"
+# Loaded only by pytest itself (``pytest_plugins``), so pytest is there whenever it is imported; what it
+# needs beyond gang-sim's dependencies is gang-sim's "testing" extra.
+PYTEST_PLUGIN = f"{EMULATOR}.testing.pytest_plugin"
 
 
-def _third_party_imports(graph: grimp.ImportGraph, inside: str) -> set[str]:
+def _third_party_imports(graph: grimp.ImportGraph, modules: Iterable[str]) -> set[str]:
     imported = set()
-    for module in _package_modules(graph) - {PYTEST_PLUGIN}:
-        if module == inside or module.startswith(inside + "."):
-            imported |= {name.split(".")[0] for name in graph.find_modules_directly_imported_by(module)}
-    return {name for name in imported if name != PACKAGE and name not in sys.stdlib_module_names}
+    for module in modules:
+        imported |= {name.split(".")[0] for name in graph.find_modules_directly_imported_by(module)}
+    return {name for name in imported if name not in SOURCES and name not in sys.stdlib_module_names}
 
 
 def _distribution_names(requirements: Iterable[str]) -> set[str]:
@@ -127,21 +136,29 @@ def _distribution_names(requirements: Iterable[str]) -> set[str]:
     return {name.lower().replace("_", "-") for name in names}
 
 
-def test_the_sim_extra_names_what_only_the_emulator_imports(graph: grimp.ImportGraph) -> None:
-    project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
-    required = _distribution_names(project["dependencies"])
-    sim_extra = _distribution_names(project["optional-dependencies"]["sim"])
+def _distributions(imports: set[str]) -> set[str]:
     distributions_of = importlib.metadata.packages_distributions()
+    return {name.lower().replace("_", "-") for top in imports for name in distributions_of.get(top, [top])}
 
-    def distributions(imports: set[str]) -> set[str]:
-        return {name.lower().replace("_", "-") for top in imports for name in distributions_of.get(top, [top])}
 
-    emulator = distributions(_third_party_imports(graph, f"{PACKAGE}.sim"))
-    provider = set().union(
-        *(
-            distributions(_third_party_imports(graph, f"{PACKAGE}.{layer}"))
-            for layer in ("operators", "triggers", "hooks", "kube", "reservation", "links", "plugin")
-        )
+def test_the_emulator_distribution_names_what_gang_sim_imports(graph: grimp.ImportGraph) -> None:
+    project = tomllib.loads((REPOSITORY / "gang-sim" / "pyproject.toml").read_text())["project"]
+    required = _distribution_names(project["dependencies"])
+    testing = _distribution_names(project["optional-dependencies"]["testing"])
+    emulator = _distributions(_third_party_imports(graph, _modules_of(graph, EMULATOR) - {PYTEST_PLUGIN}))
+    plugin = _distributions(_third_party_imports(graph, [PYTEST_PLUGIN]))
+    assert emulator == required, "gang-sim's dependencies are what gang_sim imports"
+    assert plugin - required == testing, "gang-sim's testing extra is what its pytest plugin adds"
+
+
+def test_the_provider_names_no_emulator_dependency(graph: grimp.ImportGraph) -> None:
+    """The provider's own requirements stop at what it imports: an Airflow worker installing it against a
+    real cluster gets none of the packages only the emulator imports."""
+    provider = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
+    emulator = tomllib.loads((REPOSITORY / "gang-sim" / "pyproject.toml").read_text())["project"]
+    emulator_only = _distribution_names(emulator["dependencies"]) - _distributions(
+        _third_party_imports(graph, _modules_of(graph, PACKAGE))
     )
-    assert emulator - provider - required == sim_extra, "the [sim] extra lists what sim alone imports"
-    assert not sim_extra & required, "a package of the [sim] extra is also a requirement of the provider"
+    assert {"jsonschema", "cryptography", "common-expression-language"} <= emulator_only
+    assert not emulator_only & _distribution_names(provider["dependencies"])
+    assert "sim" not in provider["optional-dependencies"]

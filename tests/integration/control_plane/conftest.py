@@ -1,5 +1,5 @@
 """Inputs of the control-plane tests, which run on the ``sim_cluster`` fixture
-(:mod:`airflow_provider_gang.sim.testing.pytest_plugin`): the emulator with the simulated control plane
+(:mod:`gang_sim.testing.pytest_plugin`): the emulator with the simulated control plane
 on a ManualClock, observed with the real ``kubernetes`` client. Tests create objects through the API,
 move simulated time with ``cluster.advance(seconds)`` (no real sleeps) and read state back through the API.
 """
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.sim.world.scenario import Scenario, parse_scenario
+from gang_sim.world.scenario import Scenario, parse_scenario
 from tests.builders import GPU_TAINT
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import pod
 from tests.integration.control_plane.conftest import KUBECTL, gpu_scenario
 
-GANG_SIM = [sys.executable, "-m", "airflow_provider_gang.sim.cli"]
+GANG_SIM = [sys.executable, "-m", "gang_sim.cli"]
 
 
 def _kubectl(kubeconfig: Path, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:

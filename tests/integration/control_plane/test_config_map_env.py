@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.eventually import eventually
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import pod
 from tests.integration.control_plane.conftest import gpu_scenario
 

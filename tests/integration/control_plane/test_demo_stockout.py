@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.testing.pytest_plugin import PROVISIONING, SimCluster
+from gang_sim.testing.pytest_plugin import PROVISIONING, SimCluster
 from tests.builders import GPU_TOLERATION, pod
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.integration.control_plane.conftest import gpu_scenario
 from tests.integration.control_plane.kueue_setup import condition_map, create_job, setup_queues
 

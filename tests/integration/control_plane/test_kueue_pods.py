@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
 from tests.integration.control_plane.conftest import gpu_scenario
 from tests.integration.control_plane.kueue_setup import condition_map, resource_groups, setup_queues

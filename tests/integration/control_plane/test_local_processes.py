@@ -11,8 +11,8 @@ from typing import Any
 
 import torch  # noqa: F401  # the DDP test's pods import it: a test dependency, a broken install fails here
 
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.eventually import eventually
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import pod
 from tests.integration.control_plane.conftest import exits_on_sigterm, gpu_scenario
 

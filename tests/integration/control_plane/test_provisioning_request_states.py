@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
 from tests.integration.control_plane.conftest import KUBECTL, gpu_scenario
 

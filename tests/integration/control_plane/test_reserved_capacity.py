@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_gang.sim.controllers.fit import RESERVATION_LABEL, RESERVATION_MISMATCH
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.controllers.fit import RESERVATION_LABEL, RESERVATION_MISMATCH
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import GPU_TOLERATION, pod
 from tests.integration.control_plane.conftest import gpu_scenario
 

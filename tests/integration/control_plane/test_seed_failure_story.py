@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
 from tests.integration.control_plane.conftest import gpu_scenario
 

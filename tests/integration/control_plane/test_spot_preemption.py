@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from airflow_provider_gang.sim.apiserver.errors import ApiError
-from airflow_provider_gang.sim.controllers.preemption import (
+from gang_sim.apiserver.errors import ApiError
+from gang_sim.controllers.preemption import (
     SHUTDOWN_MESSAGE,
     SHUTDOWN_REASON,
     TERMINATION_BY_KUBELET,
     TERMINATION_TAINT,
 )
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
-from airflow_provider_gang.sim.world.scenario_fields import ScenarioError
+from gang_sim.testing.eventually import eventually
+from gang_sim.testing.pytest_plugin import SimCluster
+from gang_sim.world.scenario_fields import ScenarioError
 from tests.builders import gpu_pod_spec, pod
 from tests.integration.control_plane.conftest import exits_on_sigterm, gpu_scenario
 

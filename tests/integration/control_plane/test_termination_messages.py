@@ -11,9 +11,9 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, TERMINATION_MESSAGE
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.controllers.kubelet.simulated_runtime import RUN_SECONDS, TERMINATION_MESSAGE
+from gang_sim.testing.eventually import eventually
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
 from tests.integration.control_plane.conftest import gpu_scenario
 

@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio import config as async_config
 
-from airflow_provider_gang.sim.testing.pytest_plugin import SimCluster
+from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
 from tests.integration.control_plane.conftest import KUBECTL, gpu_scenario
 

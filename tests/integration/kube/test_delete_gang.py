@@ -17,9 +17,9 @@ from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import POD_TEMPLATES, PROVISIONING_REQUESTS
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.apiserver.http.auth import Rule
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing import ClusterHarness
 from tests.builders import gang_spec
 
 T = TypeVar("T")
@@ -31,7 +31,7 @@ RESERVATION = deletion.gang_targets(SPEC.name, SPEC.mode, (PROVISIONING_REQUESTS
 OWNER_ONLY = {"configmaps": 1, "podtemplates": 0, "provisioningrequests": 0}
 
 
-def on_cluster(harness: EmulatorHarness, work: Callable[[KubeClient], Awaitable[T]], kubeconfig: Any = None) -> T:
+def on_cluster(harness: ClusterHarness, work: Callable[[KubeClient], Awaitable[T]], kubeconfig: Any = None) -> T:
     settings = ConnectionSettings(kubeconfig=kubeconfig or yaml.safe_load(harness.kubeconfig_path.read_text()))
 
     async def main() -> T:
@@ -41,14 +41,14 @@ def on_cluster(harness: EmulatorHarness, work: Callable[[KubeClient], Awaitable[
     return asyncio.run(main())
 
 
-def left(harness: EmulatorHarness) -> dict[str, int]:
+def left(harness: ClusterHarness) -> dict[str, int]:
     """How many objects of each gang kind the store still holds."""
     keys = {"configmaps": "v1/configmaps", "podtemplates": "v1/podtemplates"}
     keys["provisioningrequests"] = "autoscaling.x-k8s.io/v1/provisioningrequests"
     return {kind: len(harness.run(lambda key=key: harness.store.list(key, "default")[0])) for kind, key in keys.items()}
 
 
-def faults(harness: EmulatorHarness, spec: str) -> None:
+def faults(harness: ClusterHarness, spec: str) -> None:
     assert harness.emulator is not None
     context = harness.emulator.context
     harness.run(lambda: setattr(context, "faults", Faults.parse(spec)))
@@ -56,7 +56,7 @@ def faults(harness: EmulatorHarness, spec: str) -> None:
 
 @pytest.mark.timeout(60)
 def test_a_gang_is_deleted_once_and_deleting_it_again_is_done() -> None:
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         on_cluster(harness, lambda client: creation.ensure_reservation(client, SPEC, owner_try=1))
         assert left(harness) == dict.fromkeys(KINDS, 1)
         assert on_cluster(harness, lambda client: deletion.delete_gang(client, "default", RESERVATION)) == 2
@@ -68,7 +68,7 @@ def test_a_gang_is_deleted_once_and_deleting_it_again_is_done() -> None:
 
 @pytest.mark.timeout(60)
 def test_retryable_failures_get_another_pass() -> None:
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         on_cluster(harness, lambda client: creation.ensure_reservation(client, SPEC, owner_try=1))
         faults(harness, "delete:1.0:503:count:2")  # the client tries once: the first pass fails for both
         assert on_cluster(harness, lambda client: deletion.delete_gang(client, "default", RESERVATION)) == 2
@@ -77,7 +77,7 @@ def test_retryable_failures_get_another_pass() -> None:
 
 @pytest.mark.timeout(60)
 def test_the_last_pass_s_failure_is_raised() -> None:
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         on_cluster(harness, lambda client: creation.ensure_reservation(client, SPEC, owner_try=1))
         faults(harness, "delete:1.0:503:count:3")  # one pass more than delete_gang makes
         with pytest.raises(errors.Unavailable):
@@ -87,7 +87,7 @@ def test_the_last_pass_s_failure_is_raised() -> None:
 
 @pytest.mark.timeout(60)
 def test_a_refusal_is_raised_without_another_pass() -> None:
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         on_cluster(harness, lambda client: creation.ensure_reservation(client, SPEC, owner_try=1))
         _, path = harness.add_user("reader", [Rule(("get", "list"), ("*",), ("*",))])
         with pytest.raises(errors.Forbidden):
@@ -101,7 +101,7 @@ def test_a_refusal_is_raised_without_another_pass() -> None:
 
 @pytest.mark.timeout(60)
 def test_the_owner_is_deleted_only_if_unchanged() -> None:
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         on_cluster(harness, lambda client: creation.ensure_reservation(client, SPEC, owner_try=1))
         owner = on_cluster(harness, lambda client: deletion.read_owner(client, SPEC.name, "default"))
         assert owner is not None

@@ -23,15 +23,15 @@ from airflow_provider_gang.kube.resources import CONFIG_MAPS, PODS, PROVISIONING
 from airflow_provider_gang.kube.retry import RetryPolicy
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Reflector
-from airflow_provider_gang.sim.apiserver.http import malformed
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.apiserver.http import malformed
+from gang_sim.testing import ClusterHarness
 from tests.builders import config_map, pod, provisioning_request
 
 
 class Http:
     """Raw HTTPS to the emulator (its token and CA); no retries, so every fault is seen as sent."""
 
-    def __init__(self, harness: EmulatorHarness) -> None:
+    def __init__(self, harness: ClusterHarness) -> None:
         document = yaml.safe_load(harness.kubeconfig_path.read_text())
         ca = base64.b64decode(document["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
         self.pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_cert_data=ca, retries=False)
@@ -70,13 +70,13 @@ class FakeClock:
 
 
 @pytest.fixture
-def http(emulator: EmulatorHarness) -> Iterator[Http]:
+def http(emulator: ClusterHarness) -> Iterator[Http]:
     raw = Http(emulator)
     yield raw
     raw.pool.clear()
 
 
-async def connect(harness: EmulatorHarness, sleep: FakeSleep, attempts: int = 6) -> KubeClient:
+async def connect(harness: ClusterHarness, sleep: FakeSleep, attempts: int = 6) -> KubeClient:
     settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
     policy = RetryPolicy(attempts=attempts, rng=random.Random(0))
     return await KubeClient.connect(settings, retry=policy, sleep=sleep, request_timeout=10.0)

@@ -16,8 +16,8 @@ from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing import ClusterHarness
 
 SIZE = 64
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "trainer:sim"}]}}
@@ -36,7 +36,7 @@ def test_a_launch_retried_after_failing_midway_creates_only_the_missing_members(
         provisioning_class="queued-provisioning.gke.io",
     )
     stored: Counter[str] = Counter()
-    with EmulatorHarness(seed=0) as harness:
+    with ClusterHarness(seed=0) as harness:
         assert harness.emulator is not None
         context = harness.emulator.context
 

@@ -21,7 +21,7 @@ from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import SharedWatch, Subscription
 from airflow_provider_gang.kube.shared_watches import SharedWatches
 from airflow_provider_gang.kube.watch import Reflector
-from airflow_provider_gang.sim.testing.eventually import eventually_async
+from gang_sim.testing.eventually import eventually_async
 from tests.builders import pod
 from tests.unit.kube.emulated import client, connection, sim
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_provider_gang.sim.world.clock import ManualClock
+from gang_sim.world.clock import ManualClock
 from tests.cluster_time import ClusterTime, on_cluster_time
 from tests.unit.kube.emulated import client, connection, register_emulator_marker, sim
 

@@ -23,8 +23,8 @@ from airflow_provider_gang.kube.resources import (
 from airflow_provider_gang.reservation import clock, naming
 from airflow_provider_gang.reservation.manifests import common, owner, pods, provisioning
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.base import GangTrigger
+from gang_sim.testing.eventually import eventually_async
 
 NAMESPACE = "default"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"

@@ -17,10 +17,10 @@ import pytest
 import structlog
 
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.progress import describe_elapsed
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.testing.eventually import eventually_async
 
 from .gangs import Gang, condition, first_event, gang_spec, until_seen, until_watching
 

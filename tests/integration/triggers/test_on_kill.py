@@ -19,9 +19,9 @@ from airflow_provider_gang.kube.resources import CONFIG_MAPS, PROVISIONING_REQUE
 from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION, recorded_owner_try
 from airflow_provider_gang.reservation.records.task_state import FINAL_TASK_STATES
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.kill import reason_to_keep
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.testing.eventually import eventually_async
 
 from .gangs import Gang, gang_spec
 

@@ -17,11 +17,11 @@ from airflow_provider_gang.kube.resources import CLUSTER_QUEUES, CONFIG_MAPS, JO
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation.manifests import kueue, owner
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.world.scenario import load_scenario
 from airflow_provider_gang.triggers.base import GangTrigger
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.testing import ClusterHarness
+from gang_sim.world.scenario import load_scenario
 
 from .gangs import NAMESPACE, Gang, first_event, until_watching
 
@@ -35,17 +35,17 @@ MEMBER = {
 
 
 @pytest.fixture
-def cluster() -> Iterator[SimulatedClusterHarness]:
-    with SimulatedClusterHarness(scenario=load_scenario("small"), seed=0) as harness:
+def cluster() -> Iterator[ClusterHarness]:
+    with ClusterHarness(scenario=load_scenario("small"), seed=0) as harness:
         yield harness
 
 
 @pytest.fixture
-def connection(cluster: SimulatedClusterHarness) -> dict[str, Any]:
+def connection(cluster: ClusterHarness) -> dict[str, Any]:
     return ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text())).to_dict()
 
 
-async def event_after(cluster: SimulatedClusterHarness, trigger: GangTrigger, seconds: float) -> dict[str, Any]:
+async def event_after(cluster: ClusterHarness, trigger: GangTrigger, seconds: float) -> dict[str, Any]:
     """Start ``trigger``, let it watch, advance simulated time by ``seconds`` (off the test's loop, so
     the trigger keeps running meanwhile) and return its event."""
     waiting = asyncio.create_task(first_event(trigger))

@@ -15,8 +15,8 @@ import pytest
 from airflow_provider_gang.kube.errors import NotFound
 from airflow_provider_gang.kube.resources import CONFIG_MAPS, PODS
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.testing.eventually import eventually_async
 
 from .gangs import Gang, condition, first_event, gang_spec, until_watching
 

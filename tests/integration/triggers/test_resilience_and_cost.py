@@ -10,10 +10,10 @@ import yaml
 from airflow_provider_gang.kube.resources import CONFIG_MAPS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
-from airflow_provider_gang.sim.testing.eventually import eventually_async
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.apiserver.http.auth import Rule
+from gang_sim.testing.eventually import eventually_async
 
 from .gangs import Gang, condition, first_event, gang_spec, until_watching
 

@@ -26,12 +26,12 @@ from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation.manifests import pods
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.testing.eventually import eventually, eventually_async
-from airflow_provider_gang.sim.world.scenario import parse_scenario
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually, eventually_async
+from gang_sim.world.scenario import parse_scenario
 
 from .gangs import NAMESPACE, Gang, first_event, until_watching
 
@@ -65,13 +65,13 @@ PEER_FAILS_AFTER = 40
 
 
 @pytest.fixture
-def cluster() -> Iterator[SimulatedClusterHarness]:
-    with SimulatedClusterHarness(scenario=parse_scenario(SCENARIO), seed=0) as harness:
+def cluster() -> Iterator[ClusterHarness]:
+    with ClusterHarness(scenario=parse_scenario(SCENARIO), seed=0) as harness:
         yield harness
 
 
 @pytest.fixture
-def connection(cluster: SimulatedClusterHarness) -> dict[str, Any]:
+def connection(cluster: ClusterHarness) -> dict[str, Any]:
     return ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text())).to_dict()
 
 
@@ -95,7 +95,7 @@ def member(spec: GangSpec, rank: int, owner_uid: str, peer_fails_after: int) -> 
     return body
 
 
-def wait_until_ready(cluster: SimulatedClusterHarness, pod: str) -> None:
+def wait_until_ready(cluster: ClusterHarness, pod: str) -> None:
     """Until the local process of ``pod`` has printed ``ready`` (its SIGTERM handler is set)."""
     core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(cluster.kubeconfig_path)))
 
@@ -109,7 +109,7 @@ def wait_until_ready(cluster: SimulatedClusterHarness, pod: str) -> None:
     eventually(printed_ready, timeout=20.0, what=f"{pod} to print ready")
 
 
-def preempt_rank_1(cluster: SimulatedClusterHarness, nodes: dict[int, str], *, local_rank_1: bool = False) -> None:
+def preempt_rank_1(cluster: ClusterHarness, nodes: dict[int, str], *, local_rank_1: bool = False) -> None:
     """Off the test's loop: both ranks start and rank 1's node gets its termination notice at 10 s
     of the run, with 15 s of grace for its pod (a local process: once it is ready); ``nodes`` gets
     each rank's node."""
@@ -123,7 +123,7 @@ def preempt_rank_1(cluster: SimulatedClusterHarness, nodes: dict[int, str], *, l
     cluster.preempt(nodes[1], notice_seconds=60, pod_grace_period_seconds=15)  # the node outlives the test
 
 
-def preempt_rank_1_then_let_rank_0_fail(cluster: SimulatedClusterHarness, nodes: dict[int, str]) -> None:
+def preempt_rank_1_then_let_rank_0_fail(cluster: ClusterHarness, nodes: dict[int, str]) -> None:
     """:func:`preempt_rank_1`, then time runs on past rank 0's failure at :data:`PEER_FAILS_AFTER` s."""
     preempt_rank_1(cluster, nodes)
     cluster.advance(PEER_FAILS_AFTER)
@@ -131,7 +131,7 @@ def preempt_rank_1_then_let_rank_0_fail(cluster: SimulatedClusterHarness, nodes:
 
 async def reserve_and_launch(
     client: KubeClient,
-    cluster: SimulatedClusterHarness,
+    cluster: ClusterHarness,
     connection: dict[str, Any],
     peer_fails_after: int = PEER_FAILS_AFTER,
 ) -> Gang:
@@ -197,17 +197,17 @@ async def test_a_trigger_that_first_sees_both_the_preemption_and_the_peer_failur
     assert_spot_preempted(event, nodes)
 
 
-def node_reads(cluster: SimulatedClusterHarness) -> list[str]:
+def node_reads(cluster: ClusterHarness) -> list[str]:
     """Names of the nodes read (GET) so far, from the emulator's request log."""
     entries = cluster.run(lambda: cluster.emulator.context.requests.snapshot())
     return [entry["name"] for entry in entries if (entry["verb"], entry["resource"]) == ("get", "nodes")]
 
 
 async def peer_fails_in_grace(
-    cluster: SimulatedClusterHarness, connection: dict[str, Any], *, node_faults: str = ""
+    cluster: ClusterHarness, connection: dict[str, Any], *, node_faults: str = ""
 ) -> tuple[dict[str, Any], dict[int, str], bool]:
     """Rank 0 fails at 15 s, while rank 1's pod on the noticed node still stops (until 25 s) and looks
-    Running; ``node_faults`` (``sim.apiserver.http.faults`` items) are injected for the trigger's node reads.
+    Running; ``node_faults`` (``gang_sim.apiserver.http.faults`` items) are injected for the trigger's node reads.
     Returns the run trigger's event, each rank's node, and whether the event came before 25 s
     (waited for up to 30 s with faults, else for 0.5 s once the trigger has read the nodes)."""
     async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as client:

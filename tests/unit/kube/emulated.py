@@ -11,15 +11,15 @@ import yaml
 
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.eventually import eventually_async
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing import ClusterHarness
+from gang_sim.testing.eventually import eventually_async
 
 
 class Sim:
     """The started emulator plus its fault and request-count controls (set on its own loop)."""
 
-    def __init__(self, harness: EmulatorHarness) -> None:
+    def __init__(self, harness: ClusterHarness) -> None:
         self.harness = harness
 
     @property
@@ -28,7 +28,7 @@ class Sim:
         return self.harness.emulator.context
 
     def set_faults(self, spec: str) -> None:
-        """Replace the injected faults (``sim.apiserver.http.faults`` spec syntax); ``""`` clears them."""
+        """Replace the injected faults (``gang_sim.apiserver.http.faults`` spec syntax); ``""`` clears them."""
         faults = Faults.parse(spec)
         self.harness.run(lambda: setattr(self.context, "faults", faults))
 
@@ -59,7 +59,7 @@ def sim(request: pytest.FixtureRequest) -> Iterator[Sim]:
     """A fresh emulator per test; ``@pytest.mark.emulator(history_limit=...)`` passes options."""
     marker = request.node.get_closest_marker("emulator")
     options = dict(marker.kwargs) if marker else {}
-    with EmulatorHarness(seed=0, **options) as harness:
+    with ClusterHarness(seed=0, **options) as harness:
         yield Sim(harness)
 
 
@@ -77,4 +77,4 @@ async def client(connection: dict[str, Any]) -> AsyncIterator[KubeClient]:
 
 def register_emulator_marker(config: pytest.Config) -> None:
     """For the conftests' ``pytest_configure``."""
-    config.addinivalue_line("markers", "emulator(**options): options for the test's EmulatorHarness")
+    config.addinivalue_line("markers", "emulator(**options): options for the test's ClusterHarness")

@@ -8,7 +8,7 @@ from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.discovery import can_i, is_served, served_plurals
 from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WORKLOADS, Resource
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from gang_sim.apiserver.http.auth import Rule
 
 
 async def test_served_kinds_come_from_discovery(sim, client):

@@ -14,8 +14,8 @@ from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.watch import Reflector
-from airflow_provider_gang.sim.apiserver.http.auth import ALLOW_ALL
-from airflow_provider_gang.sim.testing.eventually import eventually_async
+from gang_sim.apiserver.http.auth import ALLOW_ALL
+from gang_sim.testing.eventually import eventually_async
 from tests.builders import pod
 
 PLUGIN = textwrap.dedent(

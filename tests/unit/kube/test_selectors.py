@@ -8,7 +8,7 @@ import random
 import pytest
 
 from airflow_provider_gang.kube.selectors import Selector, Unsupported, parse_labels
-from airflow_provider_gang.sim.apiserver.selectors import parse_label_selector
+from gang_sim.apiserver.selectors import parse_label_selector
 
 KEYS = ("airflow-gang.io/gang", "role", "team", "example.com/x")
 VALUES = ("a", "b", "member", "")

@@ -19,7 +19,7 @@ from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import Subscription
 from airflow_provider_gang.kube.shared_watches import SharedWatches
-from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from gang_sim.apiserver.http.auth import Rule
 from tests.builders import pod
 
 GANG = "airflow-gang.io/gang"

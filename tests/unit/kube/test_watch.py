@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.watch import Reflector
-from airflow_provider_gang.sim.testing.eventually import eventually_async
+from gang_sim.testing.eventually import eventually_async
 from tests.builders import pod
 
 

@@ -8,7 +8,7 @@ import sys
 
 import yaml
 
-COMMAND = [sys.executable, "-c", "from airflow_provider_gang.sim.cli import main; raise SystemExit(main())"]
+COMMAND = [sys.executable, "-c", "from gang_sim.cli import main; raise SystemExit(main())"]
 
 
 def test_serve_prints_ready_writes_a_kubeconfig_and_exits_cleanly_on_sigterm(tmp_path):
@@ -49,9 +49,9 @@ def test_a_harness_that_fails_to_start_leaves_no_thread_behind():
 
     import pytest
 
-    from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+    from gang_sim.testing import ClusterHarness
 
     before = {t.name for t in threading.enumerate()}
-    with pytest.raises(ValueError), EmulatorHarness(faults="not a fault spec"):
+    with pytest.raises(ValueError), ClusterHarness(faults="not a fault spec"):
         pass
     assert "gang-sim" not in {t.name for t in threading.enumerate()} - before

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver.store import Store
+from gang_sim.apiserver.store import Store
 
 
 @pytest.fixture

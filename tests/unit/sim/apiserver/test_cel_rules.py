@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver import cel_expressions as cel
-from airflow_provider_gang.sim.apiserver.kinds import cel_rules
+from gang_sim.apiserver import cel_expressions as cel
+from gang_sim.apiserver.kinds import cel_rules
 
 
 def rules(*entries: dict[str, Any], **schema: Any) -> dict[str, Any]:

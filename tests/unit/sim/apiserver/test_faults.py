@@ -7,10 +7,10 @@ import copy
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver.http import malformed
-from airflow_provider_gang.sim.apiserver.http.fault_items import Target
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.apiserver.http.paths import RequestInfo
+from gang_sim.apiserver.http import malformed
+from gang_sim.apiserver.http.fault_items import Target
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.apiserver.http.paths import RequestInfo
 
 
 class FakeClock:
@@ -309,7 +309,7 @@ def test_a_truncated_line_is_never_json_nor_a_whole_line():
 
 
 def test_serve_rejects_a_bad_spec_with_a_usage_error_naming_the_item(capsys, tmp_path):
-    from airflow_provider_gang.sim.cli import build_parser
+    from gang_sim.cli import build_parser
 
     parser = build_parser()
     arguments = ["serve", "--kubeconfig-out", str(tmp_path / "k")]

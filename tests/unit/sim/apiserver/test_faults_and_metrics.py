@@ -6,14 +6,14 @@ import pytest
 import urllib3
 import yaml
 
-from airflow_provider_gang.sim.apiserver.http.faults import Faults
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.testing import ClusterHarness
 
 
 class Http:
     """A minimal HTTPS client for the emulator (token and CA from its kubeconfig)."""
 
-    def __init__(self, harness: EmulatorHarness) -> None:
+    def __init__(self, harness: ClusterHarness) -> None:
         import base64
 
         document = yaml.safe_load(harness.kubeconfig_path.read_text())

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver import garbage
-from airflow_provider_gang.sim.apiserver.store import Store
+from gang_sim.apiserver import garbage
+from gang_sim.apiserver.store import Store
 
 CM = "v1/configmaps"
 PODS = "v1/pods"

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from kubernetes import client, config
 
-from airflow_provider_gang.sim.cli import build_parser
-from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from gang_sim.cli import build_parser
+from gang_sim.testing import ClusterHarness
 
 KUEUE = "kueue.x-k8s.io"
 
 
 def discovered(serve_kueue_v1beta1: bool) -> tuple[list[str], int, int]:
     """Kueue's discovered versions, and the codes of a v1beta1 and a v1beta2 LIST."""
-    with EmulatorHarness(seed=0, serve_kueue_v1beta1=serve_kueue_v1beta1) as harness:
+    with ClusterHarness(seed=0, serve_kueue_v1beta1=serve_kueue_v1beta1) as harness:
         api = config.new_client_from_config(str(harness.kubeconfig_path))
         try:
             group = next(g for g in client.ApisApi(api).get_api_versions().groups if g.name == KUEUE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from airflow_provider_gang.sim.apiserver.logs import PodLogs, format_timestamp
+from gang_sim.apiserver.logs import PodLogs, format_timestamp
 
 
 class FakeClock:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver import errors, managed_fields, server_side_apply
-from airflow_provider_gang.sim.apiserver.crds import install_bundled_crds
-from airflow_provider_gang.sim.apiserver.managed_fields import Shape
-from airflow_provider_gang.sim.apiserver.store import Store
+from gang_sim.apiserver import errors, managed_fields, server_side_apply
+from gang_sim.apiserver.crds import install_bundled_crds
+from gang_sim.apiserver.managed_fields import Shape
+from gang_sim.apiserver.store import Store
 
 CM = "v1/configmaps"
 PODS = "v1/pods"

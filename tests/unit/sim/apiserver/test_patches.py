@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver import errors
-from airflow_provider_gang.sim.apiserver.patches import json_patch, merge_patch, strategic_merge_patch
+from gang_sim.apiserver import errors
+from gang_sim.apiserver.patches import json_patch, merge_patch, strategic_merge_patch
 
 
 @pytest.mark.parametrize(

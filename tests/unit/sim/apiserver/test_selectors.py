@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver import errors
-from airflow_provider_gang.sim.apiserver.selectors import field_matcher, label_matcher, matches_label_selector_object
+from gang_sim.apiserver import errors
+from gang_sim.apiserver.selectors import field_matcher, label_matcher, matches_label_selector_object
 
 LABELS = {"app": "web", "tier": "front", "empty": ""}
 
@@ -97,7 +97,7 @@ def test_structured_label_selector():
     ],
 )
 def test_ages_render_like_kubectl(seconds, shown):
-    from airflow_provider_gang.sim.apiserver.http.tables import human_duration
+    from gang_sim.apiserver.http.tables import human_duration
 
     assert human_duration(seconds) == shown
 
@@ -113,7 +113,7 @@ def test_ages_render_like_kubectl(seconds, shown):
     ],
 )
 def test_printer_column_json_paths(path, value):
-    from airflow_provider_gang.sim.apiserver.http.tables import evaluate
+    from gang_sim.apiserver.http.tables import evaluate
 
     workload = {
         "spec": {"queueName": "q"},

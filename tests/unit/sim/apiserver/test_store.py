@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver import errors
-from airflow_provider_gang.sim.apiserver.store import Store
+from gang_sim.apiserver import errors
+from gang_sim.apiserver.store import Store
 from tests.builders import config_map, pod
 
 CM = "v1/configmaps"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver import errors
-from airflow_provider_gang.sim.apiserver.crds import install_bundled_crds
+from gang_sim.apiserver import errors
+from gang_sim.apiserver.crds import install_bundled_crds
 from tests.builders import pod, provisioning_request
 
 CM = "v1/configmaps"

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver.object_copy import json_copy
-from airflow_provider_gang.sim.apiserver.selectors import object_matcher
-from airflow_provider_gang.sim.apiserver.store import Store
+from gang_sim.apiserver.object_copy import json_copy
+from gang_sim.apiserver.selectors import object_matcher
+from gang_sim.apiserver.store import Store
 
 NAMESPACES = ("default", "team-a", "team-b")
 SELECTORS = [

@@ -1,4 +1,4 @@
-"""The container environment the simulated kubelet builds (``sim.controllers.container_env``): each
+"""The container environment the simulated kubelet builds (``gang_sim.controllers.kubelet.container_env``): each
 source, upstream's ``CreateContainerConfigError`` messages, ``optional`` references."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.apiserver.errors import ApiError
-from airflow_provider_gang.sim.apiserver.store import Store
-from airflow_provider_gang.sim.controllers import container_env
+from gang_sim.apiserver.errors import ApiError
+from gang_sim.apiserver.store import Store
+from gang_sim.controllers.kubelet import container_env
 
 CONFIG_MAPS = {("ml", "world"): {"data": {"size": "2"}}, ("ml", "empty"): {}}
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.controllers.jobs import format_indexes, pod_manifest
-from airflow_provider_gang.sim.controllers.kubelet import RuntimeSpec, runtime_spec
-from airflow_provider_gang.sim.controllers.scheduler import GATED_MESSAGE, node_usage, place
+from gang_sim.controllers.jobs import format_indexes, pod_manifest
+from gang_sim.controllers.kubelet.simulated_runtime import RuntimeSpec, runtime_spec
+from gang_sim.controllers.scheduler import GATED_MESSAGE, node_usage, place
 from tests.builders import GPU_TAINT, GPU_TOLERATION, node, pod_spec
 
 GPU_POD = pod_spec(gpus=1, tolerations=[GPU_TOLERATION])

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.controllers import fit
-from airflow_provider_gang.sim.world.resources import (
+from gang_sim.controllers import fit
+from gang_sim.world.resources import (
     QuantityError,
     format_quantity,
     parse_quantity,

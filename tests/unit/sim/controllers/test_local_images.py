@@ -10,17 +10,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
-from airflow_provider_gang.sim.cli import build_parser, main, scenario_of
-from airflow_provider_gang.sim.controllers.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.testing.eventually import eventually
-from airflow_provider_gang.sim.world.scenario import (
+from gang_sim.cli import build_parser, main, scenario_of
+from gang_sim.controllers.kubelet.simulated_runtime import RUN_SECONDS, RUNS_UNTIL_DELETED
+from gang_sim.testing.eventually import eventually
+from gang_sim.testing.pytest_plugin import SimCluster
+from gang_sim.world.scenario import (
     Scenario,
     ScenarioError,
     load_scenario,
@@ -35,35 +35,6 @@ def _pod(name: str, image: str, command: list[str] | None = None, annotations: d
     if command is not None:
         container["command"] = command
     return pod(name, spec={"restartPolicy": "Never", "containers": [container]}, annotations=annotations or {})
-
-
-class Cluster(client.CoreV1Api):  # type: ignore[misc]  # the kubernetes client is untyped
-    """The CoreV1 API of a started simulated cluster, plus ``advance`` of its ManualClock."""
-
-    def __init__(self, api: client.ApiClient, harness: SimulatedClusterHarness) -> None:
-        super().__init__(api)
-        self.harness = harness
-
-    def advance(self, seconds: float) -> None:
-        self.harness.advance(seconds)
-
-
-@pytest.fixture
-def cluster() -> Iterator[Callable[[Scenario], Cluster]]:
-    """Start a simulated cluster of a scenario (ManualClock) and answer its API client."""
-    started: list[tuple[SimulatedClusterHarness, client.ApiClient]] = []
-
-    def start(scenario: Scenario) -> Cluster:
-        harness = SimulatedClusterHarness(scenario=scenario, seed=0)
-        harness.start()
-        api = config.new_client_from_config(str(harness.kubeconfig_path))
-        started.append((harness, api))
-        return Cluster(api, harness)
-
-    yield start
-    for harness, api in started:
-        api.close()
-        harness.stop()
 
 
 def _phase(core: client.CoreV1Api, name: str) -> str:
@@ -86,9 +57,10 @@ def test_a_python_image_runs_its_command_on_the_local_interpreter_in_every_shipp
 
 
 def test_python_slim_pod_runs_as_a_local_process_and_an_unannotated_simulated_pod_gets_one_warning(
-    cluster: Callable[[Scenario], Cluster],
+    sim_cluster: Callable[[Scenario], SimCluster],
 ) -> None:
-    core = cluster(load_scenario("small"))
+    sim = sim_cluster(load_scenario("small"))
+    core = sim.core
     code = "import os, sys; print('rank', os.environ['RANK']); print(sys.version_info[0])"
     trainer = _pod("trainer", "python:3.11-slim", ["python", "-c", code])
     trainer["spec"]["containers"][0]["env"] = [{"name": "RANK", "value": "0"}]
@@ -102,7 +74,7 @@ def test_python_slim_pod_runs_as_a_local_process_and_an_unannotated_simulated_po
         what="the python:3.11-slim pod to succeed",
         interval=0.1,
     )
-    core.advance(10)  # simulated seconds: past the start (start-seconds, default 2) and "timed"'s run-seconds 5
+    sim.advance(10)  # simulated seconds: past the start (start-seconds, default 2) and "timed"'s run-seconds 5
     assert _log(core, "trainer") == "rank 0\n3\n"
     warnings = eventually(
         lambda: [item for item in _events(core, "forever") if item.reason == RUNS_UNTIL_DELETED],
@@ -117,7 +89,7 @@ def test_python_slim_pod_runs_as_a_local_process_and_an_unannotated_simulated_po
     assert [item.reason for item in _events(core, "timed") if item.reason == RUNS_UNTIL_DELETED] == []
     assert [item.reason for item in _events(core, "trainer") if item.reason == RUNS_UNTIL_DELETED] == []
     assert _phase(core, "forever") == "Running"
-    core.advance(10)
+    sim.advance(10)
     assert (_phase(core, "forever"), _phase(core, "timed")) == ("Running", "Succeeded")
 
 
@@ -133,7 +105,7 @@ def test_python_slim_pod_runs_as_a_local_process_and_an_unannotated_simulated_po
     ],
 )
 def test_local_process_images_are_fnmatch_globs(
-    cluster: Callable[[Scenario], Cluster], image: str, patterns: list[str], local: bool
+    sim_cluster: Callable[[Scenario], SimCluster], image: str, patterns: list[str], local: bool
 ) -> None:
     scenario = parse_scenario(
         {
@@ -141,7 +113,8 @@ def test_local_process_images_are_fnmatch_globs(
             "localProcessImages": patterns,
         }
     )
-    core = cluster(scenario)
+    sim = sim_cluster(scenario)
+    core = sim.core
     core.create_namespaced_pod("default", _pod("p", image, [sys.executable, "-c", "print('local')"]))
     if local:
         eventually(
@@ -149,7 +122,7 @@ def test_local_process_images_are_fnmatch_globs(
         )
         assert _log(core, "p") == "local\n"
     else:
-        core.advance(5)
+        sim.advance(5)
         assert _phase(core, "p") == "Running"
         assert [item.reason for item in _events(core, "p")].count(RUNS_UNTIL_DELETED) == 1
 
@@ -163,13 +136,14 @@ def test_a_bad_glob_in_a_scenario_names_the_field(pattern: object) -> None:
 
 
 def test_local_images_flag_adds_globs_to_the_scenario_and_they_run(
-    cluster: Callable[[Scenario], Cluster],
+    sim_cluster: Callable[[Scenario], SimCluster],
 ) -> None:
     arguments = ["serve", "--kubeconfig-out", "k", "--scenario", "small", "--local-images", "busybox*,ghcr.io/me/*"]
     scenario = scenario_of(build_parser().parse_args(arguments))
     assert scenario is not None
     assert scenario.local_process_images == ("python:*", "busybox*", "ghcr.io/me/*")
-    core = cluster(scenario)
+    sim = sim_cluster(scenario)
+    core = sim.core
     core.create_namespaced_pod("default", _pod("shell", "busybox:1.36", ["sh", "-c", "echo from-busybox"]))
     eventually(
         lambda: _phase(core, "shell") == "Succeeded",

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.controllers import fit
-from airflow_provider_gang.sim.world.scenario import ScenarioError, parse_scenario
+from gang_sim.controllers import fit
+from gang_sim.world.scenario import ScenarioError, parse_scenario
 
 RESERVED = {"metadata": {"name": "n", "labels": {fit.RESERVATION_LABEL: "r1", "pool": "a"}}, "status": {}}
 PLAIN = {"metadata": {"name": "m", "labels": {"pool": "a"}}, "status": {}}
@@ -71,7 +71,7 @@ def test_the_reservation_field_is_validated(pool: dict[str, Any], message: str) 
 
 
 def test_a_reserved_pool_labels_its_nodes() -> None:
-    from airflow_provider_gang.sim.world.cloud import NodeRecord, node_manifest
+    from gang_sim.world.cloud import NodeRecord, node_manifest
 
     scenario = parse_scenario({"nodePools": [_pool(reservation="l4-reservation")]})
     node = node_manifest(scenario.node_pools[0], NodeRecord("n", "r", 1, 0, 0))
@@ -79,7 +79,7 @@ def test_a_reserved_pool_labels_its_nodes() -> None:
 
 
 def test_the_shipped_reserved_scenario() -> None:
-    from airflow_provider_gang.sim.world.scenario import load_scenario
+    from gang_sim.world.scenario import load_scenario
 
     scenario = load_scenario("reserved")
     pools = {pool.name: pool for pool in scenario.node_pools}

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.sim.controllers.resolver import Resolver, hosts_table
+from gang_sim.controllers.kubelet.resolver import Resolver, hosts_table
 
 
 def _pod(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.controllers import termination_messages as messages
+from gang_sim.controllers.kubelet import termination_messages as messages
 
 
 def _pod(*containers: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.testing.eventually import eventually, eventually_async
+from gang_sim.testing.eventually import eventually, eventually_async
 
 
 def answers(*values: Any) -> Callable[[], Any]:

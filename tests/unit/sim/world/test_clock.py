@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from airflow_provider_gang.sim.world.clock import ManualClock, ScaledClock
+from gang_sim.world.clock import ManualClock, ScaledClock
 
 
 async def test_manual_clock_wakes_sleepers_in_deadline_order() -> None:

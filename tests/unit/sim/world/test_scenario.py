@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_provider_gang.sim.world.scenario import ScenarioError, load_scenario, named_scenarios, parse_scenario
+from gang_sim.world.scenario import ScenarioError, load_scenario, named_scenarios, parse_scenario
 
 
 def _pool(**overrides: Any) -> dict[str, Any]:
@@ -112,3 +112,11 @@ def test_invalid_yaml_file(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as raised:
         load_scenario(str(path))
     assert raised.value.field == "file"
+
+
+def test_a_shipped_scenario_name_loads_beside_a_folder_of_that_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "demo").mkdir()  # e.g. the repository's demo/ package, in the working directory
+    monkeypatch.chdir(tmp_path)
+    assert load_scenario("demo").name == "demo"

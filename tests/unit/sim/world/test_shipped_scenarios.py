@@ -9,77 +9,53 @@ against the bundled CRDs when it loads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubernetes import client, config
 
-from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
-from airflow_provider_gang.sim.world.scenario import ScenarioError, load_scenario, parse_scenario
+from gang_sim.testing.pytest_plugin import SimCluster
+from gang_sim.world.scenario import ScenarioError, load_scenario, parse_scenario
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 PROVISIONING = ("autoscaling.x-k8s.io", "v1")
+StartCluster = Callable[[str], SimCluster]
+"""The ``sim_cluster`` fixture: starts a shipped scenario's cluster on a ManualClock."""
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-class Cluster:
-    """A started scenario (ManualClock) with the custom-objects and core API clients."""
-
-    def __init__(self, name: str) -> None:
-        self.harness = SimulatedClusterHarness(scenario=load_scenario(name), seed=0)
-        self.harness.start()
-        self.api = config.new_client_from_config(str(self.harness.kubeconfig_path))
-        self.custom = client.CustomObjectsApi(self.api)
-        self.core = client.CoreV1Api(self.api)
-
-    def close(self) -> None:
-        self.api.close()
-        self.harness.stop()
-
-    def conditions(self, group_version: tuple[str, str], plural: str, name: str) -> dict[str, str]:
-        found = self.custom.get_namespaced_custom_object(*group_version, "default", plural, name)
-        return {item["type"]: item["status"] for item in (found.get("status") or {}).get("conditions") or []}
-
-    def create_workload(self, name: str, queue: str, gpus: int) -> None:
-        container = {
-            "name": "main",
-            "image": "trainer",
-            "resources": {
-                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-                "limits": {"nvidia.com/gpu": "1"},
-            },
-        }
-        body = {
-            "apiVersion": "/".join(KUEUE),
-            "kind": "Workload",
-            "metadata": {"name": name},
-            "spec": {
-                "queueName": queue,
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": gpus,
-                        "template": {
-                            "spec": {
-                                "restartPolicy": "Never",
-                                "tolerations": [GPU_TOLERATION],
-                                "containers": [container],
-                            }
-                        },
-                    }
-                ],
-            },
-        }
-        self.custom.create_namespaced_custom_object(*KUEUE, "default", "workloads", body)
+def condition_statuses(cluster: SimCluster, group_version: tuple[str, str], plural: str, name: str) -> dict[str, str]:
+    found = cluster.custom.get_namespaced_custom_object(*group_version, "default", plural, name)
+    return {item["type"]: item["status"] for item in (found.get("status") or {}).get("conditions") or []}
 
 
-@pytest.fixture
-def started() -> Iterator[list[Cluster]]:
-    clusters: list[Cluster] = []
-    yield clusters
-    for cluster in clusters:
-        cluster.close()
+def create_workload(cluster: SimCluster, name: str, queue: str, gpus: int) -> None:
+    container = {
+        "name": "main",
+        "image": "trainer",
+        "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+            "limits": {"nvidia.com/gpu": "1"},
+        },
+    }
+    body = {
+        "apiVersion": "/".join(KUEUE),
+        "kind": "Workload",
+        "metadata": {"name": name},
+        "spec": {
+            "queueName": queue,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": gpus,
+                    "template": {
+                        "spec": {"restartPolicy": "Never", "tolerations": [GPU_TOLERATION], "containers": [container]}
+                    },
+                }
+            ],
+        },
+    }
+    cluster.custom.create_namespaced_custom_object(*KUEUE, "default", "workloads", body)
 
 
 def test_kueue_scenario_has_two_team_queues_in_one_cohort() -> None:
@@ -96,27 +72,25 @@ def test_kueue_scenario_has_two_team_queues_in_one_cohort() -> None:
     assert cohorts == {"research"}
 
 
-def test_kueue_scenario_queues_exist_and_admit_a_workload_borrowing_in_the_cohort(started: list[Cluster]) -> None:
-    cluster = Cluster("kueue")
-    started.append(cluster)
+def test_kueue_scenario_queues_exist_and_admit_a_workload_borrowing_in_the_cohort(sim_cluster: StartCluster) -> None:
+    cluster = sim_cluster("kueue")
     queues = cluster.custom.list_namespaced_custom_object(*KUEUE, "default", "localqueues")["items"]
     assert sorted((item["metadata"]["name"], item["spec"]["clusterQueue"]) for item in queues) == [
         ("team-a", "team-a"),
         ("team-b", "team-b"),
     ]
-    cluster.create_workload("small", "team-a", 2)
-    cluster.create_workload("borrowing", "team-b", 6)  # team-b's 4 GPUs plus 2 borrowed from team-a
-    cluster.harness.advance(5)
-    assert cluster.conditions(KUEUE, "workloads", "small").get("Admitted") == "True"
-    assert cluster.conditions(KUEUE, "workloads", "borrowing").get("Admitted") == "True"
-    cluster.create_workload("over", "team-a", 1)  # the cohort's 8 GPUs are all in use
-    cluster.harness.advance(5)
-    assert cluster.conditions(KUEUE, "workloads", "over").get("QuotaReserved") != "True"
+    create_workload(cluster, "small", "team-a", 2)
+    create_workload(cluster, "borrowing", "team-b", 6)  # team-b's 4 GPUs plus 2 borrowed from team-a
+    cluster.advance(5)
+    assert condition_statuses(cluster, KUEUE, "workloads", "small").get("Admitted") == "True"
+    assert condition_statuses(cluster, KUEUE, "workloads", "borrowing").get("Admitted") == "True"
+    create_workload(cluster, "over", "team-a", 1)  # the cohort's 8 GPUs are all in use
+    cluster.advance(5)
+    assert condition_statuses(cluster, KUEUE, "workloads", "over").get("QuotaReserved") != "True"
 
 
-def test_dws_scenario_provisions_a_queued_request_after_the_flex_start_wait(started: list[Cluster]) -> None:
-    cluster = Cluster("dws")
-    started.append(cluster)
+def test_dws_scenario_provisions_a_queued_request_after_the_flex_start_wait(sim_cluster: StartCluster) -> None:
+    cluster = sim_cluster("dws")
     spec = {
         "restartPolicy": "Never",
         "tolerations": [GPU_TOLERATION],
@@ -144,28 +118,27 @@ def test_dws_scenario_provisions_a_queued_request_after_the_flex_start_wait(star
             },
         },
     )
-    cluster.harness.advance(60)
-    assert cluster.conditions(PROVISIONING, "provisioningrequests", "gang") == {"Accepted": "True"}  # queued
-    cluster.harness.advance(300)  # the 120 s queue, then the pool's 90 s node start
-    conditions = cluster.conditions(PROVISIONING, "provisioningrequests", "gang")
+    cluster.advance(60)
+    assert condition_statuses(cluster, PROVISIONING, "provisioningrequests", "gang") == {"Accepted": "True"}  # queued
+    cluster.advance(300)  # the 120 s queue, then the pool's 90 s node start
+    conditions = condition_statuses(cluster, PROVISIONING, "provisioningrequests", "gang")
     assert conditions["Provisioned"] == "True"
     nodes = cluster.core.list_node(label_selector="cloud.google.com/gke-nodepool=dws-l4").items
     assert len(nodes) == 2 and all(node.metadata.labels["cloud.google.com/gke-queued"] == "true" for node in nodes)
-    cluster.harness.advance(3600)
-    assert cluster.conditions(PROVISIONING, "provisioningrequests", "gang").get("CapacityRevoked") == "True"
+    cluster.advance(3600)
+    assert condition_statuses(cluster, PROVISIONING, "provisioningrequests", "gang").get("CapacityRevoked") == "True"
 
 
-def test_dws_scenario_kueue_queue_admits_through_the_provisioning_request_check(started: list[Cluster]) -> None:
-    cluster = Cluster("dws")
-    started.append(cluster)
-    cluster.create_workload("gang", "dws", 4)
-    cluster.harness.advance(30)
-    assert cluster.conditions(KUEUE, "workloads", "gang").get("Admitted") != "True"
+def test_dws_scenario_kueue_queue_admits_through_the_provisioning_request_check(sim_cluster: StartCluster) -> None:
+    cluster = sim_cluster("dws")
+    create_workload(cluster, "gang", "dws", 4)
+    cluster.advance(30)
+    assert condition_statuses(cluster, KUEUE, "workloads", "gang").get("Admitted") != "True"
     (request,) = cluster.custom.list_namespaced_custom_object(*PROVISIONING, "default", "provisioningrequests")["items"]
     assert request["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
     assert request["spec"]["parameters"]["maxRunDurationSeconds"] == "3600"
-    cluster.harness.advance(300)
-    assert cluster.conditions(KUEUE, "workloads", "gang").get("Admitted") == "True"
+    cluster.advance(300)
+    assert condition_statuses(cluster, KUEUE, "workloads", "gang").get("Admitted") == "True"
 
 
 def _document(objects: list[Any]) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.controllers.autoscaler import provisioning as pr
-from airflow_provider_gang.sim.controllers.autoscaler.scaleup import (
+from gang_sim.controllers.autoscaler import provisioning as pr
+from gang_sim.controllers.autoscaler.scaleup import (
     Bin,
     GroupOption,
     pack,

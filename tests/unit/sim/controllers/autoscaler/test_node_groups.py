@@ -12,17 +12,17 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_gang.sim.apiserver.crds import install_bundled_crds
-from airflow_provider_gang.sim.apiserver.store import Store
-from airflow_provider_gang.sim.controllers import plane
-from airflow_provider_gang.sim.controllers.autoscaler import node_groups
-from airflow_provider_gang.sim.controllers.autoscaler import provisioning as pr
-from airflow_provider_gang.sim.controllers.autoscaler.provisioner import RequestProcessor
-from airflow_provider_gang.sim.controllers.autoscaler.scaleup import Bin, GroupOption
-from airflow_provider_gang.sim.controllers.base import Controller, ControlPlane, Obj
-from airflow_provider_gang.sim.world.clock import ManualClock
-from airflow_provider_gang.sim.world.cloud import POOL_LABEL, QUEUED_LABEL, Cloud, NodeRecord, node_manifest
-from airflow_provider_gang.sim.world.scenario import Scenario, parse_scenario
+from gang_sim.apiserver.crds import install_bundled_crds
+from gang_sim.apiserver.store import Store
+from gang_sim.controllers import plane
+from gang_sim.controllers.autoscaler import node_groups
+from gang_sim.controllers.autoscaler import provisioning as pr
+from gang_sim.controllers.autoscaler.provisioner import RequestProcessor
+from gang_sim.controllers.autoscaler.scaleup import Bin, GroupOption
+from gang_sim.controllers.base import Controller, ControlPlane, Obj
+from gang_sim.world.clock import ManualClock
+from gang_sim.world.cloud import POOL_LABEL, QUEUED_LABEL, Cloud, NodeRecord, node_manifest
+from gang_sim.world.scenario import Scenario, parse_scenario
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 POOL = {

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.sim.controllers.kueue import checks, queues, quota, workloads
+from gang_sim.controllers.kueue import checks, queues, quota, workloads
 from tests.builders import GPU_TAINT, GPU_TOLERATION, pod_spec
 
 

@@ -1,4 +1,4 @@
-"""sim.controllers.kueue.pending: Kueue 0.20's typed QuotaReserved=False reasons and flavorassigner's messages."""
+"""gang_sim.controllers.kueue.pending: Kueue 0.20's typed QuotaReserved=False reasons and flavorassigner's messages."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from airflow_provider_gang.sim.controllers.kueue import pending, quota
+from gang_sim.controllers.kueue import pending, quota
 from tests.unit.sim.controllers.kueue.test_kueue_decisions import FLAVORS, cluster_queue, pod_set_request
 
 PREFIX = "couldn't assign flavors to pod set main: "

@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
-from airflow_provider_gang.sim.controllers.kueue import checks, integrations, lifecycle, queues, scheduler, starter
-from airflow_provider_gang.sim.controllers.kueue.lifecycle import Next
-from airflow_provider_gang.sim.controllers.kueue.patches import (
+from gang_sim.controllers.kueue import checks, integrations, lifecycle, queues, scheduler, starter
+from gang_sim.controllers.kueue.lifecycle import Next
+from gang_sim.controllers.kueue.patches import (
     AssumeUsage,
     Condition,
     CreateObject,
@@ -24,7 +24,7 @@ from airflow_provider_gang.sim.controllers.kueue.patches import (
     RequeueAt,
     WorkloadStatus,
 )
-from airflow_provider_gang.sim.controllers.kueue.snapshot import (
+from gang_sim.controllers.kueue.snapshot import (
     CheckSnapshot,
     IntegrationSnapshot,
     Owner,
@@ -32,7 +32,7 @@ from airflow_provider_gang.sim.controllers.kueue.snapshot import (
     ReservationSnapshot,
     WorkloadSnapshot,
 )
-from airflow_provider_gang.sim.world.scenario import KueueSettings
+from gang_sim.world.scenario import KueueSettings
 
 NOW = 1000.0
 WALL = datetime(2025, 1, 1, tzinfo=timezone.utc)

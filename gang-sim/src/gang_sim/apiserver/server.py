@@ -1,0 +1,179 @@
+"""The Kubernetes API emulator: an in-memory kube-apiserver over HTTPS on 127.0.0.1.
+
+The official ``kubernetes`` and ``kubernetes_asyncio`` clients and ``kubectl`` use it unchanged
+through the kubeconfig it writes (bearer token, self-signed CA). Follows the kube-apiserver's
+documented behaviour (https://kubernetes.io/docs/reference/using-api/api-concepts/): discovery,
+OpenAPI for ``kubectl apply``, CRUD with real status codes and ``Status`` errors,
+Content-Type-dispatched PATCH, ``managedFields`` and server-side apply with field ownership, status
+subresources, finalizers and garbage collection, watches with resume/bookmarks/410, CRD-schema
+validation, pod logs, token auth with per-user rules, fault injection and request metrics.
+
+Not modelled (differences from a real apiserver a test could notice):
+
+- no scheduler, kubelet or controllers here (see ``gang_sim.controllers`` for the simulated ones); pods
+  stay Pending and are removed at once on delete unless ``graceful_pod_deletion`` is on (then a
+  bound pod stays Terminating until deleted with grace 0, the kubelet's part);
+- CEL ``x-kubernetes-validations``: no Kubernetes CEL library functions, no optional syntax, no cost
+  budget (``sim.cel_expressions``, ``gang_sim.apiserver.kinds.cel_rules``); validating/mutating webhooks,
+  CRD conversion webhooks (versions share storage, only ``apiVersion`` differs); CRD schema
+  ``format`` checks;
+- built-in kinds get only the validation this project relies on (names, labels, pod/job essentials,
+  pod-update immutability), no full OpenAPI schema; ``fieldValidation`` (Strict: 400, Warn: a
+  ``Warning`` header) only for custom resources;
+- ``managedFields`` and server-side apply: the deviations listed in :mod:`.managed_fields` and
+  :mod:`.server_side_apply` (built-in kinds' lists keyed only where :data:`.patches.MERGE_KEYS` names
+  a merge key; ``".": {}`` membership of new object nodes approximated);
+  the simulated controllers write as field manager ``gang-sim`` (not kubelet, kube-scheduler, kueue),
+  and the garbage collector's and pod binding's writes record no entry;
+- list ``resourceVersion``/``resourceVersionMatch`` are ignored
+  (lists are always current); continue tokens never expire;
+- watch-list serves the current objects, not a state "not older than" a given version; periodic
+  bookmarks come every ``bookmark_interval_seconds`` whether or not the version moved; slow watchers are never
+  dropped (each watch has an unbounded queue, where a real watch cache would close it); the watch
+  cache's start is this server's start (older resourceVersions get 410 from the beginning);
+- Go zero values a real server prints (``creationTimestamp: null`` in templates, ``source: {}`` in
+  Events, empty ``nodeInfo``) are absent; JSON key order differs;
+- admission plugins beyond DefaultTolerationSeconds (e.g. TaintNodesByCondition's ``not-ready``
+  taint on new Nodes, ServiceAccount, LimitRanger, ResourceQuota, PodSecurity);
+- protobuf request bodies other than SelfSubjectAccessReview, Namespace, ConfigMap and Secret get
+  415 (so e.g. ``kubectl create job|deployment ...`` fail; ``apply``/``create -f`` send JSON and work);
+  aggregated discovery; ``exec``/``attach``/``port-forward``;
+  previous-container logs; RBAC objects (rules are configured on the server, not via the API);
+  priority-and-fairness, admission quotas, LimitRanges, ServiceAccount tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from gang_sim.apiserver import kubeconfig, tls
+from gang_sim.apiserver.crds import install_bundled_crds
+from gang_sim.apiserver.http.app import build_app
+from gang_sim.apiserver.http.auth import ALLOW_ALL, Authorizer, Rule
+from gang_sim.apiserver.http.context import ApiContext
+from gang_sim.apiserver.http.faults import Faults
+from gang_sim.apiserver.http.metrics import RequestMetrics
+from gang_sim.apiserver.store import Store
+
+Hook = Callable[["Emulator"], Awaitable[None]]
+ADMIN_USER = "admin"
+
+
+class Emulator:
+    """One emulated API server.
+
+    Build it, add routes under ``/_sim/`` to :attr:`app` and coroutines to :attr:`on_startup` /
+    :attr:`on_cleanup` (each called with the emulator, after the port is bound / before the server
+    stops), then ``await start()``; ``await stop()`` ends it. ``store`` is usable before start.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: Faults | str | None = None,
+        use_tls: bool = True,
+        seed: int | None = None,
+        history_limit: int = 10_000,
+        bookmark_interval_seconds: float = 5.0,
+        preload_crds: bool = True,
+        admin_token: str | None = None,
+        store: Store | None = None,
+        graceful_pod_deletion: bool = False,
+        serve_kueue_v1beta1: bool = False,
+    ) -> None:
+        self.host, self.port, self.use_tls = host, port, use_tls
+        self.store = store or Store(seed=seed, history_limit=history_limit, graceful_pod_deletion=graceful_pod_deletion)
+        if preload_crds:
+            install_bundled_crds(self.store, kueue_v1beta1=serve_kueue_v1beta1)
+        # A real apiserver's watch cache starts at its own start: older resourceVersions get 410.
+        self.store.compact_history()
+        self.authorizer = Authorizer()
+        self.admin_token = self.authorizer.add_user(ADMIN_USER, ALLOW_ALL, token=admin_token)
+        self.context = ApiContext(
+            store=self.store,
+            authorizer=self.authorizer,
+            faults=faults if isinstance(faults, Faults) else Faults.parse(faults),
+            metrics=RequestMetrics(),
+            bookmark_interval_seconds=bookmark_interval_seconds,
+        )
+        self.app = build_app(self.context)
+        self.on_startup: list[Hook] = []
+        self.on_cleanup: list[Hook] = []
+        self._certificate = tls.generate((host, "localhost")) if use_tls else None
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    @property
+    def metrics(self) -> RequestMetrics:
+        return self.context.metrics
+
+    @property
+    def faults(self) -> Faults:
+        return self.context.faults
+
+    @faults.setter
+    def faults(self, value: Faults) -> None:
+        self.context.faults = value
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        return self._certificate.ca_pem if self._certificate else None
+
+    def add_user(self, user: str, rules: Iterable[Rule], token: str | None = None) -> str:
+        """Register a user with its rules; returns the bearer token."""
+        return self.authorizer.add_user(user, rules, token)
+
+    async def start(self) -> str:
+        """Bind, serve, run the startup hooks; returns the base URL."""
+        runner = web.AppRunner(self.app, shutdown_timeout=1.0, handle_signals=False, access_log=None)
+        await runner.setup()
+        ssl_context = self._certificate.ssl_context() if self._certificate else None
+        site = web.TCPSite(runner, self.host, self.port, ssl_context=ssl_context, shutdown_timeout=1.0)
+        await site.start()
+        self._runner = runner
+        server = site._server
+        sockets: Any = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1]
+        scheme = "https" if self._certificate else "http"
+        self.url = f"{scheme}://{self.host}:{self.port}"
+        self.context.server_address = f"{self.host}:{self.port}"
+        for hook in list(self.on_startup):
+            await hook(self)
+        return self.url
+
+    async def stop(self) -> None:
+        """Run cleanup hooks, end open watches and stop serving (idempotent)."""
+        if self._runner is None:
+            return
+        for hook in list(self.on_cleanup):
+            await hook(self)
+        self.store.close_all_watches()
+        runner, self._runner = self._runner, None
+        # Abort client connections: a TLS close would wait for the peer's close_notify, which idle
+        # keep-alive clients never send, and leave sockets open after the loop is gone.
+        for connection in list(runner.server.connections if runner.server else []):
+            if connection.transport is not None:
+                connection.transport.abort()
+        await runner.cleanup()
+
+    def kubeconfig(self, token: str | None = None, namespace: str = "default") -> dict[str, Any]:
+        """A kubeconfig document for ``token`` (default: the admin's)."""
+        if not self.url:
+            raise RuntimeError("the emulator is not started")
+        return kubeconfig.build(self.url, token or self.admin_token, self.ca_pem, namespace=namespace)
+
+    def write_kubeconfig(self, path: str | os.PathLike[str] | None = None, token: str | None = None) -> Path:
+        """Write a kubeconfig (mode 0600); a temporary file when ``path`` is None."""
+        if path is None:
+            handle, name = tempfile.mkstemp(prefix="gang-sim-", suffix=".kubeconfig")
+            os.close(handle)
+            path = name
+        return kubeconfig.write(path, self.kubeconfig(token))

@@ -1,0 +1,158 @@
+"""The simulated kube-scheduler: binds pending pods to nodes, or says why it cannot.
+
+Per pass, pending pods (no ``spec.nodeName``, not being deleted) are taken in creation order (the
+scheduling queue's FIFO for equal priorities) and each is
+
+- **gated** when ``spec.schedulingGates`` is non-empty: ``PodScheduled=False``, reason
+  ``SchedulingGated``, message "Scheduling is blocked due to non-empty scheduling gates" (KEP-3521;
+  the pod is never bound and never counts as unschedulable);
+- **bound** to the best feasible node (filters in :mod:`fit`, LeastAllocated score, ties by name)
+  through the ``binding`` subresource, with ``PodScheduled=True``;
+- otherwise **unschedulable**: ``PodScheduled=False``, reason ``Unschedulable``, with the
+  ``FitError`` message, plus a ``FailedScheduling`` Warning Event when the message changes.
+
+Capacity used by pods bound earlier in the same pass is accounted immediately. Pods consuming a
+ProvisioningRequest are scheduled like any other pod: booking only protects capacity from *other
+requests* (reference 1.4), which the autoscaler handles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gang_sim.controllers import fit
+from gang_sim.controllers.base import Controller, Obj, condition, same_conditions, set_condition
+from gang_sim.world.resources import Resources, add, pod_requests
+
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The scheduler's decision for one pod: ``node`` to bind to, or ``reason``/``message`` why not."""
+
+    pod: Obj
+    node: str | None
+    reason: str = ""
+    message: str = ""
+
+
+def is_terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_pending_unbound(pod: Obj) -> bool:
+    return (
+        not (pod.get("spec") or {}).get("nodeName")
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        and not is_terminal(pod)
+    )
+
+
+def node_usage(pods: list[Obj]) -> dict[str, Resources]:
+    """Requests of the non-terminal pods bound to each node."""
+    usage: dict[str, Resources] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and not is_terminal(pod):
+            usage[node] = add(usage.get(node, {}), pod_requests(pod.get("spec") or {}))
+    return usage
+
+
+def is_node_ready(node: Obj) -> bool:
+    return any(
+        item.get("type") == "Ready" and item.get("status") == "True"
+        for item in (node.get("status") or {}).get("conditions") or []
+    )
+
+
+def place(pending: list[Obj], nodes: list[Obj], usage: dict[str, Resources]) -> list[Placement]:
+    """Decide every pending pod in order; ``usage`` is updated with the pods placed here."""
+    ready = sorted((node for node in nodes if is_node_ready(node)), key=lambda node: node["metadata"]["name"])
+    capacities = {node["metadata"]["name"]: fit.allocatable(node) for node in ready}
+    placements: list[Placement] = []
+    for pod in sorted(pending, key=_queue_order):
+        spec = pod.get("spec") or {}
+        if spec.get("schedulingGates"):
+            placements.append(Placement(pod, None, "SchedulingGated", GATED_MESSAGE))
+            continue
+        requests = pod_requests(spec)
+        failures: dict[str, list[str]] = {}
+        best: tuple[float, str] | None = None
+        for node in ready:
+            name = node["metadata"]["name"]
+            used = usage.get(name, {})
+            reasons = fit.fit_failures(spec, requests, node, used, capacities[name])
+            if reasons:
+                failures[name] = reasons
+                continue
+            score = fit.least_allocated_score(requests, node, used, capacities[name])
+            if best is None or score > best[0]:
+                best = (score, name)
+        if best is None:
+            placements.append(Placement(pod, None, "Unschedulable", fit.unschedulable_message(len(ready), failures)))
+            continue
+        usage[best[1]] = add(usage.get(best[1], {}), requests)
+        placements.append(Placement(pod, best[1]))
+    return placements
+
+
+def _queue_order(pod: Obj) -> tuple[int, str, str]:
+    metadata = pod.get("metadata") or {}
+    priority = int((pod.get("spec") or {}).get("priority") or 0)
+    return (-priority, str(metadata.get("creationTimestamp", "")), str(metadata.get("name", "")))
+
+
+class Scheduler(Controller):
+    component = "default-scheduler"
+    watches = frozenset({"v1/pods", "v1/nodes"})
+
+    def reconcile(self, now: float) -> float | None:
+        pods = self.store.view("v1/pods")
+        nodes = self.store.view("v1/nodes")
+        pending = [pod for pod in pods if is_pending_unbound(pod)]
+        if not pending:
+            return None
+        for placement in place(pending, nodes, node_usage(pods)):
+            with self.guard(placement.pod):
+                self._apply(placement)
+        return None
+
+    def _apply(self, placement: Placement) -> None:
+        pod = placement.pod
+        metadata = pod["metadata"]
+        if placement.node is not None:
+            bind(self.store, pod, placement.node)
+            self.plane.record_event(
+                pod,
+                "Scheduled",
+                f"Successfully assigned {metadata['namespace']}/{metadata['name']} to {placement.node}",
+                component=self.component,
+            )
+            return
+        previous = condition(pod, "PodScheduled")
+        conditions = list((pod.get("status") or {}).get("conditions") or [])
+        updated = set_condition(
+            conditions, "PodScheduled", "False", placement.reason, placement.message, extra={"lastProbeTime": None}
+        )
+        if same_conditions(conditions, updated):
+            return
+        self.store.patch(
+            "v1/pods",
+            metadata["name"],
+            {"status": {"conditions": updated}},
+            namespace=metadata["namespace"],
+            subresource="status",
+        )
+        if placement.reason == "Unschedulable" and (previous or {}).get("message") != placement.message:
+            self.plane.record_event(pod, "FailedScheduling", placement.message, warning=True, component=self.component)
+
+
+def bind(store: Any, pod: Obj, node_name: str) -> None:
+    """Bind ``pod`` to ``node_name`` through the ``pods/binding`` subresource (``Store.bind_pod``).
+
+    The binding sets ``spec.nodeName`` and ``PodScheduled=True``, as the upstream binding REST handler does.
+    """
+    metadata = pod["metadata"]
+    store.bind_pod(metadata["namespace"], metadata["name"], node_name)

@@ -1,0 +1,88 @@
+"""The cluster-autoscaler with its kwok cloud provider, grown from the scenario's node pools.
+
+The kwok provider (sigs.k8s.io/cluster-autoscaler ``pkg/cloudprovider/kwok``, README "For local
+development") reads two ConfigMaps in ``POD_NAMESPACE``: ``kwok-provider-config`` (key ``config``:
+where templates come from, which node label groups nodes, which label names a GPU) and
+``kwok-provider-templates`` (key ``templates``: one template Node per group, its bounds in the
+``cluster-autoscaler.kwok.nodegroup/{min,max}-count`` annotations). Outside a cluster it needs
+``KWOK_PROVIDER_MODE=local``. Nodes it creates are annotated ``kwok.x-k8s.io/node: fake``, so the
+kwok controller runs them. ``--enable-provisioning-requests`` turns on the ProvisioningRequest
+processor (classes ``check-capacity.autoscaling.x-k8s.io`` and
+``best-effort-atomic-scale-up.autoscaling.x-k8s.io``); the scenario's autoscaler settings map to
+the flags of the same meaning (``cluster-autoscaler/FAQ.md``, "What are the parameters to CA?").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gang_sim.testing.real.nodes import NODE_GROUP_LABEL, autoscaler_templates
+from gang_sim.world.cloud import ACCELERATOR_LABEL
+from gang_sim.world.scenario import Scenario
+
+BINARY = "cluster-autoscaler"
+NAMESPACE = "kube-system"
+_CONFIG_MAP = "kwok-provider-config"
+_TEMPLATES_CONFIG_MAP = "kwok-provider-templates"
+
+
+def provider_configuration(scenario: Scenario) -> dict[str, Any]:
+    """The kwok provider's configuration (``apiVersion: v1alpha1``, ``kwok_types.go``)."""
+    gpu_types = sorted({pool.gpu_type for pool in scenario.node_pools if pool.gpu_type})
+    configuration: dict[str, Any] = {
+        "apiVersion": "v1alpha1",
+        "readNodesFrom": "configmap",
+        "nodegroups": {"fromNodeLabelKey": NODE_GROUP_LABEL},
+        "nodes": {"skipTaint": True},
+        "configmap": {"name": _TEMPLATES_CONFIG_MAP, "key": "templates"},
+    }
+    if gpu_types:
+        configuration["nodes"]["gpuConfig"] = {
+            "gpuLabelKey": ACCELERATOR_LABEL,
+            "availableGPUTypes": {gpu_type: {} for gpu_type in gpu_types},
+        }
+    return configuration
+
+
+def configuration_objects(scenario: Scenario) -> list[dict[str, Any]]:
+    """The two ConfigMaps the provider reads, for ``scenario``'s pools."""
+
+    def config_map(name: str, key: str, document: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "data": {key: yaml.safe_dump(document, sort_keys=False)},
+        }
+
+    return [
+        config_map(_CONFIG_MAP, "config", provider_configuration(scenario)),
+        config_map(_TEMPLATES_CONFIG_MAP, "templates", autoscaler_templates(scenario)),
+    ]
+
+
+def command(binary: Path, kubeconfig: Path, scenario: Scenario, metrics_port: int) -> list[str]:
+    """The command line: ProvisioningRequests on, the scenario's timings, no leader election."""
+    settings = scenario.autoscaler
+    return [
+        str(binary),
+        "--cloud-provider=kwok",
+        f"--kubeconfig={kubeconfig}",
+        f"--namespace={NAMESPACE}",
+        "--enable-provisioning-requests=true",
+        "--leader-elect=false",
+        f"--address=127.0.0.1:{metrics_port}",
+        # At most 2 s: tests wait on the autoscaler's loop in real time (CA's default is 10 s).
+        f"--scan-interval={max(1, min(2, int(settings.scan_interval_seconds)))}s",
+        f"--scale-down-unneeded-time={int(settings.scale_down_unneeded_seconds)}s",
+        f"--provisioning-request-initial-backoff-time={int(settings.initial_backoff_seconds)}s",
+        f"--provisioning-request-max-backoff-time={int(settings.max_backoff_seconds)}s",
+        "--max-node-provision-time=2m",
+        "--kube-client-qps=100",
+        "--kube-client-burst=200",
+        "--logtostderr=true",
+        "--v=2",
+    ]
