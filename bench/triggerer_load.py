@@ -113,13 +113,15 @@ def measure(backend: str, mode: str, count: int, options: argparse.Namespace) ->
                 "--backend",
                 backend,
             ]
+            # The repository for ``bench``, ahead of whatever the caller's path already held.
+            search_path = os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")]))
             child = subprocess.run(
                 command,
                 capture_output=True,
                 text=True,
                 timeout=CHILD_TIMEOUT_SECONDS,
                 check=False,
-                env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+                env={**os.environ, "PYTHONPATH": search_path},
             )
     if child.returncode != 0:
         last = (child.stderr.strip().splitlines() or ["?"])[-1]

@@ -17,10 +17,12 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def run_bench(*arguments: str) -> str:
+    # The repository for ``bench``, ahead of whatever the caller's path already held.
+    search_path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, *arguments],
         cwd=REPOSITORY,
-        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+        env={**os.environ, "PYTHONPATH": search_path},
         capture_output=True,
         text=True,
         timeout=400,
