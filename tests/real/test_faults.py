@@ -1,0 +1,57 @@
+"""Every kind of API call the provider makes fails once, on the real control plane, per mode.
+
+The faults come from :class:`~tests.real.fault_proxy.FaultProxy` between the provider and the real
+kube-apiserver. In one run of each mode:
+
+- the first create of the mode's key object (the ProvisioningRequest; the gated pods; Kueue's Job)
+  is answered 503 as many times as the client tries, so try 1 fails past its retries and try 2 runs;
+- after that, every other distinct call (verb and resource) fails once: reads answered 503, writes
+  (creates, patches, deletes) carried out by the apiserver with their answer cut (a reset), so the
+  client's retry meets ``AlreadyExists`` or ``NotFound`` for a write that did happen - the watches'
+  first attempt included.
+
+The task must still succeed, every try recorded once with a typed reason and the step its history
+calls for, no role of a gang created twice, nothing of a gang left (``tests.reliability.harness.
+check`` with :class:`~tests.real.proxied.ProxyLedger`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.real.backends import RealBackend
+from tests.real.fault_proxy import ANY, MUTATING_VERBS, READ_VERBS, FaultProxy, Rule
+from tests.real.proxied import MODES, ProxyLedger, gang_operator, proxy, proxy_session  # noqa: F401
+from tests.reliability.harness import QUICK_CLIENT, check, run_task
+
+pytestmark = pytest.mark.timeout(400)
+KEY_OBJECT = {"provisioning_request": "provisioningrequests", "gates": "pods", "kueue": "jobs"}
+
+
+def every_call_fails_once(mode: str) -> list[Rule]:
+    attempts = int(QUICK_CLIENT["retry_attempts"])
+    return [
+        Rule(("create",), (KEY_OBJECT[mode],), 503, count=attempts),
+        Rule(MUTATING_VERBS, (ANY,), "reset", each_call=True),
+        Rule(READ_VERBS, (ANY,), 503, each_call=True),
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_call_failing_once_breaks_no_invariant(proxy: FaultProxy, cluster: RealBackend, mode: str) -> None:  # noqa: F811
+    proxy.set_rules(every_call_fails_once(mode))
+    ledger = ProxyLedger(proxy, cluster.cluster.kubeconfig_path)
+    try:
+        run = run_task(gang_operator(mode), f"real_faults_{mode}")
+        verdict = check(run, ledger, grace=60)
+    finally:
+        ledger.close()
+    calls = proxy.calls()
+    injected = {(call.verb, call.resource) for call in calls if call.injected}
+    tries = [(record.attempt, record.outcome) for record in run.records]
+    assert run.outcome == "success", (run.error, tries)
+    assert verdict.problems() == [], verdict.problems()
+    assert tries[0][1] != "all_succeeded" and tries[-1][1] == "all_succeeded", tries
+    assert ("create", KEY_OBJECT[mode]) in injected and any(verb == "watch" for verb, _ in injected), injected
+    made = {(call.verb, call.resource) for call in calls if call.verb != "discovery"}
+    assert made <= injected, f"calls that never failed: {sorted(made - injected)}"
