@@ -78,6 +78,9 @@ class Call:
     code: int = 0
     injected: str = ""
     at: float = field(default_factory=time.time)
+    request_body: bytes = b""
+    answer_body: bytes = b""
+    """For a forwarded request the apiserver refused (4xx/5xx, not a watch): what was sent and answered."""
 
     @property
     def target(self) -> str:
@@ -283,6 +286,8 @@ class FaultProxy:
                 if not watch:
                     await upstream.read()
                 return self._abort(request)
+            if upstream.status >= 400 and not watch:
+                call.request_body, call.answer_body = body, await upstream.read()
             if self.on_answer is not None:
                 self.on_answer(call)
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
@@ -291,6 +296,8 @@ class FaultProxy:
                     response.headers.add(key, value)
             await response.prepare(request)
             try:
+                if call.answer_body:
+                    await response.write(call.answer_body)
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
                 await response.write_eof()

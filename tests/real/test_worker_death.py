@@ -69,7 +69,9 @@ def test_a_worker_killed_after_k_creates_is_adopted_without_duplicates(
     assert code == -signal.SIGKILL, f"the worker ended with {code} before its create: {log.read_text()[-3000:]}"
     ledger = ProxyLedger(proxy, cluster.cluster.kubeconfig_path)
     try:
-        assert len(ledger.creates()) == KILLED_AFTER[mode]
+        # Members are created concurrently (``max_parallel_requests``): creates already on their way
+        # when the k-th was stored may be stored too, so try 1 leaves at least k objects, not exactly k.
+        assert len(ledger.creates()) >= KILLED_AFTER[mode], ledger.creates()
         run = run_task(
             gang_operator(mode, retries=1),
             dag_id,
