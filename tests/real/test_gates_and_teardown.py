@@ -76,8 +76,9 @@ def scheduled_condition(pod: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def test_the_real_scheduler_holds_gated_members_until_the_release_binds_them_all(cluster: RealBackend) -> None:
+    dag_id = "real_gates_release"
     dag = gang_dag(
-        "real_gates_release",
+        dag_id,
         size=3,
         gpus=1,
         cpu="1",
@@ -91,7 +92,7 @@ def test_the_real_scheduler_holds_gated_members_until_the_release_binds_them_all
     with recording(str(cluster.cluster.kubeconfig_path), "v1/pods") as seen:
         dag_run = run_dag_test(dag)
     assert task_instance(dag_run).state == "success"
-    members = member_versions(seen["v1/pods"].named(""))
+    members = member_versions(of_gangs(seen["v1/pods"].named(""), dag_id))
     assert len(members) == 3, sorted(members)
     for name, versions in members.items():
         gated = [pod for pod in versions if is_gated(pod)]
@@ -151,7 +152,7 @@ def test_a_member_failing_tears_the_gang_down(cluster: RealBackend, capfd: pytes
         wait_for(lambda: not gang_leftovers(cluster, dag_id), timeout=60, what=f"nothing of {dag_id} left")
     assert task_instance(dag_run).state == "failed"
     assert "member_failed" in capfd.readouterr().out
-    members = member_versions(seen["v1/pods"].named(""))
+    members = member_versions(of_gangs(seen["v1/pods"].named(""), dag_id))
     phases = {name: [(pod.get("status") or {}).get("phase") for pod in versions] for name, versions in members.items()}
     by_rank = {versions[0]["metadata"]["labels"][naming.RANK_LABEL]: name for name, versions in members.items()}
     assert "Failed" in phases[by_rank["1"]], phases
@@ -164,7 +165,9 @@ def of_gangs(objects: list[dict[str, Any]], dag_id: str) -> list[dict[str, Any]]
     """The objects of ``objects`` whose gang is one of ``dag_id``'s (a gang's name starts with its
     DAG id, ``naming.gang_name``) - or, for a gang name, that gang's."""
     prefix = naming.to_dns_label(dag_id)
-    return [item for item in objects if item["metadata"]["labels"][naming.GANG_LABEL].startswith(prefix)]
+    return [
+        item for item in objects if (item["metadata"].get("labels") or {}).get(naming.GANG_LABEL, "").startswith(prefix)
+    ]
 
 
 def gang_leftovers(cluster: RealBackend, dag_id: str) -> dict[str, list[str]]:
