@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml gang-sim/pyproject.toml | $(BIN)/python
 
 lint: $(STAMP)
 	$(BIN)/ruff check airflow_provider_gang gang-sim demo tests bench dags
+	$(BIN)/ruff format --check airflow_provider_gang gang-sim demo tests bench dags
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

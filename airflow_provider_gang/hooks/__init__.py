@@ -5,6 +5,8 @@ expect of ``hooks/`` (cncf-kubernetes ``hooks/kubernetes.py`` owns its calls).
   the only module here that imports airflow.
 - ``creation``: the owner ConfigMap first, then the reservation objects, then the members all at once
   (or their gates released), and the world size of a partially admitted gang.
+- ``gate_release``: removing the gang's scheduling gate from every member, idempotent when an
+  answer was lost.
 - ``inspection``: what the triggers watch, whether an earlier try's gang is intact, the reservation
   just before launch, the members' logs.
 - ``deletion``: ``delete_gang``, the one deletion with one error policy, used by the operator's

@@ -16,9 +16,9 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_provider_gang.hooks import parallel
+from airflow_provider_gang.hooks import gate_release, parallel
 from airflow_provider_gang.kube import errors
-from airflow_provider_gang.kube.client import KubeClient, PatchType
+from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import (
     CONFIG_MAPS,
     JOBS,
@@ -28,7 +28,7 @@ from airflow_provider_gang.kube.resources import (
     SERVICES,
     Resource,
 )
-from airflow_provider_gang.reservation import manifests, naming
+from airflow_provider_gang.reservation import manifests
 from airflow_provider_gang.reservation.records.tries import ReservationFacts, ReservedObject
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
@@ -152,16 +152,8 @@ async def launch(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: st
     if spec.mode is ReservationMode.KUEUE:
         return "Kueue admitted the Job; its controller creates the members"
     if spec.mode is ReservationMode.GATES:
-        gate = naming.GangNames(spec.name).scheduling_gate
-        pods, _ = await client.list(PODS, namespace, label_selector=manifests.common.member_selector(spec))
-        patches = [(str(pod["metadata"]["name"]), manifests.pods.release_gate_patch(pod, gate)) for pod in pods]
-        releases = [
-            functools.partial(client.patch, PODS, name, patch, patch_type=PatchType.JSON, namespace=namespace)
-            for name, patch in patches
-            if patch
-        ]
-        await parallel.bounded_gather(releases, limit=client.max_parallel_requests)
-        return f"released the scheduling gate of {len(releases)} members together{_at_a_time(client)}"
+        released = await gate_release.release_gates(client, spec)
+        return f"released the scheduling gate of {released} members together{_at_a_time(client)}"
     results = await create_members(
         client, [manifests.pods.launch_pod(spec, rank, owner_uid=owner_uid) for rank in range(size)], namespace
     )

@@ -25,6 +25,11 @@ GANG_KINDS = (
     "kueue.x-k8s.io/v1beta2/workloads",
 )
 GANG_SELECTOR = naming.GANG_LABEL
+UNLABELLED_KINDS = frozenset({"kueue.x-k8s.io/v1beta2/workloads"})
+"""Kinds whose objects of a gang carry no gang label: Kueue names and labels a Job's Workload itself
+and copies only the Job labels its configuration's ``labelKeysToCopy`` names, none by default
+(``pkg/controller/jobframework/reconciler.go``), so every Workload in ``default`` counts - only gangs
+create Jobs there."""
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -41,9 +46,13 @@ def real_session() -> Iterator[RealBackend]:
 
 
 def leftovers(backend: Any) -> dict[str, list[str]]:
-    """Objects of gangs (anything labelled with the gang label) still in ``default``, by kind."""
+    """Objects of gangs (anything labelled with the gang label, and every Workload) still in
+    ``default``, by kind."""
     found = {
-        kind: [item["metadata"]["name"] for item in backend.objects(kind, label_selector=GANG_SELECTOR)]
+        kind: [
+            item["metadata"]["name"]
+            for item in backend.objects(kind, label_selector="" if kind in UNLABELLED_KINDS else GANG_SELECTOR)
+        ]
         for kind in GANG_KINDS
     }
     return {kind: names for kind, names in found.items() if names}
