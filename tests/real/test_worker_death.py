@@ -32,7 +32,8 @@ Service: the task is not distributed); Kueue: owner ConfigMap, then the Job."""
 
 def start_worker(state: Path, dag_id: str, mode: str, log: Path, run_seconds: float = 5) -> subprocess.Popen[bytes]:
     """Try 1 in a worker process (:mod:`tests.real.worker`), its output in ``log``."""
-    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    search_path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
+    environment = {**os.environ, "PYTHONPATH": search_path}
     with log.open("wb") as output:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.real.worker", str(state), dag_id, mode, str(run_seconds)],
