@@ -207,6 +207,16 @@ def test_settle_before_the_checks() -> None:
     assert lifecycle.settle(_snapshot(_admitted())).next is Next.CHECK
 
 
+def test_a_workload_not_admitted_waits_for_start_before_any_quota() -> None:
+    """Kueue ``jobframework/reconciler.go`` ``generatePodsReadyCondition``: not admitted -> WaitForStart."""
+    assert lifecycle.wait_for_start(_snapshot(_workload())).patches == [WorkloadStatus((lifecycle.WAIT_FOR_START,))]
+    waiting = _workload(conditions=_conditions(("PodsReady", "False", "WaitForStart")))
+    assert lifecycle.wait_for_start(_snapshot(waiting)) == lifecycle.Step()
+    assert lifecycle.wait_for_start(_snapshot(_admitted())) == lifecycle.Step()
+    complete = Owner(job=_job(conditions=_conditions(("Complete", "True", "CompletionsReached"))))
+    assert lifecycle.wait_for_start(_snapshot(_workload(), complete)) == lifecycle.Step()
+
+
 def test_a_deactivated_workload_holding_quota_is_evicted_without_requeue() -> None:
     workload = _admitted(admissionChecks=[{"name": "prov", "state": "Ready", "podSetUpdates": [{"name": "main"}]}])
     workload["spec"]["active"] = False
