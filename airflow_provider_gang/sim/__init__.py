@@ -14,7 +14,7 @@ Four layers, each importing only the ones below it (``lint-imports`` checks it):
 
 What the emulator does *not* model is listed in the :mod:`.apiserver.server` module docstring
 ("Not modelled"); ``tests/contract/`` checks that the rest answers like a real apiserver (it also
-runs against one: ``tests/contract/real_apiserver.sh``).
+runs against the real control plane of :mod:`.testing.real`, which ``make real-cluster`` builds).
 
 This package imports nothing from Airflow or the provider layers, and its runtime dependencies
 beyond the provider's (``jsonschema``, ``cryptography``, ``common-expression-language``) come with

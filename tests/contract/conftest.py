@@ -3,8 +3,9 @@ with ``GANG_CONTRACT_BACKEND=real`` (as ``make test`` runs it), any cluster via 
 
 Every test runs in its own fresh namespace, so the suite can run against a real (e.g. the
 Debian-built 1.20) apiserver and asserts the same outcomes there. Tests that need parts a bare
-apiserver lacks (a garbage collector, a kubelet for logs, per-user rules) call
-:func:`require_emulator`.
+apiserver lacks call :func:`require_emulator` (a kubelet that serves logs written by the test),
+:func:`require_garbage_collector`, or :meth:`Cluster.add_user` (users with their own rules: the
+emulator's, or RBAC and a client certificate on the real control plane; other clusters skip).
 """
 
 from __future__ import annotations
@@ -20,9 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client, config
 
+from airflow_provider_gang.sim.apiserver.crds import bundled_crds
+from airflow_provider_gang.sim.apiserver.http.auth import Rule
+from airflow_provider_gang.sim.testing.eventually import eventually
 from airflow_provider_gang.sim.testing.harness import EmulatorHarness
+from airflow_provider_gang.sim.testing.real import RealCluster
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 _PR_CRD = (
@@ -40,7 +46,10 @@ class Cluster:
     harness: EmulatorHarness | None = None
     has_garbage_collector: bool = False
     """A kube-controller-manager runs beside the apiserver (the emulator has its own collector)."""
+    real: RealCluster | None = None
+    """The real control plane this suite started (it can issue client certificates)."""
     _api: client.ApiClient | None = field(default=None, repr=False)
+    _granted: list[str] = field(default_factory=list, repr=False)
 
     @property
     def is_emulator(self) -> bool:
@@ -53,15 +62,58 @@ class Cluster:
         return self._api
 
     def close(self) -> None:
+        if self._granted:
+            rbac = client.RbacAuthorizationV1Api(self.api)
+            for name in self._granted:
+                rbac.delete_cluster_role_binding(name)
+                rbac.delete_cluster_role(name)
+            self._granted.clear()
         if self._api is not None:
             self._api.close()
             self._api = None
 
+    def add_user(self, user: str, rules: list[Rule]) -> Path:
+        """A kubeconfig of a new user allowed exactly ``rules`` (cluster-wide) and what every
+        authenticated user may do (upstream's ``system:basic-user``, e.g. SelfSubjectAccessReviews).
+
+        Emulator: its per-user rules and a token. Real control plane: a ClusterRole and a
+        ClusterRoleBinding for the user, who authenticates with a client certificate; returns once the
+        authorizer applies the binding. Any other cluster: the test is skipped."""
+        if self.harness is not None:
+            return self.harness.add_user(user, rules)[1]
+        if self.real is None:
+            pytest.skip("users with their own rules need the emulator or the real control plane this suite starts")
+        name = f"contract-{os.getpid()}-{user}"
+        rbac = client.RbacAuthorizationV1Api(self.api)
+        role_rules = [
+            {"apiGroups": list(r.groups), "resources": list(r.resources), "verbs": list(r.verbs)} for r in rules
+        ]
+        rbac.create_cluster_role({"metadata": {"name": name}, "rules": role_rules})
+        rbac.create_cluster_role_binding(
+            {
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            }
+        )
+        self._granted.append(name)
+        reviews = client.AuthorizationV1Api(self.api)
+        for rule in rules:
+            attributes = {"verb": rule.verbs[0], "group": rule.groups[0], "resource": rule.resources[0]}
+            review = {"spec": {"user": user, "resourceAttributes": attributes}}
+            eventually(
+                lambda review=review: reviews.create_subject_access_review(review).status.allowed,
+                timeout=10,
+                what=f"the RBAC authorizer applies {name}",
+            )
+        return self.real.kubeconfig_for(user)
+
     def kubectl(
-        self, *args: str, timeout: float = 30.0, input_text: str | None = None
+        self, *args: str, timeout: float = 30.0, input_text: str | None = None, kubeconfig: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl as the admin, or as the user of ``kubeconfig``."""
         return subprocess.run(
-            [KUBECTL, "--kubeconfig", str(self.kubeconfig_path), *args],
+            [KUBECTL, "--kubeconfig", str(kubeconfig or self.kubeconfig_path), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -117,21 +169,24 @@ def require_garbage_collector(cluster: Cluster) -> None:
 
 
 @pytest.fixture(scope="session")
-def real_control_plane() -> Iterator[Path]:
-    """The real control plane's admin kubeconfig, started once for the session (no Kueue, no autoscaler)."""
-    from airflow_provider_gang.sim.testing.real import RealCluster
-
+def real_control_plane() -> Iterator[RealCluster]:
+    """The real control plane, started once for the session (no Kueue, no autoscaler)."""
     with RealCluster("small", kueue=False, autoscaler=False) as real:
-        # The upstream CRDs the emulator serves (Kueue's without their conversion webhook: no Kueue runs).
-        real.kubectl("create", "-f", str(_PR_CRD.parent))
+        # The upstream CRDs the emulator serves that the cluster lacks (Kueue's without their
+        # conversion webhook: no Kueue runs).
+        served = {crd["metadata"]["name"] for crd in real.get("customresourcedefinitions")["items"]}
+        missing = [crd for crd in bundled_crds() if crd["metadata"]["name"] not in served]
+        if missing:
+            real.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(missing, sort_keys=False))
         real.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-        yield real.kubeconfig_path
+        yield real
 
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     if os.environ.get("GANG_CONTRACT_BACKEND") == "real":
-        real = Cluster(request.getfixturevalue("real_control_plane"), has_garbage_collector=True)
+        control_plane: RealCluster = request.getfixturevalue("real_control_plane")
+        real = Cluster(control_plane.kubeconfig_path, has_garbage_collector=True, real=control_plane)
         yield real
         real.close()
         return

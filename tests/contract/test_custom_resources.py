@@ -100,14 +100,19 @@ def test_merge_patch_and_explicit_json_patch(objects, namespace):
     assert int(patched["metadata"]["resourceVersion"]) > int(merged["metadata"]["resourceVersion"])
 
 
-def test_json_patch_list_sent_by_the_sync_client_as_merge_patch_is_422(objects, namespace):
-    """kubernetes 36 CustomObjectsApi always sends merge-patch+json; a list body is rejected."""
+def test_json_patch_list_sent_by_the_sync_client_as_merge_patch_is_400(objects, namespace):
+    """kubernetes 36 CustomObjectsApi always sends merge-patch+json; the server's strict decoder (field
+    validation defaults to Warn) rejects a list body before patching (``handlers/patch.go``)."""
     create(objects, namespace, provisioning_request("pr1"))
     with pytest.raises(client.ApiException) as raised:
         objects.patch_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, "pr1", [{"op": "add", "path": "/metadata/labels", "value": {}}]
         )
-    assert raised.value.status == 422
+    status = status_of(raised.value)
+    assert (raised.value.status, status["reason"]) == (400, "BadRequest")
+    assert status["message"] == (
+        "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"
+    )
 
 
 def test_failed_json_patch_test_is_422_and_changes_nothing(objects, namespace):
@@ -228,6 +233,42 @@ def test_schema_violation_is_422_with_field_paths_and_nothing_is_stored(objects,
     fields = {re.sub(r"\[\d+\]", "", cause["field"]) for cause in status["details"]["causes"]}  # 1.20: no index
     assert {"spec.podSets.count", "spec.provisioningClassName"} <= fields
     assert objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "message"),
+    [
+        (
+            {"podSets": "x"},
+            "spec.podSets",
+            'Invalid value: "string": spec.podSets in body must be of type array: "string"',
+        ),
+        (
+            {"parameters": {"a": 7}},
+            "spec.parameters.a",
+            'Invalid value: "integer": spec.parameters.a in body must be of type string: "integer"',
+        ),
+        (
+            {"podSets": [{"count": True, "podTemplateRef": {"name": "t"}}]},
+            "spec.podSets[0].count",
+            'Invalid value: "": spec.podSets[0].count in body must be of type int32: ""',
+        ),
+        ({"provisioningClassName": None}, "spec.provisioningClassName", "Required value"),
+    ],
+    ids=["string-for-array", "integer-for-string", "boolean-for-int32", "null-is-absent"],
+)
+def test_a_wrong_typed_field_names_its_json_type_not_its_value(objects, namespace, spec, field, message):
+    """kube-openapi's type validator (``pkg/validation/validate/type.go``) reports the JSON type it
+    found, or the formats where the schema has one (``count`` is an ``int32``); a null where the schema
+    does not allow it is dropped first (``apiextensions-apiserver`` prunes non-nullable nulls)."""
+    body = provisioning_request("typed")
+    body["spec"].update(spec)
+    with pytest.raises(client.ApiException) as raised:
+        create(objects, namespace, body)
+    assert raised.value.status == 422
+    causes = status_of(raised.value)["details"]["causes"]
+    reason = "FieldValueRequired" if message == "Required value" else "FieldValueTypeInvalid"
+    assert {"reason": reason, "field": field, "message": message} in causes, causes
 
 
 def test_immutable_spec_field_is_422_and_unchanged(cluster, objects, namespace):

@@ -256,7 +256,12 @@ def test_logs_of_a_running_container(cluster: Cluster, namespace):
 
 
 def test_delete(cluster: Cluster, namespace):
-    client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, pod("p1"))
+    # A pod no node can take stays unscheduled, and an unscheduled pod is deleted at once
+    # (kubernetes pkg/registry/core/pod/strategy.go CheckGracefulDelete); a bound one would wait
+    # for its kubelet.
+    unschedulable = pod("p1")
+    unschedulable["spec"]["nodeSelector"] = {"contract.example.com/no-such-node": "true"}
+    client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, unschedulable)
     result = cluster.kubectl("delete", "pod", "p1", "-n", namespace, "--wait=false")
     assert result.returncode == 0 and "deleted" in result.stdout
     assert cluster.kubectl("get", "pods", "-n", namespace, "-o", "name").stdout == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from kubernetes import client, watch
@@ -12,7 +13,7 @@ from kubernetes_asyncio import watch as async_watch
 
 from tests.builders import provisioning_request
 
-from .conftest import Cluster, require_emulator
+from .conftest import Cluster
 
 GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
 
@@ -92,7 +93,9 @@ def test_watch_from_a_compacted_resource_version_is_410_expired(cluster: Cluster
 
 
 def test_raw_watch_ends_at_timeout_seconds_with_an_error_event_for_410(cluster: Cluster, namespace):
-    status, body = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=true&timeoutSeconds=1")
+    # PodTemplates: a kind no controller writes (kube-controller-manager puts the ConfigMap
+    # kube-root-ca.crt into every namespace), so the fresh namespace has none.
+    status, body = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/podtemplates?watch=true&timeoutSeconds=1")
     assert status == 200 and body == ""
     # A custom resource's watch cache starts with its CRD, so version 1 is older than it on any server.
     status, body = cluster.raw(
@@ -104,19 +107,44 @@ def test_raw_watch_ends_at_timeout_seconds_with_an_error_event_for_410(cluster: 
     assert body["type"] == "ERROR" and body["object"]["code"] == 410 and body["object"]["reason"] == "Expired"
 
 
-def test_bookmarks_carry_the_newest_resource_version(cluster: Cluster, namespace):
-    require_emulator(cluster, "a real apiserver sends bookmarks about once a minute")
-    assert cluster.harness is not None
-    cluster.harness.emulator.context.bookmark_interval_seconds = 0.2
+@pytest.mark.parametrize(
+    "start",
+    ["", "&resourceVersion=0", "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"],
+    ids=["no-resource-version", "resource-version-0", "send-initial-events"],
+)
+def test_initial_events_end_with_a_bookmark_at_the_listed_version(cluster: Cluster, namespace, start):
+    """Watch-list (KEP-3157; a watch from no version is defaulted to it since 1.34): the current objects as
+    ADDED, then one BOOKMARK annotated ``k8s.io/initial-events-end``. Periodic bookmarks may follow (a
+    real apiserver sends them about once a minute, once the version moved); they are not asserted."""
     core = client.CoreV1Api(cluster.api)
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "c1"}})
+    template = {"metadata": {"name": "t1"}, "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}}
+    created = core.create_namespaced_pod_template(namespace, template)
     status, body = cluster.raw(
-        "GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=1"
+        "GET",
+        f"/api/v1/namespaces/{namespace}/podtemplates?watch=true&allowWatchBookmarks=true&timeoutSeconds=1{start}",
     )
     assert status == 200
-    lines = [line for line in body.splitlines() if '"BOOKMARK"' in line] if isinstance(body, str) else []
-    assert lines, body
-    cluster.harness.emulator.context.bookmark_interval_seconds = 5.0
+    events = [json.loads(line) for line in body.splitlines()] if isinstance(body, str) else [body]
+    types = [event["type"] for event in events]
+    assert types[:2] == ["ADDED", "BOOKMARK"] and set(types[2:]) <= {"BOOKMARK"}, types  # then periodic ones
+    bookmark = events[1]["object"]
+    assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(bookmark["metadata"]["resourceVersion"]) >= int(created.metadata.resource_version)
+
+
+def test_send_initial_events_needs_resource_version_match_not_older_than(cluster: Cluster, namespace):
+    status, body = cluster.raw("GET", f"/api/v1/namespaces/{namespace}/podtemplates?watch=true&sendInitialEvents=true")
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["message"] == (
+        'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    )
+    status, body = cluster.raw(
+        "GET",
+        f"/api/v1/namespaces/{namespace}/podtemplates?watch=true&sendInitialEvents=false"
+        "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1",
+    )
+    assert (status, body) == (200, "")  # no initial events, hence no bookmark ending them
 
 
 async def test_asyncio_client_watch_and_its_json_patch_default(cluster: Cluster, namespace):

@@ -16,7 +16,7 @@ import copy
 import json
 from typing import Any
 
-from airflow_provider_gang.sim.apiserver import errors, object_copy
+from airflow_provider_gang.sim.apiserver import errors, go_format, object_copy
 
 # field name -> patchMergeKey (None: a list of primitives merged as a set, e.g. finalizers)
 MERGE_KEYS: dict[str, str | None] = {
@@ -219,8 +219,20 @@ def _merge_list(current: list[Any], patch: list[Any], merge_key: str | None) -> 
     return result
 
 
-def _not_an_object(patch: Any) -> errors.ApiError:
-    """Upstream's answer to a merge patch that is not a JSON object (it fails to read its kind)."""
+def _not_an_object(patch: Any, field_validation: str) -> errors.ApiError:
+    """Upstream's answer to a merge patch that is not a JSON object (``handlers/patch.go``
+    ``applyJSPatch``): with Strict/Warn field validation the strict decoder fails first (400); with
+    Ignore a list replaces the object, which then has no kind (422), anything else is no merge patch (400),
+    as ``null`` is with any validation."""
+    if patch is None:
+        return errors.bad_request("Invalid JSON Patch")
+    if field_validation != "Ignore":
+        return errors.bad_request(
+            f"error decoding patch: json: cannot unmarshal {go_format.json_type(patch)} into Go value of type "
+            "map[string]interface {}"
+        )
+    if not isinstance(patch, list):
+        return errors.bad_request("Invalid JSON Patch")
     raw = json.dumps(patch, separators=(",", ":"))
     detail = (
         "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type "
@@ -231,18 +243,27 @@ def _not_an_object(patch: Any) -> errors.ApiError:
     return errors.ApiError(422, "Invalid", f' "" is invalid: patch: Invalid value: {shown}: {detail}', [cause])
 
 
-def apply(current: dict[str, Any], patch: Any, patch_type: str) -> dict[str, Any]:
-    """The object after a ``merge``/``apply``/``json``/``strategic`` patch, with the API's errors:
-    a non-object merge patch is 422 (as the Go unmarshaller reports it), a non-list JSON patch 400."""
+def apply(current: dict[str, Any], patch: Any, patch_type: str, *, field_validation: str = "Ignore") -> dict[str, Any]:
+    """The object after a ``merge``/``apply``/``json``/``strategic`` patch, with the API's errors for a
+    body of the wrong JSON type (merge: :func:`_not_an_object`; JSON patch: 400 naming the decoder's
+    target type, which depends on ``field_validation`` as upstream; strategic: 400)."""
     if patch_type in ("merge", "apply"):
         if not isinstance(patch, dict):
-            raise _not_an_object(patch)
+            raise _not_an_object(patch, field_validation)
         patched = merge_patch(current, patch)
     elif patch_type == "json":
-        patched = json_patch(current, patch)
+        if patch is not None and not isinstance(patch, list):
+            target = "[]handlers.jsonPatchOp" if field_validation != "Ignore" else "jsonpatch.Patch"
+            prefix = "error decoding patch: " if field_validation != "Ignore" else ""
+            raise errors.bad_request(
+                f"{prefix}json: cannot unmarshal {go_format.json_type(patch)} into Go value of type {target}"
+            )
+        patched = json_patch(current, patch or [])
     elif patch_type == "strategic":
         if not isinstance(patch, dict):
-            raise errors.bad_request("json: cannot unmarshal array into Go value of type map[string]interface {}")
+            raise errors.bad_request(
+                f"json: cannot unmarshal {go_format.json_type(patch)} into Go value of type map[string]interface {{}}"
+            )
         patched = strategic_merge_patch(current, patch)
     else:
         raise errors.unsupported_media_type(patch_type)

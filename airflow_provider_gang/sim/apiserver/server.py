@@ -27,7 +27,8 @@ Not modelled (differences from a real apiserver a test could notice):
   and the garbage collector's and pod binding's writes record no entry;
 - list ``resourceVersion``/``resourceVersionMatch`` are ignored
   (lists are always current); continue tokens never expire;
-- ``sendInitialEvents`` watches get 422 (kubectl falls back to list+watch); slow watchers are never
+- watch-list serves the current objects, not a state "not older than" a given version; periodic
+  bookmarks come every ``bookmark_interval_seconds`` whether or not the version moved; slow watchers are never
   dropped (each watch has an unbounded queue, where a real watch cache would close it); the watch
   cache's start is this server's start (older resourceVersions get 410 from the beginning);
 - Go zero values a real server prints (``creationTimestamp: null`` in templates, ``source: {}`` in

@@ -25,7 +25,7 @@ import copy
 import json
 from typing import Any, Protocol
 
-from airflow_provider_gang.sim.apiserver import errors, managed_fields
+from airflow_provider_gang.sim.apiserver import errors, go_format, managed_fields
 from airflow_provider_gang.sim.apiserver.managed_fields import Entry, Path, Shape
 from airflow_provider_gang.sim.apiserver.object_table import ObjectId
 from airflow_provider_gang.sim.apiserver.registry import ResourceType
@@ -242,8 +242,13 @@ def apply(
     dry_run: bool,
 ) -> Object:
     """Serve an apply patch on ``store`` (see the module docstring)."""
+    if config is None:
+        raise errors.bad_request("invalid object type: /, Kind=")
     if not isinstance(config, dict):
-        raise errors.bad_request("error decoding YAML: the apply configuration must be an object")
+        raise errors.bad_request(
+            "error decoding patch: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal "
+            f"{go_format.json_type(config)} into Go value of type map[string]interface {{}}"
+        )
     config = copy.deepcopy(config)
     config.setdefault("metadata", {})
     if not isinstance(config["metadata"], dict):

@@ -319,7 +319,7 @@ class Store(DeletingObjectTable):
                 dry_run=dry_run,
             )
         current = self._present(resource_type, self._stored(resource_type, name, target_namespace))
-        patched = patches.apply(current, patch, patch_type)
+        patched = patches.apply(current, patch, patch_type, field_validation=field_validation)
         patched_metadata = patched.setdefault("metadata", {})
         if patched_metadata.get("name") != name:
             raise errors.bad_request("the name of the object cannot be changed by a patch")

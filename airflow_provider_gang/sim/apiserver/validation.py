@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from airflow_provider_gang.sim.apiserver import errors
+from airflow_provider_gang.sim.apiserver import errors, go_format
 from airflow_provider_gang.sim.apiserver.errors import Cause
 from airflow_provider_gang.sim.apiserver.registry import ResourceType
 
@@ -50,8 +50,11 @@ NAME_RULES: dict[str, str] = {"/namespaces": "label", "/services": "dns1035"}
 
 
 def invalid_value(field: str, value: Any, detail: str) -> Cause:
-    shown = f'"{value}"' if isinstance(value, str) else str(value)
-    return errors.field_cause("FieldValueInvalid", field, f"Invalid value: {shown}: {detail}")
+    """``Invalid value: <value>: <detail>``, the value printed as Go does (:func:`.go_format.bad_value`);
+    ``go_format.OMITTED`` prints none."""
+    shown = go_format.bad_value(value)
+    message = f"Invalid value: {shown}: {detail}" if value is not go_format.OMITTED else f"Invalid value: {detail}"
+    return errors.field_cause("FieldValueInvalid", field, message)
 
 
 def required(field: str, detail: str = "") -> Cause:

@@ -55,7 +55,8 @@ def _unparsable(kind: str, detail: str, raw: bytes) -> errors.ApiError:
 
 
 async def read_patch(request: web.Request, patch_type: str) -> Any:
-    """A PATCH body. Malformed JSON: 400 for JSON/strategic patches, upstream's bare 500 for merge patches."""
+    """A PATCH body. A JSON patch type whose body is not JSON (or is empty) is 400 ``invalid JSON patch``
+    (``handlers/patch.go`` ``validateAndTranscodePatch``)."""
     raw = await request.read()
     if patch_type == "apply":
         try:
@@ -64,10 +65,8 @@ async def read_patch(request: web.Request, patch_type: str) -> Any:
             raise errors.bad_request(f"error converting YAML to JSON: {error}") from None
     try:
         return json.loads(raw)
-    except ValueError as error:
-        if patch_type == "merge":
-            raise errors.ApiError(500, "", "Invalid JSON Patch") from None
-        raise errors.bad_request(str(error)) from None
+    except ValueError:
+        raise errors.bad_request("invalid JSON patch") from None
 
 
 async def _object_body(request: web.Request, kind: str, custom: bool = False) -> dict[str, Any]:

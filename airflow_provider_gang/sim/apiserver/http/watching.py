@@ -10,14 +10,21 @@ Semantics of a real apiserver (``apiserver/pkg/endpoints/handlers/watch.go``):
   ``reset`` sends the pending events, then aborts the connection (no chunked end); ``malformed``
   alters every event object, or (``truncated-watch``) cuts the first line in half and ends the stream;
 - ``allowWatchBookmarks=true``: periodic ``BOOKMARK`` events with the newest resourceVersion;
-- ``/{plural}/{name}?watch`` (legacy form) watches one object (``metadata.name`` field selector);
-- ``sendInitialEvents=true`` is answered 422, so kubectl's ``wait`` falls back to list+watch.
+- watch-list (KEP-3157, on by default since Kubernetes 1.34): ``sendInitialEvents=true`` (which needs
+  ``resourceVersionMatch=NotOlderThan``) sends the current objects as ADDED, then, with bookmarks
+  allowed, one ``BOOKMARK`` annotated ``k8s.io/initial-events-end: "true"``; a watch from no
+  resourceVersion (or ``"0"``) is defaulted to it (``apimachinery`` ``internalversion/defaults.go``
+  ``SetListOptionsDefaults``); ``sendInitialEvents=false`` starts at the newest version without them;
+  ``resourceVersionMatch`` without ``sendInitialEvents`` is 422 (``internalversion/validation``);
+- ``/{plural}/{name}?watch`` (legacy form) watches one object (``metadata.name`` field selector).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
+from typing import Final
 
 from aiohttp import web
 
@@ -27,6 +34,9 @@ from airflow_provider_gang.sim.apiserver.http.context import ApiContext
 from airflow_provider_gang.sim.apiserver.http.paths import RequestInfo, parse_bool
 from airflow_provider_gang.sim.apiserver.registry import ResourceType
 from airflow_provider_gang.sim.apiserver.watch import Delivery, Event, WatchStream
+
+INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
+"""The annotation of the bookmark that ends a watch-list's initial events (``metav1.InitialEventsAnnotationKey``)."""
 
 
 def _line(event_type: str, obj: object) -> bytes:
@@ -64,18 +74,7 @@ async def serve(
 ) -> web.StreamResponse:
     """Stream watch events for one request until timeout, cut, close or client disconnect."""
     query = request.query
-    if parse_bool(query.get("sendInitialEvents")):
-        raise errors.invalid(
-            "ListOptions",
-            "",
-            [
-                errors.field_cause(
-                    "FieldValueForbidden",
-                    "sendInitialEvents",
-                    "Forbidden: sendInitialEvents is not supported by this server",
-                )
-            ],
-        )
+    resource_version, initial_events = _watch_start(query, context)
     field_selector = query.get("fieldSelector", "")
     if info.name:
         field_selector = ",".join(filter(None, [field_selector, f"metadata.name={info.name}"]))
@@ -89,7 +88,6 @@ async def serve(
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     drawn = requestlog.injected(request)  # a fault the middleware drew (``reset``) excludes the others
-    resource_version = query.get("resourceVersion")
     try:
         if drawn is None and context.faults.draw_watch_expiry(info, resource_version):
             requestlog.mark(request, "watch-expire")
@@ -114,17 +112,21 @@ async def serve(
     loop = asyncio.get_running_loop()
     timers = [loop.call_later(timeout, stream.close)]
 
+    def send_bookmark(annotations: dict[str, str] | None = None) -> None:
+        metadata: dict[str, object] = {"resourceVersion": context.store.resource_version}
+        if annotations:
+            metadata["annotations"] = annotations
+        marker = {"kind": resource_type.kind, "apiVersion": resource_type.api_version, "metadata": metadata}
+        stream.queue.put_nowait(Delivery("BOOKMARK", Event(0, stream.storage_key, "BOOKMARK", marker, None)))
+
     def bookmark() -> None:
-        marker = {
-            "kind": resource_type.kind,
-            "apiVersion": resource_type.api_version,
-            "metadata": {"resourceVersion": context.store.resource_version},
-        }
         if not stream.closed:
-            stream.queue.put_nowait(Delivery("BOOKMARK", Event(0, stream.storage_key, "BOOKMARK", marker, None)))
+            send_bookmark()
             timers.append(loop.call_later(context.bookmark_interval_seconds, bookmark))
 
     if parse_bool(query.get("allowWatchBookmarks")):
+        if initial_events:  # the initial ADDED events are queued already
+            send_bookmark({INITIAL_EVENTS_END: "true"})
         timers.append(loop.call_later(context.bookmark_interval_seconds, bookmark))
     try:
         await response.prepare(request)
@@ -150,6 +152,29 @@ async def serve(
             timer.cancel()
         context.store.close_watch(stream)
     return response
+
+
+def _watch_start(query: Mapping[str, str], context: ApiContext) -> tuple[str | None, bool]:
+    """The resourceVersion to open the store's watch at and whether it starts with the current objects,
+    from ``resourceVersion``, ``sendInitialEvents`` and ``resourceVersionMatch`` (see the module docstring)."""
+    resource_version = query.get("resourceVersion")
+    match = query.get("resourceVersionMatch", "")
+    if "sendInitialEvents" not in query:
+        if match:
+            raise _forbidden_list_option(
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+            )
+        return resource_version, resource_version in (None, "", "0")
+    if match != "NotOlderThan":
+        raise _forbidden_list_option("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
+    if parse_bool(query.get("sendInitialEvents")):
+        return None, True  # the current state is not older than any version the client has seen
+    return (resource_version if resource_version not in (None, "", "0") else context.store.resource_version), False
+
+
+def _forbidden_list_option(detail: str) -> errors.ApiError:
+    cause = errors.field_cause("FieldValueForbidden", "resourceVersionMatch", f"Forbidden: {detail}")
+    return errors.invalid("ListOptions", "", [cause], group="meta.k8s.io")
 
 
 def _pending(stream: WatchStream, encode: _Encoder) -> tuple[list[bytes], bool]:

@@ -11,11 +11,14 @@ https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resou
   ``set`` items by value; atomic list items never correlate);
 - validation ratcheting (``CRDValidationRatcheting``, on by default since Kubernetes 1.30): on update a
   rule without ``oldSelf`` is not re-checked where the value equals its correlated old value;
-- a false rule gives ``<path>: Invalid value: "<schema type>": <message>`` (root path ``<nil>``), the
-  message from ``messageExpression`` if it yields a one-line string, else ``message``, else
-  ``failed rule: <rule>``; ``reason`` picks Forbidden/Required/Duplicate/Invalid and ``fieldPath``
-  extends the path; a runtime error gives ``<error> evaluating rule: <message or rule>``;
-- if the schema check found a wrong type, no rule is evaluated and one cause says so.
+- a false rule gives ``<path>: Invalid value: <value>: <message>`` (root path ``<nil>``), the value
+  at the rule's location printed as Go does (``"text"``, ``4``, ``true``) and left out for objects and
+  arrays (``Invalid value: <message>``), the message from ``messageExpression`` if it yields a
+  one-line string, else ``message``, else ``failed rule: <rule>``; ``reason`` picks
+  Forbidden/Required/Duplicate/Invalid and ``fieldPath`` extends the path; a runtime error gives
+  ``<path>: Invalid value: "<schema type>": <error> evaluating rule: <message or rule>``;
+- if the schema check found a wrong type, no rule is evaluated and one cause says so
+  (``<nil>: Invalid value: null: ...``, ``pkg/registry/customresource/strategy.go``).
 
 Not modelled: the cost budget, ``optionalOldSelf`` (see ``sim.cel_expressions``), the metadata fields beyond name.
 """
@@ -26,7 +29,7 @@ import re
 from typing import Any
 
 from airflow_provider_gang.sim.apiserver import cel_expressions as cel
-from airflow_provider_gang.sim.apiserver import errors, validation
+from airflow_provider_gang.sim.apiserver import errors, go_format, validation
 from airflow_provider_gang.sim.apiserver.errors import Cause
 
 _ROOT_METADATA = ("name", "generateName")
@@ -46,7 +49,7 @@ def rule_causes(new: dict[str, Any], old: dict[str, Any] | None, schema: dict[st
 
 def blocked_cause() -> Cause:
     """The cause upstream adds instead of evaluating rules on an object with wrong-typed fields."""
-    return errors.field_cause("FieldValueInvalid", "<nil>", f'Invalid value: "null": {BLOCKED_MESSAGE}')
+    return validation.invalid_value("<nil>", None, BLOCKED_MESSAGE)
 
 
 def _root_view(obj: dict[str, Any]) -> dict[str, Any]:
@@ -121,11 +124,16 @@ def _node_causes(new: Any, old: Any, schema: dict[str, Any], path: list[Any], un
             causes.append(validation.invalid_value(field, type_name, f"{error} evaluating rule: {_rule_string(rule)}"))
             continue
         if not cel.is_true(result):
-            causes.append(_failure(rule, _extend(path, rule.get("fieldPath")), type_name, variables))
+            causes.append(_failure(rule, _extend(path, rule.get("fieldPath")), _reported(new, type_name), variables))
     return causes
 
 
-def _failure(rule: dict[str, Any], path: list[Any], type_name: str, variables: dict[str, Any]) -> Cause:
+def _reported(value: Any, type_name: str) -> Any:
+    """The value a false rule's error prints: the value itself, none for objects and arrays."""
+    return go_format.OMITTED if type_name in ("object", "array") else value
+
+
+def _failure(rule: dict[str, Any], path: list[Any], value: Any, variables: dict[str, Any]) -> Cause:
     message = _message_or_default(rule)
     expression = rule.get("messageExpression")
     if expression:
@@ -141,8 +149,11 @@ def _failure(rule: dict[str, Any], path: list[Any], type_name: str, variables: d
     if reason == "FieldValueRequired":
         return validation.required(field, message)
     if reason == "FieldValueDuplicate":
-        return errors.field_cause("FieldValueDuplicate", field, f'Duplicate value: "{type_name}"')
-    return validation.invalid_value(field, type_name, message)
+        shown = go_format.bad_value(value)
+        return errors.field_cause(
+            "FieldValueDuplicate", field, f"Duplicate value: {shown}" if shown else "Duplicate value"
+        )
+    return validation.invalid_value(field, value, message)
 
 
 def _message_or_default(rule: dict[str, Any]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 
-from airflow_provider_gang.sim.apiserver import errors, validation, warning_headers
+from airflow_provider_gang.sim.apiserver import errors, go_format, validation, warning_headers
 from airflow_provider_gang.sim.apiserver.errors import Cause
 from airflow_provider_gang.sim.apiserver.kinds import cel_rules
 from airflow_provider_gang.sim.apiserver.kinds.base import Object, Strategy
@@ -79,6 +79,28 @@ def _type_name(value: Any) -> str:
     )
 
 
+def _type_mismatch(value: Any, schema: Any) -> tuple[str, str]:
+    """The expected and the found type a wrong-typed value's error names, as kube-openapi's type
+    validator (``pkg/validation/validate/type.go``): the JSON type names, or, for a non-string value
+    where the schema has a ``format`` the value's own format does not meet, the formats (``int32``
+    against ``""`` for a boolean, ``float64`` for a fraction)."""
+    schema = schema if isinstance(schema, dict) else {}
+    types = schema.get("type") or []
+    types = [name for name in ([types] if isinstance(types, str) else types) if name != "null"]  # from nullable
+    found = _type_name(value)
+    own_format = {"integer": "int64", "number": "float64"}.get(found, "")
+    required_format = str(schema.get("format") or "")
+    integral_float = found == "number" and float(value).is_integer() and "integer" in types
+    widened = found == "integer" and "number" in types
+    if (
+        required_format
+        and not isinstance(value, (str, list))
+        and not (found in types or own_format == required_format or integral_float or widened)
+    ):
+        return required_format, own_format
+    return ",".join(types), found
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value)
@@ -96,6 +118,10 @@ def prune(value: Any, schema: dict[str, Any], path: list[Any], unknown: list[str
         embedded = root or bool(schema.get("x-kubernetes-embedded-resource"))
         for key in list(value):
             if embedded and key in _ROOT_KEYS:
+                continue
+            declared = properties.get(key) if properties is not None and key in properties else additional
+            if value[key] is None and isinstance(declared, dict) and not declared.get("nullable"):
+                del value[key]  # a null where null is not allowed counts as absent; a default then applies
                 continue
             if properties is not None and key in properties:
                 prune(value[key], properties[key], [*path, key], unknown)
@@ -133,13 +159,13 @@ def _schema_causes(obj: Object, schema: dict[str, Any]) -> list[Cause]:
                 if isinstance(error.instance, dict) and missing not in error.instance:
                     causes.append(validation.required(render_path([*parts, missing])))
         elif error.validator == "type":
-            expected = error.validator_value
+            expected, actual = _type_mismatch(error.instance, error.schema)
+            shown = go_format.quote(actual)
             causes.append(
                 errors.field_cause(
                     "FieldValueTypeInvalid",
                     field,
-                    f"Invalid value: {_shown(error.instance)}: {field} in body must be of type {expected}: "
-                    f"{_shown(error.instance)}",
+                    f"Invalid value: {shown}: {field} in body must be of type {expected}: {shown}",
                 )
             )
         elif error.validator == "enum":

@@ -19,7 +19,6 @@ built (:mod:`.autoscaler`); last the scenario's ``objects``. Every component run
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import ssl
@@ -33,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_gang.sim.testing.real import autoscaler, kueue, nodes, stages
+from airflow_provider_gang.sim.testing.real import autoscaler, kubeconfigs, kueue, nodes, stages
 from airflow_provider_gang.sim.testing.real.binaries import Binaries, find
 from airflow_provider_gang.sim.testing.real.certificates import CertificateAuthority, service_account_signer
 from airflow_provider_gang.sim.testing.real.processes import Component, free_port
@@ -136,6 +135,17 @@ class RealCluster:
                 input_text=yaml.safe_dump_all(list(documents), sort_keys=False),
             )
 
+    def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig file for ``user`` in ``groups`` (a client certificate of this cluster's CA); it may
+        do what RBAC grants that user and its groups."""
+        if self._authority is None:
+            raise RuntimeError("the cluster is not started")
+        pair = self._authority.client(user, tuple(groups))
+        text = yaml.safe_dump(kubeconfigs.document(self.url, self._authority.certificate_pem, user, pair))
+        path = self._file(f"users/{user}.kubeconfig", text)
+        path.chmod(0o600)
+        return path
+
     def get(self, resource: str, name: str = "", namespace: str | None = None) -> Any:
         """``kubectl get -o json`` as a dict (a List when ``name`` is empty)."""
         arguments = ["get", resource, *([name] if name else []), "-o", "json"]
@@ -164,8 +174,8 @@ class RealCluster:
         context = ssl.create_default_context(cafile=str(ca_path))
         self._start_etcd()
         self._start_apiserver(authority, ca_path, context)
-        kubeconfig = self._write_kubeconfig(authority)
-        self._start_controllers(authority, ca_path, kubeconfig)
+        admin_kubeconfig = self._write_kubeconfig(authority)
+        self._start_controllers(authority, ca_path, admin_kubeconfig)
         initial = nodes.initial_nodes(self.scenario)
         self.apply(initial)
         self._wait_for_ready_nodes(len(initial), self._named("kwok"))
@@ -176,9 +186,9 @@ class RealCluster:
             "wait", "--for=condition=Established", "--timeout=60s", "crd/provisioningrequests.autoscaling.x-k8s.io"
         )
         if self.with_kueue:
-            self._start_kueue(authority, kubeconfig, context)
+            self._start_kueue(authority, admin_kubeconfig, context)
         if self.with_autoscaler:
-            self._start_autoscaler(kubeconfig)
+            self._start_autoscaler(admin_kubeconfig)
         self.apply([dict(manifest) for manifest in self.scenario.objects])
 
     def _start_etcd(self) -> None:
@@ -242,35 +252,9 @@ class RealCluster:
         apiserver.wait_healthy(f"{self.url}/readyz", context, timeout=self._start_timeout)
 
     def _write_kubeconfig(self, authority: CertificateAuthority) -> Path:
-        admin = authority.client("gang-admin", ("system:masters",))
-        document = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "gang-real",
-                    "cluster": {
-                        "server": self.url,
-                        "certificate-authority-data": base64.b64encode(authority.certificate_pem).decode(),
-                    },
-                }
-            ],
-            "users": [
-                {
-                    "name": "gang-admin",
-                    "user": {
-                        "client-certificate-data": base64.b64encode(admin.certificate_pem).decode(),
-                        "client-key-data": base64.b64encode(admin.key_pem).decode(),
-                    },
-                }
-            ],
-            "contexts": [
-                {"name": "gang-real", "context": {"cluster": "gang-real", "user": "gang-admin", "namespace": "default"}}
-            ],
-            "current-context": "gang-real",
-            "preferences": {},
-        }
-        internal = self._file("admin.kubeconfig", yaml.safe_dump(document, sort_keys=False))
+        pair = authority.client("gang-admin", ("system:masters",))
+        admin = kubeconfigs.document(self.url, authority.certificate_pem, "gang-admin", pair)
+        internal = self._file("admin.kubeconfig", yaml.safe_dump(admin, sort_keys=False))
         internal.chmod(0o600)
         if self._requested_kubeconfig is not None:
             self._requested_kubeconfig.parent.mkdir(parents=True, exist_ok=True)
@@ -281,11 +265,11 @@ class RealCluster:
             self.kubeconfig_path = internal
         return internal
 
-    def _start_controllers(self, authority: CertificateAuthority, ca_path: Path, kubeconfig: Path) -> None:
+    def _start_controllers(self, authority: CertificateAuthority, ca_path: Path, admin_kubeconfig: Path) -> None:
         common = [
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
+            f"--kubeconfig={admin_kubeconfig}",
+            f"--authentication-kubeconfig={admin_kubeconfig}",
+            f"--authorization-kubeconfig={admin_kubeconfig}",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
         ]
@@ -324,7 +308,7 @@ class RealCluster:
             "kwok",
             [
                 str(self.binaries.path("kwok")),
-                f"--kubeconfig={kubeconfig}",
+                f"--kubeconfig={admin_kubeconfig}",
                 f"--config={kwok_configuration}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={nodes.KWOK_MANAGED_SELECTOR}",
@@ -339,7 +323,7 @@ class RealCluster:
         if not kwok.is_running():
             raise kwok.failure("exited during start")
 
-    def _start_kueue(self, authority: CertificateAuthority, kubeconfig: Path, context: ssl.SSLContext) -> None:
+    def _start_kueue(self, authority: CertificateAuthority, admin_kubeconfig: Path, context: ssl.SSLContext) -> None:
         manifests = self.binaries.manifests
         webhook_port, health_port = free_port(), free_port()
         base_url = f"https://127.0.0.1:{webhook_port}"
@@ -367,7 +351,7 @@ class RealCluster:
                 "--feature-gates=VisibilityOnDemand=false",
                 "--zap-log-level=info",
             ],
-            {"KUBECONFIG": str(kubeconfig)},
+            {"KUBECONFIG": str(admin_kubeconfig)},
         )
         process.wait_healthy(f"http://127.0.0.1:{health_port}/readyz", None, timeout=self._start_timeout)
         self.apply(kueue.webhook_configurations(manifests, base_url, authority.certificate_pem))
@@ -377,13 +361,13 @@ class RealCluster:
         directory.mkdir(parents=True, exist_ok=True)
         return directory
 
-    def _start_autoscaler(self, kubeconfig: Path) -> None:
+    def _start_autoscaler(self, admin_kubeconfig: Path) -> None:
         namespace = autoscaler.NAMESPACE
         self.apply(autoscaler.configuration_objects(self.scenario))
         process = self._component(
             "cluster-autoscaler",
-            autoscaler.command(self.binaries.path(autoscaler.BINARY), kubeconfig, self.scenario, free_port()),
-            {"KWOK_PROVIDER_MODE": "local", "KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": namespace},
+            autoscaler.command(self.binaries.path(autoscaler.BINARY), admin_kubeconfig, self.scenario, free_port()),
+            {"KWOK_PROVIDER_MODE": "local", "KUBECONFIG": str(admin_kubeconfig), "POD_NAMESPACE": namespace},
         )
         if not process.is_running():
             raise process.failure("exited during start")

@@ -70,24 +70,24 @@ def test_a_valid_object_has_no_causes_and_transition_rules_wait_for_an_update():
     [
         pytest.param(
             {"size": 4, "limit": 2},
-            ['spec.limit: Invalid value: "object": limit 2 is below size 4'],
+            ["spec.limit: Invalid value: limit 2 is below size 4"],
             id="messageExpression-and-fieldPath",
         ),
         pytest.param({"owner": ""}, ["spec: Required value: needs one"], id="reason-required"),
         pytest.param({"mode": "b"}, ["spec: Forbidden: failed rule: self.mode == 'a'"], id="reason-forbidden-default"),
         pytest.param(
             {"ratio": 2},
-            ['spec.ratio: Invalid value: "number": failed rule: self < 1.5'],
+            ["spec.ratio: Invalid value: 2: failed rule: self < 1.5"],
             id="integer-json-in-a-number-field-is-a-double",
         ),
         pytest.param(
             {"members": [{"name": "a", "count": 0}]},
-            ['spec.members[0]: Invalid value: "object": count must be positive'],
+            ["spec.members[0]: Invalid value: count must be positive"],
             id="inside-array-items",
         ),
         pytest.param(
             {"labels": {"k": "x"}},
-            ["spec.labels.k: Invalid value: \"string\": failed rule: self != 'x'"],
+            ["spec.labels.k: Invalid value: \"x\": failed rule: self != 'x'"],
             id="inside-map-values",
         ),
         pytest.param(
@@ -102,17 +102,15 @@ def test_failing_rules_answer_upstream_causes(spec, expected):
 
 
 def test_a_rule_at_the_root_sees_metadata_name_and_reports_nil():
-    assert shown(cel_rules.rule_causes(obj("forbidden"), None, SCHEMA)) == [
-        '<nil>: Invalid value: "object": name is forbidden'
-    ]
+    assert shown(cel_rules.rule_causes(obj("forbidden"), None, SCHEMA)) == ["<nil>: Invalid value: name is forbidden"]
 
 
 def test_transition_rules_on_update_only_where_the_old_value_correlates():
     old = obj(size=2, members=[{"name": "a", "count": 1}])
     new = obj(size=3, members=[{"name": "a", "count": 2}, {"name": "b", "count": 5}])
     assert shown(cel_rules.rule_causes(new, old, SCHEMA)) == [
-        'spec: Invalid value: "object": size is immutable',
-        'spec.members[0]: Invalid value: "object": count is fixed',
+        "spec: Invalid value: size is immutable",
+        "spec.members[0]: Invalid value: count is fixed",
     ]
 
 
@@ -120,7 +118,7 @@ def test_ratcheting_keeps_an_unchanged_invalid_value_but_not_a_changed_one():
     old = obj(size=1, ratio=3.0, owner="me")
     assert cel_rules.rule_causes(obj(size=1, ratio=3.0, owner="you"), old, SCHEMA) == []
     assert shown(cel_rules.rule_causes(obj(size=1, ratio=4.0), old, SCHEMA)) == [
-        'spec.ratio: Invalid value: "number": failed rule: self < 1.5'
+        "spec.ratio: Invalid value: 4: failed rule: self < 1.5"
     ]
 
 
@@ -141,4 +139,4 @@ def test_a_message_expression_that_fails_falls_back_to_the_message():
             "spec": rules({"rule": "false", "message": "plain", "messageExpression": "self.missing"}, type="object")
         },
     }
-    assert shown(cel_rules.rule_causes({"spec": {}}, None, schema)) == ['spec: Invalid value: "object": plain']
+    assert shown(cel_rules.rule_causes({"spec": {}}, None, schema)) == ["spec: Invalid value: plain"]

@@ -1,0 +1,40 @@
+"""Kubeconfig documents for the real control plane's users: one cluster, one user with a client
+certificate, one context (https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/).
+
+The apiserver authenticates the certificate against its ``--client-ca-file`` and reads the user from
+its CN and the groups from its O (:meth:`.certificates.CertificateAuthority.client`).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from airflow_provider_gang.sim.testing.real.certificates import KeyPair
+
+
+def document(server: str, ca_pem: bytes, user: str, pair: KeyPair, namespace: str = "default") -> dict[str, Any]:
+    """A kubeconfig for ``user`` authenticating with ``pair`` against ``server`` (CA ``ca_pem``)."""
+
+    def encoded(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "gang-real", "cluster": {"server": server, "certificate-authority-data": encoded(ca_pem)}}
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": encoded(pair.certificate_pem),
+                    "client-key-data": encoded(pair.key_pem),
+                },
+            }
+        ],
+        "contexts": [{"name": "gang-real", "context": {"cluster": "gang-real", "user": user, "namespace": namespace}}],
+        "current-context": "gang-real",
+        "preferences": {},
+    }
