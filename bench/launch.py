@@ -19,34 +19,49 @@ members bound < 2 s after ``Provisioned=True``. ``--profile`` adds one more conc
 the largest gang, not counted above, and prints the emulator thread's top functions (cProfile): where
 the emulator spends its time.
 
-Run: ``.venv/bin/python bench/launch.py [--sizes 8,64,256] [--modes provisioning_request,gates] [--profile]``.
+``--backend real`` measures the same launches on the real control plane (``bench/real_backend.py``:
+etcd, kube-apiserver 1.37.2, kube-controller-manager, the real kube-scheduler, kwok; no
+cluster-autoscaler and no Kueue), a fresh cluster per run from ``bench/launch_real.yaml`` (64 kwok
+nodes of 4 GPUs, all up at start). No autoscaler provisions anything: the bench writes
+``Provisioned=True`` on the ProvisioningRequest itself through its status subresource, then times
+``launch`` and the real scheduler's bindings with a watch on the gang's pods (``kube.watch.Reflector``
+on a connection of its own). "API only" has no real counterpart (the real apiserver always runs
+with its scheduler here). ``--backend both`` runs both backends.
+
+Run: ``PYTHONPATH=. .venv/bin/python bench/launch.py [--sizes 8,64,256] [--modes provisioning_request,gates]
+[--backend emulator|real|both] [--profile]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import io
 import pstats
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
-from airflow_provider_gang.kube.resources import PROVISIONING_REQUESTS
+from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS
 from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.kube.watch import Reflector
 from airflow_provider_gang.operators import gang_objects
 from airflow_provider_gang.reservation import naming, provisioning
+from airflow_provider_gang.reservation.manifests import common
 from airflow_provider_gang.reservation.provisioning import ProvisioningState
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.sim.testing.cluster_harness import SimulatedClusterHarness
 from airflow_provider_gang.sim.testing.harness import EmulatorHarness
-from airflow_provider_gang.sim.world.scenario import parse_scenario
+from airflow_provider_gang.sim.world.scenario import load_scenario, parse_scenario
+from bench.real_backend import real_cluster
 
 GPUS_PER_NODE = 8
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]}}
@@ -54,6 +69,8 @@ BOUND_TIMEOUT = 300.0
 GOAL_SECONDS = 2.0
 QUEUED_PROVISIONING = "queued-provisioning.gke.io"
 """GKE's DWS class: ``Provisioned=True`` once the nodes are up (the simulated autoscaler's model)."""
+BACKENDS = ("emulator", "real")
+REAL_SCENARIO = Path(__file__).with_name("launch_real.yaml")
 
 
 def scenario(size: int) -> Any:
@@ -175,6 +192,59 @@ async def measure(
             await client.close()
 
 
+def provisioned_status() -> dict[str, Any]:
+    """``Accepted`` and ``Provisioned`` True, as the cluster-autoscaler writes them on success
+    (kubernetes/autoscaler ``provisioningrequest/conditions/conditions.go``); every field the CRD requires."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        "conditions": [
+            {"type": kind, "status": "True", "reason": kind, "message": "set by the bench", "lastTransitionTime": now}
+            for kind in ("Accepted", "Provisioned")
+        ]
+    }
+
+
+async def all_bound(client: KubeClient, spec: GangSpec, size: int, watching: asyncio.Event) -> float:
+    """``perf_counter()`` when the watch on ``spec``'s member pods has shown ``size`` of them with a
+    ``spec.nodeName``; ``watching`` is set once the LIST is done and the WATCH follows from its
+    resourceVersion (nothing after it is missed)."""
+    reflector = Reflector(client, PODS, spec.namespace, label_selector=common.member_selector(spec))
+    async with contextlib.aclosing(reflector.changes()) as changes:
+        async for _ in changes:
+            watching.set()
+            if sum(1 for pod in reflector.objects.values() if (pod.get("spec") or {}).get("nodeName")) >= size:
+                return time.perf_counter()
+    raise RuntimeError("the watch ended")
+
+
+async def measure_real(size: int, mode: ReservationMode, way: str, options: ClientOptions) -> Run:
+    """One launch on a fresh real control plane: the reservation, ``Provisioned=True`` written by the
+    bench, then ``launch`` until the real scheduler has bound every member."""
+    spec = gang(size, mode, way)
+    with real_cluster(load_scenario(str(REAL_SCENARIO)), kueue=False) as cluster:
+        settings = ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text()))
+        async with await ClientOptions().connect(settings) as setup, await ClientOptions().connect(settings) as watcher:
+            made = await gang_objects.ensure_reservation(setup, spec, owner_try=1)
+            name = naming.GangNames(spec.name).provisioning_request
+            await setup.patch(PROVISIONING_REQUESTS, name, {"status": provisioned_status()}, subresource="status")
+            watching = asyncio.Event()
+            bound = asyncio.create_task(all_bound(watcher, spec, size, watching))
+            try:
+                await asyncio.wait_for(watching.wait(), 60)
+                async with await options.connect(settings) as client:
+                    started = time.perf_counter()
+                    await gang_objects.launch(client, spec, size=size, owner_uid=str(made["owner_uid"]))
+                    launched = time.perf_counter() - started
+                    try:
+                        at = await asyncio.wait_for(asyncio.shield(bound), BOUND_TIMEOUT)
+                    except TimeoutError:
+                        raise SystemExit(f"{spec.name}: not every member bound in {BOUND_TIMEOUT:.0f} s") from None
+                    return Run(size, mode.value, way, launched, at - started, client.requests_sent)
+            finally:
+                bound.cancel()
+                await asyncio.gather(bound, return_exceptions=True)
+
+
 def ratio(anchor: float, measured: float) -> str:
     return f"{anchor / max(measured, 1e-9):.1f}x"
 
@@ -185,15 +255,13 @@ def top_functions(profile: cProfile.Profile, count: int = 15) -> str:
     return output.getvalue()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="8,64,256", help="gang sizes, comma-separated")
-    parser.add_argument("--modes", default="provisioning_request,gates", help="reservation modes, comma-separated")
-    parser.add_argument("--profile", action="store_true", help="profile the emulator during the largest concurrent run")
-    arguments = parser.parse_args()
-    sizes = [int(size) for size in arguments.sizes.split(",")]
-    ways = {"sequential": ClientOptions(max_parallel_requests=1), "concurrent": ClientOptions()}
-    profile = cProfile.Profile() if arguments.profile else None
+def verdict(size: int, concurrent: Run) -> str:
+    if size != 256:
+        return ""
+    return f"; goal < {GOAL_SECONDS:.0f} s bound: {'met' if concurrent.bound < GOAL_SECONDS else 'NOT met'}"
+
+
+async def emulator_table(modes: list[ReservationMode], sizes: list[int], ways: dict[str, ClientOptions]) -> None:
     print("Launch: Provisioned=True -> every member bound (emulator + simulated scheduler, in-process)")
     print(
         f"  concurrent = ClientOptions() ({ways['concurrent'].max_parallel_requests} in flight, "
@@ -201,7 +269,7 @@ async def main() -> None:
     )
     print("  created/bound: with the simulated control plane; API only: launch() on the emulator without it")
     print(f"  {'mode':<21}{'members':>8}{'way':>12}{'created':>10}{'bound':>9}{'requests':>10}{'API only':>10}")
-    for mode in [ReservationMode(name) for name in arguments.modes.split(",")]:
+    for mode in modes:
         for size in sizes:
             runs = {}
             for way, options in ways.items():
@@ -212,21 +280,55 @@ async def main() -> None:
                     f"{run.api_only:>9.2f}s"
                 )
             sequential, concurrent = runs["sequential"], runs["concurrent"]
-            verdict = (
-                ""
-                if size != 256
-                else (f"; goal < {GOAL_SECONDS:.0f} s bound: {'met' if concurrent.bound < GOAL_SECONDS else 'NOT met'}")
-            )
             ratios = (
                 f"bound {ratio(sequential.bound, concurrent.bound)}, "
                 f"API only {ratio(sequential.api_only, concurrent.api_only)}"
             )
-            print(f"  {mode.value:<21}{size:>8}  ratio sequential / concurrent: {ratios}{verdict}")
-    if profile is not None:
-        mode = ReservationMode(arguments.modes.split(",")[0])
-        await measure(max(sizes), mode, "profiled", ways["concurrent"], profile)
+            print(f"  {mode.value:<21}{size:>8}  ratio sequential / concurrent: {ratios}{verdict(size, concurrent)}")
+
+
+async def real_table(modes: list[ReservationMode], sizes: list[int], ways: dict[str, ClientOptions]) -> None:
+    print(
+        "Launch on the real control plane: Provisioned=True -> every member bound by the real kube-scheduler "
+        "on kwok nodes"
+    )
+    print(
+        "  Provisioned=True set by the bench (status subresource; no cluster-autoscaler runs); "
+        f"{REAL_SCENARIO.name}: every node up at start; a fresh cluster per run"
+    )
+    print(f"  {'mode':<21}{'members':>8}{'way':>12}{'created':>10}{'bound':>9}{'requests':>10}")
+    for mode in modes:
+        for size in sizes:
+            runs = {}
+            for way, options in ways.items():
+                runs[way] = run = await measure_real(size, mode, way, options)
+                print(f"  {mode.value:<21}{size:>8}{way:>12}{run.launched:>9.2f}s{run.bound:>8.2f}s{run.requests:>10}")
+            sequential, concurrent = runs["sequential"], runs["concurrent"]
+            print(
+                f"  {mode.value:<21}{size:>8}  ratio sequential / concurrent: bound "
+                f"{ratio(sequential.bound, concurrent.bound)}{verdict(size, concurrent)}"
+            )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="8,64,256", help="gang sizes, comma-separated")
+    parser.add_argument("--modes", default="provisioning_request,gates", help="reservation modes, comma-separated")
+    parser.add_argument("--backend", choices=(*BACKENDS, "both"), default="emulator", help="where the gang launches")
+    parser.add_argument("--profile", action="store_true", help="profile the emulator during the largest concurrent run")
+    arguments = parser.parse_args()
+    sizes = [int(size) for size in arguments.sizes.split(",")]
+    modes = [ReservationMode(name) for name in arguments.modes.split(",")]
+    ways = {"sequential": ClientOptions(max_parallel_requests=1), "concurrent": ClientOptions()}
+    if arguments.backend in ("emulator", "both"):
+        await emulator_table(modes, sizes, ways)
+    if arguments.backend in ("real", "both"):
+        await real_table(modes, sizes, ways)
+    if arguments.profile:
+        profile = cProfile.Profile()
+        await measure(max(sizes), modes[0], "profiled", ways["concurrent"], profile)
         print(
-            f"\nEmulator thread, one more concurrent launch of {max(sizes)} ({mode.value}), profiled apart from "
+            f"\nEmulator thread, one more concurrent launch of {max(sizes)} ({modes[0].value}), profiled apart from "
             "the figures above (cumulative time):"
         )
         print(top_functions(profile))

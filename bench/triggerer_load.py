@@ -21,8 +21,18 @@ N x 8 cncf ``KubernetesPodTrigger``s (operator defaults, as ``bench/api_cost.py`
 pods, measured the same way after a 10 s warm-up; its reaction runs from setting a gang's 8 pods
 ``Succeeded`` to the last of its 8 triggers' events.
 
+``--backend real`` runs the same against the real control plane (``bench/real_backend.py``: etcd,
+kube-apiserver 1.37.2, kube-controller-manager, kube-scheduler, kwok; Kueue for the ``kueue`` mode),
+one fresh cluster per (mode, N) from ``bench/triggerer_real.yaml`` (no nodes: nothing is scheduled,
+as on the emulator without controllers). Requests are the reads of the gang's kinds counted by the
+apiserver's ``apiserver_request_total``, which counts a WATCH when it ends; ``watches`` is the number
+of WATCH requests the process holds open (``apiserver_longrunning_requests``) and ``bg/min`` the
+control plane's own requests per minute in the window. ``--backend both`` runs both and prints the
+real figures beside the emulator's.
+
 Run: ``PYTHONPATH=. .venv/bin/python bench/triggerer_load.py [--gangs 10,100,1000,3000]
-[--anchor-gangs 10,100] [--window 30] [--flips 100]``; ``--smoke`` runs 3 gangs per mode for 2 s.
+[--anchor-gangs 10,100] [--window 30] [--flips 100] [--backend emulator|real|both]``; ``--smoke``
+runs 3 gangs per mode for 2 s.
 
 The gangs' objects and triggers are in ``bench/waiting_gangs.py``, the measuring process in
 ``bench/triggerer_process.py``.
@@ -45,22 +55,44 @@ os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="gang-bench-airflo
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
 
+import contextlib
+from collections.abc import Iterator
+
 import yaml
 
+from airflow_provider_gang.sim.world.scenario import load_scenario
 from bench.emulator import start_server
+from bench.real_backend import real_cluster
 from bench.triggerer_process import child
 from bench.waiting_gangs import ANCHOR, MODES, create_gangs
 
 CHILD_TIMEOUT_SECONDS = 1800
+BACKENDS = ("emulator", "real")
+REAL_SCENARIO = Path(__file__).with_name("triggerer_real.yaml")
 
 
-def measure(mode: str, count: int, options: argparse.Namespace) -> dict[str, Any] | None:
-    """One (mode, N): a fresh emulator, the gangs, then the child process that measures; ``None`` when
-    that process could not finish (its own calls timed out: the process is saturated)."""
+@contextlib.contextmanager
+def api_server(backend: str, mode: str, folder: Path) -> Iterator[Path]:
+    """A fresh API server of ``backend`` for one measurement; yields its admin kubeconfig's path."""
+    if backend == "real":
+        with real_cluster(load_scenario(str(REAL_SCENARIO)), kueue=mode == "kueue") as cluster:
+            yield cluster.kubeconfig_path
+        return
+    kubeconfig_path = folder / "kubeconfig"
+    server = start_server(kubeconfig_path)
+    try:
+        yield kubeconfig_path
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def measure(backend: str, mode: str, count: int, options: argparse.Namespace) -> dict[str, Any] | None:
+    """One (backend, mode, N): a fresh API server, the gangs, then the child process that measures;
+    ``None`` when that process could not finish (its own calls timed out: the process is saturated)."""
     with tempfile.TemporaryDirectory(prefix="gang-load-") as folder:
-        kubeconfig_path, gangs_path = Path(folder) / "kubeconfig", Path(folder) / "gangs.json"
-        server = start_server(kubeconfig_path)
-        try:
+        gangs_path = Path(folder) / "gangs.json"
+        with api_server(backend, mode, Path(folder)) as kubeconfig_path:
             kubeconfig = yaml.safe_load(kubeconfig_path.read_text())
             started = time.monotonic()
             gangs = asyncio.run(create_gangs(kubeconfig, mode, count))
@@ -78,6 +110,8 @@ def measure(mode: str, count: int, options: argparse.Namespace) -> dict[str, Any
                 str(options.window),
                 "--flips",
                 str(flips),
+                "--backend",
+                backend,
             ]
             child = subprocess.run(
                 command,
@@ -87,25 +121,32 @@ def measure(mode: str, count: int, options: argparse.Namespace) -> dict[str, Any
                 check=False,
                 env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
             )
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
     if child.returncode != 0:
         last = (child.stderr.strip().splitlines() or ["?"])[-1]
-        print(f"{mode:>20} {count:>6}  the measuring process failed ({last}): saturated", flush=True)
+        print(f"{backend:>8} {mode:>20} {count:>6}  the measuring process failed ({last}): saturated", flush=True)
         return None
     result: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
-    return {**result, "mode": mode, "gangs": count, "setup_seconds": setup_seconds}
+    return {**result, "backend": backend, "mode": mode, "gangs": count, "setup_seconds": setup_seconds}
+
+
+def per_gang_minute(result: dict[str, Any]) -> float:
+    return float(result["requests"]) / result["gangs"] / (result["window_seconds"] / 60)
+
+
+def startup_per_gang(result: dict[str, Any]) -> float:
+    return float(result["startup"]["requests"]) / result["gangs"]
 
 
 def row(result: dict[str, Any]) -> str:
     gangs, minutes = result["gangs"], result["window_seconds"] / 60
+    watches = "-" if result.get("open_watches") is None else str(result["open_watches"])
+    background = "-" if result.get("background") is None else f"{result['background'] / minutes:.0f}"
     return (
-        f"{result['mode']:>20} {gangs:>6} {result['requests'] / gangs / minutes:>10.2f}"
-        f" {result['connections']:>6} {100 * result['cpu_share']:>7.1f}%"
+        f"{result['backend']:>8} {result['mode']:>20} {gangs:>6} {per_gang_minute(result):>10.2f}"
+        f" {result['connections']:>6} {watches:>7} {100 * result['cpu_share']:>7.1f}%"
         f" {result['rss_growth_bytes'] / 2**20:>8.1f} {result['rss_growth_bytes'] / gangs / 1024:>8.1f}"
         f" {1000 * result['reaction_p50']:>9.1f} {1000 * result['reaction_p99']:>9.1f}"
-        f" {result['startup']['seconds']:>7.1f} {result['startup']['requests'] / gangs:>8.2f}"
+        f" {result['startup']['seconds']:>7.1f} {startup_per_gang(result):>8.2f} {background:>6}"
     )
 
 
@@ -116,11 +157,48 @@ def goals(result: dict[str, Any]) -> dict[str, bool]:
     """The targets for 1,000 waiting gangs in one process."""
     return {
         "<= 10 connections": result["connections"] <= 10,
-        "<= 1 request/gang/min": result["requests"] / result["gangs"] / (result["window_seconds"] / 60) <= 1,
+        "<= 1 request/gang/min": per_gang_minute(result) <= 1,
         "reaction p99 < 1 s": result["reaction_p99"] < 1.0,
         "CPU < 10 % of a core": result["cpu_share"] < 0.10,
         "RSS growth <= 100 MB": result["rss_growth_bytes"] <= 100 * 2**20,
     }
+
+
+def summary(results: list[dict[str, Any]]) -> list[str]:
+    """The goals at 1,000 gangs, the ratios against the anchor of the same backend and N, and, when both
+    backends ran, each real figure beside the emulator's."""
+    lines = []
+    for result in results:
+        if result["mode"] != ANCHOR and result["gangs"] == GOAL_GANGS:
+            lines.append(
+                f"goals at {GOAL_GANGS} gangs, {result['backend']} {result['mode']}: "
+                + ", ".join(f"{name} {'met' if met else 'NOT met'}" for name, met in goals(result).items())
+            )
+    anchors = {(result["backend"], result["gangs"]): result for result in results if result["mode"] == ANCHOR}
+    for result in results:
+        anchor = anchors.get((result["backend"], result["gangs"]))
+        if result["mode"] == ANCHOR or anchor is None:
+            continue
+        lines.append(
+            f"ratio anchor / {result['mode']} at {result['gangs']} gangs ({result['backend']}): requests"
+            f" {anchor['requests'] / max(1, result['requests']):.0f}x, CPU"
+            f" {anchor['cpu_share'] / max(1e-6, result['cpu_share']):.1f}x, connections"
+            f" {anchor['connections'] / max(1, result['connections']):.0f}x, reaction p99"
+            f" {anchor['reaction_p99'] / max(1e-6, result['reaction_p99']):.0f}x"
+        )
+    emulated = {(result["mode"], result["gangs"]): result for result in results if result["backend"] == "emulator"}
+    for result in results:
+        other = emulated.get((result["mode"], result["gangs"]))
+        if result["backend"] != "real" or other is None:
+            continue
+        lines.append(
+            f"real beside emulator, {result['mode']} at {result['gangs']} gangs: requests/gang/min"
+            f" {per_gang_minute(result):.2f} vs {per_gang_minute(other):.2f}, connections"
+            f" {result['connections']} vs {other['connections']}, reaction p99"
+            f" {1000 * result['reaction_p99']:.0f} vs {1000 * other['reaction_p99']:.0f} ms, startup requests/gang"
+            f" {startup_per_gang(result):.2f} vs {startup_per_gang(other):.2f}"
+        )
+    return lines
 
 
 def main() -> int:
@@ -131,6 +209,7 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=30.0, help="real seconds measured while every gang waits")
     parser.add_argument("--flips", type=int, default=100, help="gangs granted 50 ms apart for the reaction")
     parser.add_argument("--anchor-flips", type=int, default=20, help="the same for the anchor")
+    parser.add_argument("--backend", choices=(*BACKENDS, "both"), default="emulator", help="where the gangs wait")
     parser.add_argument("--smoke", action="store_true", help="3 gangs per mode, 2 s, no anchor")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "KUBECONFIG", "GANGS"), help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -138,42 +217,31 @@ def main() -> int:
         mode, kubeconfig_path, gangs_path = options.child
         gangs = json.loads(Path(gangs_path).read_text())
         kubeconfig = yaml.safe_load(Path(kubeconfig_path).read_text())
-        measured = asyncio.run(child(mode, Path(kubeconfig_path), kubeconfig, gangs, options.window, options.flips))
+        measured = asyncio.run(
+            child(mode, Path(kubeconfig_path), kubeconfig, gangs, options.window, options.flips, options.backend)
+        )
         print(json.dumps(measured))
         return 0
     if options.smoke:
         options.gangs, options.anchor_gangs, options.window, options.flips = "3", "", 2.0, 3
+    backends = BACKENDS if options.backend == "both" else (options.backend,)
     runs = [(mode, int(n)) for mode in options.modes.split(",") if mode for n in options.gangs.split(",") if n]
     runs += [(ANCHOR, int(n)) for n in options.anchor_gangs.split(",") if n]
     print(
-        f"{'mode':>20} {'gangs':>6} {'req/gang/min':>10} {'conns':>6} {'CPU':>8} {'RSS MB':>8} {'KB/gang':>8}"
-        f" {'p50 ms':>9} {'p99 ms':>9} {'start s':>7} {'start req/gang':>8}",
+        f"{'backend':>8} {'mode':>20} {'gangs':>6} {'req/gang/min':>10} {'conns':>6} {'watches':>7} {'CPU':>8}"
+        f" {'RSS MB':>8} {'KB/gang':>8} {'p50 ms':>9} {'p99 ms':>9} {'start s':>7} {'start req/gang':>8}"
+        f" {'bg/min':>6}",
         flush=True,
     )
     results = []
-    for mode, count in runs:
-        result = measure(mode, count, options)
-        if result is not None:
-            results.append(result)
-            print(row(result), flush=True)
-    for result in results:
-        if result["mode"] != ANCHOR and result["gangs"] == GOAL_GANGS:
-            print(
-                f"goals at {GOAL_GANGS} gangs, {result['mode']}: "
-                + ", ".join(f"{name} {'met' if met else 'NOT met'}" for name, met in goals(result).items())
-            )
-    anchors = {result["gangs"]: result for result in results if result["mode"] == ANCHOR}
-    for result in results:
-        anchor = anchors.get(result["gangs"])
-        if result["mode"] == ANCHOR or anchor is None:
-            continue
-        print(
-            f"ratio anchor / {result['mode']} at {result['gangs']} gangs: requests"
-            f" {anchor['requests'] / max(1, result['requests']):.0f}x, CPU"
-            f" {anchor['cpu_share'] / max(1e-6, result['cpu_share']):.1f}x, connections"
-            f" {anchor['connections'] / max(1, result['connections']):.0f}x, reaction p99"
-            f" {anchor['reaction_p99'] / max(1e-6, result['reaction_p99']):.0f}x"
-        )
+    for backend in backends:
+        for mode, count in runs:
+            result = measure(backend, mode, count, options)
+            if result is not None:
+                results.append(result)
+                print(row(result), flush=True)
+    for line in summary(results):
+        print(line)
     return 0
 
 

@@ -1,9 +1,11 @@
 """The measuring side of ``bench/triggerer_load.py``: one process running the triggers of every
 waiting gang, measured alone (steps 2 and 3 of that module's docstring).
 
-Started by ``bench/triggerer_load.py --child MODE KUBECONFIG GANGS``, it prints one JSON line:
-requests in the window (the emulator's ``/_sim/metrics``), CPU share of one core, open TCP
-connections to the emulator, peak RSS growth, and the reaction times of the granted gangs.
+Started by ``bench/triggerer_load.py --child MODE KUBECONFIG GANGS [--backend real]``, it prints one
+JSON line: requests in the window (the emulator's ``/_sim/metrics``; on the real apiserver its
+``apiserver_request_total``, read by ``bench/real_backend.py``, with the WATCH requests open in the
+middle of the window and the control plane's own requests as ``background``), CPU share of one core,
+open TCP connections to the API server, peak RSS growth, and the reaction times of the granted gangs.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import aiohttp
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from bench.emulator import percentile, session_for
+from bench.real_backend import ApiserverMetrics
 from bench.waiting_gangs import ANCHOR, GANG_SIZE, build_triggers, grant
 
 FLIP_SPACING_SECONDS = 0.05
@@ -67,11 +70,19 @@ class Control:
 
 
 async def child(
-    mode: str, kubeconfig_path: Path, kubeconfig: dict[str, Any], gangs: list[dict[str, Any]], window: float, flips: int
+    mode: str,
+    kubeconfig_path: Path,
+    kubeconfig: dict[str, Any],
+    gangs: list[dict[str, Any]],
+    window: float,
+    flips: int,
+    backend: str = "emulator",
 ) -> dict[str, Any]:
-    """Run the triggers of ``gangs`` in this process and measure it (module docstring, steps 2 and 3)."""
+    """Run the triggers of ``gangs`` in this process and measure it (module docstring, steps 2 and 3);
+    ``backend`` says where the requests are counted: ``emulator`` or ``real``."""
     port = int(kubeconfig["clusters"][0]["cluster"]["server"].rsplit(":", 1)[1])
-    control = Control(kubeconfig_path)
+    real = ApiserverMetrics(kubeconfig_path) if backend == "real" else None
+    control = real or Control(kubeconfig_path)
     build_triggers(mode, kubeconfig, gangs[:1])  # imports Airflow and the triggers before the baseline
     await control.metrics()  # and aiohttp's TLS machinery
     baseline, peak = rss_bytes(), rss_bytes()
@@ -96,6 +107,7 @@ async def child(
             await trigger.cleanup()
 
     await control.metrics("DELETE")
+    watches_before = await real.open_watches() if real is not None else 0
     started = time.monotonic()
     tasks = [asyncio.create_task(wait(position, trigger)) for position, trigger in enumerate(triggers)]
     if mode == ANCHOR:
@@ -109,6 +121,7 @@ async def child(
     cpu_before, wall_before = time.process_time(), time.monotonic()
     await asyncio.sleep(window / 2)
     connections = open_connections(port)
+    open_watches = await real.open_watches() - watches_before if real is not None else None
     await asyncio.sleep(window / 2)
     cpu_share = (time.process_time() - cpu_before) / (time.monotonic() - wall_before)
     requests = await control.metrics()
@@ -135,6 +148,8 @@ async def child(
         "window_seconds": window,
         "requests": requests["total"],
         "breakdown": requests["requests"],
+        "background": requests.get("background"),
+        "open_watches": open_watches,
         "cpu_share": cpu_share,
         "connections": connections,
         "rss_growth_bytes": peak - baseline,
