@@ -110,9 +110,9 @@ def test_reservation_assumes_the_usage_then_writes_the_admission_with_pending_ch
     assume, write, event = _reserve(workload, _config(check=True))
     assert isinstance(assume, AssumeUsage) and assume.cluster_queue == "cq"
     assert isinstance(write, WorkloadStatus)
+    # no Admitted condition until the checks are Ready (Kueue pkg/workload/admissionchecks.go SyncAdmittedCondition)
     assert write.conditions == (
         Condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
-        Condition("Admitted", "False", "UnsatisfiedAdmissionChecks", checks.UNSATISFIED_CHECKS),
     )
     (assignment,) = write.fields["admission"]["podSetAssignments"]
     assert (assignment["count"], assignment["flavors"], assignment["resourceUsage"]["nvidia.com/gpu"]) == (
