@@ -2,18 +2,23 @@
 
 Pure functions over what :class:`tests.real.recording.Recorder` keeps (every watched version of a
 kind, oldest first). Each reduction drops what differs between any two runs of the same scenario -
-names, uids, generated suffixes, timestamps, the number of writes that carried the same state - and
-keeps what the provider reads:
+names, uids, generated suffixes, timestamps, the number of writes that carried the same state, the
+order of writes that upstream does not order - and keeps what the provider reads:
 
-- conditions of a ProvisioningRequest or a Workload: ``(type, status, reason)`` in the order they
-  first appear, a condition repeated unchanged dropped (the meaning of each is in the autoscaler's
-  ``proposals/provisioning-request.md`` and Kueue's ``apis/kueue/v1beta2/workload_types.go``);
+- conditions of a ProvisioningRequest or a Workload, per condition type: its ``(status, reason)``
+  changes in order (the meaning of each is in the autoscaler's ``proposals/provisioning-request.md``
+  and Kueue's ``apis/kueue/v1beta2/workload_types.go``);
+- per object, the order of the milestones upstream does order (:data:`REQUEST_MILESTONES`,
+  :data:`WORKLOAD_MILESTONES`); conditions of different types that upstream writes from
+  independent reconcilers (Kueue's ``PodsReady=False/WaitForStart`` against ``QuotaReserved``) are
+  not ordered against each other;
 - a Workload's admission-check states per check name (``Pending``, ``Ready``, ``Retry``,
   ``Rejected``; Kueue ``workload_types.go`` ``AdmissionCheckState``);
 - a member pod's phases and its ``PodScheduled`` condition, per rank;
 - per member, the order of its scheduling-gate removal and its binding (``spec.nodeName`` first set):
-  KEP-3521 requires the gate gone before the scheduler binds; per gang, the same events of all
-  members in watch order (whether every gate went before the first binding).
+  KEP-3521 requires the gate gone before the scheduler binds; per gang, whether every member was
+  created before the first gate went (the provider's gates-mode contract; when the scheduler binds
+  each released member is not ordered against the next member's release).
 
 Objects are named by role and order of first appearance (``provisioningrequest 1``, ``gang 2 rank 0``):
 the gang's generated names and Kueue's generated Workload and request names differ between runs.
@@ -52,14 +57,6 @@ def by_object(versions: Iterable[dict[str, Any]], *, since: float) -> list[list[
     return list(groups.values())
 
 
-def _first_appearances(steps: Iterable[Step]) -> Sequence:
-    seen: list[Step] = []
-    for step in steps:
-        if step not in seen:
-            seen.append(step)
-    return tuple(seen)
-
-
 def _transitions(states: Iterable[Step]) -> Sequence:
     """``states`` with each run of equal consecutive states kept once."""
     kept: list[Step] = []
@@ -69,14 +66,46 @@ def _transitions(states: Iterable[Step]) -> Sequence:
     return tuple(kept)
 
 
-def condition_transitions(versions: Iterable[dict[str, Any]]) -> Sequence:
-    """``(type, status, reason)`` of ``status.conditions`` over the versions of one object, in order of
-    first appearance; a condition kept unchanged over several versions counts once."""
-    return _first_appearances(
-        (condition["type"], condition["status"], condition.get("reason", ""))
-        for obj in versions
-        for condition in (obj.get("status") or {}).get("conditions") or []
-    )
+Milestone = tuple[str, str | None]
+"""A condition type and the status it reaches (``None``: any status)."""
+
+REQUEST_MILESTONES: tuple[Milestone, ...] = (("Accepted", "True"), ("Provisioned", None), ("BookingExpired", "True"))
+"""The cluster-autoscaler accepts a request before it answers ``Provisioned`` (``True`` or ``False``),
+and a booking expires only once provisioned (``pkg/provisioningrequest/besteffortatomic/provisioning_class.go``,
+``pkg/provisioningrequest/checkcapacity/provisioningclass.go``, ``pkg/processors/provreq/processor.go``)."""
+
+WORKLOAD_MILESTONES: tuple[Milestone, ...] = (("QuotaReserved", "True"), ("Admitted", "True"), ("PodsReady", "True"))
+"""Kueue admits only a Workload with reserved quota (``pkg/workload/admissionchecks.go``
+``SyncAdmittedCondition``) and unsuspends the Job, whose pods then become ready, only once admitted
+(``pkg/controller/jobframework/reconciler.go``)."""
+
+
+def _conditions(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((obj.get("status") or {}).get("conditions") or [])
+
+
+def condition_transitions(versions: Iterable[dict[str, Any]]) -> dict[str, Sequence]:
+    """Per condition type of ``status.conditions`` over the versions of one object, its
+    ``(status, reason)`` changes in order; a condition kept unchanged over several versions counts once."""
+    per_type: dict[str, list[Step]] = {}
+    for obj in versions:
+        for condition in _conditions(obj):
+            per_type.setdefault(condition["type"], []).append((condition["status"], condition.get("reason", "")))
+    return {kind: _transitions(steps) for kind, steps in per_type.items()}
+
+
+def milestone_order(versions: Iterable[dict[str, Any]], milestones: tuple[Milestone, ...]) -> Sequence:
+    """The ``milestones`` one object reached, in the order of the first version showing each; milestones
+    first shown in the same version count in the order given (one write may carry several)."""
+    first: dict[Milestone, int] = {}
+    for index, obj in enumerate(versions):
+        for condition in _conditions(obj):
+            for milestone in milestones:
+                kind, status = milestone
+                if condition["type"] == kind and status in (None, condition["status"]) and milestone not in first:
+                    first[milestone] = index
+    reached = sorted(first, key=lambda milestone: (first[milestone], milestones.index(milestone)))
+    return tuple((kind, status or "any") for kind, status in reached)
 
 
 def admission_check_states(versions: Iterable[dict[str, Any]]) -> dict[str, Sequence]:
@@ -111,23 +140,39 @@ def rank(pod: dict[str, Any]) -> str:
 
 
 def gate_and_binding_order(versions: Iterable[dict[str, Any]]) -> Sequence:
-    """Over the pod versions of one gang in watch order: ``created gated``, ``gate removed`` and ``bound``
-    events, consecutive equal events once - ``(created gated, gate removed, bound)`` for a gang
-    released together; interleaved removals and bindings show as a longer sequence."""
+    """Over the versions of one member pod: ``created gated``, ``gate removed`` and ``bound`` events in
+    order - ``(created gated, gate removed, bound)`` for a member released by removing its gate,
+    ``(bound,)`` for one created without gates."""
+    gated: bool | None = None
+    bound = False
+    events: list[Step] = []
+    for obj in versions:
+        has_gates = bool((obj.get("spec") or {}).get("schedulingGates"))
+        if gated is None and has_gates:
+            events.append(("created gated",))
+        elif gated and not has_gates:
+            events.append(("gate removed",))
+        gated = has_gates
+        if not bound and (obj.get("spec") or {}).get("nodeName"):
+            bound = True
+            events.append(("bound",))
+    return tuple(events)
+
+
+def creation_and_release(versions: Iterable[dict[str, Any]]) -> Sequence:
+    """Over the pod versions of one gang in watch order: ``created gated``, ``created`` (without gates)
+    and ``gate removed`` events, consecutive equal events once - ``(created gated, gate removed)`` for
+    a gang whose every member existed before the first release, a longer sequence otherwise."""
     gated: dict[str, bool] = {}
-    bound: set[str] = set()
     events: list[Step] = []
     for obj in versions:
         uid = obj["metadata"]["uid"]
         has_gates = bool((obj.get("spec") or {}).get("schedulingGates"))
-        if uid not in gated and has_gates:
-            events.append(("created gated",))
-        elif gated.get(uid) and not has_gates:
+        if uid not in gated:
+            events.append(("created gated",) if has_gates else ("created",))
+        elif gated[uid] and not has_gates:
             events.append(("gate removed",))
         gated[uid] = has_gates
-        if uid not in bound and (obj.get("spec") or {}).get("nodeName"):
-            bound.add(uid)
-            events.append(("bound",))
     return _transitions(events)
 
 
@@ -144,14 +189,17 @@ def reduce(recorded: dict[str, list[dict[str, Any]]], *, since: float) -> dict[s
     gives no sequence.
     """
     sequences: dict[str, Sequence] = {}
-    requests = recorded.get("autoscaling.x-k8s.io/v1/provisioningrequests", [])
-    for number, versions in enumerate(by_object(requests, since=since), start=1):
-        sequences[f"provisioningrequest {number} conditions"] = condition_transitions(versions)
-    workloads = recorded.get("kueue.x-k8s.io/v1beta2/workloads", [])
-    for number, versions in enumerate(by_object(workloads, since=since), start=1):
-        sequences[f"workload {number} conditions"] = condition_transitions(versions)
-        for check, states in admission_check_states(versions).items():
-            sequences[f"workload {number} check {check}"] = states
+    kinds = (
+        ("provisioningrequest", "autoscaling.x-k8s.io/v1/provisioningrequests", REQUEST_MILESTONES),
+        ("workload", "kueue.x-k8s.io/v1beta2/workloads", WORKLOAD_MILESTONES),
+    )
+    for role, store_key, milestones in kinds:
+        for number, versions in enumerate(by_object(recorded.get(store_key, []), since=since), start=1):
+            for kind, changes in condition_transitions(versions).items():
+                sequences[f"{role} {number} {kind}"] = changes
+            sequences[f"{role} {number} order"] = milestone_order(versions, milestones)
+            for check, states in admission_check_states(versions).items():
+                sequences[f"{role} {number} check {check}"] = states
     pods = by_object(recorded.get("v1/pods", []), since=since)
     gangs: dict[str, int] = {}
     for versions in pods:
@@ -165,7 +213,7 @@ def reduce(recorded: dict[str, list[dict[str, Any]]], *, since: float) -> dict[s
         members = [
             obj for obj in recorded.get("v1/pods", []) if obj["metadata"]["uid"] in uids and _gang_of(obj) == gang
         ]
-        sequences[f"gang {number} release order"] = gate_and_binding_order(members)
+        sequences[f"gang {number} creation and release"] = creation_and_release(members)
     return sequences
 
 

@@ -4,22 +4,27 @@ Each scenario runs one gang through ``dag.test()`` first on ``gang-sim`` (the sa
 at real time: every delay is the same real seconds) and then on the real stack (kube-apiserver,
 kube-scheduler, controller-manager, kwok, Kueue 0.17, the cluster-autoscaler's kwok provider),
 recording ProvisioningRequests, Workloads and pods from watches on both. :mod:`tests.real.sequences`
-reduces the recordings to sequences (conditions, admission-check states, pod phases, the
-``PodScheduled`` condition, gate removals against bindings) and the test compares them.
+reduces the recordings to sequences (conditions per type, the milestones upstream orders,
+admission-check states, pod phases, the ``PodScheduled`` condition, gate removals against bindings)
+and the test compares them.
 
-Every difference that remains is listed in :data:`KNOWN_DIFFERENCES` with both sides and the reason
-it is harmless (docs/fidelity.md carries the same table). A difference not listed fails, and so does
-a listed one that no longer occurs - the list stays the truth.
+Every difference that remains is listed in :data:`tests.real.explained.KNOWN_DIFFERENCES` with the
+sequences each side may show and the reason it is harmless (docs/fidelity.md carries the same
+table). A difference not listed fails, and so does a listed one that always occurs but did not.
 
-The scenarios run in one order on one gang-sim cluster and on the session's real cluster, so both
-start each scenario with the same GPU nodes (the pool grows and, with the scenario's hour of
-scale-down delay, never shrinks during a run); the first compared sequence of each scenario is that
-node count. Run this module before others that grow the pool (pytest's file order does).
+Both clusters start every scenario with the same GPU nodes, whatever ran before in the session:
+gang-sim starts with as many GPU nodes as the real cluster has when this module starts (earlier
+tests may have grown its pool), and the scenario's hour of scale-down delay keeps every node for the
+module on both. Whether the autoscaler answers ``CapacityIsFound`` (the nodes are there) or
+``CapacityIsProvisioned`` (it scaled up) therefore agrees; the first compared sequence of each
+scenario is that node count. The counts of matched sequences are written to the terminal at the end.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -28,9 +33,10 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_gang.sim.world.cloud import POOL_LABEL
 from tests.e2e.gang_dags import gang_dag, run_dag_test, simulated_pod
-from tests.real import sequences
-from tests.real.backends import airflow_connection, sim_backend, wait_for
+from tests.real import explained, sequences
+from tests.real.backends import RealBackend, airflow_connection, sim_backend, wait_for
 from tests.real.conftest import leftovers
 from tests.real.recording import recording
 
@@ -75,75 +81,6 @@ SCENARIOS = (
 )
 
 
-@dataclass(frozen=True)
-class Known:
-    """A difference that is understood: the sequence on each side and why it does not matter to the provider."""
-
-    sim: sequences.Sequence
-    real: sequences.Sequence
-    reason: str
-    timing_dependent: bool = False
-    """The real side depends on how fast the real components answer: on a run where they race the
-    other way the sequences agree, which is not a failure."""
-
-
-KNOWN_DIFFERENCES: dict[tuple[str, str], Known] = {
-    **{
-        ("provisioning request, best-effort-atomic, granted", f"gang 1 rank {rank} PodScheduled"): Known(
-            (("False", "Unschedulable"), ("True", "")),
-            (("True", ""),),
-            "gang-sim creates the new nodes the pool's provisioningDelaySeconds (5 s) after "
-            "Provisioned=True/CapacityIsProvisioned, as a cloud does; the real harness's kwok provider "
-            "creates them at once, so the members the provider creates after Provisioned find them there. "
-            "The provider reads only the ProvisioningRequest's conditions.",
-            timing_dependent=True,
-        )
-        for rank in (0, 1)
-    },
-    **{
-        (scenario, "workload 1 conditions"): Known(
-            (
-                ("PodsReady", "False", "WaitForStart"),
-                ("QuotaReserved", "True", "QuotaReserved"),
-                *admitted,
-                ("PodsReady", "True", "Started"),
-                ("Finished", "True", "Succeeded"),
-            ),
-            (
-                ("PodsReady", "False", "WaitForStart"),
-                ("QuotaReserved", "True", "QuotaReserved"),
-                *admitted,
-                ("PodsReady", "True", "Started"),
-            ),
-            "the provider deletes the gang once every member succeeded; gang-sim's Job controller and "
-            "Kueue mark the Job Complete and the Workload Finished in the same instant, the real ones "
-            "sometimes only after the provider's delete (then the Workload is garbage-collected "
-            "unfinished). Either way the quota is released and the provider never reads Finished.",
-            timing_dependent=True,
-        )
-        for scenario, admitted in (
-            ("kueue quota admission", (("Admitted", "True", "Admitted"),)),
-            ("kueue partial admission", (("Admitted", "True", "Admitted"),)),
-            (
-                "kueue admission check with a provisioning request",
-                (("Admitted", "False", "UnsatisfiedAdmissionChecks"), ("Admitted", "True", "Admitted")),
-            ),
-        )
-    },
-    ("gates mode release", "gang 1 release order"): Known(
-        (("created gated",), ("gate removed",), ("bound",), ("gate removed",), ("bound",)),
-        (("created gated",), ("gate removed",), ("bound",)),
-        "the provider removes the members' gates one patch each; gang-sim's scheduler binds a pod "
-        "in the same instant its gate goes, the real scheduler's queue takes longer than the second "
-        "patch. Each member is bound only after its own gate is gone on both (the per-member "
-        "sequences agree) and the ProvisioningRequest holds the capacity for all of them.",
-        timing_dependent=True,
-    ),
-}
-"""By (scenario name, sequence name). The same rows, with the fixes that removed the others, are the
-table in docs/fidelity.md, section "Controllers"."""
-
-
 @dataclass
 class Tally:
     matched: int = 0
@@ -177,16 +114,27 @@ def run_recorded(backend: Any, kubeconfig: Path, scenario: Scenario, dag_id: str
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    with sim_backend() as backend:
+def sim(real_session: RealBackend) -> Iterator[Any]:
+    """gang-sim at real time on the real cluster's scenario, each GPU pool starting with the nodes the
+    real cluster's pool has now."""
+    nodes = Counter(
+        (node["metadata"].get("labels") or {}).get(POOL_LABEL) for node in real_session.objects("v1/nodes", "")
+    )
+    pools = tuple(
+        dataclasses.replace(pool, initial_nodes=nodes[pool.name]) if pool.gpus_per_node else pool
+        for pool in real_session.scenario.node_pools
+    )
+    with sim_backend(dataclasses.replace(real_session.scenario, node_pools=pools)) as backend:
         yield backend
 
 
 @pytest.fixture(scope="module")
-def tally() -> Iterator[Tally]:
+def tally(pytestconfig: pytest.Config) -> Iterator[Tally]:
     counts = Tally()
     yield counts
-    print(f"\ndifferential fidelity: {counts.matched} of {counts.total} sequences match")
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"differential fidelity: {counts.matched} of {counts.total} sequences match")
 
 
 def describe(found: dict[str, tuple[sequences.Sequence, sequences.Sequence]]) -> str:
@@ -202,12 +150,6 @@ def test_gang_sim_and_the_real_stack_agree(scenario: Scenario, sim: Any, cluster
     tally.total += len(set(on_sim) | set(on_real))
     tally.matched += len(set(on_sim) | set(on_real)) - len(found)
     print(f"\n{scenario.name}: {len(found)} differences\n  gang-sim: {on_sim!r}\n  real: {on_real!r}")
-    known = {name: entry for (where, name), entry in KNOWN_DIFFERENCES.items() if where == scenario.name}
-    unexplained = {name: sides for name, sides in found.items() if name not in known or listed(known[name]) != sides}
-    gone = sorted(name for name, entry in known.items() if name not in found and not entry.timing_dependent)
-    assert not unexplained, f"differences not in KNOWN_DIFFERENCES:\n{describe(unexplained)}"
-    assert not gone, f"listed in KNOWN_DIFFERENCES but no longer different: {gone}"
-
-
-def listed(entry: Known) -> tuple[sequences.Sequence, sequences.Sequence]:
-    return entry.sim, entry.real
+    verdict = explained.check(scenario.name, found)
+    assert not verdict.unexplained, f"differences not in KNOWN_DIFFERENCES:\n{describe(verdict.unexplained)}"
+    assert not verdict.gone, f"listed in KNOWN_DIFFERENCES but no longer different: {verdict.gone}"
