@@ -96,8 +96,10 @@ def real_backend(scenario: Path | str = SCENARIO) -> Iterator[RealBackend]:
 
 
 @contextmanager
-def sim_backend(scenario: Path | str = SCENARIO) -> Iterator[Any]:
-    """gang-sim on the scenario at real time, as the real backend runs (delays are real seconds)."""
-    with simulated_cluster(load_scenario(str(scenario)), time_scale=1.0) as cluster:
+def sim_backend(scenario: Path | str | Scenario = SCENARIO) -> Iterator[Any]:
+    """gang-sim on the scenario (a file, a name or a loaded one) at real time, as the real backend runs
+    (delays are real seconds)."""
+    loaded = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario))
+    with simulated_cluster(loaded, time_scale=1.0) as cluster:
         cluster.name = "sim"
         yield cluster

@@ -4,6 +4,9 @@ Follows kubernetes-sigs/kueue ``pkg/controller/core/workload_controller.go`` (re
 machines 7.C-7.E). Each step reads a :class:`~.snapshot.WorkloadSnapshot` and returns a :class:`Step`:
 its patches (:mod:`.patches`), when to look again and what the manager does next.
 
+- :func:`wait_for_start`: a Workload not admitted gets ``PodsReady=False/WaitForStart`` as soon as it
+  is seen, before any quota is reserved, as Kueue's job reconciler writes it with waitForPodsReady on
+  (``pkg/controller/jobframework/reconciler.go``, ``generatePodsReadyCondition``).
 - :func:`settle`: an owner that finished gives ``Finished=True``; an inactive Workload holding quota
   is evicted (``Deactivated``); a Workload without quota waits out its requeue time, gets
   ``Requeued=True`` (``Reactivated`` after a deactivation, ``BackoffFinished`` after an eviction),
@@ -73,6 +76,19 @@ class Step:
 def is_over(workload: Obj) -> bool:
     """Finished or being deleted: nothing left to decide."""
     return is_true(workload, "Finished") or bool(workload["metadata"].get("deletionTimestamp"))
+
+
+def wait_for_start(snapshot: WorkloadSnapshot) -> Step:
+    """``PodsReady=False/WaitForStart`` on a Workload whose owner has not finished and that is not
+    admitted, unless it already says so (upstream writes the condition only when type, status or
+    reason change, ``workload.HasConditionWithTypeAndReason``)."""
+    workload = snapshot.workload
+    if starter.finished(workload, snapshot.owner) is not None or is_true(workload, "Admitted"):
+        return Step()
+    pods_ready = condition(workload, "PodsReady") or {}
+    if (pods_ready.get("status"), pods_ready.get("reason")) == ("False", "WaitForStart"):
+        return Step()
+    return Step([WorkloadStatus((WAIT_FOR_START,))])
 
 
 def settle(snapshot: WorkloadSnapshot) -> Step:

@@ -8,7 +8,8 @@ writes status (``pkg/controller/core/workload_controller.go``, ``pkg/workload/wo
 
 1. ``Active`` of ProvisioningRequest AdmissionChecks (:func:`.queues.check_activity`);
 2. Workloads for new Jobs, pod groups and single pods (:func:`.integrations.workload_creations`);
-3. every Workload in creation order, each in its own guard: :func:`.lifecycle.settle`; then either
+3. every Workload in creation order, each in its own guard: :func:`.lifecycle.wait_for_start`,
+   :func:`.lifecycle.settle`; then either
    quota reservation (:func:`.scheduler.reserve`, on the usage of every reserving Workload, those
    reserved earlier in the pass included) or the ProvisioningRequest checks
    (:func:`.checks.sync_checks`) and their verdict (:func:`.lifecycle.judge`); an admitted Workload
@@ -129,6 +130,7 @@ class KueueManager(Controller):
         if lifecycle.is_over(workload):
             return None
         owner = self._owner(workload)
+        self._apply(workload, lifecycle.wait_for_start(self._snapshot(workload, owner, now)).patches)
         step = lifecycle.settle(self._snapshot(workload, owner, now))
         self._apply(workload, step.patches)
         if step.next is Next.RESERVE:

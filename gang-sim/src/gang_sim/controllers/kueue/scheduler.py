@@ -10,9 +10,11 @@ order, BestEffortFIFO) on :class:`~.snapshot.ReservationSnapshot`:
   ``ExceedsMaxQuota``, ``NoMatchingFlavor``);
 - success assumes the usage for the rest of the pass (:class:`~.patches.AssumeUsage`), then writes
   ``status.admission``, ``QuotaReserved=True``, the ClusterQueue's checks as ``Pending`` (keeping
-  their ``retryCount``) and ``Admitted`` (``True`` at once without checks, else
-  ``False/UnsatisfiedAdmissionChecks``), as ``pkg/workload/workload.go`` ``ApplyAdmissionStatus``
-  writes it, with Event ``QuotaReserved``.
+  their ``retryCount``) and, without checks, ``Admitted=True`` at once, with Event ``QuotaReserved``.
+  With checks no ``Admitted`` condition is written: ``pkg/workload/admissionchecks.go``
+  ``SyncAdmittedCondition`` writes one only when ``Admitted`` changes, and a Workload that never was
+  admitted has none (``Admitted=False/UnsatisfiedAdmissionChecks`` comes only from a check failing
+  after admission, :mod:`.checks`).
 
 Unchanged ``QuotaReserved=False`` reasons and messages are not written again.
 """
@@ -20,7 +22,7 @@ Unchanged ``QuotaReserved=False`` reasons and messages are not written again.
 from __future__ import annotations
 
 from gang_sim.controllers.base import Obj, condition, is_true
-from gang_sim.controllers.kueue import checks, pending, queues, quota
+from gang_sim.controllers.kueue import pending, queues, quota
 from gang_sim.controllers.kueue.patches import (
     AssumeUsage,
     Condition,
@@ -113,9 +115,7 @@ def reserve(snapshot: ReservationSnapshot) -> list[Patch]:
     if is_true(workload, "Evicted"):
         updates.append(Condition("Evicted", "False", "QuotaReserved", "Previously: evicted"))
     patches: list[Patch] = [AssumeUsage(cq_name, tuple(pod_set_assignments))]
-    if check_names:
-        updates.append(Condition("Admitted", "False", "UnsatisfiedAdmissionChecks", checks.UNSATISFIED_CHECKS))
-    else:
+    if not check_names:
         updates.append(Condition("Admitted", "True", "Admitted", "The workload is admitted"))
         patches.append(RecordAdmission(workload["metadata"]["uid"], snapshot.now))
     admission = {"clusterQueue": cq_name, "podSetAssignments": pod_set_assignments}

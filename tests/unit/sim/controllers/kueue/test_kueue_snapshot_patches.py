@@ -110,9 +110,9 @@ def test_reservation_assumes_the_usage_then_writes_the_admission_with_pending_ch
     assume, write, event = _reserve(workload, _config(check=True))
     assert isinstance(assume, AssumeUsage) and assume.cluster_queue == "cq"
     assert isinstance(write, WorkloadStatus)
+    # no Admitted condition until the checks are Ready (Kueue pkg/workload/admissionchecks.go SyncAdmittedCondition)
     assert write.conditions == (
         Condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
-        Condition("Admitted", "False", "UnsatisfiedAdmissionChecks", checks.UNSATISFIED_CHECKS),
     )
     (assignment,) = write.fields["admission"]["podSetAssignments"]
     assert (assignment["count"], assignment["flavors"], assignment["resourceUsage"]["nvidia.com/gpu"]) == (
@@ -205,6 +205,16 @@ def test_settle_before_the_checks() -> None:
     assert requeued.conditions[0][:3] == ("Requeued", "True", "BackoffFinished")
     assert lifecycle.settle(_snapshot(_workload())).next is Next.RESERVE
     assert lifecycle.settle(_snapshot(_admitted())).next is Next.CHECK
+
+
+def test_a_workload_not_admitted_waits_for_start_before_any_quota() -> None:
+    """Kueue ``jobframework/reconciler.go`` ``generatePodsReadyCondition``: not admitted -> WaitForStart."""
+    assert lifecycle.wait_for_start(_snapshot(_workload())).patches == [WorkloadStatus((lifecycle.WAIT_FOR_START,))]
+    waiting = _workload(conditions=_conditions(("PodsReady", "False", "WaitForStart")))
+    assert lifecycle.wait_for_start(_snapshot(waiting)) == lifecycle.Step()
+    assert lifecycle.wait_for_start(_snapshot(_admitted())) == lifecycle.Step()
+    complete = Owner(job=_job(conditions=_conditions(("Complete", "True", "CompletionsReached"))))
+    assert lifecycle.wait_for_start(_snapshot(_workload(), complete)) == lifecycle.Step()
 
 
 def test_a_deactivated_workload_holding_quota_is_evicted_without_requeue() -> None:
