@@ -37,7 +37,7 @@ import yaml
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
 from airflow_provider_gang.reservation import naming
-from gang_sim.testing.real.certificates import CertificateAuthority
+from gang_sim.apiserver.tls import CertificateAuthority
 from gang_sim.testing.real.processes import free_port
 
 ANY = "*"

@@ -32,9 +32,10 @@ from typing import Any
 
 import yaml
 
+from gang_sim.apiserver.tls import CertificateAuthority
 from gang_sim.testing.real import autoscaler, kubeconfigs, kueue, nodes, stages
 from gang_sim.testing.real.binaries import Binaries, find
-from gang_sim.testing.real.certificates import CertificateAuthority, service_account_signer
+from gang_sim.testing.real.certificates import cluster_authority, service_account_signer
 from gang_sim.testing.real.processes import Component, free_port
 from gang_sim.world.scenario import Scenario, load_scenario
 
@@ -169,7 +170,7 @@ class RealCluster:
         return component
 
     def _start(self) -> None:
-        authority = self._authority = CertificateAuthority()
+        authority = self._authority = cluster_authority()
         ca_path = self._file("pki/ca.crt", authority.certificate_pem)
         context = ssl.create_default_context(cafile=str(ca_path))
         self._start_etcd()

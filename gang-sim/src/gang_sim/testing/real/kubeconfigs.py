@@ -2,7 +2,7 @@
 certificate, one context (https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/).
 
 The apiserver authenticates the certificate against its ``--client-ca-file`` and reads the user from
-its CN and the groups from its O (:meth:`.certificates.CertificateAuthority.client`).
+its CN and the groups from its O (:meth:`gang_sim.apiserver.tls.CertificateAuthority.client`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from gang_sim.testing.real.certificates import KeyPair
+from gang_sim.apiserver.tls import KeyPair
 
 
 def document(server: str, ca_pem: bytes, user: str, pair: KeyPair, namespace: str = "default") -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from gang_sim.testing.real.certificates import KeyPair
+from gang_sim.apiserver.tls import KeyPair
 
 NAMESPACE = "kueue-system"
 METRICS_CERTIFICATE_DIRECTORY = Path("/etc/kueue/metrics/certs")
