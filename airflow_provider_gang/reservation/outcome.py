@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from airflow_provider_gang.reservation.members import MemberStatus
 from airflow_provider_gang.reservation.phases import Phase, Reason
@@ -40,27 +39,3 @@ class Decision:
     message: str
     admitted_count: int | None = None
     members: tuple[MemberStatus, ...] = field(default_factory=tuple)
-
-    def as_event(self) -> dict[str, Any]:
-        """Plain values for a trigger event payload."""
-        return {
-            "phase": self.phase.value,
-            "terminal": self.terminal,
-            "reason": self.reason.value,
-            "message": self.message,
-            "admitted_count": self.admitted_count,
-            "members": [
-                {
-                    "rank": member.rank,
-                    "state": member.state.value,
-                    "pod_name": member.pod_name,
-                    "node": member.node,
-                    "exit_code": member.exit_code,
-                    "reason": member.reason,
-                    "message": member.message,
-                    "started_at": member.started_at,
-                    "finished_at": member.finished_at,
-                }
-                for member in self.members
-            ],
-        }

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_gang.reservation import decision
+from airflow_provider_gang.reservation.observed import Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
+from airflow_provider_gang.reservation.records.events import EventTimings, GangEvent
 from tests.builders import T0, member, provreq
 from tests.builders import workload as wl
 from tests.unit.reservation.observations import NO_LIMIT, run_stage
@@ -125,7 +127,10 @@ def test_run_failure_names_rank_exit_code_and_reason():
     observed = run_stage("provisioning_request", *pods)
     result = decision.decide(observed, now=T0, policy=NO_LIMIT)
     assert result.message == "1 of 3 failed: rank 1 (gang-t1-abc-1) failed, exit code 137, OOMKilled"
-    event = result.as_event()
+    timings = EventTimings(started_at=T0, event_at=T0, waited_seconds=0.0)
+    event = GangEvent.of_decision(
+        result, stage=Stage.RUN, gang_name="gang-t1-abc", namespace="default", mode=observed.mode, timings=timings
+    ).to_dict()
     assert event["reason"] == "member_failed" and event["members"][1]["exit_code"] == 137
     lost = decision.decide(run_stage("provisioning_request", member(0).running()), now=T0, policy=NO_LIMIT)
     assert lost.message.startswith("2 of 3 lost: rank 1 (no pod) missing")
