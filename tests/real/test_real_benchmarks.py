@@ -5,24 +5,21 @@ benchmarks' own, printed beside their anchor."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+from tests.child_processes import REPOSITORY, child_environment
 
 
 def run_bench(*arguments: str) -> str:
     # The repository for ``bench``, ahead of whatever the caller's path already held.
-    search_path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, *arguments],
         cwd=REPOSITORY,
-        env={**os.environ, "PYTHONPATH": search_path},
+        env=child_environment(),
         capture_output=True,
         text=True,
         timeout=400,

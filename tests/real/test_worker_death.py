@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_processes import REPOSITORY, child_environment
 from tests.real.backends import RealBackend
 from tests.real.fault_proxy import Call, FaultProxy
 from tests.real.proxied import ProxyLedger, gang_operator, is_created, proxy, proxy_session  # noqa: F401
 from tests.reliability.harness import check, run_task
 from tests.reliability.worker import FileStateStore
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 KILLED_AFTER = {"provisioning_request": 3, "gates": 4, "kueue": 2}
 """Creates before the kill: owner ConfigMap, PodTemplate, ProvisioningRequest, then the pods (no
 Service: the task is not distributed); Kueue: owner ConfigMap, then the Job."""
@@ -32,13 +32,11 @@ Service: the task is not distributed); Kueue: owner ConfigMap, then the Job."""
 
 def start_worker(state: Path, dag_id: str, mode: str, log: Path, run_seconds: float = 5) -> subprocess.Popen[bytes]:
     """Try 1 in a worker process (:mod:`tests.real.worker`), its output in ``log``."""
-    search_path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
-    environment = {**os.environ, "PYTHONPATH": search_path}
     with log.open("wb") as output:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.real.worker", str(state), dag_id, mode, str(run_seconds)],
             cwd=REPOSITORY,
-            env=environment,
+            env=child_environment(),
             stdout=output,
             stderr=subprocess.STDOUT,
         )

@@ -19,24 +19,22 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.reservation import naming
+from tests.child_processes import REPOSITORY, child_environment
 from tests.reliability import worker
 from tests.reliability.conftest import FaultCluster, report
 from tests.reliability.harness import SIM_SPEED, check, run_task
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 OBJECTS_OF_A_TRY = {"provisioning_request": 6, "gates": 6}
 """Owner ConfigMap, Service, PodTemplate, ProvisioningRequest and 2 pods (launched, or gated)."""
 
 
 def start_worker(state: Path, dag_id: str, mode: str, log: Path) -> subprocess.Popen[bytes]:
     # The repository for ``tests``, ahead of whatever the caller's path already held.
-    search_path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
-    environment = {**os.environ, "PYTHONPATH": search_path}
     with log.open("wb") as output:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.reliability.worker", str(state), dag_id, mode],
             cwd=REPOSITORY,
-            env=environment,
+            env=child_environment(),
             stdout=output,
             stderr=subprocess.STDOUT,
         )
