@@ -24,6 +24,9 @@ Default reasons per step (override with ``applies_to``):
 =========================  =================================================================
 
 Non-retryable reasons (invalid spec, start window missed) never choose a step.
+
+This module owns the steps, their checks and the choice among them; turning a choice into the next
+try's plan is :mod:`.tries.plan`'s.
 """
 
 from __future__ import annotations

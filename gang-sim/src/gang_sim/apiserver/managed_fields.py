@@ -26,6 +26,9 @@ reset fields). Deviation: whether a newly added object node is a member (``".": 
 pointer-ness upstream; here it is a member for map-valued fields (labels, annotations, resources'
 limits/requests, ...) of built-in kinds and for every object node of custom resources, never for
 ``metadata`` itself.
+
+This module owns the field sets, their ``FieldsV1`` encoding and what an Update does to the entries;
+an Apply's merge and conflicts are :mod:`.server_side_apply`'s.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ Answers as a real apiserver: create 201 with the stored object; list envelopes w
 and for strategic merge on custom resources); DELETE returns the object for built-in kinds and a
 ``Status`` Success for custom resources once gone. GET and LIST answers may be altered by the
 ``malformed`` fault (:mod:`.faults`); the stored objects never are.
+
+This module owns the verbs on stored objects; watches (:mod:`.watching`), pod logs (:mod:`.podlogs`)
+and discovery (:mod:`.discovery`) are their own modules.
 """
 
 from __future__ import annotations

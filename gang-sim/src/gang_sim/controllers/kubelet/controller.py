@@ -38,6 +38,8 @@ A pod the simulated runtime runs without ``sim.gang.dev/run-seconds`` gets one `
 reason ``RunsUntilDeleted``, when the kubelet admits it: it will never exit by itself, and the
 message says how to change that (:func:`.simulated_runtime.runs_until_deleted_message`).
 
+This module owns the pod lifecycle loop; each concern named above is a module of this package.
+
 Not modelled: probes (a running container is Ready at once), init containers' own lifecycle,
 ephemeral containers, resource enforcement, ``envFrom`` and ``secretKeyRef`` (never waited for).
 """

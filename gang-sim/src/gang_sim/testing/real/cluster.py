@@ -15,6 +15,10 @@ CRDs and webhooks (:mod:`.kueue`); the cluster-autoscaler with its kwok cloud pr
 built (:mod:`.autoscaler`); last the scenario's ``objects``. Every component runs on free ports of
 127.0.0.1 with its state in one temporary directory; :meth:`RealCluster.stop` kills what was started
 (by PID) and removes the directory, also when a start fails half-way.
+
+This module owns that order and the stop; each component's flags and files are in its own module
+(:mod:`.binaries`, :mod:`.certificates`, :mod:`.processes`, :mod:`.nodes`, :mod:`.stages`,
+:mod:`.kueue`, :mod:`.autoscaler`, :mod:`.kubeconfigs`).
 """
 
 from __future__ import annotations
