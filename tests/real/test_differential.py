@@ -144,7 +144,7 @@ def describe(found: dict[str, tuple[sequences.Sequence, sequences.Sequence]]) ->
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[scenario.name for scenario in SCENARIOS])
 def test_gang_sim_and_the_real_stack_agree(scenario: Scenario, sim: Any, cluster: Any, tally: Tally) -> None:
     dag_id = "differential_" + "_".join(scenario.name.split()[:3]).replace(",", "").replace(":", "")
-    on_sim = run_recorded(sim, sim.harness.kubeconfig_path, scenario, dag_id)
+    on_sim = run_recorded(sim, sim.kubeconfig_path, scenario, dag_id)
     on_real = run_recorded(cluster, cluster.cluster.kubeconfig_path, scenario, dag_id)
     found = sequences.differences(on_sim, on_real)
     tally.total += len(set(on_sim) | set(on_real))
