@@ -40,4 +40,6 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "extra-links": ["airflow_provider_gang.links.GangReservationLink"],
+        # `airflow gang sweep` (airflow_provider_gang.sweep.command).
+        "cli": ["airflow_provider_gang.sweep.command.get_cli_commands"],
     }

@@ -15,7 +15,9 @@ trigger's ``on_kill`` logs it.
 
 The owner ConfigMap's compare-and-delete (``triggers.kill`` rule 3) is :func:`delete_owner_if_unchanged`:
 deleting the owner lets the garbage collector remove every object it owns, so that delete carries
-preconditions and the rest follows only if it went through.
+preconditions and the rest follows only if it went through. :func:`withdraw_unless_claimed` applies
+it from outside a task (the listener and the sweep, ``airflow_provider_gang.sweep``): a gang whose
+owner a newer try has marked is kept.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from airflow_provider_gang.kube.resources import (
     by_key,
 )
 from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation.manifests import owner as manifests_owner
 from airflow_provider_gang.reservation.records.triggers import DeleteTarget
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
@@ -44,6 +47,8 @@ DELETE_PASSES = 3
 """Passes of :func:`delete_gang` before a retryable error is raised (each call also has the
 client's own retries)."""
 _COMMON_KINDS = (PODS, SERVICES, CONFIG_MAPS)
+ANY_MODE_KINDS = (JOBS, PROVISIONING_REQUESTS, POD_TEMPLATES, *_COMMON_KINDS)
+"""Every kind a gang of any mode creates: for a gang whose mode is not known (its owner is gone)."""
 
 
 def gang_kinds(mode: ReservationMode) -> tuple[Resource, ...]:
@@ -153,3 +158,30 @@ async def delete_owner_if_unchanged(client: KubeClient, namespace: str, owner: M
         return await client.delete(CONFIG_MAPS, str(metadata["name"]), namespace, preconditions=unchanged)
     except errors.Conflict:
         return None
+
+
+async def withdraw_unless_claimed(
+    client: KubeClient, namespace: str, gang: str, *, up_to_try: int, mode: ReservationMode | None = None
+) -> int | None:
+    """Delete gang ``gang`` unless a try later than ``up_to_try`` owns it now; how many objects were
+    deleted, or ``None`` when it was kept.
+
+    The owner ConfigMap is read, kept if its mark (``manifests.owner.OWNER_TRY_ANNOTATION``) names a
+    try after ``up_to_try`` (a cleared task's new try adopted it), else deleted with that read's uid
+    and resourceVersion as preconditions (kept too if it changed meanwhile: an adopting try's mark);
+    then every object by the gang's label, of ``mode``'s kinds or, unknown, of every mode's
+    (:data:`ANY_MODE_KINDS`). A gang without an owner has its objects deleted all the same. Errors
+    follow :func:`delete_gang`'s policy.
+    """
+    owner = await read_owner(client, gang, namespace)
+    deleted = 0
+    if owner is not None:
+        marked = manifests_owner.recorded_owner_try(owner)
+        if marked is not None and marked > up_to_try:
+            return None
+        outcome = await delete_owner_if_unchanged(client, namespace, owner)
+        if outcome is None:
+            return None
+        deleted += int(outcome)
+    kinds = gang_kinds(mode) if mode is not None else ANY_MODE_KINDS
+    return deleted + await delete_gang(client, namespace, gang_targets(gang, ReservationMode.KUEUE, kinds))

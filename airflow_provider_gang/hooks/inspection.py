@@ -1,5 +1,7 @@
 """Reading a gang's objects for the operator: what the triggers watch, whether an earlier try's
-gang is intact, the reservation just before launch, and the members' logs.
+gang is intact, the reservation just before launch, and the members' logs; and, for the clean-up
+from outside a task (``airflow_provider_gang.sweep``), every gang a namespace holds
+(:func:`gang_owners`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,19 @@ from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 LOG_TAIL_LINES = 2000
 LOG_READ_TIMEOUT = 30.0
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+
+@dataclass(frozen=True)
+class GangOwner:
+    """A gang as its owner ConfigMap shows it: the gang name, the namespace, the try that marked it
+    last (``None``: unmarked), the reservation mode it recorded (``None``: unreadable), and whether
+    it is being deleted already."""
+
+    gang: str
+    namespace: str
+    owner_try: int | None
+    mode: ReservationMode | None
+    deleting: bool
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,32 @@ def watch_targets(spec: GangSpec, job_uid: str | None = None) -> Watch:
         scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None,
         member_selector=manifests.common.member_selector(spec),
     )
+
+
+async def gang_owners(client: KubeClient, namespace: str | None) -> list[GangOwner]:
+    """Every gang of ``namespace`` (``None``: all namespaces) by its owner ConfigMap (label
+    ``airflow-gang.io/role=owner``, ``reservation.manifests.owner``), sorted by namespace and name.
+    One LIST; its errors are raised (``kube.errors``)."""
+    selector = f"{naming.ROLE_LABEL}={manifests.common.ROLE_OWNER}"
+    items, _ = await client.list(CONFIG_MAPS, namespace, label_selector=selector)
+    found = []
+    for item in items:
+        metadata = item.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        gang = labels.get(naming.GANG_LABEL)
+        if not isinstance(gang, str) or not gang:
+            continue
+        recorded = (item.get("data") or {}).get("mode")
+        found.append(
+            GangOwner(
+                gang=gang,
+                namespace=str(metadata.get("namespace") or namespace or ""),
+                owner_try=manifests.owner.recorded_owner_try(item),
+                mode=ReservationMode(recorded) if recorded in {mode.value for mode in ReservationMode} else None,
+                deleting=bool(metadata.get("deletionTimestamp")),
+            )
+        )
+    return sorted(found, key=lambda owner: (owner.namespace, owner.gang))
 
 
 async def adoption_refusal(client: KubeClient, spec: GangSpec, *, attempt: int, owner_uid: str | None) -> str | None:

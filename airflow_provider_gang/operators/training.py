@@ -322,6 +322,14 @@ class GangTrainingOperator(BaseOperator):
             argument = _ARGUMENT_OF_FIELD.get(error.field, error.field)
             raise checks.GangArgumentError(argument, error.message) from error
 
+    @classmethod
+    def get_serialized_fields(cls) -> frozenset[str]:
+        """Airflow's serialized fields plus ``kubernetes_conn_id``: the scheduler and the api-server
+        see only the serialized task, and the listener that withdraws a task's gangs when the
+        scheduler fails it reaches the cluster through it (``airflow_provider_gang.sweep``)."""
+        parent: Any = super()
+        return frozenset(parent.get_serialized_fields() | {"kubernetes_conn_id"})
+
     # -- Airflow entry points -----------------------------------------------------------------
 
     def try_settings(self) -> TrySettings:

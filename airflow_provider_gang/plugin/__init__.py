@@ -24,6 +24,9 @@ While a try is deferred the page also shows the conditions its reservation waits
 from the cluster (:mod:`.live`) with the connection its trigger row names. The task log has their
 history (``triggers.progress`` logs every change and a heartbeat). :mod:`.page_model` reads all of
 it into typed values and :mod:`.rendering` turns those into HTML through a Jinja2 template.
+
+The plugin also registers :mod:`.listener`, which withdraws the gangs of task instances that ended
+without a try cleaning up (``airflow_provider_gang.sweep``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_provider_gang.links import PLUGIN_URL_PREFIX
+from airflow_provider_gang.plugin import listener
 from airflow_provider_gang.plugin.routes import gang_app
 
 __all__ = ["GangPlugin"]
@@ -49,3 +53,4 @@ class GangPlugin(AirflowPlugin):
             "url_route": "gang-reservation",
         }
     ]
+    listeners = [listener]  # withdraws the gangs of task instances that ended (plugin.listener)
