@@ -24,6 +24,13 @@ a kueue gang's precheck reads its LocalQueue's ClusterQueue (ClusterQueues are c
 asked without a namespace (``ResourceAttributes.namespace`` empty means all namespaces and cluster-scoped
 kinds, https://kubernetes.io/docs/reference/kubernetes-api/authorization-resources/self-subject-access-review-v1/).
 ``list nodes`` (the zone warning) is optional and not in :data:`NEEDS`: without it the check is skipped.
+
+A ``list`` or ``watch`` granted only through a rule's ``resourceNames`` does not cover a LIST or WATCH of
+the collection (RBAC matches resourceNames only against a request's object name; a collection request
+has none), and a gang's watches are of the collection, by label selector, because its object names change
+with every try. When such a permission is denied for the collection but allowed for the gang's own
+object name, the refusal says so and names the rule to add (``resourceNames``-free) instead of only
+"missing permission".
 """
 
 from __future__ import annotations
@@ -205,6 +212,9 @@ async def _check_permissions(client: KubeClient, spec: GangSpec) -> None:
     denied = [need for need, answer in zip(wanted, answers, strict=True) if not answer.allowed]
     if not denied:
         return
+    named_only = await _granted_only_by_name(client, spec, denied)
+    if named_only:
+        raise PrecheckFailed(_named_only_refusal(spec, named_only))
     in_namespace = [f"{need} ({need.used_by})" for need in denied if not need.cluster_scoped]
     cluster_wide = [f"{need} ({need.used_by})" for need in denied if need.cluster_scoped]
     missing = [f"missing permission in namespace {spec.namespace!r}: {', '.join(in_namespace)}"] if in_namespace else []
@@ -218,4 +228,35 @@ async def _check_permissions(client: KubeClient, spec: GangSpec) -> None:
     raise PrecheckFailed(
         f"{'; '.join(missing)}; grant them to the connection's identity ({' and '.join(grants)}, see "
         f"deploy/rbac.yaml for reservation={spec.mode.value!r})"
+    )
+
+
+async def _granted_only_by_name(client: KubeClient, spec: GangSpec, denied: list[Permission]) -> list[Permission]:
+    """The ``list``/``watch`` permissions of ``denied`` the connection holds for this try's object
+    name (``spec.name``, the name of every object of the gang) but not for the collection: granted
+    through a rule's ``resourceNames`` only."""
+    collection = [need for need in denied if need.verb in ("list", "watch") and not need.cluster_scoped]
+    answers = await asyncio.gather(
+        *(
+            discovery.can_i(
+                client, need.verb, need.resource, spec.namespace, subresource=need.subresource, name=spec.name
+            )
+            for need in collection
+        )
+    )
+    return [need for need, answer in zip(collection, answers, strict=True) if answer.allowed]
+
+
+def _named_only_refusal(spec: GangSpec, named_only: list[Permission]) -> str:
+    """Why a ``resourceNames``-only ``list``/``watch`` cannot serve a gang, and the rules to add."""
+    rules = "; ".join(
+        f"{{apiGroups: [{need.resource.group!r}], resources: [{need.rbac_resource!r}], verbs: [{need.verb!r}]}}"
+        for need in named_only
+    )
+    granted = ", ".join(f"{need} ({need.used_by})" for need in named_only)
+    return (
+        f"{granted} is granted in namespace {spec.namespace!r} only through resourceNames: a gang lists and "
+        "watches the whole collection by label selector, and its object names change with every try, so "
+        "RBAC needs a rule without resourceNames; add to the connection's Role (deploy/rbac.yaml, "
+        f"reservation={spec.mode.value!r}): {rules}"
     )

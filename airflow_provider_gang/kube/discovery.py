@@ -43,14 +43,23 @@ class AccessDecision:
 
 
 async def can_i(
-    client: KubeClient, verb: str, resource: Resource, namespace: str | None = None, *, subresource: str = ""
+    client: KubeClient,
+    verb: str,
+    resource: Resource,
+    namespace: str | None = None,
+    *,
+    subresource: str = "",
+    name: str = "",
 ) -> AccessDecision:
-    """Ask the API server whether the current credentials may ``verb`` the ``resource``."""
+    """Ask the API server whether the current credentials may ``verb`` the ``resource`` (only the
+    object ``name``, if given: what a ``resourceNames`` rule grants)."""
     attributes = {"verb": verb, "group": resource.group, "version": resource.version, "resource": resource.plural}
     if resource.namespaced:
         attributes["namespace"] = namespace or client.namespace
     if subresource:
         attributes["subresource"] = subresource
+    if name:
+        attributes["name"] = name
     review = {
         "apiVersion": SELF_SUBJECT_ACCESS_REVIEWS.api_version,
         "kind": SELF_SUBJECT_ACCESS_REVIEWS.kind,

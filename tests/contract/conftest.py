@@ -86,7 +86,9 @@ class Cluster:
         name = f"contract-{os.getpid()}-{user}"
         rbac = client.RbacAuthorizationV1Api(self.api)
         role_rules = [
-            {"apiGroups": list(r.groups), "resources": list(r.resources), "verbs": list(r.verbs)} for r in rules
+            {"apiGroups": list(r.groups), "resources": list(r.resources), "verbs": list(r.verbs)}
+            | ({"resourceNames": list(r.names)} if r.names else {})
+            for r in rules
         ]
         rbac.create_cluster_role({"metadata": {"name": name}, "rules": role_rules})
         rbac.create_cluster_role_binding(

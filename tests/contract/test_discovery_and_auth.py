@@ -136,3 +136,39 @@ def test_every_authenticated_user_may_create_self_subject_access_reviews(cluster
         api.close()
     can_i = cluster.kubectl("auth", "can-i", "get", "pods", "-n", namespace, kubeconfig=kubeconfig)
     assert can_i.stdout.strip() == "no", can_i.stderr
+
+
+def test_resource_names_cover_requests_naming_the_object_and_a_watch_by_metadata_name(cluster: Cluster, namespace):
+    """RBAC ``resourceNames``: a GET of the named object and a WATCH with ``fieldSelector=metadata.name=``
+    of it are allowed (the request's name is the selector's, upstream ``requestinfo.go``); a LIST or WATCH of
+    the collection is not, and a SelfSubjectAccessReview with and without the name agrees."""
+    kubeconfig = cluster.add_user("named", [Rule(("get", "list", "watch"), ("",), ("configmaps",), names=("only",))])
+    api = config.new_client_from_config(str(kubeconfig))
+    try:
+        core = client.CoreV1Api(api)
+        with pytest.raises(client.ApiException) as listed:
+            core.list_namespaced_config_map(namespace)
+        assert listed.value.status == 403
+        with pytest.raises(client.ApiException) as watched:
+            core.list_namespaced_config_map(namespace, watch=True, timeout_seconds=1, _preload_content=False)
+        assert watched.value.status == 403
+        one = core.list_namespaced_config_map(
+            namespace, watch=True, field_selector="metadata.name=only", timeout_seconds=1, _preload_content=False
+        )
+        assert one.status == 200
+        one.release_conn()
+        with pytest.raises(client.ApiException) as other:
+            core.read_namespaced_config_map("other", namespace)
+        assert other.value.status == 403
+        reviews = client.AuthorizationV1Api(api)
+
+        def allowed(name: str) -> bool:
+            attributes = {"namespace": namespace, "verb": "watch", "group": "", "resource": "configmaps"}
+            review = reviews.create_self_subject_access_review(
+                {"spec": {"resourceAttributes": attributes | ({"name": name} if name else {})}}
+            )
+            return bool(review.status.allowed)
+
+        assert allowed("only") and not allowed("") and not allowed("other")
+    finally:
+        api.close()

@@ -26,7 +26,7 @@ import yaml
 from airflow_provider_gang.hooks.precheck import permissions_needed
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood
-from airflow_provider_gang.reservation.naming import GANG_LABEL
+from airflow_provider_gang.reservation.naming import GANG_LABEL, gang_name
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
 from gang_sim.apiserver.http.auth import Rule
@@ -335,3 +335,37 @@ def test_each_rule_removed_is_refused_by_the_precheck_by_name(
         assert f"{removed} (" in message, message
         assert [str(other) for other in granted if f"{other} (" in message] == [str(removed)], message
         assert leftovers(cluster) == {}, f"{removed} removed: {message}"
+
+
+def test_a_watch_granted_only_through_resource_names_is_refused_naming_the_rule_to_add(
+    cluster_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mode's Role with ``watch provisioningrequests`` narrowed to the try's own object name
+    (``resourceNames``): RBAC authorizes the gang's watch of the collection by label selector with
+    no name, so it would fail mid-wait; the precheck refuses it first, names ``resourceNames`` and the
+    rule to add, and nothing is created."""
+    mode = "provisioning_request"
+    cluster = start_cluster(cluster_factory, mode, time_scale=None)
+    watch = Grant("watch", "autoscaling.x-k8s.io", "provisioningrequests")
+    granted = grants_of(mode)
+    assert watch in granted
+    ti = FakeTaskInstance("rbac_named_watch", "run-1")
+    gang = gang_name(ti.dag_id, ti.task_id, ti.run_id, attempt=ti.try_number)
+    narrowed = Rule(("watch",), ("autoscaling.x-k8s.io",), ("provisioningrequests",), names=(gang,))
+    conn_id = "rbac_named_watch"
+    _, kubeconfig = cluster.add_user(conn_id, [*rules(granted - {watch}), narrowed])
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{conn_id.upper()}",
+        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
+    )
+    op = GangTrainingOperator(task_id="train", **gang_arguments(mode, conn_id))
+    with pytest.raises(GangFailedForGood) as refused:
+        op.execute(context_for(ti))
+    message = str(refused.value)
+    assert refused.value.reason is Reason.INVALID, message
+    assert "watch provisioningrequests.autoscaling.x-k8s.io (" in message, message
+    assert "only through resourceNames" in message, message
+    rule = "{apiGroups: ['autoscaling.x-k8s.io'], resources: ['provisioningrequests'], verbs: ['watch']}"
+    assert rule in message, message
+    assert "missing permission" not in message, message
+    assert leftovers(cluster) == {}

@@ -48,7 +48,9 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
         if info is not None:
             request[requestlog.ENTRY] = context.requests.record(info)
             context.metrics.count(info.verb, info.metric_resource)
-            if not context.authorizer.allows(user, info.verb, info.group, info.rbac_resource):
+            if not context.authorizer.allows(
+                user, info.verb, info.group, info.rbac_resource, paths.authorized_name(info, request.query)
+            ):
                 raise errors.forbidden(user, info.verb, info.rbac_resource, info.group, info.namespace, info.name or "")
             faults = context.faults
             if faults.latency_seconds > 0:

@@ -1,7 +1,9 @@
 """Bearer-token authentication and per-user rules, with RBAC's answers.
 
 Each token maps to a user; each user has rules ``(verbs, groups, resources)`` where ``"*"`` matches
-anything and a resource may name a subresource (``pods/log``). A request without a known token is
+anything and a resource may name a subresource (``pods/log``), optionally restricted to object ``names``
+(RBAC's ``resourceNames``; a LIST or WATCH is authorized for the name of its ``metadata.name`` field
+selector, ``paths.authorized_name``). A request without a known token is
 401 Unauthorized; one no rule allows is 403 Forbidden with the RBAC authorizer's message. A
 ``SelfSubjectAccessReview`` asks the same rules (``authorization.k8s.io/v1``).
 
@@ -21,17 +23,22 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Rule:
-    """Allow ``verbs`` on ``resources`` of API ``groups`` (core group is ``""``)."""
+    """Allow ``verbs`` on ``resources`` of API ``groups`` (core group is ``""``); with ``names``, only
+    on the objects of those names (RBAC's ``resourceNames``: a request without a name - a LIST, a
+    WATCH of the collection, a create - is not covered, ``ResourceNameMatches`` in
+    ``kubernetes/plugin/pkg/auth/authorizer/rbac/rbac.go``)."""
 
     verbs: tuple[str, ...] = ("*",)
     groups: tuple[str, ...] = ("*",)
     resources: tuple[str, ...] = ("*",)
+    names: tuple[str, ...] = ()
 
-    def allows(self, verb: str, group: str, resource: str) -> bool:
+    def allows(self, verb: str, group: str, resource: str, name: str | None = None) -> bool:
         return (
             ("*" in self.verbs or verb in self.verbs)
             and ("*" in self.groups or group in self.groups)
             and ("*" in self.resources or resource in self.resources)
+            and (not self.names or (name is not None and name in self.names))
         )
 
     @classmethod
@@ -69,8 +76,9 @@ class Authorizer:
             return None
         return self._users_by_token.get(authorization_header[len("Bearer ") :].strip())
 
-    def allows(self, user: str, verb: str, group: str, resource: str) -> bool:
-        """Whether ``user`` (a known one) may ``verb`` the ``resource`` of API ``group``."""
+    def allows(self, user: str, verb: str, group: str, resource: str, name: str | None = None) -> bool:
+        """Whether ``user`` (a known one) may ``verb`` the ``resource`` of API ``group`` (the object
+        ``name``, if the request names one)."""
         if BASIC_USER.allows(verb, group, resource):
             return user in self._rules
-        return any(rule.allows(verb, group, resource) for rule in self._rules.get(user, ()))
+        return any(rule.allows(verb, group, resource, name) for rule in self._rules.get(user, ()))

@@ -245,7 +245,9 @@ async def _subject_access_review(request: web.Request, context: ApiContext, user
         resource = attributes.get("resource", "")
         if attributes.get("subresource"):
             resource = f"{resource}/{attributes['subresource']}"
-        allowed = context.authorizer.allows(user, attributes.get("verb", ""), attributes.get("group", ""), resource)
+        allowed = context.authorizer.allows(
+            user, attributes.get("verb", ""), attributes.get("group", ""), resource, attributes.get("name") or None
+        )
         reason = "allowed by gang-sim rule" if allowed else ""
     body["status"] = {"allowed": allowed} | ({"reason": reason} if reason else {})
     body.setdefault("metadata", {}).setdefault("creationTimestamp", None)

@@ -48,6 +48,20 @@ class RequestInfo:
         return f"{plural}/{self.subresource}" if self.subresource else plural
 
 
+def authorized_name(info: RequestInfo, query: Mapping[str, str]) -> str | None:
+    """The object name a request is authorized for: its path's, or for a LIST or WATCH the value of
+    a ``metadata.name=`` field selector (upstream ``RequestInfoFactory.NewRequestInfo``,
+    ``k8s.io/apiserver/pkg/endpoints/request/requestinfo.go``, so a ``resourceNames`` rule covers a
+    watch of one object)."""
+    if info.name or info.verb not in ("list", "watch"):
+        return info.name
+    for requirement in (query.get("fieldSelector") or "").split(","):
+        key, _, value = requirement.partition("=")  # "metadata.name=x" or "metadata.name==x"; "!=" stays
+        if key.strip() == "metadata.name" and value:
+            return value.removeprefix("=").strip()
+    return None
+
+
 def group_version_of(path: str) -> tuple[str, str, list[str]] | None:
     """(group, version, remaining segments) of an API path; None if it is not under /api or /apis."""
     segments = [s for s in path.split("/") if s]
