@@ -8,21 +8,26 @@ is a deprecated shim of it, ``airflow/stats.py``). The task runner initializes i
 wherever the user configured them, under the user's ``statsd_prefix`` (default ``airflow``).
 
 :func:`emit_try` is called by ``operators.lifecycle.TryLifecycle.end`` once per try, when its record
-is first written. Names (``<prefix>.`` prepended by the backend) and their tags:
+is first written. Every name ends in its unit (``_ms``: a timer in milliseconds, as StatsD and
+Airflow's OpenTelemetry timers record them; ``_gpu_seconds``: a counter of GPU-seconds; none: a
+count), ``<prefix>.`` prepended by the backend; their tags:
 
 ========================================  ========  ==============================================
 ``gang.try.outcome``                       counter   1 per try; tags ``mode``, ``reason``, ``step``,
                                                      ``status`` (``success`` | ``failure``)
-``gang.try.reservation_wait``              timer     reservation requested -> granted (``queue_seconds``)
-``gang.try.launch``                        timer     members launched -> all running
-``gang.try.run``                           timer     all running -> ended
-``gang.try.gpu_seconds_reserved``          counter   GPU-seconds held by the try (``reservation.cost``),
-``gang.try.gpu_seconds_used``              counter   ... of them used by running members,
-``gang.try.gpu_seconds_idle``              counter   ... of them idle; divide by 3600 for GPU-hours
+``gang.try.reservation_wait_ms``           timer     reservation requested -> granted (``queue_seconds``)
+``gang.try.launch_ms``                     timer     members launched -> all running
+``gang.try.run_ms``                        timer     all running -> ended
+``gang.try.reserved_gpu_seconds``          counter   GPU-seconds held by the try (``reservation.cost``),
+``gang.try.used_gpu_seconds``              counter   ... of them used by running members,
+``gang.try.idle_gpu_seconds``              counter   ... of them idle; divide by 3600 for GPU-hours
 ``gang.try.fallback_step``                 counter   1 per try that ran a fallback step (not the
                                                      configured gang); tags ``mode``, ``step``,
                                                      ``step_index``, ``reason``
 ========================================  ========  ==============================================
+
+:data:`RENAMED` maps the names before units were part of them (``gang.try.reservation_wait``,
+``gang.try.gpu_seconds_reserved``...) to these; a dashboard reading the old names must be changed.
 
 Timers and GPU counters carry the tags ``mode``, ``reason``, ``step``. A timer of a stage the try
 never reached is not sent. GPU-seconds are whole numbers because counters are integers in the
@@ -43,6 +48,15 @@ from airflow_provider_gang.reservation.records.tries import TryRecord
 log = logging.getLogger(__name__)
 
 PREFIX = "gang.try"
+TIMERS = {"reservation_wait": "reservation_wait_ms", "launch": "launch_ms", "run": "run_ms"}
+"""Stage -> timer name (milliseconds)."""
+GPU_COUNTERS = {"reserved": "reserved_gpu_seconds", "used": "used_gpu_seconds", "idle": "idle_gpu_seconds"}
+"""What the GPU-seconds were spent on -> counter name."""
+RENAMED = {
+    **{f"{PREFIX}.{stage}": f"{PREFIX}.{name}" for stage, name in TIMERS.items()},
+    **{f"{PREFIX}.gpu_seconds_{spent}": f"{PREFIX}.{name}" for spent, name in GPU_COUNTERS.items()},
+}
+"""Old metric name -> the name it is sent under now (the README's list of renamed metrics)."""
 
 
 def tag_value(value: object) -> str:
@@ -71,15 +85,15 @@ def _emit(record: TryRecord, *, succeeded: bool) -> None:
         "launch": record.provisioning_seconds,
         "run": record.run_seconds,
     }
-    for name, seconds in stages.items():
+    for stage, seconds in stages.items():
         if seconds is not None:
-            stats.timing(f"{PREFIX}.{name}", timedelta(seconds=seconds), tags=tags)
+            stats.timing(f"{PREFIX}.{TIMERS[stage]}", timedelta(seconds=seconds), tags=tags)
     gpu_seconds = {
         "reserved": record.gpu_seconds_reserved,
         "used": record.gpu_seconds_used,
         "idle": record.gpu_seconds_idle,
     }
-    for name, value in gpu_seconds.items():
-        stats.incr(f"{PREFIX}.gpu_seconds_{name}", count=round(value), tags=tags)
+    for spent, value in gpu_seconds.items():
+        stats.incr(f"{PREFIX}.{GPU_COUNTERS[spent]}", count=round(value), tags=tags)
     if record.step_index is not None:
         stats.incr(f"{PREFIX}.fallback_step", tags={**tags, "step_index": str(record.step_index)})

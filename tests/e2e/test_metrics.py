@@ -107,13 +107,13 @@ def test_a_successful_try_sends_its_outcome_stage_times_and_gpu_seconds(
         "status": "success",
     }
     for stage in ("reservation_wait", "launch", "run"):
-        ((stage_tags, milliseconds, stage_kind),) = statsd_listener.metrics(f"airflow.gang.try.{stage}")
+        ((stage_tags, milliseconds, stage_kind),) = statsd_listener.metrics(f"airflow.gang.try.{stage}_ms")
         assert stage_kind == "ms" and stage_tags["reason"] == "all_succeeded"
         assert 0 <= milliseconds < 60_000, (stage, milliseconds)
-    ((_, run_ms, _),) = statsd_listener.metrics("airflow.gang.try.run")
+    ((_, run_ms, _),) = statsd_listener.metrics("airflow.gang.try.run_ms")
     assert run_ms >= 500  # 60 simulated seconds at 60x: about a wall second of running
     gpu = {
-        name: statsd_listener.metrics(f"airflow.gang.try.gpu_seconds_{name}")[0][1]
+        name: statsd_listener.metrics(f"airflow.gang.try.{name}_gpu_seconds")[0][1]
         for name in ("reserved", "used", "idle")
     }
     assert gpu["used"] > 0 and gpu["reserved"] >= gpu["used"]
@@ -149,4 +149,6 @@ def test_failed_tries_send_their_reason_and_the_fallback_step_the_next_one_took(
         "step": "shrink_to_1_members",
         "step_index": "0",
     }
-    assert len(statsd_listener.metrics("airflow.gang.try.gpu_seconds_reserved")) == 2  # once per try
+    assert len(statsd_listener.metrics("airflow.gang.try.reserved_gpu_seconds")) == 2  # once per try
+    for old in ("reservation_wait", "run", "gpu_seconds_reserved", "gpu_seconds_used", "gpu_seconds_idle"):
+        assert statsd_listener.metrics(f"airflow.gang.try.{old}") == [], f"{old} is still sent"
