@@ -25,6 +25,7 @@ from tests.cluster_time import running_from
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 PROVISIONING_REQUESTS = "autoscaling.x-k8s.io/v1/provisioningrequests"
+RESERVATION_LABEL = "cloud.google.com/reservation-name"
 
 OWN_LIMITS = 1.0
 """``run_example_dag`` keeps the DAGs' limits as written: the operator reads the cluster's clock
@@ -84,6 +85,8 @@ EXAMPLES = [
     ("gang_dws_flex_start", "fine_tune", "dws", "ghcr.io/example/ddp-trainer:*"),
     ("gang_gates_smoke_test", "smoke_test", "small", None),
     ("gang_jax_job", "collectives", "small", "ghcr.io/example/jax-trainer:*"),
+    ("gang_reserved_capacity", "train", "reserved", None),
+    ("gang_spot_checkpoint", "train", "reserved", "ghcr.io/example/ddp-trainer:*"),
 ]
 EXAMPLE_TIME_SCALE = 60.0
 
@@ -102,10 +105,28 @@ def test_every_example_dag_completes_on_its_scenario(
     loaded = load_scenario(scenario)
     if image is not None:
         loaded = dataclasses.replace(loaded, local_process_images=(*loaded.local_process_images, image))
-    cluster = cluster_factory(loaded, time_scale=EXAMPLE_TIME_SCALE, cluster_time=True)
+    cluster = cluster_factory(loaded, time_scale=EXAMPLE_TIME_SCALE, cluster_time=True, record_changes=True)
     state, summary = run_example_dag(DAGS, time_scale=OWN_LIMITS, dag_id=dag_id, task_id=task_id)
     assert state == "success", summary
     assert summary is not None and set(summary["exit_codes"].values()) == {0}
     assert summary["tries"][-1]["outcome"] == "all_succeeded"
     assert summary["rank_logs"]["0"].strip(), summary["rank_logs"]  # rank 0's output reached the summary
     assert cluster.objects("v1/pods") == []
+    if dag_id == "gang_reserved_capacity":  # the reservation held the gang: try 1, on its nodes
+        assert [item["step"] for item in summary["tries"]] == ["as configured"], summary["tries"]
+        reserved = {
+            node["metadata"]["name"]
+            for _, node in cluster.changes("v1/nodes")
+            if (node["metadata"].get("labels") or {}).get(RESERVATION_LABEL) == "l4-reservation"
+        }
+        bound = {pod["spec"].get("nodeName") for _, pod in cluster.changes("v1/pods")} - {None}
+        assert bound and bound <= reserved, (bound, reserved)
+    if dag_id == "gang_spot_checkpoint":  # on spot nodes, and rank 0 reported its checkpoints
+        spot = {
+            node["metadata"]["name"]
+            for _, node in cluster.changes("v1/nodes")
+            if (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-spot") == "true"
+        }
+        bound = {pod["spec"].get("nodeName") for _, pod in cluster.changes("v1/pods")} - {None}
+        assert bound and bound <= spot, (bound, spot)
+        assert summary["tries"][-1]["checkpoint_step"] == 20, summary["tries"]
