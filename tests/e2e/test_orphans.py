@@ -288,3 +288,27 @@ def test_airflow_gang_sweep_is_an_airflow_command(cluster: ClusterHarness) -> No
     assert "Connection kubernetes_default, namespace default: 0 gang(s)" in result.stdout, result.stdout + result.stderr
     assert "Connection nowhere: " in result.stdout and "nowhere" in result.stdout.split("Connection nowhere: ")[1]
     assert result.returncode == 1, result.stdout + result.stderr
+
+
+def test_the_gang_of_a_deleted_dag_run_is_withdrawn_unless_kept_as_unknown(
+    cluster: ClusterHarness, dags_folder: Path, tmp_path: Path, dags_tests: list[DagsTest]
+) -> None:
+    """A deleted DAG run takes its task instances and task state with it: nothing of this Airflow
+    names the gang any more, so it counts as gone - kept with ``--keep-unknown`` (a namespace shared
+    with another Airflow), withdrawn without."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    run = start_dags_test(dags_folder, tmp_path, dags_tests)
+    gang = wait_for_request(cluster, run, set())
+    run.kill()
+    run_id = task_instance(gang).run_id
+    with create_session() as session:
+        session.delete(session.scalars(select(DagRun).where(DagRun.run_id == run_id)).one())
+    status, kept = sweep("--delete", "--keep-unknown")
+    assert status == 0 and f"default/{gang}: keep - no task instance of this Airflow" in kept, kept
+    assert len(objects_of(cluster, gang)) >= 4
+    status, swept = sweep("--delete")
+    assert status == 0 and f"default/{gang}: withdrawn (" in swept and "DAG run was deleted" in swept, swept
+    assert gangs(cluster) == set()
