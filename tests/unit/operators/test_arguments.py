@@ -46,6 +46,15 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("env-bad-name", {"env": {"1BAD": "x"}}, "env"),
     ("env-non-string-value", {"env": {"EPOCHS": 3}}, "env"),
     ("env-overrides-rank", {"distributed": "torch", "env": {"RANK": "0"}}, "env"),
+    ("env-overrides-gang-rank", {"env": {"GANG_RANK": "0"}}, "env"),
+    ("env-overrides-gang-size", {"env": {"GANG_SIZE": "4"}}, "env"),
+    ("env-overrides-gang-name", {"env": {"GANG_NAME": "mine"}}, "env"),
+    ("env-overrides-gang-original-size", {"env": {"GANG_ORIGINAL_SIZE": "4"}}, "env"),
+    ("env-claims-a-resume", {"env": {"GANG_RESUME": "1"}}, "env"),
+    ("env-claims-a-resume-step", {"env": {"GANG_RESUME_STEP": "10"}}, "env"),
+    ("env-overrides-checkpoint-dir", {"checkpoint": "/ckpt/{{ run_id }}", "env": {"GANG_CHECKPOINT_DIR": "/x"}}, "env"),
+    ("env-overrides-try-number", {"env": {"GANG_TRY_NUMBER": "1"}}, "env"),
+    ("env-overrides-message-path", {"env": {"GANG_TERMINATION_MESSAGE_PATH": "/x"}}, "env"),
     ("distributed-unknown", {"distributed": "mpi"}, "distributed"),
     ("master-port-out-of-range", {"distributed": "torch", "master_port": 70000}, "master_port"),
     ("reservation-unknown", {"reservation": "volcano"}, "reservation"),
@@ -168,3 +177,25 @@ def test_deferrable_default_follows_airflow_configuration(configured: str) -> No
         [sys.executable, "-c", program], env=environment, capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip().splitlines()[-1] == configured
+
+
+def test_every_provider_variable_is_refused_in_env() -> None:
+    """The refused names are the ones the manifests actually write: a member of a torch gang with a
+    resuming checkpoint gets every ``GANG_*`` variable, and each of them is refused in ``env``."""
+    from airflow_provider_gang.reservation import checkpoint
+    from airflow_provider_gang.reservation.manifests import rank_env
+    from airflow_provider_gang.reservation.spec import GangSpec
+
+    spec = GangSpec(
+        name="g",
+        namespace="default",
+        size=2,
+        pod_template={"spec": {"containers": [{"name": "main", "image": "i"}]}},
+        provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+        checkpoint=checkpoint.Checkpoint(location="/ckpt", try_number=2, resume_step=10),
+    )
+    written = {entry["name"] for entry in rank_env.rank_environment(spec, 0) if entry["name"].startswith("GANG_")}
+    assert written == rank_env.PROVIDER_VARIABLES
+    for name in sorted(written):
+        with pytest.raises(GangArgumentError, match=name):
+            GangTrainingOperator(**{**GOOD, "env": {name: "1"}})
