@@ -90,6 +90,7 @@ class TryRun:
             provisioning_request=watch.provisioning_request,
             workload_selector=watch.workload_selector,
             delete_on_kill=deletion.kill_targets(spec),
+            preemption_taints=spec.cloud.preemption_taints,
             client_options=self.settings.client_options.to_dict(),
             try_number=plan.attempt,
             unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),

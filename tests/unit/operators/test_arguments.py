@@ -98,6 +98,11 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("exit-code-in-both-lists", {"retry_on_exit_codes": [1, 137], "fail_on_exit_codes": [1]}, "fail_on_exit_codes"),
     ("use-reservation-not-a-name", {"use_reservation": "A100 reservation"}, "use_reservation"),
     ("use-reservation-with-spot", {"use_reservation": "a100-res", "spot": True}, "use_reservation"),
+    ("cloud-unknown", {"cloud": "azure"}, "cloud"),
+    ("cloud-not-a-profile", {"cloud": {"name": "mine"}}, "cloud"),
+    ("use-reservation-on-eks", {"cloud": "eks", "use_reservation": "a100-res"}, "use_reservation"),
+    ("use-reservation-on-karpenter", {"cloud": "karpenter", "use_reservation": "a100-res"}, "use_reservation"),
+    ("use-reservation-on-aks", {"cloud": "aks", "use_reservation": "a100-res"}, "use_reservation"),
     ("conn-id-empty", {"kubernetes_conn_id": ""}, "kubernetes_conn_id"),
     ("static-error-beside-templated-namespace", {"namespace": "{{ params.ns }}", "min_size": 9}, "min_size"),
     (
