@@ -273,6 +273,14 @@ def spot_nodes(pods: Iterable[Object], *, size: int) -> dict[int, str]:
     return found
 
 
+def missing_log_note(rank: int, *, node_removed: bool) -> str:
+    """What the task log says for a wanted rank whose pod was gone when the logs were read: the pods of
+    a node that goes away (a reclaimed spot VM, DWS ``capacity_revoked`` after ``maxRunDurationSeconds``)
+    are garbage-collected with it, and their logs with them."""
+    cause = "its node was removed" if node_removed else "its pod was removed before its log was read"
+    return f"(rank {rank}: log unavailable - {cause})"
+
+
 class GangState(str, Enum):
     STARTING = "starting"
     RUNNING = "running"

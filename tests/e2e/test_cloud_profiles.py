@@ -137,12 +137,13 @@ def test_without_the_eks_profile_an_on_demand_gang_lands_on_eks_spot_nodes(clust
 
 class Reclaimer(threading.Thread):
     """Outside the code under test, as the cloud would: once every member of the gang runs, reclaim
-    the node of rank 1 (5 simulated seconds of grace for its pods; the VM stops 10 minutes later, so
-    the stopped pod is there to be seen however late the run trigger starts watching)."""
+    the node of rank 1 (by default 5 simulated seconds of grace for its pods and the VM stopped 10
+    minutes later, so the stopped pod is there to be seen however late the run trigger watches)."""
 
-    def __init__(self, cluster: Any, size: int) -> None:
+    def __init__(self, cluster: Any, size: int, *, notice_seconds: float = 600, grace_seconds: float = 5) -> None:
         super().__init__(daemon=True)
         self.cluster, self.size = cluster, size
+        self.notice_seconds, self.grace_seconds = notice_seconds, grace_seconds
         self.reclaimed: list[str] = []
         self.error: BaseException | None = None
 
@@ -162,7 +163,9 @@ class Reclaimer(threading.Thread):
             )
             rank_1 = next(pod for name, pod in running.items() if name.endswith("-1"))
             node = rank_1["spec"]["nodeName"]
-            self.reclaimed = self.cluster.preempt(node, notice_seconds=600, pod_grace_period_seconds=5)
+            self.reclaimed = self.cluster.preempt(
+                node, notice_seconds=self.notice_seconds, pod_grace_period_seconds=self.grace_seconds
+            )
         except BaseException as error:  # reported by the test
             self.error = error
 
@@ -232,3 +235,31 @@ def test_use_reservation_is_refused_before_anything_is_created_where_the_connect
     for kind in ("v1/pods", "v1/podtemplates", "autoscaling.x-k8s.io/v1/provisioningrequests", "v1/configmaps"):
         mine = [item for item in cluster.objects(kind) if item["metadata"]["name"].startswith("reservation-")]
         assert not mine, (kind, mine)
+
+
+def test_a_rank_whose_node_was_removed_gets_a_note_instead_of_its_log(
+    cluster_factory: Any, run_dag: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Rank 1's spot node is reclaimed with almost no notice: node and pod are gone when the try's
+    logs are read. Rank 0's log is copied; rank 1 gets a line saying why it has none."""
+    cluster = cluster_factory(scenario("gke"), time_scale=60)
+    reclaimer = Reclaimer(cluster, size=2, notice_seconds=2, grace_seconds=1)
+    reclaimer.start()
+    dag = gang_dag(
+        "node_removed_log",
+        size=2,
+        gpus=4,
+        spot=True,
+        log_ranks="all",
+        pod_template=simulated_pod(3600),
+        deferrable=True,
+        reservation_timeout=timedelta(seconds=60),
+        startup_timeout=timedelta(seconds=120),
+    )
+    dag_run = run_dag(dag)
+    reclaimer.join(timeout=5)
+    assert reclaimer.error is None, reclaimer.error
+    log = capfd.readouterr().out
+    assert task_instance(dag_run).state == "failed"
+    assert "(rank 1: log unavailable - its node was removed)" in log, log[-3000:]
+    assert "(rank 0: log unavailable" not in log
