@@ -3,6 +3,7 @@ message naming the argument, and nothing is created (no cluster is configured in
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -204,3 +205,39 @@ def test_every_provider_variable_is_refused_in_env() -> None:
     for name in sorted(written):
         with pytest.raises(GangArgumentError, match=name):
             GangTrainingOperator(**{**GOOD, "env": {name: "1"}})
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        pytest.param({"cloud": "karpenter"}, "karpenter", id="named"),
+        pytest.param({}, "gke", id="absent"),
+        pytest.param(
+            {"cloud": {"name": "mine", "spot_label": "example.com/spot", "spot_value": "1"}}, "mine", id="mapping"
+        ),
+    ],
+)
+def test_the_connection_extra_chooses_the_cloud_unless_the_argument_does(
+    monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any], expected: str
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_KUBE_CLOUD", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    operator = GangTrainingOperator(**GOOD, kubernetes_conn_id="kube_cloud")
+    settings = operator.try_settings()
+    assert settings.argument_error is None and settings.configured is not None
+    assert settings.configured.cloud.name == expected
+    argued = GangTrainingOperator(**{**GOOD, "task_id": "argued"}, kubernetes_conn_id="kube_cloud", cloud="aks")
+    assert argued.try_settings().configured.cloud.name == "aks"  # type: ignore[union-attr]
+
+
+def test_a_malformed_connection_extra_ends_the_try_before_anything_is_created(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = {"cloud": "azure"}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBE_AZURE", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    settings = GangTrainingOperator(**GOOD, kubernetes_conn_id="kube_azure").try_settings()
+    assert settings.configured is None and settings.argument_error is not None
+    assert settings.argument_error.argument == "cloud"
+    assert "connection 'kube_azure' extra 'cloud': 'azure' is no cloud profile" in str(settings.argument_error)
+
+
+def test_a_missing_connection_leaves_the_default_cloud_to_fail_on_the_connection_itself() -> None:
+    settings = GangTrainingOperator(**GOOD, kubernetes_conn_id="no_such_connection").try_settings()
+    assert settings.configured is not None and settings.configured.cloud.name == "gke"
