@@ -155,8 +155,8 @@ class Reclaimer(threading.Thread):
 
     def run(self) -> None:
         try:
-            running = eventually(
-                lambda: (found := self.running()) and len(found) == self.size and found,
+            running: dict[str, dict[str, Any]] = eventually(
+                lambda: found if len(found := self.running()) == self.size else None,
                 timeout=120,
                 what="every member running",
                 interval=0.05,

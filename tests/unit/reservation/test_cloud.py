@@ -61,7 +61,11 @@ PROFILES = [
 
 @pytest.mark.parametrize(("name", "selector", "toleration", "on_demand", "taints"), PROFILES)
 def test_each_profile_places_spot_and_on_demand_members(
-    name: str, selector: dict[str, str], toleration: dict[str, str] | None, on_demand: dict[str, Any], taints: tuple
+    name: str,
+    selector: dict[str, str],
+    toleration: dict[str, str] | None,
+    on_demand: dict[str, Any],
+    taints: tuple[str, ...],
 ) -> None:
     spot = pods.member_template(gang_spec(cloud=name, spot=True))
     assert spot["spec"]["nodeSelector"] == selector
