@@ -7,13 +7,13 @@ from outside a task (``airflow_provider_gang.sweep``), every gang a namespace ho
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
-from airflow_provider_gang.kube.resources import CONFIG_MAPS, PODS, PROVISIONING_REQUESTS
+from airflow_provider_gang.kube.resources import CONFIG_MAPS, NODES, PODS, PROVISIONING_REQUESTS
 from airflow_provider_gang.reservation import decision, manifests, members, naming, shape
 from airflow_provider_gang.reservation.decision import Decision, Observed, Policy, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
@@ -146,8 +146,13 @@ async def recheck_reservation(client: KubeClient, spec: GangSpec, *, started_at:
     return decision.decide(observed, now=now, policy=Policy())
 
 
-async def read_logs(client: KubeClient, spec: GangSpec, ranks: Iterable[int]) -> dict[int, str]:
-    """The last ``LOG_TAIL_LINES`` lines of each wanted rank's first container (missing ranks skipped)."""
+async def read_logs(
+    client: KubeClient, spec: GangSpec, ranks: Iterable[int], *, nodes: Mapping[int, str] | None = None
+) -> tuple[dict[int, str], list[str]]:
+    """The last ``LOG_TAIL_LINES`` lines of each wanted rank's first container, and a note for every
+    wanted rank without a pod (:func:`reservation.members.missing_log_note`): "its node was removed"
+    when ``nodes`` (each rank's last node, from the run event) names a node that is gone (404), else
+    "its pod was removed" (also when the node cannot be read: ``get nodes`` is optional)."""
     wanted = set(ranks)
     pods, _ = await client.list(PODS, spec.namespace, label_selector=manifests.common.member_selector(spec))
     by_rank = {members.member_rank(pod): str(pod["metadata"]["name"]) for pod in pods}
@@ -163,5 +168,21 @@ async def read_logs(client: KubeClient, spec: GangSpec, ranks: Iterable[int]) ->
             return rank, f"(log unavailable: {error})"
         return rank, raw.decode("utf-8", errors="replace")
 
+    async def node_removed(rank: int) -> bool:
+        node = (nodes or {}).get(rank)
+        if not node:
+            return False
+        try:
+            await asyncio.wait_for(client.get(NODES, node), timeout=LOG_READ_TIMEOUT)
+        except errors.NotFound:
+            return True
+        except (errors.KubeError, TimeoutError):
+            return False
+        return False
+
     found = [(rank, name) for rank, name in by_rank.items() if rank is not None and rank in wanted]
-    return dict(await asyncio.gather(*(one(rank, name) for rank, name in found)))
+    missing = sorted(wanted - {rank for rank, _ in found})
+    logs = dict(await asyncio.gather(*(one(rank, name) for rank, name in found)))
+    removed = await asyncio.gather(*(node_removed(rank) for rank in missing))
+    notes = [members.missing_log_note(rank, node_removed=gone) for rank, gone in zip(missing, removed, strict=True)]
+    return logs, notes

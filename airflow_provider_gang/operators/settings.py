@@ -11,8 +11,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+
 from airflow_provider_gang.kube.options import ClientOptions
-from airflow_provider_gang.reservation import fallback, validation
+from airflow_provider_gang.reservation import cloud, fallback, validation
+from airflow_provider_gang.reservation.cloud import CloudProfile
+from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 
@@ -49,3 +54,34 @@ class TrySettings:
     client_options: ClientOptions
     log: Any
     """The operator's logger (Airflow's structlog logger, or a stdlib one)."""
+
+
+CLOUD_EXTRA = "cloud"
+"""The ``kubernetes`` connection extra that names the cluster's cloud profile (``reservation.cloud``)."""
+
+
+def cloud_profile(argument: str | CloudProfile | None, kubernetes_conn_id: str) -> CloudProfile:
+    """The gang's cloud profile: the operator's ``cloud`` argument when given, else the connection's
+    extra ``cloud`` (a profile name or a ``CloudProfile.to_dict()`` mapping), else GKE's.
+
+    Read on the worker when a try starts, before anything is created. A connection that does not
+    exist yields GKE's profile here; the try then fails on the connection itself. Raises
+    :class:`GangArgumentError` naming ``cloud`` and the connection for a value no profile matches.
+    """
+    if argument is not None:
+        try:
+            return cloud.profile_of(argument)
+        except GangSpecError as error:
+            raise GangArgumentError("cloud", error.message) from error
+    try:
+        extra = BaseHook.get_connection(kubernetes_conn_id).extra_dejson.get(CLOUD_EXTRA)
+    except AirflowNotFoundException:
+        return cloud.GKE
+    if extra is None:
+        return cloud.GKE
+    try:
+        return cloud.profile_of(extra)
+    except GangSpecError as error:
+        raise GangArgumentError(
+            "cloud", f"connection {kubernetes_conn_id!r} extra {CLOUD_EXTRA!r}: {error.message}"
+        ) from error

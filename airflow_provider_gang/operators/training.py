@@ -21,11 +21,12 @@ from airflow.sdk.configuration import conf
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.links import GangReservationLink
 from airflow_provider_gang.operators import execution
-from airflow_provider_gang.operators.settings import DEFAULT_PROVISIONING_CLASS, TrySettings
+from airflow_provider_gang.operators.settings import DEFAULT_PROVISIONING_CLASS, TrySettings, cloud_profile
 from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter
 from airflow_provider_gang.reservation import checkpoint as checkpoints
 from airflow_provider_gang.reservation import fallback, naming, validation
 from airflow_provider_gang.reservation.checkpoint import PersistentVolumeCheckpoint
+from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.observed import Stage
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
@@ -53,7 +54,9 @@ class GangTrainingOperator(BaseOperator):
     ``kueue_queue`` (the Kueue LocalQueue; not ``queue``, which ``BaseOperator`` already uses for the
     executor queue), ``zone`` / ``strict_zone``, ``spot``, and ``use_reservation``: the name of a
     GKE specific reservation the members must consume (the first rung; the ladder's
-    ``LeaveReservation()`` falls back to ordinary on-demand or spot capacity).
+    ``LeaveReservation()`` falls back to ordinary on-demand or spot capacity). ``cloud``: ``"gke"``,
+    ``"eks"``, ``"karpenter"``, ``"aks"`` or a ``reservation.cloud.CloudProfile`` (spot, on-demand,
+    reservation and reclaimed-node labels and taints); unset: the connection's extra ``cloud``, else GKE.
 
     Time limits (each a ``timedelta`` or seconds): ``reservation_timeout`` per try (default 30
     minutes), ``startup_timeout`` for all members to run once launched (default 10 minutes),
@@ -127,6 +130,7 @@ class GangTrainingOperator(BaseOperator):
         strict_zone: bool = False,
         spot: bool = False,
         use_reservation: str | None = None,
+        cloud: str | CloudProfile | None = None,
         namespace: str = "default",
         labels: Mapping[str, str] | None = None,
         reservation_timeout: timedelta | float = timedelta(minutes=30),
@@ -157,7 +161,7 @@ class GangTrainingOperator(BaseOperator):
             self.provisioning_class = DEFAULT_PROVISIONING_CLASS
         self.provisioning_parameters = dict(provisioning_parameters or {})
         self.kueue_queue, self.zone, self.strict_zone, self.spot = kueue_queue, zone, strict_zone, spot
-        self.use_reservation = use_reservation
+        self.use_reservation, self.cloud = use_reservation, cloud
         self.namespace = namespace
         self.labels = dict(labels or {})
         self.reservation_timeout = checks.as_duration(reservation_timeout)
@@ -281,9 +285,11 @@ class GangTrainingOperator(BaseOperator):
             values["image"] = "image"  # a templated file path: its content is checked after rendering
         return values
 
-    def build_spec(self, name: str, *, stand_ins: bool = False) -> GangSpec:
-        """The gang as the arguments describe it, before any fallback step, named ``name``."""
+    def build_spec(self, name: str, *, stand_ins: bool = False, cloud: CloudProfile | None = None) -> GangSpec:
+        """The gang as the arguments describe it, before any fallback step, named ``name``, on ``cloud``
+        (default: the ``cloud`` argument's profile, else GKE's until the connection is read)."""
         values = self._templated(stand_ins=stand_ins)
+        cloud = cloud or cloud_profile(self.cloud or "gke", self.kubernetes_conn_id)
         try:
             return GangSpec(
                 name=name,
@@ -317,6 +323,7 @@ class GangTrainingOperator(BaseOperator):
                 reservation_name=self.use_reservation,
                 retry_on_exit_codes=self.retry_on_exit_codes,  # type: ignore[arg-type]  # GangSpec checks them
                 fail_on_exit_codes=self.fail_on_exit_codes,  # type: ignore[arg-type]
+                cloud=cloud,
             )
         except GangSpecError as error:
             argument = _ARGUMENT_OF_FIELD.get(error.field, error.field)
@@ -339,7 +346,7 @@ class GangTrainingOperator(BaseOperator):
         argument_error: checks.GangArgumentError | None = None
         try:
             self.check_arguments(rendered=True)
-            configured = self.build_spec(PARSE_TIME_NAME)
+            configured = self.build_spec(PARSE_TIME_NAME, cloud=cloud_profile(self.cloud, self.kubernetes_conn_id))
         except checks.GangArgumentError as error:
             argument_error = error
         return TrySettings(

@@ -90,6 +90,7 @@ class TryRun:
             provisioning_request=watch.provisioning_request,
             workload_selector=watch.workload_selector,
             delete_on_kill=deletion.kill_targets(spec),
+            preemption_taints=spec.cloud.preemption_taints,
             client_options=self.settings.client_options.to_dict(),
             try_number=plan.attempt,
             unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),
@@ -134,10 +135,12 @@ class TryRun:
             ending = TryEnding.of_event(last)
         succeeded = ending.succeeded and run_event is not None
         ranks = results.ranks_to_log(self.settings.log_ranks, state.size_run or spec.size)
-        logs, deleted = self._finish_on_cluster(spec, ranks, read_logs=run_event is not None, succeeded=succeeded)
+        logs, notes, deleted = self._finish_on_cluster(spec, ranks, run_event, succeeded=succeeded)
         for rank, text in sorted(logs.items()):
             for line in text.splitlines():
                 self.log.info("[rank %d] %s", rank, line)
+        for note in notes:
+            self.log.info("%s", note)
         if deleted:
             self.log.info("Gang %s: deleted %d objects", spec.name, deleted)
         record = results.try_record(
@@ -151,20 +154,25 @@ class TryRun:
         return self._raise_ended(record, records, killed)
 
     def _finish_on_cluster(
-        self, spec: GangSpec, ranks: list[int], *, read_logs: bool, succeeded: bool
-    ) -> tuple[dict[int, str], int]:
-        """The wanted ranks' logs and how many objects the teardown deleted; best effort."""
+        self, spec: GangSpec, ranks: list[int], run_event: GangEvent | None, *, succeeded: bool
+    ) -> tuple[dict[int, str], list[str], int]:
+        """The wanted ranks' logs and notes on those without one (after a run), and how many objects
+        the teardown deleted; best effort."""
 
-        async def finish(client: KubeClient) -> tuple[dict[int, str], int]:
-            logs = await inspection.read_logs(client, spec, ranks) if read_logs else {}
+        async def finish(client: KubeClient) -> tuple[dict[int, str], list[str], int]:
+            logs: dict[int, str] = {}
+            notes: list[str] = []
+            if run_event is not None:
+                nodes = {member.rank: member.node for member in run_event.members if member.node}
+                logs, notes = await inspection.read_logs(client, spec, ranks, nodes=nodes)
             keep = succeeded and self.settings.on_finish == "keep"
-            return logs, await deletion.teardown(client, spec, keep_members=keep)
+            return logs, notes, await deletion.teardown(client, spec, keep_members=keep)
 
         try:
             return self.cluster(finish)
         except Exception as error:  # the try ends all the same; what is left is withdrawn by the next try
             self.log.warning("Gang %s: clean-up incomplete (%s); the next try withdraws what is left", spec.name, error)
-            return {}, 0
+            return {}, [], 0
 
     def _raise_ended(self, record: TryRecord, records: list[TryRecord], killed: bool) -> Any:
         message = f"gang {record.gang}: {record.message}"

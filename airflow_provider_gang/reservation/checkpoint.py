@@ -169,6 +169,16 @@ def termination_message_path(container: Mapping[str, Any]) -> str:
     return str(container.get("terminationMessagePath") or DEFAULT_TERMINATION_MESSAGE_PATH)
 
 
+ENVIRONMENT_NAMES = (
+    "GANG_CHECKPOINT_DIR",
+    "GANG_TERMINATION_MESSAGE_PATH",
+    "GANG_TRY_NUMBER",
+    "GANG_RESUME",
+    "GANG_RESUME_STEP",
+)
+"""Every variable :func:`environment` may set (a user ``env`` entry of the same name is refused)."""
+
+
 def environment(checkpoint: Checkpoint, message_path: str) -> list[dict[str, str]]:
     """The env entries of the module docstring's table, in a stable order."""
     env = [

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from airflow_provider_gang.reservation import checkpoint, members
+from airflow_provider_gang.reservation import checkpoint, cloud, members
 from airflow_provider_gang.reservation.checkpoint import CheckpointReport
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.observed import Observed
@@ -59,6 +59,8 @@ class RunMemory:
 
     read_checkpoints: bool = True
     """Whether termination messages are checkpoint reports (the gang has a ``checkpoint``)."""
+    preemption_taints: tuple[str, ...] = cloud.GKE.preemption_taints
+    """Node taint keys that mean "being reclaimed" (the gang's ``CloudProfile.preemption_taints``)."""
     started: dict[int, float] = field(default_factory=dict)
     preempted: frozenset[int] = frozenset()
     spot_nodes: dict[int, str] = field(default_factory=dict)
@@ -91,7 +93,7 @@ class RunMemory:
         return dataclasses.replace(observed, spot_preempted_ranks=self.preempted), warnings
 
     def saw_nodes_shutting_down(self, nodes: frozenset[str]) -> None:
-        """Record spot nodes read with GKE's termination taint or found deleted."""
+        """Record spot nodes read with a termination taint of :attr:`preemption_taints` or found deleted."""
         self.nodes_shutting_down |= nodes
 
     def remember(self, members_seen: Sequence[MemberStatus]) -> None:

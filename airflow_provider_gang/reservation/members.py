@@ -38,7 +38,11 @@ JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 LOST_POD_REASONS = frozenset(
     {"Evicted", "NodeLost", "Shutdown", "Terminated", "NodeAffinity", "UnexpectedAdmissionError"}
 )
-SPOT_LABEL = "cloud.google.com/gke-spot"
+SPOT_MEMBER_LABEL = naming.SPOT_LABEL
+"""Set to ``"true"`` on every member placed on spot capacity (``manifests.pods.member_template``),
+whatever the cloud profile's own spot label is."""
+GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
+"""The node selector spot members of earlier releases (GKE only) carry instead."""
 NODE_SHUTDOWN_DISRUPTION = "TerminationByKubelet"
 """``DisruptionTarget`` reason the kubelet's graceful node shutdown sets (``pkg/kubelet/nodeshutdown``)."""
 NODE_SHUTDOWN_REASON = "Terminated"
@@ -199,14 +203,17 @@ def members_by_rank(pods: Iterable[Object], *, size: int) -> dict[int, MemberSta
 
 
 def is_on_spot(pod: Object) -> bool:
-    """The pod asked for spot capacity (node selector ``cloud.google.com/gke-spot: "true"``, as
-    ``manifests.pods`` places spot members)."""
-    return ((pod.get("spec") or {}).get("nodeSelector") or {}).get(SPOT_LABEL) == "true"
+    """The pod asked for spot capacity: the label :data:`SPOT_MEMBER_LABEL` ``manifests.pods`` sets
+    on spot members (or, from an earlier release, the node selector ``cloud.google.com/gke-spot``)."""
+    if ((pod.get("metadata") or {}).get("labels") or {}).get(SPOT_MEMBER_LABEL) == "true":
+        return True
+    return ((pod.get("spec") or {}).get("nodeSelector") or {}).get(GKE_SPOT_LABEL) == "true"
 
 
 def is_spot_preempted(pod: Object) -> bool:
     """A spot pod the kubelet's graceful node shutdown ended or is ending: GKE reclaims a spot VM
-    with ~30 s notice, taints the node ``cloud.google.com/impending-node-termination`` and the kubelet
+    with ~30 s notice, taints the node ``cloud.google.com/impending-node-termination`` (other clouds:
+    their profile's ``preemption_taints``, :mod:`reservation.cloud`) and the kubelet
     stops its pods: once a pod's containers stopped, one status write makes it ``Failed`` with reason
     ``Terminated`` and ``DisruptionTarget`` (reason ``TerminationByKubelet``); the kubelet's status
     manager holds the condition back while containers may run (``mergePodStatus`` in
@@ -264,6 +271,14 @@ def spot_nodes(pods: Iterable[Object], *, size: int) -> dict[int, str]:
         if rank is not None and rank < size and is_on_spot(pod) and _node(pod):
             found[rank] = _node(pod)
     return found
+
+
+def missing_log_note(rank: int, *, node_removed: bool) -> str:
+    """What the task log says for a wanted rank whose pod was gone when the logs were read: the pods of
+    a node that goes away (a reclaimed spot VM, DWS ``capacity_revoked`` after ``maxRunDurationSeconds``)
+    are garbage-collected with it, and their logs with them."""
+    cause = "its node was removed" if node_removed else "its pod was removed before its log was read"
+    return f"(rank {rank}: log unavailable - {cause})"
 
 
 class GangState(str, Enum):

@@ -29,7 +29,9 @@ ROLE_LABEL = f"{LABEL_PREFIX}/role"
 """``owner``, ``reservation``, ``member`` or ``rendezvous``."""
 RANK_LABEL = f"{LABEL_PREFIX}/rank"
 """Member pods launched by us carry their rank."""
-RESERVED_LABELS = frozenset({GANG_LABEL, ROLE_LABEL, RANK_LABEL})
+SPOT_LABEL = f"{LABEL_PREFIX}/spot"
+"""``"true"`` on members placed on spot capacity, whatever the cloud's own spot label (``reservation.cloud``)."""
+RESERVED_LABELS = frozenset({GANG_LABEL, ROLE_LABEL, RANK_LABEL, SPOT_LABEL})
 
 GANG_NAME_MAX = 50
 DNS_LABEL_MAX = 63

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_provider_gang.reservation import exit_codes, template, validation
+from airflow_provider_gang.reservation import cloud, exit_codes, template, validation
 from airflow_provider_gang.reservation.checkpoint import Checkpoint
+from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.errors import GangSpecError
 
 __all__ = ["Distributed", "GangSpec", "GangSpecError", "MemberResources", "ReservationMode"]
@@ -86,15 +87,18 @@ class GangSpec:
     - ``queue``: Kueue LocalQueue name (``kueue`` mode).
     - ``zone`` / ``strict_zone``: zone to place members in (``topology.kubernetes.io/zone``); strict
       means a required node selector, otherwise a preferred node affinity.
-    - ``spot``: place members on spot capacity (``SPOT_NODE_SELECTOR``); ``False`` means on-demand
-      or whatever the template says.
+    - ``spot``: place members on spot capacity (the ``cloud`` profile's spot label and toleration);
+      ``False`` requires nodes without it (on-demand).
+    - ``cloud``: the :class:`reservation.cloud.CloudProfile` whose labels and taints place members
+      and tell a spot reclaim (default GKE's).
     - ``labels``: extra labels on every object.
     - ``distributed`` / ``master_port``: rank environment and rendezvous port.
     - ``original_size``: the size before any shrink (``None`` means ``size``), exposed to members as
       ``GANG_ORIGINAL_SIZE``.
-    - ``reservation_name``: a GKE specific reservation the members must consume (a required node
-      affinity on ``cloud.google.com/reservation-name``, :mod:`reservation.manifests.pods`), or
-      ``None``. Reservations serve on-demand VMs only, so it cannot be combined with ``spot``.
+    - ``reservation_name``: a specific reservation the members must consume (a required node
+      affinity on the profile's ``reservation_label``, GKE's ``cloud.google.com/reservation-name``,
+      :mod:`reservation.manifests.pods`), or ``None``. Reservations serve on-demand VMs only, so it
+      cannot be combined with ``spot``; a profile without a reservation label refuses it.
     - ``retry_on_exit_codes`` / ``fail_on_exit_codes``: the exit-code policy
       (:mod:`reservation.exit_codes`), frozensets of codes 1..255 that share none.
     - ``checkpoint``: where every try of the run saves and whether this one resumes
@@ -122,6 +126,7 @@ class GangSpec:
     retry_on_exit_codes: frozenset[int] = frozenset()
     fail_on_exit_codes: frozenset[int] = frozenset()
     checkpoint: Checkpoint | None = None
+    cloud: CloudProfile = cloud.GKE
 
     def __post_init__(self) -> None:
         # Accept enum values given as plain strings (e.g. from serialized trigger kwargs).
@@ -129,6 +134,7 @@ class GangSpec:
             object.__setattr__(self, "mode", validation.enum_value(ReservationMode, self.mode, "mode"))
         if self.distributed is not None and not isinstance(self.distributed, Distributed):
             object.__setattr__(self, "distributed", validation.enum_value(Distributed, self.distributed, "distributed"))
+        object.__setattr__(self, "cloud", cloud.profile_of(self.cloud))
         object.__setattr__(self, "pod_template", template.to_pod_template_spec(self.pod_template))
         for codes in ("retry_on_exit_codes", "fail_on_exit_codes"):
             object.__setattr__(self, codes, exit_codes.as_code_set(getattr(self, codes), codes))
@@ -152,7 +158,9 @@ class GangSpec:
         validation.check_flag("strict_zone", self.strict_zone)
         validation.check_flag("spot", self.spot)
         validation.check_zone(self.zone, self.strict_zone)
-        validation.check_reservation_name(self.reservation_name, self.spot)
+        validation.check_reservation_name(
+            self.reservation_name, self.spot, self.cloud.reservation_label, self.cloud.name
+        )
         exit_codes.check_policy(self.retry_on_exit_codes, self.fail_on_exit_codes)
         validation.check_labels(self.labels)
         validation.check_master_port(self.master_port)
@@ -196,6 +204,7 @@ class GangSpec:
             "retry_on_exit_codes": sorted(self.retry_on_exit_codes),
             "fail_on_exit_codes": sorted(self.fail_on_exit_codes),
             "checkpoint": None if self.checkpoint is None else self.checkpoint.to_dict(),
+            "cloud": self.cloud.to_dict(),
         }
 
     @classmethod
@@ -205,6 +214,7 @@ class GangSpec:
         resources = values.pop("resources", None) or {}
         distributed = values.pop("distributed", None)
         checkpoint = values.pop("checkpoint", None)
+        values["cloud"] = cloud.profile_of(values.get("cloud") or cloud.GKE)
         return cls(
             checkpoint=None if checkpoint is None else Checkpoint.from_dict(checkpoint),
             resources=MemberResources(**resources),

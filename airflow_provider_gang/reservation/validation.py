@@ -167,12 +167,19 @@ def check_queue(queue: str | None) -> None:
         raise GangSpecError("queue", f"{queue!r} is not a valid LocalQueue name (DNS subdomain, <= 63 chars)")
 
 
-def check_reservation_name(name: str | None, spot: bool) -> None:
+def check_reservation_name(name: str | None, spot: bool, reservation_label: str | None, cloud_name: str) -> None:
     """A Compute Engine reservation name (RFC 1035, <= 63 chars), in the cluster's project; never with
     spot: "You can't consume a reservation to create Spot VMs"
-    (https://cloud.google.com/compute/docs/instances/reservations-consume)."""
+    (https://cloud.google.com/compute/docs/instances/reservations-consume); never with a cloud profile
+    that has no ``reservation_label`` (``reservation.cloud``): no node label would select it."""
     if name is None:
         return
+    if reservation_label is None:
+        raise GangSpecError(
+            "reservation_name",
+            f"cloud profile {cloud_name!r} has no reservation label to select a reservation's nodes by; "
+            "drop use_reservation, or give cloud=CloudProfile(..., reservation_label='<node label>')",
+        )
     if not isinstance(name, str) or not naming.is_dns_1035_label(name):
         raise GangSpecError(
             "reservation_name",

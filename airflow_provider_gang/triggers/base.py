@@ -173,7 +173,9 @@ class GangTrigger(BaseTrigger):
         clock = PhaseClock(self.started_at)
         seen_any = False
         # What pods deleted later take with them.
-        memory = member_history.RunMemory(arguments.read_checkpoints and self.stage is Stage.RUN)
+        memory = member_history.RunMemory(
+            arguments.read_checkpoints and self.stage is Stage.RUN, preemption_taints=arguments.preemption_taints
+        )
         reporter = WaitReporter(
             self.log,
             self.gang_name,

@@ -4,6 +4,11 @@ GKE reclaims a Spot VM with about 30 s of notice: it taints the node
 ``cloud.google.com/impending-node-termination`` and the kubelet's graceful node shutdown stops its
 pods, then the node is deleted
 (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#termination-graceful-shutdown).
+Other clouds mark the node with other taints (Karpenter ``karpenter.sh/disrupted``, the AWS Node
+Termination Handler ``aws-node-termination-handler/spot-itn``): the gang's cloud profile lists them
+(``CloudProfile.preemption_taints``, :mod:`reservation.cloud`, passed as the trigger argument
+``preemption_taints`` and kept in ``RunMemory.preemption_taints``); a node that is gone counts on
+every cloud.
 The preempted pod's own status says so only once its containers stopped (the kubelet's status
 manager holds ``DisruptionTarget`` back meanwhile: ``mergePodStatus`` in
 ``pkg/kubelet/status/status_manager.go``), while a peer on another node fails as soon as the
@@ -36,24 +41,23 @@ class WarningLog(Protocol):
     def warning(self, event: str, *args: Any) -> Any: ...
 
 
-TERMINATION_TAINT = "cloud.google.com/impending-node-termination"
-"""The taint GKE puts on a node whose VM got its termination notice."""
 CHECKED_REASONS = frozenset({Reason.MEMBER_FAILED, Reason.MEMBER_LOST})
 """Decisions that a shutting-down spot node turns into ``spot_preempted``."""
 READ_TIMEOUT_SECONDS = 10.0
 """Longest wait for the node reads of one check."""
 
 
-def has_termination_taint(node: dict[str, Any]) -> bool:
-    """``node`` carries GKE's termination taint (any effect)."""
+def has_termination_taint(node: dict[str, Any], taint_keys: Iterable[str]) -> bool:
+    """``node`` carries a taint (any effect) whose key is one of ``taint_keys``."""
+    keys = frozenset(taint_keys)
     taints = (node.get("spec") or {}).get("taints") or ()
-    return any(isinstance(taint, dict) and taint.get("key") == TERMINATION_TAINT for taint in taints)
+    return any(isinstance(taint, dict) and taint.get("key") in keys for taint in taints)
 
 
 async def nodes_shutting_down(
-    client: KubeClient, names: Iterable[str], *, timeout: float = READ_TIMEOUT_SECONDS
+    client: KubeClient, names: Iterable[str], *, taint_keys: Iterable[str], timeout: float = READ_TIMEOUT_SECONDS
 ) -> frozenset[str]:
-    """The nodes among ``names`` that carry :data:`TERMINATION_TAINT` or are gone (404).
+    """The nodes among ``names`` that carry a taint of ``taint_keys`` or are gone (404).
 
     Raises :class:`kube.errors.KubeError` (e.g. Forbidden without ``get nodes``) or
     :class:`asyncio.TimeoutError` after ``timeout`` seconds; the caller then decides without them.
@@ -61,10 +65,11 @@ async def nodes_shutting_down(
 
     async def shutting_down(name: str) -> bool:
         try:
-            return has_termination_taint(await client.get(NODES, name))
+            return has_termination_taint(await client.get(NODES, name), keys)
         except errors.NotFound:
             return True
 
+    keys = tuple(taint_keys)
     ordered = sorted(set(names))
     found = await asyncio.wait_for(asyncio.gather(*(shutting_down(name) for name in ordered)), timeout=timeout)
     return frozenset(name for name, shutting in zip(ordered, found, strict=True) if shutting)
@@ -82,7 +87,7 @@ async def found_shutting_down(
     if not unknown:
         return False
     try:
-        found = await nodes_shutting_down(client, unknown)
+        found = await nodes_shutting_down(client, unknown, taint_keys=memory.preemption_taints)
     except (errors.KubeError, asyncio.TimeoutError) as error:
         log.warning(
             "Gang %s: could not read its spot nodes %s before deciding (%s: grant get nodes, "

@@ -12,19 +12,20 @@ import copy
 import json
 from typing import Any
 
-from airflow_provider_gang.reservation import checkpoint, naming
+from airflow_provider_gang.reservation import checkpoint, cloud, members, naming
 from airflow_provider_gang.reservation.manifests import common, rank_env
 from airflow_provider_gang.reservation.spec import GangSpec
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
-SPOT_LABEL = "cloud.google.com/gke-spot"
-SPOT_NODE_SELECTOR = {SPOT_LABEL: "true"}
-NOT_SPOT = {"key": SPOT_LABEL, "operator": "NotIn", "values": ["true"]}
-"""On-demand members require nodes without ``gke-spot=true``: GKE does not taint spot node pools by
-default, so leaving out the spot selector is not enough (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#scheduling-workloads).
+SPOT_NODE_SELECTOR = cloud.GKE.spot_node_selector
+"""GKE's spot selector; every profile's own is ``CloudProfile.spot_node_selector`` (:mod:`reservation.cloud`)."""
+NOT_SPOT = cloud.GKE.not_spot
+"""On-demand members require nodes without the profile's spot label value: GKE does not taint spot node
+pools by default, so leaving out the spot selector is not enough
+(https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#scheduling-workloads).
 ``NotIn`` also matches nodes without the label (``v1.NodeSelectorRequirement``)."""
-SPOT_TOLERATION = {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-RESERVATION_LABEL = "cloud.google.com/reservation-name"
+SPOT_TOLERATION = cloud.GKE.spot_toleration
+RESERVATION_LABEL = cloud.GKE.reservation_label
 """GKE's node label for the specific Compute Engine reservation a node consumes; a pod selecting it
 lands only on that reservation's capacity, and GKE's autoscaler creates such nodes from it
 (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations)."""
@@ -55,17 +56,22 @@ def _resources(container: dict[str, Any], spec: GangSpec) -> dict[str, Any]:
 
 
 def _place(pod_spec: dict[str, Any], spec: GangSpec) -> None:
+    """Spot or on-demand, reservation and zone placement by the gang's cloud profile
+    (:mod:`reservation.cloud`)."""
     selector = dict(pod_spec.get("nodeSelector") or {})
+    profile = spec.cloud
     if spec.spot:
-        selector.update(SPOT_NODE_SELECTOR)
-        tolerations = list(pod_spec.get("tolerations") or [])
-        if SPOT_TOLERATION not in tolerations:
-            tolerations.append(dict(SPOT_TOLERATION))
-        pod_spec["tolerations"] = tolerations
+        selector.update(profile.spot_node_selector)
+        toleration = profile.spot_toleration
+        if toleration is not None:
+            tolerations = list(pod_spec.get("tolerations") or [])
+            if toleration not in tolerations:
+                tolerations.append(toleration)
+            pod_spec["tolerations"] = tolerations
     else:
-        _require(pod_spec, NOT_SPOT)
-    if spec.reservation_name is not None:
-        _require(pod_spec, {"key": RESERVATION_LABEL, "operator": "In", "values": [spec.reservation_name]})
+        _require(pod_spec, profile.not_spot)
+    if spec.reservation_name is not None and profile.reservation_label is not None:  # GangSpec refuses the rest
+        _require(pod_spec, {"key": profile.reservation_label, "operator": "In", "values": [spec.reservation_name]})
     if spec.zone is not None and spec.strict_zone:
         selector[ZONE_LABEL] = spec.zone
     elif spec.zone is not None:
@@ -94,7 +100,8 @@ def _require(pod_spec: dict[str, Any], expression: dict[str, Any]) -> None:
 def member_template(spec: GangSpec) -> dict[str, Any]:
     """The PodTemplateSpec every member shares: the user's template with ``restartPolicy: Never``,
     the member resources on container 0, zone, spot and reservation placement, the checkpoint claim's
-    volume (``reservation.checkpoint.mount``), and the gang's member labels."""
+    volume (``reservation.checkpoint.mount``), and the gang's member labels (a spot member's also
+    ``airflow-gang.io/spot=true``, which tells the run trigger it is on spot whatever the cloud)."""
     template = copy.deepcopy(dict(spec.pod_template))
     pod_spec: dict[str, Any] = template["spec"]
     pod_spec["restartPolicy"] = "Never"
@@ -106,6 +113,8 @@ def member_template(spec: GangSpec) -> dict[str, Any]:
         checkpoint.mount(pod_spec, spec.checkpoint)
     metadata = template.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **common.labels(spec, common.ROLE_MEMBER)}
+    if spec.spot:
+        metadata["labels"][members.SPOT_MEMBER_LABEL] = "true"
     return template
 
 

@@ -40,6 +40,12 @@ from airflow_provider_gang.reservation.spec import Distributed, GangSpec
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 SIZE_VARIABLES = frozenset({"GANG_SIZE", "WORLD_SIZE", "PET_NNODES", "JAX_NUM_PROCESSES"})
 """The variables whose value is the number of members (see the module docstring)."""
+PROVIDER_VARIABLES = frozenset(
+    {"GANG_NAME", "GANG_RANK", "GANG_SIZE", "GANG_ORIGINAL_SIZE", *checkpoint.ENVIRONMENT_NAMES}
+)
+"""Every ``GANG_*`` variable the provider sets in a member, whatever the gang's options: a user ``env``
+entry of the same name would be replaced or, for ``GANG_RESUME``, claim a checkpoint that no try
+reported, so the operator refuses it at parse time (``reservation.tries.arguments``)."""
 
 
 def rendezvous_host(spec: GangSpec) -> str:

@@ -25,6 +25,8 @@ Fields (plain values):
 - ``pods_from_job``: members are created by a Job controller, so a rank without a pod is still to
   come, not lost; ``None`` means "``kueue`` mode" (Kueue unsuspends an Indexed Job).
 - ``read_checkpoints``: container 0's termination message is a checkpoint report (run wait).
+- ``preemption_taints``: node taint keys that mean a spot node is being reclaimed (the gang's
+  ``CloudProfile.preemption_taints``, ``reservation.cloud``; absent: GKE's).
 - ``delete_on_kill``: the gang's objects (:class:`DeleteTarget`), deleted by ``on_kill`` only.
 - ``client_options``: ``kube.options.ClientOptions.to_dict()``; ``watch_timeout_seconds``: length
   of each WATCH request.
@@ -41,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_gang.reservation import cloud
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.reading import CURRENT_VERSION, RecordError, record_values
 from airflow_provider_gang.reservation.spec import ReservationMode
@@ -86,6 +89,7 @@ class TriggerArguments:
     startup_deadline: float | None = None
     pods_from_job: bool | None = None
     read_checkpoints: bool = False
+    preemption_taints: tuple[str, ...] = cloud.GKE.preemption_taints
     delete_on_kill: tuple[DeleteTarget, ...] = ()
     client_options: Mapping[str, Any] = field(default_factory=dict)
     watch_timeout_seconds: int = 300
@@ -123,6 +127,7 @@ class TriggerArguments:
             "startup_deadline": self.startup_deadline,
             "pods_from_job": self.pods_from_job,
             "read_checkpoints": self.read_checkpoints,
+            "preemption_taints": list(self.preemption_taints),
             "delete_on_kill": [target.to_dict() for target in self.delete_on_kill],
             "client_options": dict(self.client_options),
             "watch_timeout_seconds": self.watch_timeout_seconds,
@@ -149,6 +154,7 @@ class TriggerArguments:
                     "startup_deadline": float,
                     "pods_from_job": bool,
                     "read_checkpoints": bool,
+                    "preemption_taints": lambda keys: tuple(str(key) for key in keys),
                     "delete_on_kill": lambda targets: tuple(DeleteTarget.from_dict(target) for target in targets),
                     "client_options": dict,
                     "watch_timeout_seconds": int,

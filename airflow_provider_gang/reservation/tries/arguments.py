@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_gang.reservation.fallback import FallbackStep
+from airflow_provider_gang.reservation.manifests.rank_env import PROVIDER_VARIABLES
 
 RESERVATION_MODES = ("provisioning_request", "kueue", "gates")
 DISTRIBUTED_FRAMEWORKS = ("torch", "jax")
@@ -180,6 +181,12 @@ def _check_env(env: Any, distributed: Any, *, rendered: bool) -> None:
         if not isinstance(value, str) and not (not rendered and has_jinja(value)):
             raise GangArgumentError(
                 "env", f"value of {name} must be a string, got {value!r}", f"quote it, e.g. {name}={str(value)!r}"
+            )
+        if name in PROVIDER_VARIABLES:
+            raise GangArgumentError(
+                "env",
+                f"{name} is set by the provider in every member that needs it",
+                f"remove {name} from env (or rename your variable); the provider gives each member its own value",
             )
         if isinstance(distributed, str) and name in RANK_ENVIRONMENT.get(distributed, ()):
             raise GangArgumentError(

@@ -187,9 +187,14 @@ def story(records: Sequence[TryRecord]) -> list[str]:
     if resumed or any(record.checkpoint_step is not None for record in records):
         hours = checkpoint_totals(records)
         steps = ", ".join(f"try {record.attempt} from step {record.resumed_from_step}" for record in resumed)
+        saved = (
+            f"{hours['gpu_hours_saved']:.4f} GPU-h saved by resuming ({steps})"
+            if resumed
+            else f"{hours['gpu_hours_saved']:.4f} GPU-h checkpointed that a resuming try would not redo "
+            "(no try has resumed yet)"
+        )
         lines.append(
-            f"  checkpoints: {hours['gpu_hours_lost']:.4f} GPU-h lost (work since the last checkpoint, "
-            f"redone), {hours['gpu_hours_saved']:.4f} saved by resuming ({steps or 'no try resumed'})"
+            f"  checkpoints: {hours['gpu_hours_lost']:.4f} GPU-h lost (work since the last checkpoint, redone), {saved}"
         )
     return lines
 

@@ -23,7 +23,7 @@ from gang_sim.controllers.preemption import (
 from gang_sim.testing.eventually import eventually
 from gang_sim.testing.pytest_plugin import SimCluster
 from gang_sim.world.scenario_fields import ScenarioError
-from tests.builders import gpu_pod_spec, pod
+from tests.builders import GPU_TAINT, gpu_pod_spec, pod
 from tests.integration.control_plane.conftest import exits_on_sigterm, gpu_scenario
 
 SPOT_POOL = {"spot": True, "initialNodes": 2, "maxNodes": 4}
@@ -248,3 +248,74 @@ def test_local_processes_get_sigterm_then_sigkill_after_the_capped_grace(
     assert killed.status.container_statuses[0].state.terminated.exit_code == 137
     for name in ("saves", "ignores"):
         _assert_condition_comes_with_the_terminal_phase(writes[name]())
+
+
+# (cloud, spot node labels, spot node taints beside the GPU taint, on-demand node labels, reclaim taint)
+CLOUD_NODES = [
+    pytest.param("gke", {"cloud.google.com/gke-spot": "true"}, [], {}, TERMINATION_TAINT["key"], id="gke"),
+    pytest.param(
+        "eks",
+        {"eks.amazonaws.com/capacityType": "SPOT"},
+        [],
+        {"eks.amazonaws.com/capacityType": "ON_DEMAND"},
+        "aws-node-termination-handler/spot-itn",
+        id="eks",
+    ),
+    pytest.param(
+        "karpenter",
+        {"karpenter.sh/capacity-type": "spot"},
+        [],
+        {"karpenter.sh/capacity-type": "on-demand"},
+        "karpenter.sh/disrupted",
+        id="karpenter",
+    ),
+    pytest.param(
+        "aks",
+        {"kubernetes.azure.com/scalesetpriority": "spot"},
+        [("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule")],
+        {},
+        None,
+        id="aks",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cloud", "spot_labels", "spot_taints", "on_demand_labels", "reclaim"), CLOUD_NODES)
+def test_each_cloud_labels_its_pools_and_taints_a_reclaimed_node_its_way(
+    sim_cluster: Callable[..., SimCluster],
+    cloud: str,
+    spot_labels: dict[str, str],
+    spot_taints: list[tuple[str, str, str]],
+    on_demand_labels: dict[str, str],
+    reclaim: str | None,
+) -> None:
+    on_demand = {"name": "gpu-od", "zone": "us-central1-a", "cpu": "8", "memory": "32Gi", "initialNodes": 1}
+    cluster = sim_cluster(gpu_scenario(cloud=cloud, pool=SPOT_POOL, extra_pools=[on_demand]))
+    nodes = {node.metadata.name: node for node in cluster.core.list_node().items}
+    by_pool: dict[str, list[Any]] = {}
+    for node in nodes.values():
+        by_pool.setdefault(node.metadata.labels["cloud.google.com/gke-nodepool"], []).append(node)
+    for node in by_pool["gpu"]:
+        assert spot_labels.items() <= node.metadata.labels.items()
+        taints = [(taint.key, taint.value, taint.effect) for taint in node.spec.taints]
+        assert taints == [(GPU_TAINT["key"], GPU_TAINT.get("value"), GPU_TAINT["effect"]), *spot_taints]
+    for node in by_pool["gpu-od"]:
+        assert on_demand_labels.items() <= node.metadata.labels.items()
+        assert not set(spot_labels) & {
+            key for key, value in node.metadata.labels.items() if spot_labels.get(key) == value
+        }
+    victim = by_pool["gpu"][0].metadata.name
+    assert cluster.harness.preempt(victim, notice_seconds=20, pod_grace_period_seconds=10) == [victim]
+    keys = [taint.key for taint in cluster.core.read_node(victim).spec.taints]
+    assert keys == [GPU_TAINT["key"], *(key for key, _, _ in spot_taints), *([reclaim] if reclaim else [])]
+    ready = {item.type: item for item in cluster.core.read_node(victim).status.conditions}["Ready"]
+    assert (ready.status, ready.message) == ("False", "node is shutting down")
+    cluster.advance(20)
+    assert victim not in _nodes(cluster)
+
+
+def test_a_scenario_names_a_known_cloud() -> None:
+    with pytest.raises(ScenarioError, match="'azure' is no cloud"):
+        gpu_scenario(cloud="azure")
+    with pytest.raises(ScenarioError, match=r"nodePools\[0\].reservation"):
+        gpu_scenario(cloud="eks", pool={"reservation": "r1", "maxNodes": 2})

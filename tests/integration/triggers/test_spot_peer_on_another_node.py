@@ -24,6 +24,8 @@ import yaml
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.reservation import cloud
+from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.manifests import pods
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
@@ -134,6 +136,7 @@ async def reserve_and_launch(
     cluster: ClusterHarness,
     connection: dict[str, Any],
     peer_fails_after: int = PEER_FAILS_AFTER,
+    profile: CloudProfile = cloud.GKE,
 ) -> Gang:
     """The gang reserved (the autoscaler adds one spot node per rank) and its two members created."""
     spec = dataclasses.replace(
@@ -147,6 +150,7 @@ async def reserve_and_launch(
             provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
         ),
         spot=True,
+        cloud=profile,
     )
     gang = await Gang(client, spec).create()
     reservation = ReservationTrigger(**gang.reservation_kwargs(connection, deadline_in=60))
@@ -204,18 +208,21 @@ def node_reads(cluster: ClusterHarness) -> list[str]:
 
 
 async def peer_fails_in_grace(
-    cluster: ClusterHarness, connection: dict[str, Any], *, node_faults: str = ""
+    cluster: ClusterHarness, connection: dict[str, Any], *, node_faults: str = "", profile: CloudProfile = cloud.GKE
 ) -> tuple[dict[str, Any], dict[int, str], bool]:
     """Rank 0 fails at 15 s, while rank 1's pod on the noticed node still stops (until 25 s) and looks
     Running; ``node_faults`` (``gang_sim.apiserver.http.faults`` items) are injected for the trigger's node reads.
     Returns the run trigger's event, each rank's node, and whether the event came before 25 s
     (waited for up to 30 s with faults, else for 0.5 s once the trigger has read the nodes)."""
     async with await KubeClient.connect(ConnectionSettings.from_dict(connection)) as client:
-        gang = await reserve_and_launch(client, cluster, connection, peer_fails_after=PEER_FAILS_IN_GRACE)
+        gang = await reserve_and_launch(
+            client, cluster, connection, peer_fails_after=PEER_FAILS_IN_GRACE, profile=profile
+        )
         if node_faults:
             faults = Faults.parse(node_faults)
             cluster.run(lambda: setattr(cluster.emulator.context, "faults", faults))
-        run = GangRunTrigger(**gang.run_kwargs(connection, deadline_in=60))
+        kwargs = {**gang.run_kwargs(connection, deadline_in=60), "preemption_taints": list(profile.preemption_taints)}
+        run = GangRunTrigger(**kwargs)
         ended = asyncio.create_task(first_event(run))
         await until_watching(run)
         nodes: dict[int, str] = {}
@@ -253,3 +260,25 @@ async def test_node_reads_failing_past_their_retries_leave_the_decision_to_the_p
         event, _, early = await peer_fails_in_grace(cluster, connection, node_faults="get/nodes:1.0:503")
     assert early and (event["phase"], event["reason"]) == ("failed", "member_failed"), event["message"]
     assert any("could not read its spot nodes" in str(entry["event"]) for entry in logged), logged
+
+
+@pytest.mark.parametrize("profile", [cloud.EKS, cloud.KARPENTER], ids=["eks", "karpenter"])
+async def test_each_clouds_reclaim_taint_is_read_while_the_partner_node_shuts_down(profile: CloudProfile) -> None:
+    """As above on an EKS (Node Termination Handler) or Karpenter cluster: the trigger reads the
+    node's taint of the gang's profile, ``aws-node-termination-handler/spot-itn`` or
+    ``karpenter.sh/disrupted``, and waits for rank 1 instead of ending ``member_failed``."""
+    with ClusterHarness(scenario=parse_scenario({**SCENARIO, "cloud": profile.name}), seed=0) as harness:
+        settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text())).to_dict()
+        event, nodes, early = await peer_fails_in_grace(harness, settings, profile=profile)
+    assert not early, event["message"]
+    assert_spot_preempted(event, nodes)
+
+
+async def test_another_clouds_reclaim_taint_is_not_taken_for_this_ones() -> None:
+    """The control: a Karpenter cluster read with GKE's profile finds no taint it knows on the
+    noticed node, so the peer's failure decides (``member_failed``) before rank 1 stops."""
+    with ClusterHarness(scenario=parse_scenario({**SCENARIO, "cloud": "karpenter"}), seed=0) as harness:
+        settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text())).to_dict()
+        mismatched = dataclasses.replace(cloud.GKE, spot_label="karpenter.sh/capacity-type", spot_value="spot")
+        event, _, early = await peer_fails_in_grace(harness, settings, profile=mismatched)
+    assert early and (event["phase"], event["reason"]) == ("failed", "member_failed"), event["message"]

@@ -3,6 +3,7 @@ message naming the argument, and nothing is created (no cluster is configured in
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -46,6 +47,15 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("env-bad-name", {"env": {"1BAD": "x"}}, "env"),
     ("env-non-string-value", {"env": {"EPOCHS": 3}}, "env"),
     ("env-overrides-rank", {"distributed": "torch", "env": {"RANK": "0"}}, "env"),
+    ("env-overrides-gang-rank", {"env": {"GANG_RANK": "0"}}, "env"),
+    ("env-overrides-gang-size", {"env": {"GANG_SIZE": "4"}}, "env"),
+    ("env-overrides-gang-name", {"env": {"GANG_NAME": "mine"}}, "env"),
+    ("env-overrides-gang-original-size", {"env": {"GANG_ORIGINAL_SIZE": "4"}}, "env"),
+    ("env-claims-a-resume", {"env": {"GANG_RESUME": "1"}}, "env"),
+    ("env-claims-a-resume-step", {"env": {"GANG_RESUME_STEP": "10"}}, "env"),
+    ("env-overrides-checkpoint-dir", {"checkpoint": "/ckpt/{{ run_id }}", "env": {"GANG_CHECKPOINT_DIR": "/x"}}, "env"),
+    ("env-overrides-try-number", {"env": {"GANG_TRY_NUMBER": "1"}}, "env"),
+    ("env-overrides-message-path", {"env": {"GANG_TERMINATION_MESSAGE_PATH": "/x"}}, "env"),
     ("distributed-unknown", {"distributed": "mpi"}, "distributed"),
     ("master-port-out-of-range", {"distributed": "torch", "master_port": 70000}, "master_port"),
     ("reservation-unknown", {"reservation": "volcano"}, "reservation"),
@@ -89,6 +99,11 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("exit-code-in-both-lists", {"retry_on_exit_codes": [1, 137], "fail_on_exit_codes": [1]}, "fail_on_exit_codes"),
     ("use-reservation-not-a-name", {"use_reservation": "A100 reservation"}, "use_reservation"),
     ("use-reservation-with-spot", {"use_reservation": "a100-res", "spot": True}, "use_reservation"),
+    ("cloud-unknown", {"cloud": "azure"}, "cloud"),
+    ("cloud-not-a-profile", {"cloud": {"name": "mine"}}, "cloud"),
+    ("use-reservation-on-eks", {"cloud": "eks", "use_reservation": "a100-res"}, "use_reservation"),
+    ("use-reservation-on-karpenter", {"cloud": "karpenter", "use_reservation": "a100-res"}, "use_reservation"),
+    ("use-reservation-on-aks", {"cloud": "aks", "use_reservation": "a100-res"}, "use_reservation"),
     ("conn-id-empty", {"kubernetes_conn_id": ""}, "kubernetes_conn_id"),
     ("static-error-beside-templated-namespace", {"namespace": "{{ params.ns }}", "min_size": 9}, "min_size"),
     (
@@ -168,3 +183,61 @@ def test_deferrable_default_follows_airflow_configuration(configured: str) -> No
         [sys.executable, "-c", program], env=environment, capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip().splitlines()[-1] == configured
+
+
+def test_every_provider_variable_is_refused_in_env() -> None:
+    """The refused names are the ones the manifests actually write: a member of a torch gang with a
+    resuming checkpoint gets every ``GANG_*`` variable, and each of them is refused in ``env``."""
+    from airflow_provider_gang.reservation import checkpoint
+    from airflow_provider_gang.reservation.manifests import rank_env
+    from airflow_provider_gang.reservation.spec import GangSpec
+
+    spec = GangSpec(
+        name="g",
+        namespace="default",
+        size=2,
+        pod_template={"spec": {"containers": [{"name": "main", "image": "i"}]}},
+        provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+        checkpoint=checkpoint.Checkpoint(location="/ckpt", try_number=2, resume_step=10),
+    )
+    written = {entry["name"] for entry in rank_env.rank_environment(spec, 0) if entry["name"].startswith("GANG_")}
+    assert written == rank_env.PROVIDER_VARIABLES
+    for name in sorted(written):
+        with pytest.raises(GangArgumentError, match=name):
+            GangTrainingOperator(**{**GOOD, "env": {name: "1"}})
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        pytest.param({"cloud": "karpenter"}, "karpenter", id="named"),
+        pytest.param({}, "gke", id="absent"),
+        pytest.param(
+            {"cloud": {"name": "mine", "spot_label": "example.com/spot", "spot_value": "1"}}, "mine", id="mapping"
+        ),
+    ],
+)
+def test_the_connection_extra_chooses_the_cloud_unless_the_argument_does(
+    monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any], expected: str
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_KUBE_CLOUD", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    operator = GangTrainingOperator(**GOOD, kubernetes_conn_id="kube_cloud")
+    settings = operator.try_settings()
+    assert settings.argument_error is None and settings.configured is not None
+    assert settings.configured.cloud.name == expected
+    argued = GangTrainingOperator(**{**GOOD, "task_id": "argued"}, kubernetes_conn_id="kube_cloud", cloud="aks")
+    assert argued.try_settings().configured.cloud.name == "aks"  # type: ignore[union-attr]
+
+
+def test_a_malformed_connection_extra_ends_the_try_before_anything_is_created(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = {"cloud": "azure"}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBE_AZURE", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    settings = GangTrainingOperator(**GOOD, kubernetes_conn_id="kube_azure").try_settings()
+    assert settings.configured is None and settings.argument_error is not None
+    assert settings.argument_error.argument == "cloud"
+    assert "connection 'kube_azure' extra 'cloud': 'azure' is no cloud profile" in str(settings.argument_error)
+
+
+def test_a_missing_connection_leaves_the_default_cloud_to_fail_on_the_connection_itself() -> None:
+    settings = GangTrainingOperator(**GOOD, kubernetes_conn_id="no_such_connection").try_settings()
+    assert settings.configured is not None and settings.configured.cloud.name == "gke"

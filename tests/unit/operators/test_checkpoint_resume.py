@@ -227,7 +227,7 @@ def test_the_summary_and_the_log_show_gpu_hours_lost_and_saved() -> None:
     assert [(item["gpu_hours_lost"], item["gpu_hours_saved"]) for item in made["tries"]] == [(0.25, 0.75), (0, 0)]
     assert story(records)[-1] == (
         "  checkpoints: 0.2500 GPU-h lost (work since the last checkpoint, redone), "
-        "0.7500 saved by resuming (try 2 from step 15)"
+        "0.7500 GPU-h saved by resuming (try 2 from step 15)"
     )
     plain = dataclasses.replace(records[0], checkpoint_step=None)
     assert not any("checkpoints:" in line for line in story([plain]))

@@ -183,3 +183,10 @@ def test_spot_nodes_are_those_of_bound_spot_members() -> None:
         member(None).on_spot().running().obj(),
     ]
     assert members.spot_nodes(pods, size=4) == {0: "node-1"}
+
+
+def test_a_rank_without_a_pod_gets_a_note_saying_why_its_log_is_missing() -> None:
+    assert members.missing_log_note(0, node_removed=True) == "(rank 0: log unavailable - its node was removed)"
+    assert members.missing_log_note(3, node_removed=False) == (
+        "(rank 3: log unavailable - its pod was removed before its log was read)"
+    )

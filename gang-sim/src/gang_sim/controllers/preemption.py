@@ -1,4 +1,5 @@
-"""Spot preemption: Compute Engine's termination notice and GKE's graceful node shutdown.
+"""Spot preemption: Compute Engine's termination notice and GKE's graceful node shutdown (and the
+other clouds' reclaim, which differs only in the taint, ``world.node_clouds``).
 
 GKE (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms, "Termination and graceful
 shutdown of Spot VMs"): when Compute Engine reclaims a Spot VM it sends a termination notice; the node
@@ -13,7 +14,9 @@ the scenario's ``preemptions`` or ``POST /_sim/preemptions``) it picks the node(
 ``count`` Ready nodes of the pool not already shutting down, drawn in name order with the control
 plane's seeded random source - and for each
 
-1. adds the taint above, sets ``Ready=False`` (reason ``KubeletNotReady``, message
+1. adds the taint above - the node's cloud's reclaim taint (:func:`gang_sim.world.node_clouds.reclaim_taint`:
+   Karpenter ``karpenter.sh/disrupted``, EKS with the Node Termination Handler
+   ``aws-node-termination-handler/spot-itn``, none on AKS) - sets ``Ready=False`` (reason ``KubeletNotReady``, message
    ``node is shutting down``, as the kubelet reports a node in shutdown) and records the kubelet's
    ``Normal NodeShutdown`` Event ("Shutdown manager detected shutdown event") on the Node;
 2. registers a :class:`~gang_sim.world.cloud.NodeShutdown`: the kubelet then stops
@@ -40,10 +43,11 @@ from typing import Any
 
 from gang_sim.apiserver.errors import ApiError
 from gang_sim.controllers.base import Controller, Obj, earliest, set_condition
+from gang_sim.world import node_clouds
 from gang_sim.world.cloud import NodeShutdown
 from gang_sim.world.scenario_preemptions import PreemptionSpec, describe
 
-TERMINATION_TAINT = {"key": "cloud.google.com/impending-node-termination", "effect": "NoSchedule"}
+TERMINATION_TAINT = node_clouds.reclaim_taint("gke") or {}
 """The taint GKE puts on a node that got its termination notice."""
 SHUTDOWN_REASON = "Terminated"
 """``status.reason`` of a pod stopped by graceful node shutdown (kubelet ``nodeshutdown`` manager)."""
@@ -126,12 +130,12 @@ class NodeTerminationController(Controller):
 
     def _notify(self, name: str, spec: PreemptionSpec, now: float) -> None:
         node = self.store.get("v1/nodes", name)
-        taints = [
-            taint
-            for taint in (node.get("spec") or {}).get("taints") or []
-            if taint.get("key") != TERMINATION_TAINT["key"]
-        ]
-        self.store.patch("v1/nodes", name, {"spec": {"taints": [*taints, dict(TERMINATION_TAINT)]}})
+        reclaim = node_clouds.reclaim_taint(self.cloud.cloud_of(name))
+        if reclaim is not None:
+            taints = [
+                taint for taint in (node.get("spec") or {}).get("taints") or [] if taint.get("key") != reclaim["key"]
+            ]
+            self.store.patch("v1/nodes", name, {"spec": {"taints": [*taints, reclaim]}})
         conditions = set_condition(
             list((node.get("status") or {}).get("conditions") or []),
             "Ready",

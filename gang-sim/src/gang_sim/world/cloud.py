@@ -23,6 +23,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from gang_sim.world import node_clouds
 from gang_sim.world.resources import GPU
 from gang_sim.world.scenario import NodePool, Scenario, TimedEvent
 from gang_sim.world.scenario_preemptions import PreemptionSpec
@@ -124,6 +125,12 @@ class Cloud:
         self.pending_preemptions = [spec for spec in self.pending_preemptions if spec.at > now]
         return due
 
+    def cloud_of(self, node: str) -> str:
+        """The cloud (``node_clouds``) of ``node``'s pool; the scenario's default for an unknown node."""
+        record = self.nodes.get(node)
+        pool = next((item for item in self.scenario.node_pools if record and item.name == record.pool), None)
+        return pool.cloud if pool is not None else node_clouds.DEFAULT_CLOUD
+
     def shutdown_of(self, node: str) -> NodeShutdown | None:
         """The shutdown in progress on ``node`` (noticed, VM not stopped yet), if any."""
         shutdown = self.shutdowns.get(node)
@@ -181,7 +188,8 @@ class Cloud:
 
 
 def node_manifest(pool: NodePool, record: NodeRecord) -> dict[str, Any]:
-    """The Node object for ``record``, labelled and tainted as GKE does, Ready, with its capacity."""
+    """The Node object for ``record``, labelled and tainted as the pool's cloud does (GKE by default;
+    spot labels and taints by :mod:`gang_sim.world.node_clouds`), Ready, with its capacity."""
     labels = {
         HOSTNAME_LABEL: record.name,
         "kubernetes.io/os": "linux",
@@ -192,11 +200,12 @@ def node_manifest(pool: NodePool, record: NodeRecord) -> dict[str, Any]:
         **pool.labels,
     }
     capacity = {"cpu": pool.cpu, "memory": pool.memory, "pods": "110"}
+    taints = [taint.to_api() for taint in pool.taints]
+    taints += [taint for taint in node_clouds.capacity_taints(pool.cloud, spot=pool.spot) if taint not in taints]
     if pool.gpus_per_node and pool.gpu_type:
         labels[ACCELERATOR_LABEL] = pool.gpu_type
         capacity[GPU] = str(pool.gpus_per_node)
-    if pool.spot:
-        labels[SPOT_LABEL] = "true"
+    labels.update(node_clouds.capacity_labels(pool.cloud, spot=pool.spot))
     if pool.queued_provisioning:
         labels[QUEUED_LABEL] = "true"
     if pool.reservation is not None:
@@ -207,7 +216,7 @@ def node_manifest(pool: NodePool, record: NodeRecord) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": record.name, "labels": labels},
-        "spec": {"taints": [taint.to_api() for taint in pool.taints]} if pool.taints else {},
+        "spec": {"taints": taints} if taints else {},
         "status": {
             "capacity": capacity,
             "allocatable": dict(capacity),

@@ -4,6 +4,7 @@ A scenario is a YAML document (see ``gang_sim/world/scenarios/*.yaml`` for the n
 
     name: demo
     description: two zones, GPUs scarce at first
+    cloud: gke                       # gke|eks|karpenter|aks: spot labels, taints (:mod:`.node_clouds`)
     seed: 7                          # seeds the controllers' random source (node names, jitter)
     zones:                           # per-zone GPU quota (absent zone = unlimited)
       us-central1-a: {gpuQuota: 8}
@@ -20,7 +21,8 @@ A scenario is a YAML document (see ``gang_sim/world/scenarios/*.yaml`` for the n
       maxNodes: 8
       initialNodes: 1
       provisioningDelaySeconds: 90   # node becomes Ready this long after the scale-up decision
-      spot: false                    # label cloud.google.com/gke-spot=true when true
+      spot: false                    # label cloud.google.com/gke-spot=true when true (the cloud's own)
+      cloud: gke                     # this pool's cloud, default the scenario's
       queuedProvisioning: false      # scales only through queued-provisioning.gke.io requests
       reservation: null              # a specific reservation's name: only pods selecting it (label
                                      # cloud.google.com/reservation-name) use the pool; maxNodes = its VMs
@@ -63,7 +65,7 @@ from typing import Any
 
 import yaml
 
-from gang_sim.world import images
+from gang_sim.world import images, node_clouds
 from gang_sim.world.scenario_fields import Fields
 from gang_sim.world.scenario_fields import (
     ScenarioError as ScenarioError,  # re-exported: the public name
@@ -107,6 +109,7 @@ class NodePool:
     spot: bool = False
     queued_provisioning: bool = False
     reservation: str | None = None
+    cloud: str = node_clouds.DEFAULT_CLOUD
 
 
 @dataclass(frozen=True)
@@ -187,8 +190,9 @@ def load_scenario(name_or_path: str) -> Scenario:
 def parse_scenario(document: object, *, default_name: str = "scenario") -> Scenario:
     """Build a :class:`Scenario` from a decoded YAML document, validating every field."""
     root = Fields(document, "")
+    cloud = _cloud(root.string("cloud", default=node_clouds.DEFAULT_CLOUD), "cloud")
     pools_raw = root.list("nodePools", required=True)
-    pools = tuple(_parse_pool(item, f"nodePools[{index}]") for index, item in enumerate(pools_raw))
+    pools = tuple(_parse_pool(item, f"nodePools[{index}]", cloud) for index, item in enumerate(pools_raw))
     if not pools:
         raise ScenarioError("nodePools", "at least one node pool is required")
     names = [pool.name for pool in pools]
@@ -227,7 +231,13 @@ def _image_patterns(items: list[object]) -> tuple[str, ...]:
     return tuple(patterns)
 
 
-def _parse_pool(item: object, path: str) -> NodePool:
+def _cloud(name: str, path: str) -> str:
+    if name not in node_clouds.CLOUDS:
+        raise ScenarioError(path, f"{name!r} is no cloud; use one of {', '.join(node_clouds.CLOUDS)}")
+    return name
+
+
+def _parse_pool(item: object, path: str, cloud: str = node_clouds.DEFAULT_CLOUD) -> NodePool:
     fields = Fields(item, path)
     name = fields.string("name", required=True)
     if not _DNS_LABEL.match(name):
@@ -267,8 +277,11 @@ def _parse_pool(item: object, path: str) -> NodePool:
         spot=fields.boolean("spot", default=False),
         queued_provisioning=fields.boolean("queuedProvisioning", default=False),
         reservation=fields.optionalstring_value("reservation"),
+        cloud=_cloud(fields.string("cloud", default=cloud), f"{path}.cloud"),
     )
     fields.reject_unknown()
+    if pool.reservation is not None and not node_clouds.CLOUDS[pool.cloud].reservations:
+        raise ScenarioError(f"{path}.reservation", f"reservations are modelled for gke only, not {pool.cloud!r}")
     if pool.reservation is not None:
         if not _DNS_LABEL.match(pool.reservation):
             raise ScenarioError(f"{path}.reservation", f"{pool.reservation!r} is not a DNS-1123 label")

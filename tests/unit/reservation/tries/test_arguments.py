@@ -33,6 +33,7 @@ REFUSED = [
     ("env-bad-name", {"env": {"1A": "x"}}, "env", "not a valid environment variable name"),
     ("env-not-a-string", {"env": {"EPOCHS": 3}}, "env", "must be a string"),
     ("env-rank-variable", {"env": {"RANK": "0"}, "distributed": "torch"}, "env", "set by the operator"),
+    ("env-gang-variable", {"env": {"GANG_RESUME": "1"}}, "env", "GANG_RESUME is set by the provider"),
     ("unknown-framework", {"distributed": "mpi"}, "distributed", "unknown framework"),
     ("unknown-mode", {"reservation": "magic"}, "reservation", "unknown mode"),
     ("class-with-kueue", {"reservation": "kueue", "provisioning_class": "x"}, "provisioning_class", "kueue"),

@@ -193,9 +193,12 @@ def test_the_story_has_a_line_per_try_and_the_totals() -> None:
 
 def test_the_story_of_checkpointed_tries_says_what_was_lost_and_saved() -> None:
     reported = dataclasses.replace(record(1, "spot_preempted"), checkpoint_step=15)
-    assert story([reported])[-1].endswith("saved by resuming (no try resumed)")
+    assert story([reported])[-1].endswith(
+        " GPU-h checkpointed that a resuming try would not redo (no try has resumed yet)"
+    )
+    assert "saved by resuming" not in story([reported])[-1]
     resumed = dataclasses.replace(record(2, "all_succeeded"), resumed_from_step=15)
-    assert story([resumed])[-1].endswith("saved by resuming (try 2 from step 15)")
+    assert story([resumed])[-1].endswith(" GPU-h saved by resuming (try 2 from step 15)")
 
 
 def test_totals_and_the_failure_story_of_the_tries() -> None:
