@@ -9,8 +9,9 @@ invariants of :mod:`.burst` (end states, every try recorded once, no duplicate, 
 trigger fired in two triggerers) must hold, and the table row is printed at the end of the session.
 
 The cluster (``burst_scenario.yaml``) runs in this process at ``TIME_SCALE`` times real time, its
-store followed by a :class:`~tests.reliability.emulator_side.Ledger`. Run (about 4 minutes on 2
-cores at 60 gangs)::
+store followed by a :class:`~tests.reliability.emulator_side.Ledger`. The cluster is not restarted
+(``gang-sim`` has no durable store yet). Run (30 gangs: 17 minutes, 15 of them the burst, on our
+2-core machine under a load average of 10-25)::
 
     .venv/bin/python -m pytest -p no:cacheprovider tests/production -s
     GANG_BURST_GANGS=200 .venv/bin/python -m pytest -p no:cacheprovider tests/production -s
