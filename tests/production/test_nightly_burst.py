@@ -22,6 +22,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,9 +111,9 @@ def test_a_nightly_burst_survives_every_component_killed_once(burst: Burst) -> N
     names: set[str] = set()
     for gang in gangs:
         task = tasks[gang.task_id]
-        stored = deployment.airflow.request(
-            "GET", f"/gang/api/reservation?dag_id={DAG_ID}&run_id={run_id}&task_id={gang.task_id}"
-        )["task_state"]
+        # The run id has "+" and ":" (manual__...+00:00): a bare "+" in a query string is a space.
+        query = urllib.parse.urlencode({"dag_id": DAG_ID, "run_id": run_id, "task_id": gang.task_id})
+        stored = deployment.airflow.request("GET", f"/gang/api/reservation?{query}")["task_state"]
         check_task(gang, task, stored, verdict)
         names.update(gang_names(gang, run_id, int(task["try_number"])))  # type: ignore[call-overload]
     verdict.duplicates = list(ledger.duplicates)
