@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint unit reservation-coverage standalone real real-cluster demo bench clean
+.PHONY: test lint unit reservation-coverage standalone production real real-cluster demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ lint: $(STAMP)
 # after the quick tests: it is the slowest part
 # (about 7 minutes on 2 cores). GANG_STANDALONE=0 make test skips it for quick local runs.
 test: lint reservation-coverage
-	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real -n 2
+	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real --ignore=tests/production -n 2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 	$(MAKE) --no-print-directory standalone
 	$(MAKE) --no-print-directory real
@@ -41,6 +41,13 @@ test: lint reservation-coverage
 # against emulated clusters, driven through the REST API (GANG_STANDALONE=0 skips it).
 standalone: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=0 tests/standalone
+
+# tests/production: Airflow as the Helm chart runs it (two schedulers, two triggerers, Celery workers,
+# PostgreSQL, Redis) through a nightly burst of gangs with every component killed once; prints its
+# table. Not yet part of `test`: it does not pass yet (README "Checked in a production-shaped
+# deployment"). GANG_BURST_GANGS=200 make production runs the full burst; GANG_PRODUCTION=0 skips it.
+production: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/production
 
 # The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Kueue
 # and, where it could be built, the cluster-autoscaler), built from Go modules into a cache outside

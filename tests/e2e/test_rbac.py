@@ -197,7 +197,10 @@ def test_rbac_yaml_is_a_role_and_binding_per_mode_and_a_cluster_role_for_kueue_o
             assert role["metadata"] == {"name": name, **namespace, "labels": {MODE_LABEL: mode}}
             assert binding["metadata"] == {"name": name, **namespace, "labels": {MODE_LABEL: mode}}
             assert binding["roleRef"] == {"apiGroup": RBAC_API, "kind": kind, "name": name}
-            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "airflow-gang", "namespace": "default"}]
+            assert binding["subjects"] == [  # the Helm chart's worker and triggerer (docs/deploying.md)
+                {"kind": "ServiceAccount", "name": "airflow-worker", "namespace": "airflow"},
+                {"kind": "ServiceAccount", "name": "airflow-triggerer", "namespace": "airflow"},
+            ]
     assert len(docs) == 2 * len(MODES) + 2
 
 
