@@ -217,6 +217,7 @@ def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, 
         "try": plan.attempt,
         "gang": plan.gang,
         "step": plan.step,
+        "cluster": plan.kubernetes_conn_id,
         "stage": stage,
         "waiting for": describe_elapsed(max(0.0, now - since)),
         "reservation": None if event is None else f"{event.reason.value}: {event.message}",
@@ -251,7 +252,7 @@ def summary_tries(summary: Mapping[str, Any]) -> tuple[SummaryTry, ...]:
     return tuple(
         SummaryTry(
             attempt=text_of(item.get("attempt")),
-            step=text_of(item.get("step")),
+            step=with_cluster(text_of(item.get("step")), item.get("kubernetes_conn_id")),
             outcome=text_of(item.get("outcome")),
             message=str(item["message"]) if item.get("message") else None,
         )
@@ -260,11 +261,16 @@ def summary_tries(summary: Mapping[str, Any]) -> tuple[SummaryTry, ...]:
     )
 
 
+def with_cluster(step: str, conn_id: Any) -> str:
+    """A try's step with the connection of the cluster it ran on, when its record names one."""
+    return f"{step} (cluster {conn_id})" if conn_id else step
+
+
 def try_row(record: TryRecord) -> TryRow:
-    """One finished try as the table of tries shows it."""
+    """One finished try as the table of tries shows it (the step cell names the try's cluster)."""
     values = (record.attempt, record.step, record.mode, record.size, record.outcome, record.message)
     attempt, step, mode, size, outcome, message = (text_of(value) for value in values)
-    return TryRow((attempt, step, mode, size, outcome, message))
+    return TryRow((attempt, with_cluster(step, record.kubernetes_conn_id), mode, size, outcome, message))
 
 
 def status_line(task_instance: TaskInstanceRow, tries: Sequence[TryRecord]) -> str:
