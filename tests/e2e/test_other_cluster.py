@@ -106,6 +106,7 @@ def request_log(cluster: ClusterHarness) -> list[tuple[str, str]]:
     return events
 
 
+@pytest.mark.timeout(300)
 def test_a_stock_out_on_cluster_a_fails_over_to_cluster_b(cluster_factory: Any, run_dag: Any) -> None:
     cluster_a, cluster_b = two_clusters(cluster_factory)
     on_a, on_b = request_log(cluster_a), request_log(cluster_b)
@@ -124,6 +125,7 @@ def test_a_stock_out_on_cluster_a_fails_over_to_cluster_b(cluster_factory: Any, 
     assert all_gang_objects(cluster_a) == [] and all_gang_objects(cluster_b) == []
 
 
+@pytest.mark.timeout(300)
 def test_cluster_a_down_moves_the_gang_to_cluster_b(
     cluster_factory: Any, run_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -143,6 +145,7 @@ def test_cluster_a_down_moves_the_gang_to_cluster_b(
     assert all_gang_objects(cluster_a) == [] and all_gang_objects(cluster_b) == []
 
 
+@pytest.mark.timeout(300)
 def test_the_other_cluster_unreachable_ends_the_try_there_and_leaves_nothing(
     cluster_factory: Any, run_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -162,6 +165,7 @@ def test_the_other_cluster_unreachable_ends_the_try_there_and_leaves_nothing(
     assert all_gang_objects(cluster_a) == [] and all_gang_objects(cluster_b) == []
 
 
+@pytest.mark.timeout(300)
 def test_an_unknown_connection_is_refused_naming_the_step(cluster_factory: Any, run_dag: Any) -> None:
     cluster_a = cluster_factory(NO_GPUS, time_scale=60)
     arguments = {**ARGUMENTS, "fallbacks": [OtherCluster("no_such_cluster")]}
@@ -178,6 +182,7 @@ def test_an_unknown_connection_is_refused_naming_the_step(cluster_factory: Any, 
     assert all_gang_objects(cluster_a) == []
 
 
+@pytest.mark.timeout(300)
 def test_a_kill_while_the_gang_runs_on_cluster_b_deletes_it_there(cluster_factory: Any) -> None:
     cluster_a, cluster_b = two_clusters(cluster_factory)
     op = failover_operator(deferrable=True, run_seconds=3600)
@@ -195,6 +200,7 @@ def test_a_kill_while_the_gang_runs_on_cluster_b_deletes_it_there(cluster_factor
     assert all_gang_objects(cluster_a) == []
 
 
+@pytest.mark.timeout(300)
 def test_a_blocking_kill_on_cluster_b_deletes_the_gang_there(cluster_factory: Any) -> None:
     import threading
 
@@ -221,6 +227,7 @@ def test_a_blocking_kill_on_cluster_b_deletes_the_gang_there(cluster_factory: An
     assert all_gang_objects(cluster_a) == []
 
 
+@pytest.mark.timeout(300)
 def test_a_worker_killed_on_its_way_from_a_to_b_leaves_nothing_duplicated_or_orphaned(
     cluster_factory: Any, tmp_path: Path
 ) -> None:

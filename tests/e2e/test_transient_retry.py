@@ -35,6 +35,7 @@ def shrink_dag(dag_id: str) -> Any:
     )
 
 
+@pytest.mark.timeout(300)
 def test_pod_creation_failing_past_its_retries_repeats_the_configured_gang(
     cluster_factory: Any, run_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -56,6 +57,7 @@ def test_pod_creation_failing_past_its_retries_repeats_the_configured_gang(
     assert cluster.objects("autoscaling.x-k8s.io/v1/provisioningrequests") == []
 
 
+@pytest.mark.timeout(300)
 def test_a_fault_that_outlasts_the_retries_fails_the_task_with_the_repeated_try_recorded(
     cluster_factory: Any, run_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
