@@ -119,5 +119,8 @@ class TryLifecycle:
             retryable=is_retryable(reason),
             ladder=plan.ladder if plan else None,
             adopted_from=plan.adopted_from if plan else None,
+            kubernetes_conn_id=plan.kubernetes_conn_id if plan else None,
+            namespace=plan.spec.namespace if plan else None,
+            repeated=plan.repeats if plan else False,
         )
         return self.end(record)

@@ -7,7 +7,10 @@
           ── wait: ReservationTrigger ──► reserved (operators.launching)
 
 An earlier try still recorded as in progress is adopted when its gang is intact
-(``reservation.tries.plan`` rule 2), else recorded as killed before a new plan is made.
+(``reservation.tries.plan`` rule 2), on the cluster it was created on, else recorded as killed
+before a new plan is made. The try runs on the cluster its plan names (an ``OtherCluster`` step's,
+else the operator's); earlier tries' gangs on other clusters are withdrawn there
+(``operators.clusters``) while this try prepares its own.
 """
 
 from __future__ import annotations
@@ -17,13 +20,12 @@ from typing import Any
 from airflow_provider_gang.hooks import creation, deletion, inspection, precheck
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.links import RESERVATION_XCOM_KEY
-from airflow_provider_gang.operators import launching
+from airflow_provider_gang.operators import clusters, launching
 from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.try_run import TryRun
 from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.reservation.records.tries import ReservationFacts, TryPlan, TryState
-from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.reservation.records.tries import ReservationFacts, TryPlan, TryRecord, TryState
 from airflow_provider_gang.reservation.tries import plan
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
@@ -53,19 +55,24 @@ def start(run: TryRun) -> Any:
                 reservation_timeout_seconds=settings.reservation_timeout.total_seconds(),
                 start_deadline=start_deadline,
                 now=now,
+                kubernetes_conn_id=settings.kubernetes_conn_id,
             )
         except plan.NoTry as stop:
-            _withdraw_leftovers(run, [record.gang for record in records])
+            _withdraw_leftovers(run, records)
             records = run.lifecycle.end_without_gang(
                 attempt=ti.try_number, reason=stop.reason, message=stop.message, mode=settings.mode, size=settings.size
             )
             raise failure(stop.reason, stop.message, records) from stop
     try_plan, explanation = chosen
     run.log.info("Gang plan: %s", explanation)
+    connection = clusters.resolve_cluster(run, try_plan)
     run.state = run.lifecycle.begin(try_plan)
     spec = try_plan.spec
-    run.waiter.track(run.connection(), spec)
-    earlier = [record.gang for record in records if record.gang and record.gang != try_plan.gang]
+    run.waiter.track(connection, spec)
+    places = clusters.places_of(run, [record for record in records if record.gang != try_plan.gang])
+    here = clusters.Place(run.conn_id_of(try_plan), spec.namespace, spec.mode)
+    earlier = places.get(here, [])
+    elsewhere = clusters.withdraw_elsewhere(run, places, here)
 
     async def prepare(client: KubeClient) -> ReservationFacts:
         for warning in await precheck.precheck(client, spec):
@@ -75,13 +82,18 @@ def start(run: TryRun) -> Any:
             run.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
         return await creation.ensure_reservation(client, spec, owner_try=try_plan.attempt)
 
-    facts = run.cluster(prepare)
+    try:
+        facts = run.cluster(prepare)
+    finally:
+        if elsewhere is not None:
+            elsewhere.join(timeout=clusters.WITHDRAW_TIMEOUT_SECONDS)
     run.log.info(
-        "Reservation %s (%s, %d members, step: %s): %d objects created, the rest adopted",
+        "Reservation %s (%s, %d members, step: %s, cluster %s): %d objects created, the rest adopted",
         try_plan.gang,
         spec.mode.value,
         spec.size,
         try_plan.step,
+        here.conn_id,
         facts.created,
     )
     run.state = run.lifecycle.update(run.state, owner_uid=facts.owner_uid, job_uid=facts.job_uid, objects=facts.objects)
@@ -94,6 +106,7 @@ def start(run: TryRun) -> Any:
             "size": spec.size,
             "step": try_plan.step,
             "try": try_plan.attempt,
+            "kubernetes_conn_id": here.conn_id,
             "zone": spec.zone,
             "queue": spec.queue,
             "provisioning_class": spec.provisioning_class,
@@ -126,7 +139,8 @@ def _adopt_or_record(
         refusal = run.cluster(
             lambda client: inspection.adoption_refusal(
                 client, spec, attempt=stale.plan.attempt, owner_uid=stale.owner_uid
-            )
+            ),
+            conn_id=run.conn_id_of(stale.plan),
         )
     if refusal is None:
         adopted = plan.adopt(
@@ -160,17 +174,8 @@ def _adopt_or_record(
     return None
 
 
-def _withdraw_leftovers(run: TryRun, gangs: list[str]) -> None:
-    """Best effort, when no new try starts: delete whatever earlier tries left (their own clean-up
-    may not have reached the API server), so the task never ends with a request still queued."""
-    gangs = [gang for gang in gangs if gang]
-    if not gangs:
-        return
-    mode = ReservationMode(run.settings.mode)
-    try:
-        withdrawn = run.cluster(lambda client: deletion.withdraw(client, run.settings.namespace, gangs, mode))
-    except Exception as error:  # the task fails anyway; the reason it fails matters more
-        run.log.warning("Could not withdraw what earlier tries left: %s", error)
-        return
-    if withdrawn:
-        run.log.info("Withdrew %d objects left by earlier tries", withdrawn)
+def _withdraw_leftovers(run: TryRun, records: list[TryRecord]) -> None:
+    """Best effort, when no new try starts: delete whatever earlier tries left, on every cluster they
+    ran on (their own clean-up may not have reached the API server), so the task never ends with a
+    request still queued."""
+    clusters.withdraw_everywhere(run, records)

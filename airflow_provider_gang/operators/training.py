@@ -232,10 +232,12 @@ class GangTrainingOperator(BaseOperator):
         retries = self.retries or 0
         needed = fallback.tries_needed(self.fallbacks)
         if needed > retries:
+            steps = "1 step" if len(self.fallbacks) == 1 else f"{len(self.fallbacks)} steps"
             using = f" using {needed} tries" if needed != len(self.fallbacks) else ""
+            them = "it" if len(self.fallbacks) == 1 and needed == 1 else "them"
+            can = "no retry" if retries == 0 else ("only 1 retry" if retries == 1 else f"only {retries} retries")
             warnings.append(
-                f"fallbacks has {len(self.fallbacks)} steps{using} but retries={retries}: only the first "
-                f"{retries} can be used; set retries={needed}"
+                f"fallbacks has {steps}{using} but retries={retries}: {can} can use {them}; set retries={needed}"
             )
         if isinstance(self.checkpoint, str) and not checks.has_jinja(self.checkpoint):
             warnings.append(

@@ -2,7 +2,9 @@
 
 Every stage (``operators.starting``, ``operators.launching``) works through a ``TryRun``: it reads
 and writes the try's state through ``operators.lifecycle``, talks to the cluster through the hooks
-(:meth:`TryRun.cluster`: a fresh client on a private event loop, as operators are synchronous), and
+(:meth:`TryRun.cluster`: a fresh client on a private event loop, as operators are synchronous; the
+cluster is the one the try's plan names - an ``OtherCluster`` step's connection, else the
+operator's - or any other connection asked for by id), and
 ends the try through :meth:`TryRun.end` - logs, teardown, record, summary or typed exception - or
 :meth:`TryRun.end_with` after an exception.
 """
@@ -46,18 +48,27 @@ class TryRun:
         self.log = settings.log
         self.lifecycle = TryLifecycle(context)
         self.state: TryState | None = None
-        self._connection: ConnectionSettings | None = None
+        self._connections: dict[str, ConnectionSettings] = {}
 
-    def connection(self) -> ConnectionSettings:
-        if self._connection is None:
-            self._connection = GangHook(conn_id=self.settings.kubernetes_conn_id).connection_settings()
-        return self._connection
+    def conn_id_of(self, plan: TryPlan | None) -> str:
+        """The Airflow connection of the cluster ``plan``'s gang is on (the operator's without a plan,
+        or for a plan stored before plans named their cluster)."""
+        return (plan.kubernetes_conn_id if plan is not None else None) or self.settings.kubernetes_conn_id
 
-    def cluster(self, work: Callable[[KubeClient], Awaitable[T]]) -> T:
-        """Run ``work`` with a fresh client on a private event loop (operators are synchronous)."""
+    def connection(self, conn_id: str | None = None) -> ConnectionSettings:
+        """The settings of ``conn_id`` (default: the cluster of this try's plan), resolved once."""
+        conn_id = conn_id or self.conn_id_of(None if self.state is None else self.state.plan)
+        if conn_id not in self._connections:
+            self._connections[conn_id] = GangHook(conn_id=conn_id).connection_settings()
+        return self._connections[conn_id]
+
+    def cluster(self, work: Callable[[KubeClient], Awaitable[T]], *, conn_id: str | None = None) -> T:
+        """Run ``work`` with a fresh client of ``conn_id`` (default: the cluster of this try's plan)
+        on a private event loop (operators are synchronous)."""
+        connection = self.connection(conn_id)
 
         async def main() -> T:
-            async with await self.settings.client_options.connect(self.connection()) as client:
+            async with await self.settings.client_options.connect(connection) as client:
                 return await work(client)
 
         return asyncio.run(main())
@@ -80,7 +91,7 @@ class TryRun:
         spec = plan.spec
         watch = inspection.watch_targets(spec, job_uid)
         common = TriggerArguments(
-            kubernetes_conn_id=self.settings.kubernetes_conn_id,
+            kubernetes_conn_id=self.conn_id_of(plan),
             gang_name=spec.name,
             namespace=spec.namespace,
             deadline=deadline,
@@ -147,6 +158,14 @@ class TryRun:
             state, reservation_event, run_event, ending, gpus=cost.gpus_per_member(spec), now=clock.current().now()
         )
         records = self.lifecycle.end(record)
+        if record.outcome != ending.reason.value:
+            self.log.info(
+                "Gang %s: the trigger reported %s; the try is recorded as %s (%s)",
+                spec.name,
+                ending.reason.value,
+                record.outcome,
+                record.message,
+            )
         for line in results.story(records):
             self.log.info("%s", line)
         if succeeded:

@@ -217,6 +217,7 @@ def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, 
         "try": plan.attempt,
         "gang": plan.gang,
         "step": plan.step,
+        "cluster": plan.kubernetes_conn_id,
         "stage": stage,
         "waiting for": describe_elapsed(max(0.0, now - since)),
         "reservation": None if event is None else f"{event.reason.value}: {event.message}",
@@ -247,24 +248,38 @@ def summary_tables(summary: Mapping[str, Any]) -> list[Table]:
 
 
 def summary_tries(summary: Mapping[str, Any]) -> tuple[SummaryTry, ...]:
-    """The summary's ``tries`` (``reservation.tries.results.try_summary`` items), in order."""
+    """The summary's ``tries`` (``reservation.tries.results.try_summary`` items), in order; steps name
+    their cluster when the tries ran on several."""
+    items = [item for item in summary.get("tries") or [] if isinstance(item, dict)]
+    several = len({item.get("kubernetes_conn_id") for item in items if item.get("kubernetes_conn_id")}) > 1
     return tuple(
         SummaryTry(
             attempt=text_of(item.get("attempt")),
-            step=text_of(item.get("step")),
+            step=with_cluster(text_of(item.get("step")), item.get("kubernetes_conn_id") if several else None),
             outcome=text_of(item.get("outcome")),
             message=str(item["message"]) if item.get("message") else None,
         )
-        for item in summary.get("tries") or []
-        if isinstance(item, dict)
+        for item in items
     )
 
 
-def try_row(record: TryRecord) -> TryRow:
-    """One finished try as the table of tries shows it."""
+def with_cluster(step: str, conn_id: Any) -> str:
+    """A try's step with the connection of the cluster it ran on, when its record names one."""
+    return f"{step} (cluster {conn_id})" if conn_id else step
+
+
+def several_clusters(tries: Sequence[TryRecord]) -> bool:
+    """Whether the tries ran on more than one cluster (``reservation.fallback.OtherCluster``)."""
+    return len({record.kubernetes_conn_id for record in tries if record.kubernetes_conn_id}) > 1
+
+
+def try_row(record: TryRecord, *, name_cluster: bool = False) -> TryRow:
+    """One finished try as the table of tries shows it (with ``name_cluster``, the step cell names
+    the try's cluster: when the tries ran on several)."""
     values = (record.attempt, record.step, record.mode, record.size, record.outcome, record.message)
     attempt, step, mode, size, outcome, message = (text_of(value) for value in values)
-    return TryRow((attempt, step, mode, size, outcome, message))
+    cluster = record.kubernetes_conn_id if name_cluster else None
+    return TryRow((attempt, with_cluster(step, cluster), mode, size, outcome, message))
 
 
 def status_line(task_instance: TaskInstanceRow, tries: Sequence[TryRecord]) -> str:
@@ -321,5 +336,5 @@ def build_page(
         tables=tuple(tables),
         nothing_recorded=not xcoms and not tries,
         summary_tries=summary_tries(summary) if isinstance(summary, dict) else None,
-        tries=tuple(try_row(record) for record in tries),
+        tries=tuple(try_row(record, name_cluster=several_clusters(tries)) for record in tries),
     )

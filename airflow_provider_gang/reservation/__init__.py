@@ -21,7 +21,8 @@ Public API (import the module, then name the function: ``decision.decide(...)``)
   each with its precedence in its module docstring.
 - ``decision``: ``Observed`` (what a trigger saw), ``Stage``, ``Policy`` (deadlines),
   ``decide(observed, *, now, policy) -> Decision(phase, terminal, reason, message, ...)``.
-- ``fallback``: typed ladder steps and ``choose_step(ladder, try_number, history)``.
+- ``fallback``: typed ladder steps (``OtherCluster`` among them); ``ladder_choice``:
+  ``choose_step(ladder, try_number, history)`` (transient failures repeat the step).
 - ``cost``: GPU-seconds reserved, used and idle, per try and summed.
 - ``records``: every format stored or passed between processes, typed, with tolerant readers
   (trigger events and arguments, ``TryPlan``/``TryState``/``TryRecord``, the task state keys).

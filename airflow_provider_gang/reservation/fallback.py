@@ -1,13 +1,14 @@
-"""The fallback ladder: typed steps a retry walks down, chosen purely from the try history.
+"""The fallback ladder: typed steps a retry walks down, and how they shape the next try's spec.
 
-A ladder is an ordered tuple of steps. Try 1 runs the gang as configured. Every later try takes
-the **first step in ladder order that has not been used up yet and that applies to the reason the
-previous try failed for**; steps whose reasons do not match are passed over (and stay available for
-a later failure with a matching reason). A step is used up after :attr:`FallbackStep.uses` tries:
-one for every step but ``RetryAsIs(times=n)``, so ``(RetryAsIs(times=3), OnDemand())`` answers spot
-preemptions by staying on spot three times, then leaving it. Steps are **cumulative**: try *n* runs the base spec with
-every step used so far applied in the order they were used, so moving on to another zone after a
-shrink keeps the smaller size. When no step is left for the reason, the ladder is exhausted.
+A ladder is an ordered tuple of steps. Try 1 runs the gang as configured; every later try takes a
+step chosen from the try history by :mod:`.ladder_choice` (the first unused step that applies to the
+reason the previous try failed for; a transient failure no step answers repeats the step). A step
+is used up after :attr:`FallbackStep.uses` tries: one for every step but ``RetryAsIs(times=n)``, so
+``(RetryAsIs(times=3), OnDemand())`` answers spot preemptions by staying on spot three times, then
+leaving it. Steps are **cumulative**: try *n* runs the base spec with every step used so far applied
+in the order they were used, so moving on to another zone after a shrink keeps the smaller size -
+except that ``OtherCluster`` starts over from the configured spec (:attr:`FallbackStep.starts_over`):
+zones, classes and queues of the earlier cluster mean nothing on the new one.
 
 Default reasons per step (override with ``applies_to``):
 
@@ -21,24 +22,26 @@ Default reasons per step (override with ``applies_to``):
                             refused, deadline
 ``UseReservation``          capacity refused, deadline, provisioning failed, revoked, preempted
 ``LeaveReservation``        capacity refused, deadline, provisioning failed, revoked
+``OtherCluster``            capacity refused, deadline, provisioning failed, revoked, Kueue
+                            retry/reject, cluster unreachable
 =========================  =================================================================
 
 Non-retryable reasons (invalid spec, start window missed) never choose a step.
 
-This module owns the steps, their checks and the choice among them; turning a choice into the next
-try's plan is :mod:`.tries.plan`'s.
+This module owns the steps and their checks; choosing among them is :mod:`.ladder_choice`'s, turning
+a choice into the next try's plan :mod:`.tries.plan`'s.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from airflow_provider_gang.reservation import phases
+from airflow_provider_gang.reservation import naming, phases
 from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
@@ -57,6 +60,8 @@ class FallbackStep(ABC):
     default_reasons: ClassVar[frozenset[Reason]] = _RETRYABLE
     required_mode: ClassVar[str] = ""
     """The reservation mode the step needs, or ``""`` when any mode (or several) will do."""
+    starts_over: ClassVar[bool] = False
+    """Whether the step applies to the configured spec instead of the previous try's (module docstring)."""
 
     @property
     def reasons(self) -> frozenset[Reason]:
@@ -238,88 +243,62 @@ class LeaveReservation(FallbackStep):
         return dataclasses.replace(spec, reservation_name=None, spot=self.spot)
 
 
-@dataclass(frozen=True)
-class TryOutcome:
-    """How one try ended (stored in the task's history): ``step_index`` is the ladder position the
-    try used (``None``: the base spec), ``reason`` why it failed (or succeeded)."""
-
-    try_number: int
-    step_index: int | None
-    reason: Reason
-    message: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "try_number": self.try_number,
-            "step_index": self.step_index,
-            "reason": self.reason.value,
-            "message": self.message,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TryOutcome:
-        message = str(data.get("message", ""))
-        return cls(int(data["try_number"]), data.get("step_index"), Reason(data["reason"]), message)
+CONNECTION_ID = re.compile(r"[\w#!()\-.:/\\]{1,250}")
+"""An Airflow connection id: the characters and length Airflow accepts (``RE_SANITIZE_CONN_ID`` and
+``ID_LEN`` in apache/airflow ``airflow-core/src/airflow/models/connection.py``)."""
 
 
 @dataclass(frozen=True)
-class Choice:
-    """What a try should do: ``step`` at ``step_index`` (both ``None`` for the base spec), or
-    ``exhausted``; ``explanation`` says which and why, for the task log."""
+class OtherCluster(FallbackStep):
+    """Move the gang to the cluster of the Airflow ``kubernetes`` connection ``kubernetes_conn_id``,
+    in ``namespace`` (``None``: the operator's namespace).
 
-    step: FallbackStep | None
-    step_index: int | None
-    exhausted: bool
-    explanation: str
+    The try prechecks and reserves there with the spec **as configured**: steps used before this one
+    answered the earlier cluster and are dropped (:attr:`starts_over`); steps after it (a zone, class
+    or queue of the new cluster) apply on top. The earlier cluster's objects are withdrawn through the
+    earlier cluster's own connection (``operators.starting``); the try history stays in the task's
+    state store, and every try record names its connection. Whole clusters stocked out or down are
+    what it is for: its defaults are the capacity reasons and ``cluster_unreachable`` (SkyPilot fails
+    over across regions and clouds the same way; Kueue's MultiKueue has no ordered cluster choice yet,
+    kubernetes-sigs/kueue#9270, #3757). Whether the connection exists is known only on a worker: the
+    try that takes the step refuses to start (``invalid``, naming the step) when it does not."""
 
-
-def choose_step(ladder: Sequence[FallbackStep], try_number: int, history: Sequence[TryOutcome]) -> Choice:
-    """The step try ``try_number`` uses, from the outcomes of the earlier tries (module docstring).
-
-    If ``history`` lacks the previous try (state lost with a crashed worker), the step is taken by
-    position in the ladder with every step repeated :attr:`~FallbackStep.uses` times, and the
-    explanation says so.
-    """
-    if try_number <= 1:
-        return Choice(None, None, False, "try 1: the gang as configured")
-    previous = [outcome for outcome in history if outcome.try_number < try_number]
-    if not previous or previous[-1].try_number != try_number - 1:
-        positions = [index for index, step in enumerate(ladder) for _ in range(step.uses)]
-        if try_number - 2 < len(positions):
-            index = positions[try_number - 2]
-            return Choice(
-                ladder[index],
-                index,
-                False,
-                f"try {try_number}: step {index + 1} "
-                f"({ladder[index].describe()}) by position; the previous try's outcome is unknown",
-            )
-        return Choice(None, None, True, f"try {try_number}: all {len(ladder)} fallback step(s) used")
-    last = previous[-1]
-    if not phases.is_retryable(last.reason):
-        return Choice(
-            None,
-            None,
-            True,
-            f"try {try_number}: try {last.try_number} ended with {last.reason.value}, which no fallback step can fix",
-        )
-    used = collections.Counter(outcome.step_index for outcome in previous)
-    for index, step in enumerate(ladder):
-        if used[index] < step.uses and last.reason in step.reasons:
-            turn = f", use {used[index] + 1} of {step.uses}" if step.uses > 1 else ""
-            return Choice(
-                step,
-                index,
-                False,
-                f"try {try_number}: step {index + 1} ({step.describe()}{turn}) because "
-                f"try {last.try_number} ended with {last.reason.value}",
-            )
-    return Choice(
-        None,
-        None,
-        True,
-        f"try {try_number}: no unused fallback step applies to {last.reason.value} (ladder of {len(ladder)} step(s))",
+    kubernetes_conn_id: str
+    namespace: str | None = None
+    starts_over: ClassVar[bool] = True
+    default_reasons: ClassVar[frozenset[Reason]] = (
+        _CAPACITY | _QUOTA | {Reason.CAPACITY_REVOKED, Reason.CLUSTER_UNREACHABLE}
     )
+
+    def describe(self) -> str:
+        where = "" if self.namespace is None else f" (namespace {self.namespace})"
+        return f"other cluster {self.kubernetes_conn_id}{where}"
+
+    def apply(self, spec: GangSpec) -> GangSpec:
+        if not isinstance(self.kubernetes_conn_id, str) or not CONNECTION_ID.fullmatch(self.kubernetes_conn_id):
+            raise GangSpecError(
+                "fallbacks",
+                f"OtherCluster kubernetes_conn_id must be an Airflow connection id (letters, digits, "
+                f"_-.:/#!() up to 250), got {self.kubernetes_conn_id!r}",
+            )
+        if self.namespace is None:
+            return spec
+        if not isinstance(self.namespace, str) or not naming.is_dns_label(self.namespace):
+            raise GangSpecError(
+                "fallbacks", f"{self.describe()}: namespace must be a DNS-1123 label, got {self.namespace!r}"
+            )
+        return dataclasses.replace(spec, namespace=self.namespace)
+
+
+def cluster_of(ladder: Sequence[FallbackStep], step_indexes: Iterable[int | None]) -> OtherCluster | None:
+    """The ``OtherCluster`` step last used among ``step_indexes`` (where the try runs), or ``None``:
+    the operator's own connection."""
+    found: OtherCluster | None = None
+    for index in step_indexes:
+        step = None if index is None else ladder[index]
+        if isinstance(step, OtherCluster):
+            found = step
+    return found
 
 
 def spec_for_steps(base: GangSpec, ladder: Sequence[FallbackStep], step_indexes: Iterable[int | None]) -> GangSpec:
@@ -327,7 +306,8 @@ def spec_for_steps(base: GangSpec, ladder: Sequence[FallbackStep], step_indexes:
     spec = base
     for index in step_indexes:
         if index is not None:
-            spec = ladder[index].apply(spec)
+            step = ladder[index]
+            spec = step.apply(base if step.starts_over else spec)
     return spec
 
 
@@ -355,7 +335,7 @@ def check_ladder(ladder: Sequence[FallbackStep], base: GangSpec) -> None:
             )
         try:
             step.apply(base)
-            spec = step.apply(spec)
+            spec = step.apply(base if step.starts_over else spec)
         except GangSpecError as error:
             raise GangSpecError("fallbacks", f"step {index + 1} ({step.describe()}): {error}") from None
 
@@ -365,9 +345,9 @@ def no_op_steps(ladder: Sequence[FallbackStep], base: GangSpec) -> list[str]:
     (``ShrinkTo(16)`` on a gang of 4): worth a warning, not an error."""
     found, spec = [], base
     for index, step in enumerate(ladder):
-        after = step.apply(spec)
+        after = step.apply(base if step.starts_over else spec)
         unchanged = after.size == spec.size if isinstance(step, ShrinkTo) else after == spec
-        if unchanged and not isinstance(step, RetryAsIs):
+        if unchanged and not isinstance(step, (RetryAsIs, OtherCluster)):
             found.append(f"step {index + 1} ({step.describe()})")
         spec = after
     return found
@@ -381,15 +361,3 @@ def required_modes(ladder: Sequence[FallbackStep]) -> tuple[tuple[str, str], ...
 def tries_needed(ladder: Sequence[FallbackStep]) -> int:
     """The retries that walk the whole ladder: every step's :attr:`~FallbackStep.uses`, summed."""
     return sum(step.uses for step in ladder)
-
-
-def summarize(ladder: Sequence[FallbackStep], history: Sequence[TryOutcome]) -> str:
-    """The final failure message: every try, the step it used and how it ended."""
-    lines = []
-    for outcome in history:
-        index = outcome.step_index
-        known = index is not None and index < len(ladder)
-        step = f"step {index + 1}: {ladder[index].describe()}" if index is not None and known else "as configured"
-        detail = f" - {outcome.message}" if outcome.message else ""
-        lines.append(f"try {outcome.try_number} ({step}): {outcome.reason.value}{detail}")
-    return "; ".join(lines) if lines else "no try finished"

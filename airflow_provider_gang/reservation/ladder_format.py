@@ -28,6 +28,7 @@ STEP_TYPES: dict[str, type[FallbackStep]] = {
         fallback.OnDemand,
         fallback.UseReservation,
         fallback.LeaveReservation,
+        fallback.OtherCluster,
     )
 }
 """Step classes by the name a stored ladder uses for them (a stored format: never rename)."""

@@ -24,7 +24,7 @@ from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instan
 
 TWO_ZONES: dict[str, Any] = {
     "name": "two-zones",
-    "description": "zone-a has no GPU nodes and cannot get any; zone-b has four idle 1-GPU nodes",
+    "description": "zone-a has no GPU nodes and cannot get any; zone-b keeps four idle 1-GPU nodes",
     "seed": 3,
     "nodePools": [
         {
@@ -44,6 +44,7 @@ TWO_ZONES: dict[str, Any] = {
             "cpu": "8",
             "memory": "32Gi",
             "taints": [GPU_TAINT],
+            "minNodes": 4,  # kept while idle: the autoscaler removes unneeded nodes after 10 simulated min
             "maxNodes": 4,
             "initialNodes": 4,
         },

@@ -11,7 +11,7 @@ Invariants (``Verdict``), all of which must be zero:
   two pods of rank 3...), from the store's committed changes;
 - **orphans**: objects of the task's gangs still stored once the task ended (30 s grace for the
   garbage collector);
-- **wrong ladder steps**: a try whose recorded step is not the one ``reservation.fallback.choose_step``
+- **wrong ladder steps**: a try whose recorded step is not the one ``reservation.ladder_choice.choose_step``
   gives for the recorded outcomes before it (with the ladder the record says it walked);
 - **misrecorded tries**: a try that ran but has no record, a record with an unknown reason, or a last
   record that disagrees with how the task ended (success, failure, kill).
@@ -33,7 +33,7 @@ from airflow.sdk.exceptions import AirflowTaskTerminated, TaskDeferred
 
 from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.operators.history import TryHistory
-from airflow_provider_gang.reservation import fallback
+from airflow_provider_gang.reservation import ladder_choice
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryRecord
 from gang_sim.testing.eventually import eventually
@@ -200,10 +200,16 @@ def wrong_steps(records: list[TryRecord]) -> list[str]:
         if record.gang and record.ladder is not None and is_ladder_input(reason) and record.adopted_from is None:
             ladder = record.ladder
             outcomes = [
-                fallback.TryOutcome(position, item.step_index, Reason(item.outcome))
+                ladder_choice.TryOutcome(
+                    position,
+                    item.step_index,
+                    Reason(item.outcome),
+                    repeated=item.repeated,
+                    node_reclaimed=item.node_reclaimed,
+                )
                 for position, item in enumerate(sequence, start=1)
             ]
-            choice = fallback.choose_step(ladder, len(sequence) + 1, outcomes)
+            choice = ladder_choice.choose_step(ladder, len(sequence) + 1, outcomes)
             if choice.step_index != record.step_index:
                 problems.append(
                     f"try {record.attempt} used step {record.step_index}, the history calls for "

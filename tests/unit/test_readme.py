@@ -94,3 +94,11 @@ def test_the_readme_spot_example_builds_and_uses_its_whole_ladder() -> None:
         )
     assert operator.argument_warnings() == []  # retries cover RetryAsIs(times=3) and OnDemand()
     assert operator.build_spec("readme-spot-t1-abc", stand_ins=True).checkpoint is not None
+
+
+def test_the_readme_lists_the_transient_reasons_of_the_code() -> None:
+    from airflow_provider_gang.reservation.ladder_choice import TRANSIENT_REASONS
+
+    text = README.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| transient |"))
+    assert set(re.findall(r"`(\w+)`", row.split("|")[2])) == {reason.value for reason in TRANSIENT_REASONS}

@@ -40,6 +40,10 @@ class TryPlan:
         adopted_from: the try whose gang this try adopted after that try's worker stopped.
         ladder: the sequence's ladder that ``step_index`` points into, kept so that a DAG edited
             between retries cannot change what a stored index means.
+        kubernetes_conn_id: the Airflow connection of the cluster the gang is on (the operator's, or
+            an ``OtherCluster`` step's); ``None`` in plans stored before it was kept: the operator's.
+        repeats: the try repeats the previous try's step after a transient failure
+            (``reservation.ladder_choice``), without using it up.
     """
 
     attempt: int
@@ -53,6 +57,8 @@ class TryPlan:
     start_deadline: float | None
     adopted_from: int | None = None
     ladder: tuple[FallbackStep, ...] = ()
+    kubernetes_conn_id: str | None = None
+    repeats: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +74,8 @@ class TryPlan:
             "start_deadline": self.start_deadline,
             "adopted_from": self.adopted_from,
             "ladder": ladder_format.ladder_to_plain(self.ladder),
+            "kubernetes_conn_id": self.kubernetes_conn_id,
+            "repeats": self.repeats,
         }
 
     @classmethod
@@ -86,6 +94,8 @@ class TryPlan:
                     "start_deadline": float,
                     "adopted_from": int,
                     "ladder": ladder_format.ladder_from_plain,
+                    "kubernetes_conn_id": optional_text,
+                    "repeats": bool,
                 },
             )
         )
@@ -226,6 +236,15 @@ class TryRecord:
     exit_code_decision: Mapping[str, Any] | None = None
     """When the exit-code policy decided ``outcome``: ``{"rank", "exit_code", "rule", "reason"}``
     (``reservation.exit_codes.ExitCodeVerdict.to_dict``); ``None`` otherwise."""
+    kubernetes_conn_id: str | None = None
+    """The Airflow connection of the cluster the try ran on; ``None``: the operator's (a try refused
+    before it had a plan, or a record written before clusters were recorded)."""
+    namespace: str | None = None
+    """The namespace of the try's objects; ``None``: the operator's."""
+    repeated: bool = False
+    """The try repeated the previous try's step after a transient failure (not a use of the step)."""
+    node_reclaimed: bool = False
+    """A lost member's node was removed or shut down (``member_lost`` is then about capacity, not transient)."""
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
@@ -246,6 +265,10 @@ class TryRecord:
                     "exit_codes": lambda codes: {str(rank): int(code) for rank, code in dict(codes).items()},
                     "ladder": ladder_format.ladder_from_plain,
                     "exit_code_decision": dict,
+                    "kubernetes_conn_id": optional_text,
+                    "namespace": optional_text,
+                    "repeated": bool,
+                    "node_reclaimed": bool,
                 },
             )
         )

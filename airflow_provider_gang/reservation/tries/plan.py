@@ -12,7 +12,8 @@ Rules, in order:
    *adopted* - same name, spec and step - so objects it created are reused, never duplicated; the
    adopting try gets its own reservation deadline. A try that ended in any other way was recorded
    by ``operators.lifecycle`` and is never adopted. Pure: the cluster's answer and ``now`` are inputs.
-3. Otherwise ``reservation.fallback.choose_step`` picks the step from the finished tries. Tries are
+3. Otherwise ``reservation.ladder_choice.choose_step`` picks the step from the finished tries (a
+   transient failure that no unused step answers repeats the step, recorded ``repeats``). Tries are
    numbered within the current sequence: a sequence ends with a try that cannot be retried (a
    success, or a permanent failure), so clearing a finished task starts the ladder again. Killed
    tries are no input to the ladder (``phases.is_ladder_input``). An exhausted ladder means no try
@@ -21,7 +22,8 @@ Rules, in order:
 The ladder a sequence walks is stored with every try (``TryPlan.ladder``, ``TryRecord.ladder``): a
 DAG edited between retries cannot change what a stored step index means; the edit applies from the
 next sequence on. Without ``fallbacks``, the ladder is ``retries`` times "retry as-is", so plain
-Airflow retries still work.
+Airflow retries still work. The plan names the cluster (``TryPlan.kubernetes_conn_id``): the last
+``OtherCluster`` step used, else the operator's connection.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from airflow_provider_gang.reservation import fallback, naming
+from airflow_provider_gang.reservation import fallback, ladder_choice, naming
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord
 from airflow_provider_gang.reservation.spec import GangSpec, GangSpecError
@@ -102,15 +104,22 @@ def sequence_ladder(
     )
 
 
-def numbered_outcomes(sequence: list[TryRecord]) -> list[fallback.TryOutcome]:
+def numbered_outcomes(sequence: list[TryRecord]) -> list[ladder_choice.TryOutcome]:
     """Outcomes of ``sequence`` renumbered 1..n, as ``choose_step`` counts tries."""
     return [replace(outcome, try_number=position) for position, outcome in enumerate(outcomes(sequence), start=1)]
 
 
-def outcomes(records: list[TryRecord]) -> list[fallback.TryOutcome]:
-    """The history ``reservation.fallback.choose_step`` reads: the tries that are ladder input."""
+def outcomes(records: list[TryRecord]) -> list[ladder_choice.TryOutcome]:
+    """The history ``reservation.ladder_choice.choose_step`` reads: the tries that are ladder input."""
     return [
-        fallback.TryOutcome(item.attempt, item.step_index, Reason(item.outcome), item.message)
+        ladder_choice.TryOutcome(
+            item.attempt,
+            item.step_index,
+            Reason(item.outcome),
+            item.message,
+            repeated=item.repeated,
+            node_reclaimed=item.node_reclaimed,
+        )
         for item in records
         if is_ladder_input(Reason(item.outcome))
     ]
@@ -188,34 +197,40 @@ def plan_try(
     reservation_timeout_seconds: float,
     start_deadline: float | None,
     now: float,
+    kubernetes_conn_id: str | None = None,
 ) -> tuple[TryPlan, str]:
     """Rules 1 and 3: the plan of a new try ``ti.try_number`` and a sentence for the log saying what
     was chosen and why. ``configured`` is the gang as the operator's arguments describe it, before
-    any step; the plan gives it the try's name."""
+    any step, and ``kubernetes_conn_id`` the operator's connection; the plan gives the gang the
+    try's name and the cluster of the last ``OtherCluster`` step used, if any."""
     refusal = start_window_passed(start_deadline, now)
     if refusal is not None:
         raise refusal
     sequence = current_sequence(records)
     walked, note = sequence_ladder(sequence, ladder)
     numbered = numbered_outcomes(sequence)
-    choice = fallback.choose_step(walked, len(sequence) + 1, numbered)
+    choice = ladder_choice.choose_step(walked, len(sequence) + 1, numbered)
     if choice.exhausted:
-        raise NoTry(Reason.LADDER_EXHAUSTED, f"{choice.explanation}; tries: {fallback.summarize(walked, numbered)}")
+        summary = ladder_choice.summarize(walked, numbered)
+        raise NoTry(Reason.LADDER_EXHAUSTED, f"{choice.explanation}; tries: {summary}")
     map_index = getattr(ti, "map_index", None)
     name = naming.gang_name(
         ti.dag_id, ti.task_id, ti.run_id, map_index=-1 if map_index is None else map_index, attempt=ti.try_number
     )
-    indexes = [record.step_index for record in sequence] + [choice.step_index]
+    indexes = [record.step_index for record in sequence if not record.repeated]
+    if not choice.repeats:
+        indexes.append(choice.step_index)
     try:
         spec = fallback.spec_for_steps(replace(configured, name=name), walked, indexes)
     except GangSpecError as error:
         raise NoTry(Reason.INVALID, f"{choice.explanation}, but the step cannot apply: {error}") from error
     spec, resuming = with_resume(spec, records, ti.try_number)
     deadline, deadline_reason = _reservation_deadline(now, reservation_timeout_seconds, start_deadline)
+    cluster = fallback.cluster_of(walked, indexes)
     plan = TryPlan(
         attempt=ti.try_number,
         gang=name,
-        step=describe_step(choice.step, spec),
+        step=describe_step(choice.step, spec) + (" (repeated after a transient failure)" if choice.repeats else ""),
         step_index=choice.step_index,
         spec=spec,
         requested_at=now,
@@ -223,5 +238,7 @@ def plan_try(
         deadline_reason=deadline_reason,
         start_deadline=start_deadline,
         ladder=walked,
+        kubernetes_conn_id=kubernetes_conn_id if cluster is None else cluster.kubernetes_conn_id,
+        repeats=choice.repeats,
     )
     return plan, choice.explanation + resuming + note

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_gang.reservation import checkpoint, cost, exit_codes
+from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.phases import Phase, Reason, is_retryable
 from airflow_provider_gang.reservation.records.events import GangEvent
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
@@ -47,6 +48,30 @@ class TryEnding:
     @classmethod
     def failed(cls, reason: Reason, message: str) -> TryEnding:
         return cls(succeeded=False, reason=reason, message=message)
+
+
+NODE_LOSS_REASONS = frozenset(
+    {
+        "NodeLost",
+        "Shutdown",
+        "Terminated",
+        "TerminationByKubelet",
+        "NodeAffinity",
+        "DeletionByPodGC",
+        "DeletionByTaintManager",
+    }
+)
+"""Reasons of a lost member that say its node went away or is shutting down: the pod's phase
+``Unknown`` (``NodeLost``), the kubelet's node shutdown (``Shutdown``, ``Terminated``,
+``TerminationByKubelet``), a node no longer matching (``NodeAffinity``), and the ``DisruptionTarget``
+reasons of the pod garbage collector and the taint manager for pods of removed or tainted nodes
+(``DeletionByPodGC``, ``DeletionByTaintManager``: https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions).
+A pod deleted or evicted while its node stays is a transient loss (``reservation.ladder_choice``)."""
+
+
+def any_node_reclaimed(statuses: Sequence[MemberStatus]) -> bool:
+    """Whether a lost member of ``statuses`` lost its node (:data:`NODE_LOSS_REASONS`)."""
+    return any(member.state is MemberState.LOST and member.reason in NODE_LOSS_REASONS for member in statuses)
 
 
 def ranks_to_log(log_ranks: Sequence[int] | str, size: int) -> list[int]:
@@ -117,6 +142,10 @@ def try_record(
         gpu_seconds_lost=split.lost,
         gpu_seconds_saved=split.saved,
         exit_code_decision=None if verdict is None else verdict.to_dict(),
+        kubernetes_conn_id=plan.kubernetes_conn_id,
+        namespace=spec.namespace,
+        repeated=plan.repeats,
+        node_reclaimed=reason is Reason.MEMBER_LOST and any_node_reclaimed(statuses),
     )
 
 
@@ -168,13 +197,16 @@ def try_summary(record: TryRecord) -> dict[str, Any]:
 
 
 def story(records: Sequence[TryRecord]) -> list[str]:
-    """The lines printed at the end of the task log, success or failure: one per try (step, size,
-    outcome, GPU-hours), then the totals - so a user without database access can read the run."""
+    """The lines printed at the end of the task log, success or failure: one per try (step - and the
+    cluster's connection when the tries ran on several -, size, outcome, GPU-hours), then the totals -
+    so a user without database access can read the run."""
     lines = ["Gang summary: try | step | mode | size | outcome | GPU-h reserved / used / idle"]
+    several_clusters = len({record.kubernetes_conn_id for record in records if record.kubernetes_conn_id}) > 1
     for record in records:
         hours = totals([record])
+        step = f"{record.step} on {record.kubernetes_conn_id}" if several_clusters else record.step
         lines.append(
-            f"  try {record.attempt} | {record.step} | {record.mode} | {record.size} | {record.outcome}"
+            f"  try {record.attempt} | {step} | {record.mode} | {record.size} | {record.outcome}"
             f" | {hours['gpu_hours_reserved']:.3f} / {hours['gpu_hours_used']:.3f} / "
             f"{hours['gpu_hours_idle']:.3f}" + (f" | {record.message}" if record.message else "")
         )

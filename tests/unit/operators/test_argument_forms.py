@@ -55,7 +55,7 @@ def test_parse_time_warnings() -> None:
     warnings = op.argument_warnings()
     assert warnings == [
         "fallbacks step 1 (shrink to 16 members) changes nothing for this gang; remove it or change it",
-        "fallbacks has 2 steps but retries=1: only the first 1 can be used; set retries=2",
+        "fallbacks has 2 steps but retries=1: only 1 retry can use them; set retries=2",
         "provisioning_parameters ['validUntilSeconds'] are not read by check-capacity.autoscaling.x-k8s.io "
         "(known keys: noRetry, processorInstance)",
     ]
@@ -64,7 +64,7 @@ def test_parse_time_warnings() -> None:
 def test_parse_time_warnings_are_logged(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
     GangTrainingOperator(**GOOD, fallbacks=[RetryAsIs()])
     logged = caplog.text + capsys.readouterr().out
-    assert "fallbacks has 1 steps but retries=0" in logged
+    assert "fallbacks has 1 step but retries=0: no retry can use it; set retries=1" in logged
 
 
 def test_a_good_ladder_warns_nothing() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_gang.reservation import fallback, ladder_format
+from airflow_provider_gang.reservation import fallback, ladder_choice, ladder_format
 from airflow_provider_gang.reservation.fallback import (
     OnDemand,
     OtherProvisioningClass,
@@ -12,8 +12,8 @@ from airflow_provider_gang.reservation.fallback import (
     OtherZone,
     RetryAsIs,
     ShrinkTo,
-    TryOutcome,
 )
+from airflow_provider_gang.reservation.ladder_choice import TryOutcome
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input
 from tests.builders import gang_spec
 
@@ -38,7 +38,7 @@ CHOICES = [
         "used-steps-not-reused",
         LADDER,
         4,
-        _history((R.MEMBER_FAILED, None), (R.MEMBER_FAILED, 2), (R.MEMBER_LOST, 3)),
+        _history((R.MEMBER_FAILED, None), (R.MEMBER_FAILED, 2), (R.SPOT_PREEMPTED, 3)),
         None,
         True,
     ),
@@ -88,18 +88,18 @@ CHOICES = [
     ("ladder", "try_number", "history", "index", "exhausted"), [c[1:] for c in CHOICES], ids=[c[0] for c in CHOICES]
 )
 def test_choose_step(ladder, try_number, history, index, exhausted):
-    choice = fallback.choose_step(ladder, try_number, history)
+    choice = ladder_choice.choose_step(ladder, try_number, history)
     assert (choice.step_index, choice.exhausted) == (index, exhausted)
     assert choice.step is (None if index is None else ladder[index])
     assert choice.explanation.startswith(f"try {try_number}:")
 
 
 def test_explanations_say_which_step_and_why():
-    choice = fallback.choose_step(LADDER, 2, _history((R.CAPACITY_NOT_FOUND, None)))
+    choice = ladder_choice.choose_step(LADDER, 2, _history((R.CAPACITY_NOT_FOUND, None)))
     assert choice.explanation == "try 2: step 1 (other zone us-b) because try 1 ended with capacity_not_found"
-    by_position = fallback.choose_step(LADDER, 3, [])
+    by_position = ladder_choice.choose_step(LADDER, 3, [])
     assert "by position; the previous try's outcome is unknown" in by_position.explanation
-    fixed = fallback.choose_step(LADDER, 2, _history((R.INVALID, None)))
+    fixed = ladder_choice.choose_step(LADDER, 2, _history((R.INVALID, None)))
     assert "which no fallback step can fix" in fixed.explanation
 
 
@@ -109,16 +109,23 @@ def test_summary_lists_every_try():
         TryOutcome(2, 0, R.DEADLINE),
         TryOutcome(3, 9, R.MEMBER_FAILED),
     ]
-    assert fallback.summarize(LADDER, history) == (
+    assert ladder_choice.summarize(LADDER, history) == (
         "try 1 (as configured): capacity_not_found - no capacity in us-a; "
         "try 2 (step 1: other zone us-b): deadline; try 3 (as configured): member_failed"
     )
-    assert fallback.summarize(LADDER, []) == "no try finished"
+    assert ladder_choice.summarize(LADDER, []) == "no try finished"
 
 
 def test_try_outcome_round_trips():
     outcome = TryOutcome(2, 1, R.BOOKING_EXPIRED, "expired")
-    assert outcome.to_dict() == {"try_number": 2, "step_index": 1, "reason": "booking_expired", "message": "expired"}
+    assert outcome.to_dict() == {
+        "try_number": 2,
+        "step_index": 1,
+        "reason": "booking_expired",
+        "message": "expired",
+        "repeated": False,
+        "node_reclaimed": False,
+    }
     assert TryOutcome.from_dict(outcome.to_dict()) == outcome
     assert TryOutcome.from_dict({"try_number": 1, "reason": "deadline"}) == TryOutcome(1, None, R.DEADLINE)
 
@@ -156,12 +163,12 @@ SPOT_CHOICES = [
     ("try_number", "history", "index", "exhausted"), [c[1:] for c in SPOT_CHOICES], ids=[c[0] for c in SPOT_CHOICES]
 )
 def test_retry_as_is_is_used_up_to_its_count(try_number, history, index, exhausted) -> None:
-    choice = fallback.choose_step(SPOT_LADDER, try_number, _history(*history))
+    choice = ladder_choice.choose_step(SPOT_LADDER, try_number, _history(*history))
     assert (choice.step_index, choice.exhausted) == (index, exhausted)
 
 
 def test_a_counted_step_says_which_use_it_is() -> None:
-    choice = fallback.choose_step(SPOT_LADDER, 3, _history((R.SPOT_PREEMPTED, None), (R.SPOT_PREEMPTED, 0)))
+    choice = ladder_choice.choose_step(SPOT_LADDER, 3, _history((R.SPOT_PREEMPTED, None), (R.SPOT_PREEMPTED, 0)))
     assert choice.explanation == (
         "try 3: step 1 (retry as-is (up to 2 times), use 2 of 2) because try 2 ended with spot_preempted"
     )
@@ -174,8 +181,8 @@ def test_spot_preemption_is_retryable_and_on_demand_answers_it_by_default() -> N
 
 
 def test_history_lost_walks_counted_steps_by_position() -> None:
-    assert [fallback.choose_step(SPOT_LADDER, number, []).step_index for number in (2, 3, 4)] == [0, 0, 1]
-    assert fallback.choose_step(SPOT_LADDER, 5, []).exhausted
+    assert [ladder_choice.choose_step(SPOT_LADDER, number, []).step_index for number in (2, 3, 4)] == [0, 0, 1]
+    assert ladder_choice.choose_step(SPOT_LADDER, 5, []).exhausted
     assert fallback.tries_needed(SPOT_LADDER) == 3
 
 
@@ -183,9 +190,9 @@ def test_history_lost_walks_counted_steps_by_position() -> None:
 def test_a_reservation_answers_capacity_taken_away_and_says_which(reason: Reason) -> None:
     ladder = (fallback.UseReservation("a100-res"),)
     fallback.check_ladder(ladder, gang_spec(spot=True))
-    choice = fallback.choose_step(ladder, 2, [TryOutcome(1, None, reason)])
+    choice = ladder_choice.choose_step(ladder, 2, [TryOutcome(1, None, reason)])
     assert choice.explanation == f"try 2: step 1 (use reservation a100-res) because try 1 ended with {reason.value}"
-    assert fallback.summarize(ladder, [TryOutcome(1, None, reason), TryOutcome(2, 0, R.DEADLINE)]).endswith(
+    assert ladder_choice.summarize(ladder, [TryOutcome(1, None, reason), TryOutcome(2, 0, R.DEADLINE)]).endswith(
         "try 2 (step 1: use reservation a100-res): deadline"
     )
 
@@ -194,11 +201,13 @@ def test_a_full_reservation_falls_back_to_on_demand_then_spot() -> None:
     ladder = (fallback.LeaveReservation(), fallback.LeaveReservation(spot=True))
     base = gang_spec(reservation_name="a100-res")
     fallback.check_ladder(ladder, base)
-    first = fallback.choose_step(ladder, 2, [TryOutcome(1, None, R.CAPACITY_NOT_FOUND)])
-    second = fallback.choose_step(ladder, 3, [TryOutcome(1, None, R.CAPACITY_NOT_FOUND), TryOutcome(2, 0, R.DEADLINE)])
+    first = ladder_choice.choose_step(ladder, 2, [TryOutcome(1, None, R.CAPACITY_NOT_FOUND)])
+    second = ladder_choice.choose_step(
+        ladder, 3, [TryOutcome(1, None, R.CAPACITY_NOT_FOUND), TryOutcome(2, 0, R.DEADLINE)]
+    )
     assert (first.step_index, second.step_index) == (0, 1)
     assert fallback.spec_for_steps(base, ladder, [None, 0, 1]).spot is True
-    assert fallback.choose_step(ladder, 2, [TryOutcome(1, None, R.MEMBER_FAILED)]).exhausted
+    assert ladder_choice.choose_step(ladder, 2, [TryOutcome(1, None, R.MEMBER_FAILED)]).exhausted
 
 
 def test_exit_code_reasons_are_answered_by_retry_as_is_only_by_default() -> None:
@@ -207,5 +216,5 @@ def test_exit_code_reasons_are_answered_by_retry_as_is_only_by_default() -> None
     }
     assert answering == {"RetryAsIs"}
     ladder = (fallback.RetryAsIs(),)
-    assert fallback.choose_step(ladder, 2, [TryOutcome(1, None, R.MEMBER_EXIT_RETRYABLE)]).step_index == 0
-    assert fallback.choose_step(ladder, 2, [TryOutcome(1, None, R.MEMBER_EXIT_FAILS_FOR_GOOD)]).exhausted
+    assert ladder_choice.choose_step(ladder, 2, [TryOutcome(1, None, R.MEMBER_EXIT_RETRYABLE)]).step_index == 0
+    assert ladder_choice.choose_step(ladder, 2, [TryOutcome(1, None, R.MEMBER_EXIT_FAILS_FOR_GOOD)]).exhausted

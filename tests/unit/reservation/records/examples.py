@@ -79,6 +79,8 @@ PLAN = TryPlan(
     start_deadline=None,
     adopted_from=None,
     ladder=LADDER,
+    kubernetes_conn_id="gpu_cluster_b",
+    repeats=True,
 )
 
 STATE = TryState(
@@ -129,6 +131,10 @@ RECORD = TryRecord(
     gpu_seconds_lost=120.0,
     gpu_seconds_saved=1081.0,
     exit_code_decision={"rank": 1, "exit_code": 137, "rule": "retry_on_exit_codes", "reason": "member_exit_retryable"},
+    kubernetes_conn_id="gpu_cluster_b",
+    namespace="ml",
+    repeated=True,
+    node_reclaimed=False,
 )
 
 TRIGGER_ARGUMENTS = TriggerArguments(

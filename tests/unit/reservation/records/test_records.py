@@ -55,7 +55,21 @@ def test_nested_records_ignore_added_keys_too() -> None:
 @pytest.mark.parametrize(
     ("name", "optional"),
     [
-        ("try_record", ["queue_seconds", "exit_codes", "ladder", "checkpoint_step", "exit_code_decision", "version"]),
+        (
+            "try_record",
+            [
+                "queue_seconds",
+                "exit_codes",
+                "ladder",
+                "checkpoint_step",
+                "exit_code_decision",
+                "kubernetes_conn_id",
+                "namespace",
+                "repeated",
+                "node_reclaimed",
+                "version",
+            ],
+        ),
         ("run_event", ["admitted_count", "members", "api_error", "timings", "checkpoint", "status"]),
         ("trigger_arguments", ["connection", "delete_on_kill", "client_options", "try_number", "heartbeat_seconds"]),
         ("try_state", ["owner_uid", "objects", "reservation_event", "launched_at", "size_run"]),
