@@ -225,6 +225,7 @@ class Reflector:
                     self.namespace,
                     label_selector=self.label_selector,
                     field_selector=self.field_selector,
+                    transform=self._transform,
                 )
             except errors.KubeError as error:
                 if not error.retryable:
@@ -234,8 +235,7 @@ class Reflector:
                 continue
             self._answered()
             self.stats.lists += 1
-            transform = self._transform
-            self.objects = {_name(item): transform(item) if transform else item for item in items}
+            self.objects = {_name(item): item for item in items}  # transformed page by page
             self.resource_version = resource_version
             return
 
