@@ -93,7 +93,11 @@ def api_server(backend: str, mode: str, folder: Path) -> Iterator[Path]:
         yield kubeconfig_path
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # 10,000 gangs' objects take the emulator a while to drop
+            server.kill()
+            server.wait(timeout=30)
 
 
 @contextlib.contextmanager
