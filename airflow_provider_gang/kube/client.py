@@ -131,8 +131,11 @@ class KubeClient:
         label_selector: str = "",
         field_selector: str = "",
         page_size: int = 500,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
-        """LIST objects (following ``continue`` pages); returns the items and the list's resourceVersion."""
+        """LIST objects (following ``continue`` pages); returns the items and the list's resourceVersion.
+        ``transform`` is applied to each page's items before the next page is read, so a caller that
+        keeps a part of each object never holds more than one page of whole ones."""
         items: list[dict[str, Any]] = []
         params: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
@@ -141,7 +144,8 @@ class KubeClient:
             params["fieldSelector"] = field_selector
         while True:
             page = await self._request_object("GET", resource.path(self._ns(resource, namespace)), params=params)
-            items.extend(page.get("items") or [])
+            found = page.get("items") or []
+            items.extend(found if transform is None else [transform(item) for item in found])
             metadata = page.get("metadata") or {}
             if not metadata.get("continue"):
                 return items, str(metadata.get("resourceVersion", ""))

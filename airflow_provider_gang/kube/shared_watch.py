@@ -5,6 +5,17 @@ namespace, with a scope label selector) filling one cache, and the subscriptions
 serves: every change is applied at once to the views it concerns (:class:`~.subscriber_index.SubscriberIndex`
 finds them), each subscriber only *notified*. The process's registry of these watches, which creates,
 shares and stops them, is :mod:`.shared_watches`; its docstring states the contracts both keep.
+
+**Tombstones.** A view holds the latest state only, so a subscriber that joins after an object was
+deleted could not tell it from one never created (an empty view either way). The watch therefore
+keeps, for each object it saw deleted (a ``DELETED`` event, or gone from a relist after 410), a
+:class:`Tombstone`: its last cached state and when the watch saw it go - for
+:data:`TOMBSTONE_SECONDS` and at most :data:`TOMBSTONE_LIMIT` of them (the oldest dropped first),
+as client-go's ``DeletedFinalStateUnknown`` hands a late informer handler the last known state.
+An object created again under the name buries its tombstone. :meth:`Subscription.deleted` gives a
+subscriber the tombstones its selectors match, whenever it joined. Past the bounds, or for an object
+deleted before the watch's first LIST, deleted and never-seen read the same: the bounds say how
+late a subscriber may join and still tell them apart.
 """
 
 from __future__ import annotations
@@ -12,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_gang.kube import errors
@@ -27,9 +40,24 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_SECONDS = 10.0
 """Longest wait for a stopped watch's task or a closed client's sessions to finish."""
 
+TOMBSTONE_SECONDS = 900.0
+"""How long (the reflector's monotonic clock) a deleted object's tombstone is kept."""
+TOMBSTONE_LIMIT = 4096
+"""Most tombstones one watch keeps: deletions beyond it drop the oldest."""
+
 Connect = Callable[[], Awaitable[KubeClient]]
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 OnRetry = Callable[["Subscription", errors.KubeError, float], None]
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """An object the watch saw deleted: ``last`` is its last cached state (read-only, as the views'
+    objects), ``deleted_at`` the reflector's ``monotonic()`` when the watch saw it go."""
+
+    name: str
+    last: Mapping[str, Any]
+    deleted_at: float
 
 
 class Subscription:
@@ -63,6 +91,13 @@ class Subscription:
     def snapshot(self) -> Objects:
         """A copy of the view (the objects themselves are shared)."""
         return dict(self.view)
+
+    def deleted(self) -> dict[str, Tombstone]:
+        """name -> :class:`Tombstone` of the objects this subscriber's selectors matched when they were
+        deleted, kept by the watch (module docstring: bounded in time and number), whether the
+        deletion came before or after this subscriber joined. A name absent from both :attr:`view`
+        and this was never seen (or is past the bounds)."""
+        return self.watch.tombstones_for(self.selector)
 
     def failing_for(self) -> float:
         """Seconds the server has failed this subscriber: since it joined or the first failure, whichever
@@ -123,6 +158,8 @@ class SharedWatch:
         )
         self.subscribers: set[Subscription] = set()
         self.listed = False
+        self.tombstones: OrderedDict[str, Tombstone] = OrderedDict()
+        """name -> :class:`Tombstone`, oldest first (module docstring)."""
         self._index: SubscriberIndex[Subscription] = SubscriberIndex()
         self._on_failed = on_failed
         self.task: asyncio.Task[None] | None = None
@@ -163,7 +200,32 @@ class SharedWatch:
         }
         subscription._moved()
 
+    def tombstones_for(self, selector: Selector) -> dict[str, Tombstone]:
+        """The kept tombstones whose last state ``selector`` matches (expired ones dropped first)."""
+        self._bury(self.reflector.monotonic())
+        if selector.name is not None:
+            found = self.tombstones.get(selector.name)
+            candidates: tuple[Tombstone, ...] = () if found is None else (found,)
+        else:
+            candidates = tuple(self.tombstones.values())
+        return {stone.name: stone for stone in candidates if selector.matches(stone.last)}
+
+    def _bury(self, now: float) -> None:
+        """Drop the tombstones older than :data:`TOMBSTONE_SECONDS` and those beyond :data:`TOMBSTONE_LIMIT`."""
+        while self.tombstones:
+            oldest = next(iter(self.tombstones.values()))
+            if now - oldest.deleted_at < TOMBSTONE_SECONDS and len(self.tombstones) <= TOMBSTONE_LIMIT:
+                return
+            self.tombstones.popitem(last=False)
+
     def _apply(self, name: str, old: Mapping[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None and old is not None:
+            now = self.reflector.monotonic()
+            self.tombstones.pop(name, None)
+            self.tombstones[name] = Tombstone(name, old, now)
+            self._bury(now)
+        elif new is not None:
+            self.tombstones.pop(name, None)
         self._index.track(name, old, new)
         for subscription in self._index.candidates(name, old, new):
             if new is not None and subscription.selector.matches(new):

@@ -195,6 +195,38 @@ class SharedWatches:
                 await asyncio.wait_for(client.close(), CLOSE_TIMEOUT_SECONDS)
 
 
+class Wakeup:
+    """What a subscriber's ``notify`` sets and its one reader awaits: :class:`asyncio.Event`'s
+    ``set``/``clear``/``wait`` for a single waiter, without the Event's queue of waiters (a
+    ``collections.deque`` of about 600 bytes, per waiting gang)."""
+
+    __slots__ = ("_is_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._is_set = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._is_set = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._is_set = False
+
+    def is_set(self) -> bool:
+        return self._is_set
+
+    async def wait(self) -> None:
+        if self._is_set:
+            return
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+
 _REGISTRIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharedWatches] = weakref.WeakKeyDictionary()
 
 
@@ -208,7 +240,7 @@ def for_running_loop() -> SharedWatches:
 
 
 async def together(
-    subscriptions: Sequence[Subscription], wakeup: asyncio.Event
+    subscriptions: Sequence[Subscription], wakeup: Wakeup | asyncio.Event
 ) -> AsyncGenerator[dict[str, Objects], None]:
     """``{resource key: view}`` of several subscriptions whenever one moved on, once all are ready (a
     kind never reads as empty because its LIST has not answered). ``wakeup`` is the event every one

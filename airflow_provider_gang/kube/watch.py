@@ -34,6 +34,10 @@ from airflow_provider_gang.kube.client import KubeClient, Sleep
 from airflow_provider_gang.kube.resources import Resource
 
 Objects = Mapping[str, dict[str, Any]]
+LIST_PAGE_SIZE = 100
+"""Objects per page of the reflector's LISTs: each page is transformed before the next is read, so
+a page of whole objects (a pod is ~17 KB decoded) is the LIST's transient memory; client-go's pager
+reads 500, which for pods costs ~8 MB at once."""
 #: A watch the server ends sooner than this without any event counts as a failure (backoff).
 MIN_QUIET_WATCH_SECONDS = 1.0
 
@@ -225,6 +229,8 @@ class Reflector:
                     self.namespace,
                     label_selector=self.label_selector,
                     field_selector=self.field_selector,
+                    page_size=LIST_PAGE_SIZE,
+                    transform=self._transform,
                 )
             except errors.KubeError as error:
                 if not error.retryable:
@@ -234,8 +240,7 @@ class Reflector:
                 continue
             self._answered()
             self.stats.lists += 1
-            transform = self._transform
-            self.objects = {_name(item): transform(item) if transform else item for item in items}
+            self.objects = {_name(item): item for item in items}  # transformed page by page
             self.resource_version = resource_version
             return
 

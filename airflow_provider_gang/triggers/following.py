@@ -65,7 +65,7 @@ class FollowedWatches:
         """
         connection = shared_watches.connection_key(settings.to_dict(), options.to_dict())
         registry = shared_watches.for_running_loop()
-        wakeup = asyncio.Event()
+        wakeup = shared_watches.Wakeup()
         for watch in watches:
             self.subscriptions.append(
                 await registry.subscribe(

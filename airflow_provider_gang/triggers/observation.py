@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WORKLOADS
+from airflow_provider_gang.kube.shared_values import SharedValues
 from airflow_provider_gang.kube.watch import Objects
 from airflow_provider_gang.reservation import shape
 from airflow_provider_gang.reservation.observed import Observed, Stage
@@ -103,15 +104,34 @@ class GangObjects:
 _KIND_OF_RESOURCE = {PROVISIONING_REQUESTS.key: "ProvisioningRequest", WORKLOADS.key: "Workload", PODS.key: "Pod"}
 
 
+METADATA_KEPT = frozenset(
+    ("name", "namespace", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "resourceVersion")
+)
+"""What of ``metadata`` the cache keeps: the names, labels and annotations the decisions and the
+selectors read, the timestamps they compare, and ``resourceVersion`` (a relist compares versions)."""
+
+CONDITION_TIMES = ("lastProbeTime", "lastTransitionTime", "lastHeartbeatTime", "lastUpdateTime")
+"""Condition fields no classifier reads; without them the conditions of objects in the same state
+are equal, so they are held once (:mod:`kube.shared_values`)."""
+
+_SHARED = SharedValues(skip=frozenset(("metadata", "metadata.labels")))
+
+
 @functools.cache
 def trimmer(resource_key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """What the shared watch of a kind caches of each object: all of it but ``metadata.managedFields``
-    and the ``spec`` fields no classifier reads - the kept ones are those ``reservation.shape``
-    has rules for (``spec.nodeName``, ``spec.nodeSelector``, ``spec.schedulingGates`` of a Pod,
-    ``spec.active`` of a Workload) and the names of a Pod's containers (``reservation.checkpoint``
-    reads container 0's status by name). A member's containers and environment are most of a Pod,
-    and a Workload's pod templates most of it. A field of the wrong type is kept as it is, for ``malformed`` to name.
-    One function per kind (cached): the shared watches key their caches by it."""
+    """What the shared watch of a kind caches of each object: ``metadata`` as :data:`METADATA_KEPT`,
+    ``status`` without the times of its conditions (:data:`CONDITION_TIMES`), and of ``spec`` only
+    the fields ``reservation.shape`` has rules for (``spec.nodeName``, ``spec.nodeSelector``,
+    ``spec.schedulingGates`` of a Pod, ``spec.active`` of a Workload) and the names of a Pod's
+    containers (``reservation.checkpoint`` reads container 0's status by name). A member's containers
+    and environment are most of a Pod, a Workload's pod templates most of it, and ``managedFields``,
+    ``ownerReferences`` and ``uid`` no decision reads. A field of the wrong type is kept as it is,
+    for ``malformed`` to name; so a field a decision starts reading must get a shape rule first.
+
+    The result is built of shared parts (:class:`kube.shared_values.SharedValues`): equal statuses,
+    specs, annotations and strings of different objects are one instance each - read-only, as the
+    cache's objects always were. One function per kind (cached): the shared watches key their caches
+    by it."""
     kept = frozenset(
         path.split(".")[1].removesuffix("[]")
         for path, _ in shape.RULES_BY_KIND[_KIND_OF_RESOURCE[resource_key]]
@@ -120,9 +140,9 @@ def trimmer(resource_key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
 
     def trim(obj: dict[str, Any]) -> dict[str, Any]:
         trimmed = dict(obj)
-        metadata, spec = obj.get("metadata"), obj.get("spec")
-        if isinstance(metadata, dict) and "managedFields" in metadata:
-            trimmed["metadata"] = {key: value for key, value in metadata.items() if key != "managedFields"}
+        metadata, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
+        if isinstance(metadata, dict):
+            trimmed["metadata"] = {key: value for key, value in metadata.items() if key in METADATA_KEPT}
         if isinstance(spec, dict):
             trimmed["spec"] = {key: value for key, value in spec.items() if key in kept}
             containers = spec.get("containers")
@@ -130,7 +150,18 @@ def trimmer(resource_key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
                 trimmed["spec"]["containers"] = [
                     {"name": item.get("name")} if isinstance(item, dict) else item for item in containers
                 ]
-        return trimmed
+        if isinstance(status, dict) and isinstance(status.get("conditions"), list):
+            trimmed["status"] = {
+                **status,
+                "conditions": [
+                    {key: value for key, value in item.items() if key not in CONDITION_TIMES}
+                    if isinstance(item, dict)
+                    else item
+                    for item in status["conditions"]
+                ],
+            }
+        shared: dict[str, Any] = _SHARED.share(trimmed)
+        return shared
 
     return trim
 

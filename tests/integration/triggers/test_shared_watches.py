@@ -15,7 +15,7 @@ from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WO
 from airflow_provider_gang.reservation import shape
 from airflow_provider_gang.reservation.decision import decide
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.triggers.observation import trimmer
+from airflow_provider_gang.triggers.observation import CONDITION_TIMES, METADATA_KEPT, trimmer
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
 from .gangs import Gang, condition, first_event, gang_spec, until_watching
@@ -107,3 +107,41 @@ def test_every_spec_field_a_shape_rule_names_survives_trimming_and_a_wrong_type_
     obj = {"metadata": {"name": "x", "managedFields": [{}]}, "spec": {**dict.fromkeys(named, 1), "extra": 1}}
     assert trim(obj) == {"metadata": {"name": "x"}, "spec": dict.fromkeys(named, 1)}
     assert trim({"metadata": {"name": "x"}, "spec": "not an object"})["spec"] == "not an object"
+
+
+async def test_waiting_gates_triggers_hold_no_full_pod_and_share_what_members_have_in_common(sim, client, connection):
+    """Structure, not size: a gated member is cached without what no decision reads (owner
+    references, uid, managed fields, condition times), and what the members have in common - the
+    gated status of every gang, a gang's spec and annotations - is one object for all of them."""
+    gangs = [
+        await Gang(client, gang_spec(ReservationMode.GATES, name=f"held{index}-t1-0a1b2c3d", size=4)).create()
+        for index in range(2)
+    ]
+    triggers = [ReservationTrigger(**gang.reservation_kwargs(connection, deadline_in=60)) for gang in gangs]
+    waits = [asyncio.create_task(first_event(trigger)) for trigger in triggers]
+    for trigger in triggers:
+        await until_watching(trigger)
+    cached = [
+        pod
+        for trigger in triggers
+        for subscription in trigger.subscriptions
+        if subscription.resource == PODS
+        for pod in subscription.view.values()
+    ]
+    assert len(cached) == 8
+    for pod in cached:
+        assert set(pod["metadata"]) <= METADATA_KEPT
+        assert not {"uid", "ownerReferences", "managedFields"} & set(pod["metadata"])
+        assert all(not set(CONDITION_TIMES) & set(item) for item in pod["status"]["conditions"])
+    full = (await triggers[0].subscriptions[-1].read_now())[gangs[0].names.member(0)]
+    assert full["metadata"]["ownerReferences"] and full["status"]["conditions"][0]["lastTransitionTime"]
+    assert len({id(pod["status"]) for pod in cached}) == 1  # every gated member of every gang: one status
+    for gang in gangs:
+        own = [pod for pod in cached if pod["metadata"]["labels"]["airflow-gang.io/gang"] == gang.spec.name]
+        assert (
+            len({id(pod["spec"]) for pod in own}) == 1 and len({id(pod["metadata"]["annotations"]) for pod in own}) == 1
+        )
+    assert len({id(pod["metadata"]["labels"]) for pod in cached}) == 8  # each member's own labels (its rank)
+    for wait in waits:
+        wait.cancel()
+    await asyncio.gather(*waits, return_exceptions=True)

@@ -135,12 +135,33 @@ class ObjectTable:
 
         ``namespace=None`` lists across all namespaces.
         """
+        items, resource_version, _ = self.list_page(
+            resource, namespace, label_selector=label_selector, field_selector=field_selector
+        )
+        return items, resource_version
+
+    def list_page(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        after: tuple[str, str] | None = None,
+        limit: int = 0,
+    ) -> tuple[builtins.list[Object], str, int]:
+        """One page of :meth:`list`: the matching objects after ``(namespace, name)`` ``after``, at most
+        ``limit`` of them (0: all), copies of those only; plus the list's resourceVersion and how many
+        matching objects follow the page. A page costs a copy of its own objects, not of the whole list."""
         resource_type = self.resolve(resource)
-        items = [
-            self.present(resource_type, obj)
-            for obj in self._selected(resource_type, namespace, label_selector, field_selector)
-        ]
-        return items, self.resource_version
+        selected = self._selected(resource_type, namespace, label_selector, field_selector)
+        if after is not None:
+            selected = [
+                obj for obj in selected if (obj["metadata"].get("namespace", ""), obj["metadata"]["name"]) > after
+            ]
+        remaining = max(0, len(selected) - limit) if limit > 0 else 0
+        page = selected[:limit] if limit > 0 else selected
+        return [self.present(resource_type, obj) for obj in page], self.resource_version, remaining
 
     def _selected(
         self, resource_type: ResourceType, namespace: str | None, label_selector: str, field_selector: str

@@ -103,6 +103,20 @@ class Store:
     ) -> tuple[list[Object], str]:
         return self.table.list(resource, namespace, label_selector=label_selector, field_selector=field_selector)
 
+    def list_page(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        after: tuple[str, str] | None = None,
+        limit: int = 0,
+    ) -> tuple[builtins.list[Object], str, int]:
+        return self.table.list_page(
+            resource, namespace, label_selector=label_selector, field_selector=field_selector, after=after, limit=limit
+        )
+
     def view(self, resource: str, namespace: str | None = None) -> builtins.list[Object]:
         return self.table.view(resource, namespace)
 

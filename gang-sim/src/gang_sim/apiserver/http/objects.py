@@ -137,28 +137,27 @@ def _continue_token(start_after: tuple[str, str], resource_version: str) -> str:
 
 def _list(request: web.Request, context: ApiContext, info: RequestInfo, resource_type: ResourceType) -> web.Response:
     query = request.query
-    items, resource_version = context.store.list(
-        info.resource_key,
-        info.namespace,
-        label_selector=query.get("labelSelector", ""),
-        field_selector=query.get("fieldSelector", ""),
-    )
-    metadata: dict[str, Any] = {"resourceVersion": resource_version}
-    token = query.get("continue")
+    token, after = query.get("continue"), None
     if token:
         try:
             decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
             after = (str(decoded["after"][0]), str(decoded["after"][1]))
         except (ValueError, KeyError, IndexError, TypeError):
             raise errors.bad_request("continue key is not valid: malformed token") from None
-        items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > after]
     try:
         limit = int(query.get("limit") or 0)
     except ValueError:
         raise errors.bad_request(f'strconv.ParseInt: parsing "{query.get("limit")}": invalid syntax') from None
-    if 0 < limit < len(items):
-        remaining = len(items) - limit
-        items = items[:limit]
+    items, resource_version, remaining = context.store.list_page(
+        info.resource_key,
+        info.namespace,
+        label_selector=query.get("labelSelector", ""),
+        field_selector=query.get("fieldSelector", ""),
+        after=after,
+        limit=max(0, limit),
+    )
+    metadata: dict[str, Any] = {"resourceVersion": resource_version}
+    if remaining > 0:
         last = items[-1]["metadata"]
         metadata["continue"] = _continue_token((last.get("namespace", ""), last["name"]), resource_version)
         metadata["remainingItemCount"] = remaining
