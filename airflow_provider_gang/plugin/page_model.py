@@ -346,7 +346,7 @@ def build_page(
         tables.append(scalar_table("Reservation", reservation))
     places: dict[int, str] = {}
     exit_codes: Mapping[str, Any] = tries[-1].exit_codes if tries else {}
-    logged: frozenset[str] = frozenset()
+    logged: frozenset[str] | None = None
     if isinstance(summary, dict):
         tables.extend(summary_tables(summary))
         if tries:

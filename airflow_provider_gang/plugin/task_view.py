@@ -105,12 +105,18 @@ def log_url(dag_id: str, run_id: str, task_id: str, map_index: int, attempt: int
 def members(
     pods: Sequence[LivePod] | None,
     exit_codes: Mapping[str, Any],
-    logged_ranks: frozenset[str],
+    logged_ranks: frozenset[str] | None,
     link: str,
     gang: str | None,
 ) -> tuple[Member, ...]:
     """The members: from the live pods when they were listed, else from the last try's exit codes
-    (the pods of a finished gang may be gone: ``on_finish``). ``link`` is the log view of that try."""
+    (the pods of a finished gang may be gone: ``on_finish``). ``link`` is the log view of that try,
+    set on the ranks of ``logged_ranks`` (the summary's ``rank_logs``), or on every rank when which
+    ranks the try copied is not recorded (``None``: ``log_ranks`` is not stored outside the summary)."""
+
+    def linked(rank: object) -> str | None:
+        return link if logged_ranks is None or str(rank) in logged_ranks else None
+
     if pods:
         ordered = sorted(pods, key=lambda pod: (pod.rank is None, pod.rank or 0, pod.name))
         return tuple(
@@ -125,7 +131,7 @@ def members(
                 if pod.phase == "Running"
                 else "not exited",
                 restarts=str(pod.restarts),
-                log_url=link if str(pod.rank) in logged_ranks else None,
+                log_url=linked(pod.rank),
             )
             for pod in ordered
         )
@@ -138,7 +144,7 @@ def members(
             phase="Succeeded" if int(code) == 0 else "Failed",
             exit_code=str(code),
             restarts="not recorded",
-            log_url=link if str(rank) in logged_ranks else None,
+            log_url=linked(rank),
         )
         for rank, code in ordered_codes
     )
