@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 DAGS = 20
+TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "trainer:sim"}]}}
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 TARGET_MS = 300.0
 
@@ -75,7 +76,14 @@ def seed(rows: int, now: float) -> tuple[str, str]:
     from airflow_provider_gang.reservation.spec import GangSpec
 
     moment = datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc)
-    spec = GangSpec(name="bench-train-t1-00000000", namespace="ml", size=8, pod_template={}, zone="us-central1-a")
+    spec = GangSpec(
+        name="bench-train-t1-00000000",
+        namespace="ml",
+        size=8,
+        pod_template=TEMPLATE,
+        zone="us-central1-a",
+        provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+    )
     dag_ids = [f"bench_dag_{index:02d}" for index in range(DAGS)]
     with create_session() as session:
         session.execute(insert(DagBundleModel.__table__), [{"name": "bench", "active": True}])
@@ -151,7 +159,7 @@ def seed(rows: int, now: float) -> tuple[str, str]:
                 values = {TRIES_KEY: json.dumps(records)}
             instances.append(
                 {
-                    "id": str(uuid.uuid4()),
+                    "id": uuid.uuid4(),
                     "dag_id": dag_id,
                     "run_id": run_id,
                     "task_id": "train",

@@ -315,6 +315,7 @@ def build_page(
     conditions: str | None = None,
     pods: Sequence[task_view.LivePod] | None = None,
     map_index: int = -1,
+    past_tries: Sequence[int] = (),
 ) -> Page:
     """The page of one task instance from what :mod:`.queries` read.
 
@@ -357,25 +358,15 @@ def build_page(
         logged = frozenset(str(rank) for rank in summary.get("rank_logs") or {})
     active = current if current is not None and all(r.attempt != current.plan.attempt for r in tries) else None
     failed = task_instance is not None and task_instance.state in ("failed", "up_for_retry")
-    member_rows: tuple[task_view.Member, ...] = ()
-    members_title, members_note = "", ""
-    if pods and active is not None:
-        link = task_view.log_url(dag_id, run_id, task_id, map_index, active.plan.attempt)
-        member_rows = task_view.members(pods, {}, logged, link, active.plan.gang)
-        members_title = f"Members of try {active.plan.attempt} (live)"
-    elif active is not None:
-        members_title = f"Members of try {active.plan.attempt}"
-        members_note = (
-            "None launched yet: the members start once the reservation is granted."
-            if active.launched_at is None
-            else "Launched; the cluster did not list them just now (the page reloads)."
-        )
-    elif tries:
-        last = tries[-1]
-        link = task_view.log_url(dag_id, run_id, task_id, map_index, last.attempt)
-        member_rows = task_view.members(None, exit_codes, logged, link, last.gang)
-        members_title = f"Members of try {last.attempt}"
-        members_note = "No member ran in this try (no exit codes recorded)."
+    member_rows, members_title, members_note = task_view.members_section(
+        pods,
+        active,
+        tries,
+        exit_codes,
+        logged,
+        lambda attempt: task_view.log_url(dag_id, run_id, task_id, map_index, attempt),
+        task_finished=task_instance is not None and is_finished(task_instance),
+    )
     return Page(
         dag_id=dag_id,
         run_id=run_id,
@@ -387,12 +378,19 @@ def build_page(
         summary_tries=summary_tries(summary) if isinstance(summary, dict) else None,
         tries=tuple(try_row(record) for record in tries),
         headline=headline,
-        timeline=timeline.build_timeline(tries, current, now=now, places=places),
+        timeline=timeline.build_timeline(
+            tries,
+            current,
+            now=now,
+            places=places,
+            task_finished=task_instance is not None and is_finished(task_instance),
+            other_tries=past_tries,
+        ),
         gpu_bars=task_view.gpu_bars(tries),
         members=member_rows,
         members_title=members_title,
         members_note=members_note,
-        failure=task_view.failure_reason(tries[-1]) if failed and tries else None,
+        failure=task_view.failure_text(tries, active) if failed else None,
         state=(task_instance.state or "none") if task_instance is not None and task_instance.exists else "unknown",
         log_url=log_url,
     )

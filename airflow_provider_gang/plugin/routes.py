@@ -5,8 +5,9 @@ Every route requires an Airflow user (``GetUserDep``: the UI's ``_token`` cookie
 because plugin apps get no authentication by default, and shows only DAGs the user may read: a task
 instance's routes check its DAG with Airflow's own dependency (``requires_access_dag("GET",
 TASK_INSTANCE)``, which reads ``dag_id`` from the query, ``airflow/api_fastapi/core_api/security.py``;
-403 otherwise), the Gangs page lists only the DAGs of ``ReadableDagsFilterDep`` (the auth manager's
-``get_authorized_dag_ids``). A task instance is named by ``dag_id``,
+403 otherwise), the Gangs page lists only the DAGs of the auth manager's ``get_authorized_dag_ids`` (asked
+directly: Airflow's ``ReadableDagsFilterDep`` reads ``app.state.auth_manager``, which only the
+core apps have, not a plugin's). A task instance is named by ``dag_id``,
 ``run_id``, ``task_id`` and ``map_index`` (:func:`parse_map_index`). The page reads the database
 (:mod:`.queries`), and while the task instance is unfinished the cluster too (:mod:`.live`), then
 builds the page model (:mod:`.page_model`) and renders it (:mod:`.rendering`).
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-from airflow.api_fastapi.core_api.security import GetUserDep, ReadableDagsFilterDep, requires_access_dag
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
 
@@ -94,17 +95,20 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
         conditions=conditions,
         pods=pods,
         map_index=index,
+        past_tries=queries.read_past_try_numbers(dag_id, run_id, task_id, index),
     )
     return rendering.render_page(page)
 
 
 @gang_app.get("/ui/gangs", response_class=HTMLResponse)
-def gangs_page(readable: ReadableDagsFilterDep, state: str = "", dag_id: str = "") -> str:
+def gangs_page(user: GetUserDep, state: str = "", dag_id: str = "") -> str:
     """Every gang of the DAGs the user may read: waiting and running ones, and those of recent runs
     (:mod:`.overview`). Two database queries and, for the deferred gangs, one LIST per kind per
     cluster and namespace (:mod:`.overview_live`)."""
     import datetime
     import time
+
+    from airflow.api_fastapi.app import get_auth_manager
 
     from airflow_provider_gang.plugin import overview, overview_live, overview_queries, page_model, queries, rendering
 
@@ -112,7 +116,7 @@ def gangs_page(readable: ReadableDagsFilterDep, state: str = "", dag_id: str = "
         raise HTTPException(status_code=422, detail=f"state must be one of {', '.join(overview.PHASES)}, got {state!r}")
     now = time.time()
     rows = overview_queries.read_gang_tasks(
-        readable.value or set(),
+        get_auth_manager().get_authorized_dag_ids(user=user, method="GET"),
         now=datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc),
         recent_seconds=OVERVIEW_RECENT_SECONDS,
         limit=OVERVIEW_LIMIT,

@@ -6,7 +6,7 @@ read are the try records (``reservation.records.tries``), the summary XCom
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -93,6 +93,17 @@ def failure_reason(record: TryRecord) -> str:
     return text + ("" if text.endswith(".") else ".")
 
 
+def failure_text(records: Sequence[TryRecord], unrecorded: TryState | None) -> str | None:
+    """Why a failed task's last try failed: :func:`failure_reason` of its record, or for a try that
+    has none (``gang.current`` left behind) that Airflow ended it and where to read why."""
+    if unrecorded is not None:
+        return (
+            f"Try {unrecorded.plan.attempt} ended without recording how: Airflow ended the task instance"
+            " (marked failed, or its worker stopped); the task log of that try says why."
+        )
+    return failure_reason(records[-1]) if records else None
+
+
 def log_url(dag_id: str, run_id: str, task_id: str, map_index: int, attempt: int) -> str:
     """Airflow 3's log view of one try of the task instance (the UI's task-instance route, whose
     first tab is the log; ``try_number`` selects the try)."""
@@ -150,6 +161,36 @@ def members(
     )
 
 
+def members_section(
+    pods: Sequence[LivePod] | None,
+    active: TryState | None,
+    records: Sequence[TryRecord],
+    exit_codes: Mapping[str, Any],
+    logged_ranks: frozenset[str] | None,
+    link_of: Callable[[int], str],
+    *,
+    task_finished: bool,
+) -> tuple[tuple[Member, ...], str, str]:
+    """The members table's rows, title and the note shown when it has no rows: the live pods of the
+    try in progress, else the last finished try's exit codes; ``link_of(attempt)`` is a try's log."""
+    if active is not None and pods:
+        rows = members(pods, {}, logged_ranks, link_of(active.plan.attempt), active.plan.gang)
+        return rows, f"Members of try {active.plan.attempt} (live)", ""
+    if active is not None:
+        if task_finished:
+            note = "Not recorded: the try ended before it recorded its members."
+        elif active.launched_at is None:
+            note = "None launched yet: the members start once the reservation is granted."
+        else:
+            note = "Launched; the cluster did not list them just now (the page reloads)."
+        return (), f"Members of try {active.plan.attempt}", note
+    if records:
+        last = records[-1]
+        rows = members(None, exit_codes, logged_ranks, link_of(last.attempt), last.gang)
+        return rows, f"Members of try {last.attempt}", "No member ran in this try (no exit codes recorded)."
+    return (), "", ""
+
+
 def headline(
     state: str | None,
     next_method: str | None,
@@ -186,6 +227,9 @@ def headline(
             f" {units.gpu_hours(sum(r.gpu_seconds_used for r in records))} used over {len(records)} "
             f"{'try' if len(records) == 1 else 'tries'}. Nothing more happens."
         )
+    if state in ("failed", "up_for_retry") and active is not None:
+        count = len(records) + 1
+        return f"Failed after {count} {'try' if count == 1 else 'tries'}: {failure_text(records, active)}"
     if state == "failed" and last is not None:
         return f"Failed for good after {len(records)} {'try' if len(records) == 1 else 'tries'}: {failure_reason(last)}"
     if state == "up_for_retry" and last is not None:

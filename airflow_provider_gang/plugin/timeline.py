@@ -18,6 +18,7 @@ lane ends with an end mark coloured by the outcome instead. The try in progress
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_provider_gang.plugin import units
@@ -135,10 +136,28 @@ def _finished(record: TryRecord, place: str | None) -> _Raw:
     )
 
 
-def _in_progress(current: TryState, now: float) -> _Raw:
+UNRECORDED = "ended unrecorded"
+"""Outcome of a try left in ``gang.current`` of a finished task: Airflow ended the task instance
+(marked failed, a worker that died) before the try recorded how it ended."""
+
+
+def _in_progress(current: TryState, now: float, *, task_finished: bool = False) -> _Raw:
     plan, spec = current.plan, current.plan.spec
+    if task_finished:
+        known = (current.launched_at or plan.requested_at) - plan.requested_at
+        stages: tuple[tuple[str, float], ...] = (("waiting", known),) if known > 0 else ()
+        return _Raw(
+            attempt=plan.attempt,
+            tone="failed",
+            heading=f"try {plan.attempt} · {UNRECORDED}",
+            detail=f"{plan.step} · {units.members(current.size_run or spec.size)}",
+            place=f"{spec.mode.value.replace('_', ' ')} · {place_of(spec.zone, spec.queue, spec.provisioning_class)}",
+            outcome=UNRECORDED,
+            stages=stages,
+            closed=True,
+        )
     if current.launched_at is None:
-        stages: tuple[tuple[str, float], ...] = (("waiting", now - plan.requested_at),)
+        stages = (("waiting", now - plan.requested_at),)
         heading = "waiting for its reservation"
     else:
         stages = (("waiting", current.launched_at - plan.requested_at), ("running", now - current.launched_at))
@@ -169,18 +188,29 @@ def build_timeline(
     *,
     now: float,
     places: dict[int, str] | None = None,
+    task_finished: bool = False,
+    other_tries: Sequence[int] = (),
 ) -> Timeline | None:
     """The lanes of ``records`` (finished tries, in order) and of ``current`` when it has no record
-    yet; ``places`` gives a finished try's zone / queue / class line where it is known (the summary of
-    a successful try has it). ``None`` without any try."""
+    yet (with ``task_finished``, a try Airflow ended before it recorded its end: :data:`UNRECORDED`,
+    only its known wait drawn); ``places`` gives a finished try's zone / queue / class line where it
+    is known (the summary of a successful try has it). ``other_tries``: Airflow's try numbers, of
+    which those with neither a record nor ``current`` get an empty :data:`UNRECORDED` lane (the next
+    try overwrote what they had stored). ``None`` without any try."""
     places = places or {}
     raw = [_finished(record, places.get(record.attempt)) for record in records]
     recorded = {record.attempt for record in records}
     limit_seconds = None
     if current is not None and current.plan.attempt not in recorded:
-        raw.append(_in_progress(current, now))
-        if current.plan.start_deadline is not None:
+        raw.append(_in_progress(current, now, task_finished=task_finished))
+        if current.plan.start_deadline is not None and not task_finished:
             limit_seconds = current.plan.start_deadline - current.plan.requested_at
+    drawn = recorded | ({current.plan.attempt} if current is not None else set())
+    for attempt in sorted(set(other_tries) - drawn):
+        raw.append(
+            _Raw(attempt, "failed", f"try {attempt} · {UNRECORDED}", "no gang record left", UNRECORDED, (), True, "")
+        )
+    raw.sort(key=lambda lane: lane.attempt)
     if not raw:
         return None
     longest = max([sum(seconds for _, seconds in lane.stages) for lane in raw] + [limit_seconds or 0.0, 1e-3])

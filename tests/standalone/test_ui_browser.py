@@ -169,7 +169,13 @@ def member_phases(setup: Setup, gang: str) -> list[str]:
 def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
     """Move the clock in steps, each once :func:`settled`: past the stock-out, then until each try
     of the ``FAILED`` gang has all its members running (member 0 is then deleted), and both gangs
-    have finished."""
+    have finished, ``FAILED`` on its second try.
+
+    A retried try can be granted at once (try 1's capacity is free again), so its trigger may fire
+    before the scheduler has drained the executor event of its deferral; Airflow then fails that try
+    itself ("finished with state success, but the task instance's state attribute is running"),
+    before it records its end. The page shows such a try as ended unrecorded, so the checks below
+    hold on either path."""
     airflow, failing = setup.airflow, runs["failed"]
     by_run = {run_id: DAG_IDS[state] for state, run_id in runs.items()}
     deleted: set[str] = set()
@@ -179,7 +185,8 @@ def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
         )
         answer = reservation_answer(airflow, FAILED, failing)
         gang = (answer.get("reservation") or {}).get("gang")
-        if len(deleted) < FAILED_TRIES and answer["task_instance"]["state"] in FINISHED:
+        ended_early = (answer["task_instance"]["try_number"] or 0) < FAILED_TRIES
+        if ended_early and answer["task_instance"]["state"] in FINISHED:
             raise AssertionError(f"the gang ended before it was failed: {answer}\n{airflow.task_log(failing)[-4000:]}")
         if (
             gang
@@ -191,7 +198,7 @@ def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
             kubectl(cluster(setup), "delete", "-n", "default", "--wait=false", sorted(members)[0])
             deleted.add(gang)
         states = [train_task(airflow, DAG_IDS[state], runs[state])["state"] for state in ("failed", "succeeded")]
-        if len(deleted) == FAILED_TRIES and all(state in FINISHED for state in states):
+        if not ended_early and deleted and all(state in FINISHED for state in states):
             return
         cluster(setup).advance(step, timeout=120)
     raise AssertionError(f"the gangs did not finish: {states}")
@@ -277,19 +284,26 @@ def test_the_waiting_gang_is_shown_waiting_with_its_reservation(pages: Pages) ->
 
 
 def test_the_failed_gang_is_shown_failed_with_its_reason(pages: Pages) -> None:
-    """The deleted member ended each try as ``member_lost``: the status line, the failure box and the
-    tries table say so, with the message the try recorded (the task log has the same reason)."""
+    """The deleted member ended a try as ``member_lost``: the tries table says so with the message the
+    try recorded, the status line and the failure box say why the last try ended (see
+    :func:`run_until_done` for a try Airflow ended before it recorded its end)."""
     page = pages.by_state["failed"]
     assert page.answer["task_instance"]["state"] == "failed"
+    assert page.answer["task_instance"]["try_number"] == FAILED_TRIES
     assert "summary" not in page.answer
     dom = page.rendering.dom
-    status = re.search(
-        rf'<p class="status">Failed \(try 2\): try 2 ended member_lost - (1 of {SIZE} lost: rank \d[^<]*)</p>', dom
-    )
-    assert status, dom
-    assert f"<td>member_lost</td><td>{status[1]}</td></tr>" in dom
-    assert re.search(r'<div class="failure" id="failure"><b>Why it failed.</b> Try 2 ended: member lost\. 1 of', dom)
-    assert "Failed for good after 2 tries" in dom
+    recorded = {item["attempt"]: item for item in page.answer["task_state"]["tries"]}
+    assert recorded and all(item["outcome"] == "member_lost" for item in recorded.values()), recorded
+    for attempt, item in recorded.items():
+        assert f"<td>{attempt}</td>" in dom and f"<td>member_lost</td><td>{item['message']}</td></tr>" in dom
+    assert '<p class="status">Failed (try 2)' in dom
+    if FAILED_TRIES in recorded:
+        assert re.search(
+            r'<div class="failure" id="failure"><b>Why it failed.</b> Try 2 ended: member lost\. 1 of', dom
+        )
+        assert "Failed for good after 2 tries" in dom
+    else:
+        assert "Try 2 ended without recording how: Airflow ended the task instance" in dom
     assert "member_lost" in pages.setup.airflow.task_log(page.run_id)
     assert "Succeeded" not in dom and '<meta http-equiv="refresh"' not in dom
 
@@ -298,10 +312,11 @@ def test_the_timeline_has_one_lane_per_try(pages: Pages) -> None:
     assert lanes(pages.by_state["waiting"].rendering.dom) == [("1", "active")]
     assert lanes(pages.by_state["failed"].rendering.dom) == [("1", "failed"), ("2", "failed")]
     assert lanes(pages.by_state["succeeded"].rendering.dom) == [("1", "succeeded")]
-    # A lane that ran has its three stages; the waiting one only its wait, with the GPU-hours beside.
-    failed = pages.by_state["failed"].rendering.dom
-    assert failed.count('class="stage-running fill-failed"') == FAILED_TRIES
-    assert failed.count("GPU-h reserved") == FAILED_TRIES
+    # Each recorded try that ran has its running stage and its GPU-hours.
+    failed = pages.by_state["failed"]
+    ran = [item for item in failed.answer["task_state"]["tries"] if item["run_seconds"] is not None]
+    assert failed.rendering.dom.count('class="stage-running fill-failed"') == len(ran)
+    assert failed.rendering.dom.count("GPU-h reserved") == len(failed.answer["task_state"]["tries"])
 
 
 def test_the_finished_gang_is_shown_succeeded_with_its_summary(pages: Pages) -> None:
@@ -315,7 +330,9 @@ def test_the_finished_gang_is_shown_succeeded_with_its_summary(pages: Pages) -> 
     # The members table: every rank exited 0; rank 0's log (log_ranks default) links to Airflow's log view.
     members = dom.split('id="members"')[1].split("</table>")[0]
     assert len(re.findall(r"<td>Succeeded</td><td>0</td>", members)) == SIZE
-    assert f'href="/dags/{SUCCESS}/runs/{page.run_id}/tasks/train?try_number=1"' in members
+    log_link = f'href="/dags/{SUCCESS}/runs/{page.run_id}/tasks/train?try_number=1"'
+    assert (log_link in members) == ("0" in page.answer["summary"]["rank_logs"]), members
+    assert log_link in dom  # the header's task log link
     assert '<meta http-equiv="refresh"' not in dom
 
 

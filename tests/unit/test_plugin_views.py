@@ -204,3 +204,26 @@ def test_one_list_per_kind_is_matched_back_to_each_gang() -> None:
     assert "Provisioned=False" in found[("a", "r", "t", -1)]
     assert "w2" in found[("b", "r", "t", -1)] and "w1" not in found[("b", "r", "t", -1)]
     assert selector_matches("a=1,b==2", {"a": "1", "b": "2"}) and not selector_matches("a=1", {"a": "2"})
+
+
+def test_a_try_airflow_ended_before_it_recorded_gets_a_lane_and_says_so() -> None:
+    """Try 2 left ``gang.current`` behind (Airflow failed the task instance); try 1's record was
+    overwritten by a try 3 that never stored anything: every Airflow try still gets its lane."""
+    page = build_page(
+        "nightly",
+        "r",
+        "train",
+        {},
+        TaskInstanceRow(True, state="failed", try_number=3),
+        StoredTaskState(tries=[], current=TryState(plan=dataclasses.replace(PLAN, attempt=2)).to_dict()),
+        now=20_000.0,
+        past_tries=[1, 2],
+    )
+    assert page.timeline is not None
+    assert [(lane.attempt, lane.tone, lane.outcome) for lane in page.timeline.lanes] == [
+        (1, "failed", timeline.UNRECORDED),
+        (2, "failed", timeline.UNRECORDED),
+    ]
+    assert page.timeline.limit is None  # a finished task has no start_by limit to meet
+    assert page.failure is not None and page.failure.startswith("Try 2 ended without recording how")
+    assert page.members_note == "Not recorded: the try ended before it recorded its members."
