@@ -48,7 +48,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import pytest
 
@@ -330,7 +330,7 @@ def test_the_finished_gang_is_shown_succeeded_with_its_summary(pages: Pages) -> 
     # The members table: every rank exited 0; rank 0's log (log_ranks default) links to Airflow's log view.
     members = dom.split('id="members"')[1].split("</table>")[0]
     assert len(re.findall(r"<td>Succeeded</td><td>0</td>", members)) == SIZE
-    log_link = f'href="/dags/{SUCCESS}/runs/{page.run_id}/tasks/train?try_number=1"'
+    log_link = f'href="/dags/{SUCCESS}/runs/{quote(page.run_id)}/tasks/train?try_number=1"'
     assert (log_link in members) == ("0" in page.answer["summary"]["rank_logs"]), members
     assert log_link in dom  # the header's task log link
     assert '<meta http-equiv="refresh"' not in dom
