@@ -41,7 +41,8 @@ __all__ = ["GangPlugin"]
 
 
 class GangPlugin(AirflowPlugin):
-    """Mounts the reservation pages and adds a "Gang" tab on every task instance page."""
+    """Mounts the reservation pages, adds a "Gang" tab on every task instance page and a "Gangs"
+    entry to the UI's navigation (the cluster-wide page, ``routes.gangs_page``)."""
 
     name = "gang"
     fastapi_apps = [{"app": gang_app, "url_prefix": PLUGIN_URL_PREFIX, "name": "Gang reservations"}]
@@ -51,6 +52,12 @@ class GangPlugin(AirflowPlugin):
             "href": "gang/ui/reservation?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}",
             "destination": "task_instance",
             "url_route": "gang-reservation",
-        }
+        },
+        {
+            "name": "Gangs",
+            "href": "gang/ui/gangs",
+            "destination": "nav",
+            "url_route": "gangs",
+        },
     ]
     listeners = [listener]  # withdraws the gangs of task instances that ended (plugin.listener)

@@ -12,12 +12,16 @@ task log words it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from typing import Any
 
 from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.kube.options import ClientOptions
-from airflow_provider_gang.kube.resources import PROVISIONING_REQUESTS, WORKLOADS
+from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WORKLOADS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.plugin.page_model import WatchedReservation
+from airflow_provider_gang.plugin.task_view import LivePod
+from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.triggers.progress import describe_conditions, describe_workload
 
 LIVE_READ_TIMEOUT_SECONDS = 5.0
@@ -40,6 +44,43 @@ def read_live_conditions(watched: WatchedReservation | None) -> str | None:
 def describe_failure(error: Exception) -> str:
     """Why the conditions are not shown, for the page."""
     return f"could not read the cluster ({type(error).__name__}: {error})"
+
+
+def read_live_pods(watched: WatchedReservation | None, gang: str) -> tuple[LivePod, ...] | None:
+    """The gang's member pods, one LIST by the gang label (``reservation.naming.GANG_LABEL``);
+    ``None`` when there is no gang to read or the cluster did not answer in time (the page then
+    shows the members from the try records)."""
+    if watched is None:
+        return None
+    try:
+        return asyncio.run(asyncio.wait_for(read_pods(watched, gang), LIVE_READ_TIMEOUT_SECONDS))
+    except Exception:  # as for the conditions: a bonus, never a reason to fail the page
+        return None
+
+
+async def read_pods(watched: WatchedReservation, gang: str) -> tuple[LivePod, ...]:
+    settings = await connection_settings(watched)
+    async with await ClientOptions.from_dict(watched.client_options).connect(settings) as client:
+        pods, _ = await client.list(PODS, watched.namespace, label_selector=f"{naming.GANG_LABEL}={gang}")
+    return tuple(live_pod(pod) for pod in pods)
+
+
+def live_pod(pod: Mapping[str, Any]) -> LivePod:
+    """A member as the table shows it: rank label, node, phase, the first container's exit code and
+    restarts (``status.containerStatuses``, https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/)."""
+    metadata, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    rank_label = (metadata.get("labels") or {}).get(naming.RANK_LABEL)
+    containers = status.get("containerStatuses") or [{}]
+    terminated = (containers[0].get("state") or {}).get("terminated") or {}
+    exit_code = terminated.get("exitCode")
+    return LivePod(
+        rank=int(str(rank_label)) if str(rank_label).isdigit() else None,
+        name=str(metadata.get("name") or "unnamed"),
+        node=spec.get("nodeName"),
+        phase=status.get("phase"),
+        exit_code=int(exit_code) if isinstance(exit_code, int) else None,
+        restarts=sum(int(item.get("restartCount") or 0) for item in containers),
+    )
 
 
 async def read_conditions(watched: WatchedReservation) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_gang.operators.training import GangTrainingOperator
+from airflow_provider_gang.plugin import task_view, timeline, units
 from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, TriggerRow
 from airflow_provider_gang.reservation.records import task_state
 from airflow_provider_gang.reservation.records.reading import RecordError
@@ -113,6 +114,15 @@ class Page:
     summary_tries: tuple[SummaryTry, ...] | None = None
     tries: tuple[TryRow, ...] = field(default=())
     tries_columns: tuple[str, ...] = TRIES_COLUMNS
+    headline: str = ""
+    timeline: timeline.Timeline | None = None
+    gpu_bars: tuple[task_view.GpuBar, ...] = ()
+    members: tuple[task_view.Member, ...] = ()
+    failure: str | None = None
+    members_title: str = ""
+    members_note: str = ""
+    state: str = "unknown"
+    log_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,12 +158,23 @@ def is_finished(task_instance: TaskInstanceRow) -> bool:
     return not task_instance.exists or task_instance.state in task_state.FINAL_TASK_STATES
 
 
-def text_of(value: Any) -> str:
-    """A stored value for a person: ``-`` for ``None``, floats to six significant digits."""
+EMPTY_TEXT = {"zone": "any zone", "queue": "no queue", "provisioning_class": "default class"}
+"""What an absent value of these keys means; other absent values read "not set"."""
+
+
+def text_of(value: Any, key: str = "") -> str:
+    """A stored value for a person: seconds and GPU-hours in units (:mod:`.units`, by the key's
+    suffix), an absent value in words, other floats to three significant digits."""
+    if key.endswith("_seconds"):
+        return units.duration(value)
+    if key.startswith("gpu_hours"):
+        return units.gpu_hours(None if value is None else float(value) * units.SECONDS_PER_HOUR)
     if value is None:
-        return "-"
+        return EMPTY_TEXT.get(key, "not set")
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.3g}"
     return str(value)
 
 
@@ -220,8 +241,8 @@ def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, 
         "cluster": plan.kubernetes_conn_id,
         "stage": stage,
         "waiting for": describe_elapsed(max(0.0, now - since)),
-        "reservation": None if event is None else f"{event.reason.value}: {event.message}",
-        "conditions now": conditions,
+        "reservation": "not granted yet" if event is None else f"{event.reason.value}: {event.message}",
+        "conditions now": conditions or "not read (no gang trigger to read them from)",
         "history": "in the task log (a line on every condition change, a heartbeat every 5 min)",
     }
     return Table("Waiting", tuple((label, text_of(value)) for label, value in rows.items()))
@@ -229,7 +250,11 @@ def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, 
 
 def scalar_table(title: str, values: Mapping[str, Any]) -> Table:
     """The values of a stored mapping that are not themselves mappings or lists, in their order."""
-    rows = tuple((str(key), text_of(value)) for key, value in values.items() if not isinstance(value, (dict, list)))
+    rows = tuple(
+        (str(key).replace("_", " "), text_of(value, str(key)))
+        for key, value in values.items()
+        if not isinstance(value, (dict, list))
+    )
     return Table(title, rows)
 
 
@@ -303,21 +328,31 @@ def build_page(
     *,
     now: float,
     conditions: str | None = None,
+    pods: Sequence[task_view.LivePod] | None = None,
+    map_index: int = -1,
+    past_tries: Sequence[int] = (),
 ) -> Page:
     """The page of one task instance from what :mod:`.queries` read.
 
     ``xcoms`` is :func:`.queries.read_gang_xcoms`' answer; without ``task_instance`` there is no
     status line. While the task instance is not finished the page reloads itself every
     :data:`REFRESH_SECONDS`. From ``task_state``: a failed task's status line ends with its last
-    try's outcome and message, every finished try is listed with its reason, and an unfinished try's
-    wait is shown ("Waiting", with ``conditions`` read live from the cluster)."""
+    try's outcome and message, every finished try is listed with its reason and drawn as a lane of
+    the timeline (:mod:`.timeline`, the try in progress too), and an unfinished try's wait is shown
+    ("Waiting", with ``conditions`` read live from the cluster). ``pods`` (listed live) fill the
+    members table, else the last try's exit codes do (:func:`.task_view.members`)."""
     state = task_state or StoredTaskState()
     tries = read_tries(state.tries)
     current = read_current(state.current)
-    status, refresh = None, None
+    status, refresh, headline, log_url = None, None, "", None
     if task_instance is not None:
         status = status_line(task_instance, tries)
         refresh = None if is_finished(task_instance) else REFRESH_SECONDS
+        headline = task_view.headline(
+            task_instance.state, task_instance.next_method, tries, current, now=now, exists=task_instance.exists
+        )
+        if task_instance.try_number:
+            log_url = task_view.log_url(dag_id, run_id, task_id, map_index, task_instance.try_number)
     tables: list[Table] = []
     waiting = None if current is None else waiting_table(current, tries, now=now, conditions=conditions)
     if waiting is not None:
@@ -325,8 +360,28 @@ def build_page(
     reservation, summary = xcoms.get("reservation"), xcoms.get("summary")
     if isinstance(reservation, dict):
         tables.append(scalar_table("Reservation", reservation))
+    places: dict[int, str] = {}
+    exit_codes: Mapping[str, Any] = tries[-1].exit_codes if tries else {}
+    logged: frozenset[str] | None = None
     if isinstance(summary, dict):
         tables.extend(summary_tables(summary))
+        if tries:
+            places[tries[-1].attempt] = timeline.place_of(
+                summary.get("zone"), summary.get("queue"), summary.get("provisioning_class")
+            )
+        exit_codes = summary.get("exit_codes") or exit_codes
+        logged = frozenset(str(rank) for rank in summary.get("rank_logs") or {})
+    active = current if current is not None and all(r.attempt != current.plan.attempt for r in tries) else None
+    failed = task_instance is not None and task_instance.state in ("failed", "up_for_retry")
+    member_rows, members_title, members_note = task_view.members_section(
+        pods,
+        active,
+        tries,
+        exit_codes,
+        logged,
+        lambda attempt: task_view.log_url(dag_id, run_id, task_id, map_index, attempt),
+        task_finished=task_instance is not None and is_finished(task_instance),
+    )
     return Page(
         dag_id=dag_id,
         run_id=run_id,
@@ -337,4 +392,20 @@ def build_page(
         nothing_recorded=not xcoms and not tries,
         summary_tries=summary_tries(summary) if isinstance(summary, dict) else None,
         tries=tuple(try_row(record, name_cluster=several_clusters(tries)) for record in tries),
+        headline=headline,
+        timeline=timeline.build_timeline(
+            tries,
+            current,
+            now=now,
+            places=places,
+            task_finished=task_instance is not None and is_finished(task_instance),
+            other_tries=past_tries,
+        ),
+        gpu_bars=task_view.gpu_bars(tries),
+        members=member_rows,
+        members_title=members_title,
+        members_note=members_note,
+        failure=task_view.failure_text(tries, active) if failed else None,
+        state=(task_instance.state or "none") if task_instance is not None and task_instance.exists else "unknown",
+        log_url=log_url,
     )

@@ -5,6 +5,7 @@ are (plain JSON, Airflow enums as their string value); what they mean is read by
 :mod:`.page_model`:
 
 - :func:`read_task_instance`: its state, ``next_method`` and try number (``task_instance`` table);
+- :func:`read_past_try_numbers`: the numbers of its earlier tries (``task_instance_history``);
 - :func:`read_gang_xcoms`: the reservation and summary XComs (``xcom`` table);
 - :func:`read_task_state`: the task state store keys of the try history (``task_state_store``);
 - :func:`read_trigger`: the trigger row it is deferred to (``trigger`` table, kwargs decrypted).
@@ -84,6 +85,23 @@ def read_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = 
         return TaskInstanceRow(exists=False)
     state = None if row.state is None else str(getattr(row.state, "value", row.state))
     return TaskInstanceRow(exists=True, state=state, next_method=row.next_method, try_number=row.try_number)
+
+
+def read_past_try_numbers(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[int]:
+    """The try numbers Airflow kept a history row for (``task_instance_history``: every try before
+    the current one), in order - also the tries that ended before they recorded a gang record."""
+    from airflow.models.taskinstancehistory import TaskInstanceHistory
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(TaskInstanceHistory.try_number).where(
+        TaskInstanceHistory.dag_id == dag_id,
+        TaskInstanceHistory.run_id == run_id,
+        TaskInstanceHistory.task_id == task_id,
+        TaskInstanceHistory.map_index == map_index,
+    )
+    with create_session() as session:
+        return sorted({int(number) for number in session.scalars(query)})
 
 
 def read_gang_xcoms(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:

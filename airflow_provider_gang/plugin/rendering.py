@@ -13,9 +13,13 @@ import functools
 
 import jinja2
 
+from airflow_provider_gang.plugin.overview import Overview
 from airflow_provider_gang.plugin.page_model import Page
 
 PAGE_TEMPLATE = "page.html.j2"
+OVERVIEW_TEMPLATE = "overview.html.j2"
+OVERVIEW_URL = "/gang/ui/gangs"
+"""The cluster-wide Gangs page (``routes.gangs_page``), linked from every task's page."""
 
 
 @functools.cache
@@ -33,4 +37,22 @@ def environment() -> jinja2.Environment:
 
 def render_page(page: Page) -> str:
     """The page as an HTML document; every value escaped."""
-    return environment().get_template(PAGE_TEMPLATE).render(page=page)
+    return (
+        environment()
+        .get_template(PAGE_TEMPLATE)
+        .render(
+            page=page,
+            title=f"Gang of {page.task_id}",
+            refresh_seconds=page.refresh_seconds,
+            overview_url=OVERVIEW_URL,
+        )
+    )
+
+
+def render_overview(overview: Overview) -> str:
+    """The Gangs page (:class:`.overview.Overview`) as an HTML document; every value escaped."""
+    return (
+        environment()
+        .get_template(OVERVIEW_TEMPLATE)
+        .render(overview=overview, title="Gangs", refresh_seconds=overview.refresh_seconds)
+    )

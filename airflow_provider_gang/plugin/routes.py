@@ -1,7 +1,13 @@
-"""The plugin's FastAPI app: the Gang page and the JSON behind it, for one task instance each.
+"""The plugin's FastAPI app: the Gang page and the JSON behind it, for one task instance each, and
+the cluster-wide Gangs page.
 
-Both routes require an Airflow user (``GetUserDep``: the UI's ``_token`` cookie or a Bearer token),
-because plugin apps get no authentication by default. A task instance is named by ``dag_id``,
+Every route requires an Airflow user (``GetUserDep``: the UI's ``_token`` cookie or a Bearer token),
+because plugin apps get no authentication by default, and shows only DAGs the user may read: a task
+instance's routes check its DAG with Airflow's own dependency (``requires_access_dag("GET",
+TASK_INSTANCE)``, which reads ``dag_id`` from the query, ``airflow/api_fastapi/core_api/security.py``;
+403 otherwise), the Gangs page lists only the DAGs of the auth manager's ``get_authorized_dag_ids`` (asked
+directly: Airflow's ``ReadableDagsFilterDep`` reads ``app.state.auth_manager``, which only the
+core apps have, not a plugin's). A task instance is named by ``dag_id``,
 ``run_id``, ``task_id`` and ``map_index`` (:func:`parse_map_index`). The page reads the database
 (:mod:`.queries`), and while the task instance is unfinished the cluster too (:mod:`.live`), then
 builds the page model (:mod:`.page_model`) and renders it (:mod:`.rendering`).
@@ -14,11 +20,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.api_fastapi.core_api.security import GetUserDep
-from fastapi import FastAPI, HTTPException
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
 
 gang_app = FastAPI(title="Gang reservations")
+READ_TASK_INSTANCE = [Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))]
+OVERVIEW_RECENT_SECONDS = 7 * 24 * 3600.0
+"""Finished gangs the Gangs page lists: those whose records changed in the last week."""
+OVERVIEW_LIMIT = 2000
+"""Most task instances the Gangs page lists (the newest; unfinished ones first come by recency too)."""
 
 UNSUBSTITUTED_MAP_INDEX = "{MAP_INDEX}"
 """What the "Gang" tab sends for a task that is not mapped: the Airflow 3.3.2 UI replaces
@@ -36,7 +48,7 @@ def parse_map_index(value: str) -> int:
         raise HTTPException(status_code=422, detail=f"map_index must be an integer, got {value!r}") from None
 
 
-@gang_app.get("/api/reservation")
+@gang_app.get("/api/reservation", dependencies=READ_TASK_INSTANCE)
 def reservation_api(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> dict[str, Any]:
     """The stored values the page is built from: the XComs (``reservation``, ``summary``; each only
     if it exists), ``task_instance`` (``queries.TaskInstanceRow``) and ``task_state``
@@ -51,7 +63,7 @@ def reservation_api(user: GetUserDep, dag_id: str, run_id: str, task_id: str, ma
     }
 
 
-@gang_app.get("/ui/reservation", response_class=HTMLResponse)
+@gang_app.get("/ui/reservation", response_class=HTMLResponse, dependencies=READ_TASK_INSTANCE)
 def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> str:
     """The page the extra link and the task-instance tab open."""
     import time
@@ -60,7 +72,8 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
 
     index = parse_map_index(map_index)
     task_instance = queries.read_task_instance(dag_id, run_id, task_id, index)
-    conditions = None
+    conditions, pods = None, None
+    task_state = queries.read_task_state(dag_id, run_id, task_id, index)
     if not page_model.is_finished(task_instance):  # deferred: a trigger row
         try:
             watched = page_model.watched_reservation(queries.read_trigger(dag_id, run_id, task_id, index))
@@ -68,14 +81,57 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
             conditions = live.describe_failure(error)
         else:
             conditions = live.read_live_conditions(watched)
+            current = page_model.read_current(task_state.current)
+            if current is not None and current.launched_at is not None:
+                pods = live.read_live_pods(watched, current.plan.gang)
     page = page_model.build_page(
         dag_id,
         run_id,
         task_id,
         queries.read_gang_xcoms(dag_id, run_id, task_id, index),
         task_instance,
-        queries.read_task_state(dag_id, run_id, task_id, index),
+        task_state,
         now=time.time(),
         conditions=conditions,
+        pods=pods,
+        map_index=index,
+        past_tries=queries.read_past_try_numbers(dag_id, run_id, task_id, index),
     )
     return rendering.render_page(page)
+
+
+@gang_app.get("/ui/gangs", response_class=HTMLResponse)
+def gangs_page(user: GetUserDep, state: str = "", dag_id: str = "") -> str:
+    """Every gang of the DAGs the user may read: waiting and running ones, and those of recent runs
+    (:mod:`.overview`). Two database queries and, for the deferred gangs, one LIST per kind per
+    cluster and namespace (:mod:`.overview_live`)."""
+    import datetime
+    import time
+
+    from airflow.api_fastapi.app import get_auth_manager
+
+    from airflow_provider_gang.plugin import overview, overview_live, overview_queries, page_model, queries, rendering
+
+    if state and state not in overview.PHASES:
+        raise HTTPException(status_code=422, detail=f"state must be one of {', '.join(overview.PHASES)}, got {state!r}")
+    now = time.time()
+    rows = overview_queries.read_gang_tasks(
+        get_auth_manager().get_authorized_dag_ids(user=user, method="GET"),
+        now=datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc),
+        recent_seconds=OVERVIEW_RECENT_SECONDS,
+        limit=OVERVIEW_LIMIT,
+    )
+    deferred = {overview.key_of(row): row.trigger_id for row in rows if row.state == "deferred" and row.trigger_id}
+    triggers = overview_queries.read_triggers(list(deferred.values()))
+    watched = {}
+    for key, trigger_id in deferred.items():
+        found = triggers.get(trigger_id)
+        try:
+            gang = None if found is None else page_model.watched_reservation(queries.TriggerRow(*found))
+        except ValueError:
+            continue
+        if gang is not None:
+            watched[key] = gang
+    conditions = overview_live.read_live_conditions(watched)
+    page = overview.build_overview(rows, now=now, conditions=conditions, phase_filter=state, dag_filter=dag_id)
+    return rendering.render_overview(page)

@@ -15,15 +15,15 @@ from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
 
 
 def gang_page(dag_id: str, run_id: str, path: str = "/ui/reservation") -> Any:
-    """The page (or its JSON API) for task ``train``, the login dependency answered by a stand-in user."""
-    from types import SimpleNamespace
-
+    """The page (or its JSON API) for task ``train``, the login dependency answered by a viewer of the
+    configured auth manager (the routes ask it whether the user may read the DAG)."""
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
     from airflow_provider_gang.plugin.routes import gang_app
 
-    gang_app.dependency_overrides[get_user] = lambda: SimpleNamespace(get_name=lambda: "viewer")
+    gang_app.dependency_overrides[get_user] = lambda: SimpleAuthManagerUser(username="viewer", role="viewer")
     try:
         response = TestClient(gang_app).get(path, params={"dag_id": dag_id, "run_id": run_id, "task_id": "train"})
     finally:
@@ -71,7 +71,7 @@ def test_a_failed_task_shows_every_try_with_its_reason_and_message(cluster_facto
     assert state["current"] is None
 
 
-LIVE = "<tr><th>conditions now</th><td>ProvisioningRequest"
+LIVE = "<dt>conditions now</dt><dd>ProvisioningRequest"
 """The Waiting table of a deferred try, with its conditions read from the cluster."""
 
 
@@ -103,15 +103,13 @@ def test_a_waiting_try_shows_its_wait_then_the_reason_it_ended(cluster_factory: 
         stop.set()
         viewer.join(timeout=30)
     waiting = next((page for page in pages if LIVE in page), "")
-    assert waiting, [re.findall(r'class="status">(.*?)</p>|conditions now</th><td>(.*?)</td>', page) for page in pages]
-    rows = waiting.split("<h2>Waiting</h2>")[1].split("</table>")[0]
-    assert "<tr><th>stage</th><td>reservation requested, waiting for it to be granted</td></tr>" in rows
-    assert re.search(r"<tr><th>waiting for</th><td>\d s</td></tr>", rows), rows
-    assert "<tr><th>try</th><td>1</td></tr>" in rows and "<tr><th>step</th><td>as configured</td></tr>" in rows
+    assert waiting, [re.findall(r'class="status">(.*?)</p>|conditions now</dt><dd>(.*?)</dd>', page) for page in pages]
+    rows = waiting.split("<h2>Waiting</h2>")[1].split("</dl>")[0]
+    assert "<dt>stage</dt><dd>reservation requested, waiting for it to be granted</dd>" in rows
+    assert re.search(r"<dt>waiting for</dt><dd>\d s</dd>", rows), rows
+    assert "<dt>try</dt><dd>1</dd>" in rows and "<dt>step</dt><dd>as configured</dd>" in rows
     # read live from the cluster, through the trigger row's kubernetes_conn_id, as the api-server would
-    assert re.search(r"<tr><th>conditions now</th><td>ProvisioningRequest Accepted=True[^<]*Provisioned=False", rows), (
-        rows
-    )
+    assert re.search(r"<dt>conditions now</dt><dd>ProvisioningRequest Accepted=True[^<]*Provisioned=False", rows), rows
     ended = gang_page(dag_run.dag_id, dag_run.run_id)
     assert "<h2>Waiting</h2>" not in ended
     assert re.search(r'<p class="status">Failed \(try 1\): try 1 ended deadline - deadline reached after', ended)

@@ -64,13 +64,14 @@ def simulated_pod(run_seconds):
     }
 
 
-for dag_id, conn_id, size, zone, run_seconds in $gangs:
+for dag_id, conn_id, size, zone, run_seconds, retries in $gangs:
     with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
              catchup=False) as dag:
         GangTrainingOperator(
             task_id="train", size=size, gpus=1, pod_template=simulated_pod(run_seconds), distributed="torch",
             reservation="provisioning_request", zone=zone, strict_zone=zone is not None,
-            reservation_timeout=timedelta(minutes=20), deferrable=True, kubernetes_conn_id=conn_id, retries=0,
+            reservation_timeout=timedelta(minutes=20), deferrable=True, kubernetes_conn_id=conn_id, retries=retries,
+            retry_delay=timedelta(seconds=1),
         )
     globals()[dag_id] = dag
 ''')
@@ -86,6 +87,8 @@ class GangDag:
     size: int
     zone: str | None
     run_seconds: int
+    retries: int = 0
+    """Airflow retries of ``train`` (one second apart)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,9 @@ def write_dags(directory: Path, dags: Dags) -> Path:
     """Write ``dags`` to ``directory/dags/<file_name>``; return the DAGs folder."""
     folder = directory / "dags"
     folder.mkdir()
-    gangs = repr(tuple((gang.dag_id, gang.conn_id, gang.size, gang.zone, gang.run_seconds) for gang in dags.gangs))
+    gangs = repr(
+        tuple((gang.dag_id, gang.conn_id, gang.size, gang.zone, gang.run_seconds, gang.retries) for gang in dags.gangs)
+    )
     (folder / dags.file_name).write_text(textwrap.dedent(DAGS.substitute(description=dags.description, gangs=gangs)))
     return folder
 

@@ -162,8 +162,8 @@ def test_the_page_of_a_finished_gang_shows_its_summary(runs: Runs) -> None:
     status, page = _get(airflow, _page_path(SUCCESS, runs.success_run), {"Authorization": f"Bearer {airflow.token}"})
     assert status == 200, page
     assert "Succeeded" in page and summary["gang"] in page
-    assert "try 1: as configured -&gt; all_succeeded" in page
-    assert "<th>rank 0</th><td>0</td>" in page and "<th>rank 1</th><td>0</td>" in page
+    assert "<td>1</td><td>as configured</td><td>provisioning_request</td><td>2</td><td>all_succeeded</td>" in page
+    assert "<dt>rank 0</dt><dd>0</dd>" in page and "<dt>rank 1</dt><dd>0</dd>" in page
 
 
 @pytest.mark.parametrize("page", ["ui/reservation", "api/reservation"])

@@ -60,9 +60,9 @@ def test_a_try_waiting_for_its_reservation_shows_how_long_and_the_try_before_it(
         now=1000.0 + 42 * 60 + 7,
     )
     waiting = page.split("<h2>Waiting</h2>")[1].split("</table>")[0]
-    assert "<tr><th>waiting for</th><td>42 min</td></tr>" in waiting
-    assert "<tr><th>step</th><td>other zone</td></tr>" in waiting
-    assert "<tr><th>stage</th><td>reservation requested, waiting for it to be granted</td></tr>" in waiting
+    assert "<dt>waiting for</dt><dd>42 min</dd>" in waiting
+    assert "<dt>step</dt><dd>other zone</dd>" in waiting
+    assert "<dt>stage</dt><dd>reservation requested, waiting for it to be granted</dd>" in waiting
     assert (
         "<td>capacity_not_found</td><td>ProvisioningRequest nightly-train-t1-abc failed "
         "(CapacityIsNotFound: no &lt;nodes&gt;)</td>" in page
@@ -86,8 +86,8 @@ def test_a_launched_try_waits_for_its_members_and_shows_its_reservation_event() 
     )
     waiting = page.split("<h2>Waiting</h2>")[1].split("</table>")[0]
     assert "members launched, waiting for them to start and end" in waiting
-    assert "<tr><th>waiting for</th><td>30 s</td></tr>" in waiting
-    assert "<tr><th>reservation</th><td>reserved: ProvisioningRequest provisioned</td></tr>" in waiting
+    assert "<dt>waiting for</dt><dd>30 s</dd>" in waiting
+    assert "<dt>reservation</dt><dd>reserved: ProvisioningRequest provisioned</dd>" in waiting
 
 
 def test_a_try_waiting_for_a_retry_names_the_reason_the_last_one_failed() -> None:
@@ -122,8 +122,8 @@ def test_conditions_read_from_the_cluster_are_shown_escaped_beside_the_wait() ->
         conditions="ProvisioningRequest Accepted=True, Provisioned=False (Pending: <8> nodes)",
     )
     assert (
-        "<tr><th>conditions now</th><td>ProvisioningRequest Accepted=True, Provisioned=False "
-        "(Pending: &lt;8&gt; nodes)</td></tr>"
+        "<dt>conditions now</dt><dd>ProvisioningRequest Accepted=True, Provisioned=False "
+        "(Pending: &lt;8&gt; nodes)</dd>"
     ) in page
 
 

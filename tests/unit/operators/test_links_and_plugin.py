@@ -95,16 +95,17 @@ def test_page_of_a_finished_gang_shows_exit_codes_by_rank_and_all_tries() -> Non
     )
     assert '<p class="status">Succeeded (try 1)</p>' in page
     assert "http-equiv" not in page
-    ranks = page.split("<h2>Exit codes</h2>")[1].split("</table>")[0]
-    assert re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td></tr>", ranks) == [
+    ranks = page.split("<h2>Exit codes</h2>")[1].split("</dl>")[0]
+    assert re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", ranks) == [
         ("rank 0", "1"),
         ("rank 2", "0"),
         ("rank 10", "0"),
     ]
     assert "<h2>All tries of this run (failed ones included)</h2>" in page
-    assert "<tr><th>gpu_hours_used</th><td>0.25</td></tr>" in page
-    assert "<tr><th>queue_seconds</th><td>0.884436</td></tr>" in page
-    assert "<tr><th>zone</th><td>-</td></tr>" in page
+    # In units people read, and an absent zone in words, not "-".
+    assert "<dt>gpu hours used</dt><dd>0.25 GPU-h</dd>" in page
+    assert "<dt>queue seconds</dt><dd>0.9 s</dd>" in page
+    assert "<dt>zone</dt><dd>any zone</dd>" in page
     assert "try 1: as configured -&gt; all_succeeded (all 2 members succeeded)" in page
 
 
@@ -118,7 +119,7 @@ def test_page_of_a_waiting_gang_says_it_waits_for_capacity() -> None:
     )
     assert "Waiting for capacity" in page and "(try 2)" in page
     assert '<meta http-equiv="refresh" content="10">' in page
-    assert "<tr><th>zone</th><td>us-central1-a</td></tr>" in page
+    assert "<dt>zone</dt><dd>us-central1-a</dd>" in page
     assert "Result" not in page
 
 
@@ -167,10 +168,11 @@ def test_page_says_when_nothing_is_recorded() -> None:
     assert "No reservation recorded yet" in page_html("d", "r", "t", {})
 
 
-def test_plugin_declares_a_task_instance_tab() -> None:
-    (view,) = GangPlugin.external_views
-    assert view["destination"] == "task_instance"
-    assert "{RUN_ID}" in view["href"] and not view["href"].startswith("/")
+def test_plugin_declares_a_task_instance_tab_and_a_gangs_nav_entry() -> None:
+    tab, nav = GangPlugin.external_views
+    assert tab["destination"] == "task_instance"
+    assert "{RUN_ID}" in tab["href"] and not tab["href"].startswith("/")
+    assert (nav["destination"], nav["name"], nav["href"]) == ("nav", "Gangs", "gang/ui/gangs")
 
 
 def test_plugin_pages_need_an_airflow_user() -> None:
@@ -183,3 +185,4 @@ def test_plugin_pages_need_an_airflow_user() -> None:
     query = {"dag_id": "d", "run_id": "r", "task_id": "t"}
     assert client.get("/ui/reservation", params=query).status_code == 401
     assert client.get("/api/reservation", params=query).status_code == 401
+    assert client.get("/ui/gangs").status_code == 401
