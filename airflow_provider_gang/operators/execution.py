@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from airflow.sdk.exceptions import TaskDeferred
-
+from airflow_provider_gang.airflow_compat import TaskDeferred
 from airflow_provider_gang.operators import launching, starting
 from airflow_provider_gang.operators.lifecycle import KILLING_EXCEPTIONS, classify
 from airflow_provider_gang.operators.settings import TrySettings

@@ -15,8 +15,7 @@ whole story.
 
 from __future__ import annotations
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
-
+from airflow_provider_gang.airflow_compat import AirflowException, AirflowFailException
 from airflow_provider_gang.reservation.phases import Reason, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryRecord
 from airflow_provider_gang.reservation.tries.results import describe_tries

@@ -6,8 +6,10 @@ kwargs (``next_kwargs = {"event": ...}`` in ``DAG.test``, apache/airflow
 ``task_state_store`` (``context["task_state_store"]``) survives retries and worker crashes; the keys
 and formats are ``reservation.records.task_state``. Only ``operators.lifecycle`` uses this class.
 
-The store is the only place the history lives: a context without one (not a task runner's) is
-refused with ``RuntimeError`` rather than kept in a process that a retry does not share.
+The store is the only place the history lives (``operators.try_store``: Airflow's task state
+store, or the cluster on Airflow releases without one); built from a bare context, a context without
+a task state store is refused with ``RuntimeError`` rather than kept in a process that a retry does
+not share.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_provider_gang.operators.try_store import TryStore
 from airflow_provider_gang.reservation.records import task_state
 from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 
@@ -22,8 +25,8 @@ from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 class TryHistory:
     """Read and write the two keys for the task instance of ``context``."""
 
-    def __init__(self, context: Mapping[str, Any]) -> None:
-        store = context.get("task_state_store")
+    def __init__(self, context: Mapping[str, Any], store: TryStore | None = None) -> None:
+        store = store if store is not None else context.get("task_state_store")
         if store is None:
             raise RuntimeError(
                 "the context has no task_state_store: the gang operator keeps its tries in Airflow's "

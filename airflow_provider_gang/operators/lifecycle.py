@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowTaskTerminated, AirflowTaskTimeout
-
+from airflow_provider_gang.airflow_compat import AirflowTaskTerminated, AirflowTaskTimeout
 from airflow_provider_gang.hooks.precheck import PrecheckFailed
 from airflow_provider_gang.kube import errors as kube_errors
 from airflow_provider_gang.operators import metrics
 from airflow_provider_gang.operators.history import TryHistory
+from airflow_provider_gang.operators.try_store import TryStore
 from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.phases import Reason, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
@@ -57,8 +57,8 @@ def classify(error: BaseException) -> tuple[Reason, str]:
 class TryLifecycle:
     """Read and write the try history of the task instance of ``context`` (see module docstring)."""
 
-    def __init__(self, context: Mapping[str, Any]) -> None:
-        self._history = TryHistory(context)
+    def __init__(self, context: Mapping[str, Any], store: TryStore | None = None) -> None:
+        self._history = TryHistory(context, store)
         self.try_number = int(context["ti"].try_number)
         self.ended = False
         """Whether this object recorded the end of its try (exceptions raised after that are the

@@ -1,7 +1,8 @@
 """Metrics of a finished try, sent once through Airflow's ``Stats`` when the try is recorded.
 
 Airflow 3.3's metrics facade for task code is ``airflow.sdk.observability.stats`` (``airflow.stats``
-is a deprecated shim of it, ``airflow/stats.py``). The task runner initializes it from the user's
+is a deprecated shim of it, ``airflow/stats.py``); ``airflow_compat`` finds it, or the ``Stats``
+class of 3.1 and 3.2. The task runner initializes it from the user's
 ``[metrics]`` section - StatsD, Datadog or OpenTelemetry, or nothing - before it runs a task
 (``stats.initialize(factory=stats_utils.get_stats_factory(), ...)`` in
 ``airflow/sdk/execution_time/task_runner.py`` ``main()``); this module only calls it, so metrics go
@@ -41,8 +42,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from airflow.sdk.observability import stats
-
+from airflow_provider_gang import airflow_compat as stats
 from airflow_provider_gang.reservation.records.tries import TryRecord
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ RENAMED = {
 
 def tag_value(value: object) -> str:
     """``value`` as a tag StatsD and InfluxDB line tags accept (module docstring)."""
-    return stats.normalize_name_for_stats(str(value), log_warning=False)
+    return stats.normalize_stat_name(str(value))
 
 
 def try_tags(record: TryRecord) -> dict[str, str]:

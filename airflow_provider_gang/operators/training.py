@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.configuration import conf
 
+from airflow_provider_gang.airflow_compat import conf
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.links import GangReservationLink
 from airflow_provider_gang.operators import execution

@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from airflow.sdk.exceptions import AirflowTaskTerminated
-
+from airflow_provider_gang.airflow_compat import AirflowTaskTerminated
 from airflow_provider_gang.hooks import deletion, inspection
 from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.kube.client import KubeClient
@@ -25,6 +24,7 @@ from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.lifecycle import TryLifecycle
 from airflow_provider_gang.operators.settings import TrySettings
+from airflow_provider_gang.operators.try_store import store_for
 from airflow_provider_gang.operators.waiting import Waiter
 from airflow_provider_gang.reservation import clock, cost
 from airflow_provider_gang.reservation.phases import Reason
@@ -46,7 +46,7 @@ class TryRun:
     def __init__(self, settings: TrySettings, waiter: Waiter, context: Mapping[str, Any]) -> None:
         self.settings, self.waiter, self.context = settings, waiter, context
         self.log = settings.log
-        self.lifecycle = TryLifecycle(context)
+        self.lifecycle = TryLifecycle(context, store_for(context, self.cluster, settings.namespace))
         self.state: TryState | None = None
         self._connections: dict[str, ConnectionSettings] = {}
 

@@ -17,8 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 
-from airflow.sdk.exceptions import AirflowTaskTerminated
-
+from airflow_provider_gang.airflow_compat import AirflowTaskTerminated
 from airflow_provider_gang.hooks import deletion
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings

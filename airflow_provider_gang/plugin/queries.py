@@ -125,8 +125,12 @@ def read_gang_xcoms(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
 def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> StoredTaskState:
     """``gang.tries`` and ``gang.current`` of one task instance (Airflow 3.3 ``task_state_store``
     table, values JSON as the execution API stores them:
-    ``airflow/api_fastapi/execution_api/routes/task_state_store.py``)."""
-    from airflow.models.task_state_store import TaskStateStoreModel
+    ``airflow/api_fastapi/execution_api/routes/task_state_store.py``). Airflow 3.1 and 3.2 have no
+    such table (the history is on the cluster there, ``operators.try_store``): nothing stored."""
+    try:
+        from airflow.models.task_state_store import TaskStateStoreModel
+    except ImportError:  # Airflow before 3.3
+        return StoredTaskState()
     from airflow.utils.session import create_session
     from sqlalchemy import select
 

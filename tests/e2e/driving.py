@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
 
+from airflow_provider_gang.airflow_compat import TaskDeferred
 from tests import task_state_store
 
 

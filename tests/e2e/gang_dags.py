@@ -34,7 +34,11 @@ def gang_dag(dag_id: str, *, retries: int = 0, **operator_arguments: Any) -> Any
 def run_dag_test(dag: Any, **kwargs: Any) -> Any:
     """``dag.test()`` for a DAG object built in a test: serialize it into the database first."""
     from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    try:
+        from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+    except ImportError:  # Airflow 3.1 (moved in 3.2)
+        from airflow.models.dagbag import DagBag, sync_bag_to_db  # type: ignore[no-redef]
 
     DagBundlesManager().sync_bundles_to_db()
     bag = DagBag(collect_dags=False)

@@ -9,8 +9,8 @@ import threading
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowTaskTerminated
 
+from airflow_provider_gang.airflow_compat import AirflowTaskTerminated
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood
 from airflow_provider_gang.operators.history import TryHistory

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowTaskTerminated
 
+from airflow_provider_gang.airflow_compat import AirflowTaskTerminated
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood, GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
