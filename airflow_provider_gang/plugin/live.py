@@ -1,7 +1,7 @@
 """The live read of a deferred try's reservation: its conditions as the cluster answers now.
 
 The trigger row of a deferred gang names the objects its wait watches and the connection to reach
-them (:class:`.page_model.WatchedReservation`). The api-server resolves that connection as the
+them (:class:`.stored_records.WatchedReservation`). The api-server resolves that connection as the
 triggerer would (``hooks.gang.GangHook`` for a ``kubernetes_conn_id``, run in a thread as the hook
 reads the connection synchronously), opens one client with the trigger's ``client_options`` and
 reads the ProvisioningRequest (one GET) or the Workloads (one LIST by label selector), all within
@@ -19,7 +19,7 @@ from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WORKLOADS
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.plugin.page_model import WatchedReservation
+from airflow_provider_gang.plugin.stored_records import WatchedReservation
 from airflow_provider_gang.plugin.task_view import LivePod
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.triggers.progress import describe_conditions, describe_workload

@@ -1,7 +1,7 @@
 """The live read behind the Gangs page: one LIST per kind per cluster and namespace, for all rows.
 
 The deferred gangs' trigger rows name the objects each waits on and how to reach their cluster
-(:func:`.page_model.watched_reservation`). They are grouped by cluster (connection id, or the
+(:func:`.stored_records.watched_reservation`). They are grouped by cluster (connection id, or the
 connection and client options as given) and namespace; each group gets one LIST of
 ProvisioningRequests if any of its gangs waits on one, and one LIST of Workloads if any waits on a
 Workload - never one call per row. Each object is matched back to its gang (ProvisioningRequest by
@@ -21,7 +21,7 @@ from typing import Any
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import PROVISIONING_REQUESTS, WORKLOADS
 from airflow_provider_gang.plugin.live import LIVE_READ_TIMEOUT_SECONDS, connection_settings, describe_failure
-from airflow_provider_gang.plugin.page_model import WatchedReservation
+from airflow_provider_gang.plugin.stored_records import WatchedReservation
 from airflow_provider_gang.triggers.progress import describe_conditions, describe_workload
 
 Key = tuple[str, str, str, int]

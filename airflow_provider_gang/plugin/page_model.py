@@ -1,11 +1,9 @@
 """The Gang page as typed values: what the stored formats say, read once, formatted for a person.
 
-This module is the only place in the plugin that interprets what the provider stores or passes:
-the try records of ``gang.tries`` and the try in progress of ``gang.current`` (read through
-``reservation.records.tries.TryRecord`` and ``reservation.records.task_state.read_current``), the
-reservation and summary XComs (``operators.starting`` and ``reservation.tries.results`` write them)
-and the kwargs of a gang trigger's row (``reservation.records.triggers.TriggerArguments``).
-:func:`build_page` turns them into a :class:`Page` whose every value is already text; the template
+It takes the records :mod:`.stored_records` reads (the try records, the try in progress, a gang
+trigger's row) and the reservation and summary XComs (``operators.starting`` and
+``reservation.tries.results`` write them); :func:`build_page` turns them into a :class:`Page`
+whose every value is already text; the template
 (:mod:`.rendering`) only places and escapes it. Time is a parameter (``now``); nothing here reads
 the database or the cluster.
 
@@ -28,11 +26,10 @@ from typing import Any
 
 from airflow_provider_gang.operators.training import GangTrainingOperator
 from airflow_provider_gang.plugin import task_view, timeline, units
-from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, TriggerRow
+from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow
+from airflow_provider_gang.plugin.stored_records import read_current, read_tries
 from airflow_provider_gang.reservation.records import task_state
-from airflow_provider_gang.reservation.records.reading import RecordError
 from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
-from airflow_provider_gang.reservation.records.triggers import TriggerArguments
 from airflow_provider_gang.triggers.progress import describe_elapsed
 
 log = logging.getLogger(__name__)
@@ -60,9 +57,6 @@ REFRESH_SECONDS = 10
 """How often the page of an unfinished gang reloads itself: the UI does not reload a tab's iframe
 when it refreshes the task instance around it (seen in a browser: the shell said Success while the
 tab still said Running)."""
-
-GANG_TRIGGER_MODULES = "airflow_provider_gang.triggers."
-"""Class path prefix of the provider's triggers: only their rows name a gang to read live."""
 
 TRIES_COLUMNS = ("try", "step", "mode", "size", "outcome", "reason / message")
 """Header of the table of finished tries (one :class:`TryRow` each)."""
@@ -125,23 +119,6 @@ class Page:
     log_url: str | None = None
 
 
-@dataclass(frozen=True)
-class WatchedReservation:
-    """What a gang trigger's row says about the objects its reservation waits on and how to reach
-    the cluster (kwargs of ``triggers.base.GangTrigger``, documented in that module).
-
-    Exactly one of ``kubernetes_conn_id`` and ``connection`` (``kube.settings.ConnectionSettings``
-    as a dict) is set; ``client_options`` is ``kube.options.ClientOptions`` as a dict.
-    """
-
-    namespace: str
-    kubernetes_conn_id: str | None
-    connection: dict[str, Any] | None
-    provisioning_request: str | None
-    workload_selector: str | None
-    client_options: dict[str, Any]
-
-
 def describe_state(state: str | None, next_method: str | None, *, exists: bool = True) -> str:
     """One line for a person: where the gang of a task instance is, from its state and resume method."""
     if not exists:
@@ -176,50 +153,6 @@ def text_of(value: Any, key: str = "") -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
     return str(value)
-
-
-def watched_reservation(trigger: TriggerRow | None) -> WatchedReservation | None:
-    """The reservation a trigger row waits on; ``None`` for no row or another package's trigger.
-
-    Raises ``ValueError`` for a row of the provider's triggers whose kwargs do not read as
-    ``TriggerArguments`` (no gang: no namespace, or not exactly one of ``kubernetes_conn_id`` and
-    ``connection``), naming what is wrong."""
-    if trigger is None or not trigger.classpath.startswith(GANG_TRIGGER_MODULES):
-        return None
-    try:
-        arguments = TriggerArguments.from_dict(trigger.kwargs)
-    except RecordError as error:
-        raise ValueError(f"{trigger.classpath} does not wait on a gang ({error})") from error
-    return WatchedReservation(
-        namespace=arguments.namespace,
-        kubernetes_conn_id=arguments.kubernetes_conn_id,
-        connection=None if arguments.connection is None else dict(arguments.connection),
-        provisioning_request=arguments.provisioning_request,
-        workload_selector=arguments.workload_selector,
-        client_options=dict(arguments.client_options),
-    )
-
-
-def read_tries(stored: Sequence[Mapping[str, Any]]) -> list[TryRecord]:
-    """The records of ``gang.tries`` that read as a ``TryRecord``; the others are logged and left out
-    (one unreadable record does not hide the others, unlike ``task_state.read_tries``)."""
-    records = []
-    for item in stored:
-        try:
-            records.append(TryRecord.from_dict(item))
-        except RecordError as error:
-            log.warning("A stored try record of the task instance does not read (%s): %r", error, item)
-    return records
-
-
-def read_current(stored: Mapping[str, Any] | None) -> TryState | None:
-    """The try in progress from ``gang.current`` (``task_state.read_current``); ``None`` without one
-    or for one that does not read (written by a newer provider: logged)."""
-    try:
-        return task_state.read_current(stored)
-    except RecordError as error:
-        log.warning("The stored try in progress does not read (%s)", error)
-        return None
 
 
 def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, conditions: str | None) -> Table | None:

@@ -68,7 +68,7 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
     """The page the extra link and the task-instance tab open."""
     import time
 
-    from airflow_provider_gang.plugin import live, page_model, queries, rendering
+    from airflow_provider_gang.plugin import live, page_model, queries, rendering, stored_records
 
     index = parse_map_index(map_index)
     task_instance = queries.read_task_instance(dag_id, run_id, task_id, index)
@@ -76,12 +76,12 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
     task_state = queries.read_task_state(dag_id, run_id, task_id, index)
     if not page_model.is_finished(task_instance):  # deferred: a trigger row
         try:
-            watched = page_model.watched_reservation(queries.read_trigger(dag_id, run_id, task_id, index))
+            watched = stored_records.watched_reservation(queries.read_trigger(dag_id, run_id, task_id, index))
         except ValueError as error:
             conditions = live.describe_failure(error)
         else:
             conditions = live.read_live_conditions(watched)
-            current = page_model.read_current(task_state.current)
+            current = stored_records.read_current(task_state.current)
             if current is not None and current.launched_at is not None:
                 pods = live.read_live_pods(watched, current.plan.gang)
     page = page_model.build_page(
@@ -110,7 +110,14 @@ def gangs_page(user: GetUserDep, state: str = "", dag_id: str = "") -> str:
 
     from airflow.api_fastapi.app import get_auth_manager
 
-    from airflow_provider_gang.plugin import overview, overview_live, overview_queries, page_model, queries, rendering
+    from airflow_provider_gang.plugin import (
+        overview,
+        overview_live,
+        overview_queries,
+        queries,
+        rendering,
+        stored_records,
+    )
 
     if state and state not in overview.PHASES:
         raise HTTPException(status_code=422, detail=f"state must be one of {', '.join(overview.PHASES)}, got {state!r}")
@@ -127,7 +134,7 @@ def gangs_page(user: GetUserDep, state: str = "", dag_id: str = "") -> str:
     for key, trigger_id in deferred.items():
         found = triggers.get(trigger_id)
         try:
-            gang = None if found is None else page_model.watched_reservation(queries.TriggerRow(*found))
+            gang = None if found is None else stored_records.watched_reservation(queries.TriggerRow(*found))
         except ValueError:
             continue
         if gang is not None:

@@ -13,9 +13,10 @@ import pytest
 from airflow_provider_gang.plugin import overview, timeline, units
 from airflow_provider_gang.plugin.overview_live import describe_group, selector_matches
 from airflow_provider_gang.plugin.overview_queries import GangTaskRow
-from airflow_provider_gang.plugin.page_model import WatchedReservation, build_page
+from airflow_provider_gang.plugin.page_model import build_page
 from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow
 from airflow_provider_gang.plugin.rendering import render_overview, render_page
+from airflow_provider_gang.plugin.stored_records import WatchedReservation
 from airflow_provider_gang.plugin.task_view import LivePod, headline, members
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY

@@ -1,5 +1,5 @@
 """The Gang page's live read of a deferred try's reservation (``plugin.live.read_live_conditions``),
-from the kwargs of the trigger row (``plugin.page_model.watched_reservation``), against the
+from the kwargs of the trigger row (``plugin.stored_records.watched_reservation``), against the
 emulator: the conditions when it answers, a sentence when it does not - within the page's time
 limit, never an exception."""
 
@@ -9,8 +9,8 @@ import asyncio
 import time
 
 from airflow_provider_gang.plugin.live import LIVE_READ_TIMEOUT_SECONDS, read_live_conditions
-from airflow_provider_gang.plugin.page_model import WatchedReservation, watched_reservation
 from airflow_provider_gang.plugin.queries import TriggerRow
+from airflow_provider_gang.plugin.stored_records import WatchedReservation, watched_reservation
 from airflow_provider_gang.reservation.spec import ReservationMode
 
 from .gangs import Gang, condition, gang_spec
