@@ -92,7 +92,7 @@ def test_other_modes_have_no_pod_group(mode: str) -> None:
 
 
 def test_a_provisioning_class_is_refused_in_workload_mode() -> None:
-    with pytest.raises(GangSpecError, match="provisioning_class.*creates no ProvisioningRequest"):
+    with pytest.raises(GangSpecError, match=r"provisioning_class.*creates no ProvisioningRequest"):
         gang_spec(mode="workload", provisioning_class="check-capacity.autoscaling.x-k8s.io")
     with pytest.raises(GangSpecError, match="provisioning_parameters"):
         gang_spec(mode="workload", provisioning_parameters={"a": "b"})
