@@ -19,7 +19,9 @@ A pod names its group in ``spec.schedulingGroup.podGroupName``; the PodGroup's
 
 Not modelled: the Permit stage's 5-minute wait (``permitTimeoutDuration``) - this emulator places the
 whole group in one pass, so no pod ever waits at Permit for a peer; workload-aware preemption (the
-``DisruptionTarget`` condition) and CompositePodGroups; topology constraints.
+``DisruptionTarget`` condition) and CompositePodGroups; topology constraints; the apiserver's
+defaulting of a PodGroup's ``spec.disruptionMode`` (``{single: {}}``) and ``spec.priority`` (0),
+which a real v1.37 apiserver adds on create (read back from one started with the gate).
 
 :func:`plan_group` is pure: it takes the pods, nodes and usage and returns what to write.
 """
