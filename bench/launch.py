@@ -1,7 +1,9 @@
 """Launch at scale: from ``Provisioned=True`` to every member bound, for gangs of 8, 64 and 256.
 
 For each size and mode (``provisioning_request``: members created on launch; ``gates``: members
-created gated up front, their gates released on launch), a fresh in-process emulator with the
+created gated up front, their gates released on launch; ``workload``: timed instead from the
+creation of its PodGroup and members, on nodes already up, to the last binding - the
+kube-scheduler binds the gang itself, so there is no launch step to time apart), a fresh in-process emulator with the
 simulated control plane (scheduler, cluster-autoscaler; ``ManualClock``, so simulated time moves
 only when the bench advances it) gets the gang's reservation from ``creation.ensure_reservation``
 and is advanced until its ProvisioningRequest is ``Provisioned=True``. Then ``creation.launch``
@@ -29,7 +31,8 @@ on a connection of its own). "API only" has no real counterpart (the real apiser
 with its scheduler here). ``--backend both`` runs both backends.
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/launch.py [--sizes 8,64,256] [--modes provisioning_request,gates]
-[--backend emulator|real|both] [--profile]``.
+[--backend emulator|real|both] [--profile]``; ``--modes gates,workload --sizes 64,256`` puts the
+two all-at-once modes side by side.
 """
 
 from __future__ import annotations
@@ -72,8 +75,10 @@ BACKENDS = ("emulator", "real")
 REAL_SCENARIO = Path(__file__).with_name("launch_real.yaml")
 
 
-def scenario(size: int) -> Any:
-    """One pool of 8-GPU nodes, room for ``size`` one-GPU members, provisioned in 60 simulated seconds."""
+def scenario(size: int, *, nodes_up: bool = False) -> Any:
+    """One pool of 8-GPU nodes, room for ``size`` one-GPU members, provisioned in 60 simulated seconds
+    (``nodes_up``: all there at the start, for ``workload`` mode, which asks for none)."""
+    nodes = -(-size // GPUS_PER_NODE)
     return parse_scenario(
         {
             "name": f"launch-{size}",
@@ -85,7 +90,8 @@ def scenario(size: int) -> Any:
                     "gpusPerNode": GPUS_PER_NODE,
                     "cpu": "64",
                     "memory": "512Gi",
-                    "maxNodes": -(-size // GPUS_PER_NODE),
+                    "maxNodes": nodes,
+                    "initialNodes": nodes if nodes_up else 0,
                     "provisioningDelaySeconds": 60,
                     "queuedProvisioning": True,
                 }
@@ -139,7 +145,7 @@ def gang(size: int, mode: ReservationMode, way: str) -> GangSpec:
         pod_template=TEMPLATE,
         mode=mode,
         resources=MemberResources(gpus=1),
-        provisioning_class=QUEUED_PROVISIONING,
+        provisioning_class=None if mode is ReservationMode.WORKLOAD else QUEUED_PROVISIONING,
     )
 
 
@@ -149,6 +155,11 @@ async def api_only(size: int, mode: ReservationMode, way: str, options: ClientOp
     spec = gang(size, mode, way)
     with ClusterHarness() as harness:
         settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
+        if mode is ReservationMode.WORKLOAD:  # what workload mode times: the creates of PodGroup and members
+            async with await options.connect(settings) as client:
+                started = time.perf_counter()
+                await creation.ensure_reservation(client, spec, owner_try=1)
+                return time.perf_counter() - started
         async with await ClientOptions().connect(settings) as setup:
             made = await creation.ensure_reservation(setup, spec, owner_try=1)
         async with await options.connect(settings) as client:
@@ -157,9 +168,36 @@ async def api_only(size: int, mode: ReservationMode, way: str, options: ClientOp
             return time.perf_counter() - started
 
 
+async def measure_workload(size: int, way: str, options: ClientOptions, profile: cProfile.Profile | None) -> Run:
+    """``workload`` mode on the emulator, its nodes up: from ``creation.ensure_reservation`` (the PodGroup,
+    then every member linked to it) to the store committing the last member's binding."""
+    spec = gang(size, ReservationMode.WORKLOAD, way)
+    with ClusterHarness(scenario=scenario(size, nodes_up=True)) as harness:
+        harness.advance(60)  # the nodes register
+        settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
+        watch = BindingWatch(harness, spec.name, size)
+        client: KubeClient = await options.connect(settings)
+        try:
+            if profile is not None:
+                harness.run(profile.enable)
+            started = time.perf_counter()
+            await creation.ensure_reservation(client, spec, owner_try=1)
+            created = time.perf_counter() - started
+            if not await asyncio.to_thread(watch.done.wait, BOUND_TIMEOUT):
+                raise SystemExit(f"{spec.name}: {len(watch.bound)} of {size} members bound in {BOUND_TIMEOUT:.0f} s")
+            if profile is not None:
+                harness.run(profile.disable)
+            return Run(size, spec.mode.value, way, created, watch.at - started, client.requests_sent)
+        finally:
+            harness.run(watch.unsubscribe)
+            await client.close()
+
+
 async def measure(
     size: int, mode: ReservationMode, way: str, options: ClientOptions, profile: cProfile.Profile | None
 ) -> Run:
+    if mode is ReservationMode.WORKLOAD:
+        return await measure_workload(size, way, options, profile)
     spec = gang(size, mode, way)
     with ClusterHarness(scenario=scenario(size)) as harness:
         settings = ConnectionSettings(kubeconfig=yaml.safe_load(harness.kubeconfig_path.read_text()))
@@ -222,6 +260,8 @@ async def measure_real(size: int, mode: ReservationMode, way: str, options: Clie
     spec = gang(size, mode, way)
     with real_cluster(load_scenario(str(REAL_SCENARIO)), kueue=False) as cluster:
         settings = ConnectionSettings(kubeconfig=yaml.safe_load(cluster.kubeconfig_path.read_text()))
+        if mode is ReservationMode.WORKLOAD:
+            return await measure_workload_real(spec, way, settings, options)
         async with await ClientOptions().connect(settings) as setup, await ClientOptions().connect(settings) as watcher:
             made = await creation.ensure_reservation(setup, spec, owner_try=1)
             name = naming.GangNames(spec.name).provisioning_request
@@ -242,6 +282,28 @@ async def measure_real(size: int, mode: ReservationMode, way: str, options: Clie
             finally:
                 bound.cancel()
                 await asyncio.gather(bound, return_exceptions=True)
+
+
+async def measure_workload_real(spec: GangSpec, way: str, settings: ConnectionSettings, options: ClientOptions) -> Run:
+    """``workload`` mode on the real control plane: from ``creation.ensure_reservation`` to the real
+    kube-scheduler's last binding of the gang's PodGroup."""
+    async with await ClientOptions().connect(settings) as watcher:
+        watching = asyncio.Event()
+        bound = asyncio.create_task(all_bound(watcher, spec, spec.size, watching))
+        try:
+            await asyncio.wait_for(watching.wait(), 60)
+            async with await options.connect(settings) as client:
+                started = time.perf_counter()
+                await creation.ensure_reservation(client, spec, owner_try=1)
+                created = time.perf_counter() - started
+                try:
+                    at = await asyncio.wait_for(asyncio.shield(bound), BOUND_TIMEOUT)
+                except TimeoutError:
+                    raise SystemExit(f"{spec.name}: not every member bound in {BOUND_TIMEOUT:.0f} s") from None
+                return Run(spec.size, spec.mode.value, way, created, at - started, client.requests_sent)
+        finally:
+            bound.cancel()
+            await asyncio.gather(bound, return_exceptions=True)
 
 
 def ratio(anchor: float, measured: float) -> str:

@@ -349,6 +349,8 @@ def gang_spec(**overrides: Any) -> GangSpec:
     if overrides.get("mode") in ("kueue", ReservationMode.KUEUE):
         values.pop("provisioning_class")
         values["queue"] = "lq"
+    if overrides.get("mode") in ("workload", ReservationMode.WORKLOAD):
+        values.pop("provisioning_class")
     values.update(overrides)
     if "resources" not in values:
         values["resources"] = MemberResources(gpus=1)

@@ -1,5 +1,8 @@
 """Creating a gang's objects: the owner first, then the reservation, then the members all at once.
 
+``workload`` mode: the PodGroup right after the owner, then every member linked to it (the
+kube-scheduler holds them until all exist, then binds them in one cycle or none).
+
 Manifests come from ``reservation.manifests``; this module only sends them. Every create is
 "create or adopt": names are deterministic per try, so ``AlreadyExists`` means an earlier worker of
 this try created the object, and it is reused. Members are created (and gates released)
@@ -22,6 +25,7 @@ from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import (
     CONFIG_MAPS,
     JOBS,
+    POD_GROUPS,
     POD_TEMPLATES,
     PODS,
     PROVISIONING_REQUESTS,
@@ -106,6 +110,11 @@ async def ensure_reservation(client: KubeClient, spec: GangSpec, *, owner_try: i
         made.append(
             (JOBS, await _create_or_adopt(client, JOBS, manifests.kueue.job(spec, owner_uid=owner_uid), namespace))
         )
+    elif spec.mode is ReservationMode.WORKLOAD:
+        group = manifests.pod_group.pod_group(spec, owner_uid=owner_uid)
+        made.append((POD_GROUPS, await _create_or_adopt(client, POD_GROUPS, group, namespace)))
+        linked = [manifests.pod_group.member_pod(spec, rank, owner_uid=owner_uid) for rank in range(spec.size)]
+        made += [(PODS, result) for result in await create_members(client, linked, namespace)]
     else:
         made.append(
             (
@@ -146,11 +155,14 @@ async def ensure_reservation(client: KubeClient, spec: GangSpec, *, owner_try: i
 async def launch(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str) -> str:
     """Start the members, all at once: create them (``provisioning_request``), release every gate
     together (``gates``), or nothing (``kueue``: admission unsuspends the Job, its controller creates
-    them); ``client.max_parallel_requests`` calls at a time, stopping at the first failing past its
-    retries (raised). Returns what was done, for the log."""
+    them; ``workload``: the scheduler bound the members created with their PodGroup);
+    ``client.max_parallel_requests`` calls at a time, stopping at the first failing past its retries
+    (raised). Returns what was done, for the log."""
     namespace = spec.namespace
     if spec.mode is ReservationMode.KUEUE:
         return "Kueue admitted the Job; its controller creates the members"
+    if spec.mode is ReservationMode.WORKLOAD:
+        return f"the kube-scheduler bound the {size} members of PodGroup {spec.name} together"
     if spec.mode is ReservationMode.GATES:
         released = await gate_release.release_gates(client, spec)
         return f"released the scheduling gate of {released} members together{_at_a_time(client)}"

@@ -31,6 +31,7 @@ from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import (
     CONFIG_MAPS,
     JOBS,
+    POD_GROUPS,
     POD_TEMPLATES,
     PODS,
     PROVISIONING_REQUESTS,
@@ -53,7 +54,11 @@ ANY_MODE_KINDS = (JOBS, PROVISIONING_REQUESTS, POD_TEMPLATES, *_COMMON_KINDS)
 
 def gang_kinds(mode: ReservationMode) -> tuple[Resource, ...]:
     """The kinds a gang of ``mode`` creates: what teardown, withdrawal and ``on_kill`` look for."""
-    own = (JOBS,) if mode is ReservationMode.KUEUE else (PROVISIONING_REQUESTS, POD_TEMPLATES)
+    own: tuple[Resource, ...] = (PROVISIONING_REQUESTS, POD_TEMPLATES)
+    if mode is ReservationMode.KUEUE:
+        own = (JOBS,)
+    elif mode is ReservationMode.WORKLOAD:
+        own = (POD_GROUPS,)
     return (*own, *_COMMON_KINDS)
 
 

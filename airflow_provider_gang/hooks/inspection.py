@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
-from airflow_provider_gang.kube.resources import CONFIG_MAPS, NODES, PODS, PROVISIONING_REQUESTS
+from airflow_provider_gang.kube.resources import CONFIG_MAPS, NODES, POD_GROUPS, PODS, PROVISIONING_REQUESTS, Resource
 from airflow_provider_gang.reservation import decision, manifests, members, naming, shape
 from airflow_provider_gang.reservation.decision import Decision, Observed, Policy, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
@@ -39,7 +39,9 @@ class GangOwner:
 
 @dataclass(frozen=True)
 class Watch:
-    """What the triggers watch for ``spec`` (see ``triggers.observation.GangObjects``)."""
+    """What the triggers watch for ``spec`` (see ``triggers.observation.GangObjects``);
+    ``gated_pod_selector``: the members the reservation wait watches (``gates``: gated; ``workload``:
+    linked to the PodGroup, which the triggers find by the gang's name)."""
 
     provisioning_request: str | None
     workload_selector: str | None
@@ -51,11 +53,11 @@ class Watch:
 def watch_targets(spec: GangSpec, job_uid: str | None = None) -> Watch:
     """Names and selectors of what the triggers watch for ``spec``."""
     names = naming.GangNames(spec.name)
-    uses_request = spec.mode is not ReservationMode.KUEUE
+    members_up_front = spec.mode in (ReservationMode.GATES, ReservationMode.WORKLOAD)
     return Watch(
-        provisioning_request=names.provisioning_request if uses_request else None,
+        provisioning_request=names.provisioning_request if spec.mode.uses_provisioning_request else None,
         workload_selector=f"{KUEUE_JOB_UID_LABEL}={job_uid}" if job_uid else None,
-        gated_pod_selector=manifests.common.member_selector(spec) if spec.mode is ReservationMode.GATES else None,
+        gated_pod_selector=manifests.common.member_selector(spec) if members_up_front else None,
         scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None,
         member_selector=manifests.common.member_selector(spec),
     )
@@ -112,19 +114,16 @@ async def recheck_reservation(client: KubeClient, spec: GangSpec, *, started_at:
 
     A deferred task resumes on a worker some time after its trigger fired; if that took longer than
     the 10-minute booking (or the capacity was revoked meanwhile), members created now would not
-    consume anything. ``None`` for ``kueue`` (Kueue itself starts the admitted Job).
+    consume anything. ``None`` for ``kueue`` (Kueue itself starts the admitted Job). ``workload``:
+    the PodGroup and its members are read again, so a member deleted since the event is caught.
     """
     if spec.mode is ReservationMode.KUEUE:
         return None
     names = naming.GangNames(spec.name)
-    try:
-        request: dict[str, Any] | None = await client.get(
-            PROVISIONING_REQUESTS, names.provisioning_request, spec.namespace
-        )
-    except errors.NotFound:
-        request = None
+    request = await _get_or_none(client, PROVISIONING_REQUESTS, names.provisioning_request, spec.namespace, spec)
+    group = await _get_or_none(client, POD_GROUPS, names.pod_group, spec.namespace, spec)
     pods: list[dict[str, Any]] = []
-    if spec.mode is ReservationMode.GATES:
+    if spec.mode in (ReservationMode.GATES, ReservationMode.WORKLOAD):
         pods, _ = await client.list(PODS, spec.namespace, label_selector=manifests.common.member_selector(spec))
     observed = Observed(
         mode=spec.mode,
@@ -132,6 +131,7 @@ async def recheck_reservation(client: KubeClient, spec: GangSpec, *, started_at:
         size=spec.size,
         started_at=started_at,
         provisioning_request=request,
+        pod_group=group,
         pods=tuple(pods),
         scheduling_gate=names.scheduling_gate if spec.mode is ReservationMode.GATES else None,
     )
@@ -144,6 +144,19 @@ async def recheck_reservation(client: KubeClient, spec: GangSpec, *, started_at:
             message=f"the API server sent an object this provider cannot read: {problem}",
         )
     return decision.decide(observed, now=now, policy=Policy())
+
+
+async def _get_or_none(
+    client: KubeClient, kind: Resource, name: str, namespace: str, spec: GangSpec
+) -> dict[str, Any] | None:
+    """``kind`` ``name``, or ``None`` when it is gone - or when ``spec``'s mode has no such object."""
+    own = PROVISIONING_REQUESTS if spec.mode.uses_provisioning_request else POD_GROUPS
+    if kind is not own:
+        return None
+    try:
+        return await client.get(kind, name, namespace)
+    except errors.NotFound:
+        return None
 
 
 async def read_logs(

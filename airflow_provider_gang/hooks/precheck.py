@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from airflow_provider_gang.hooks import cluster_fit
+from airflow_provider_gang.hooks import cluster_fit, workload_api_check
 from airflow_provider_gang.kube import discovery
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import (
@@ -46,6 +46,7 @@ from airflow_provider_gang.kube.resources import (
     CONFIG_MAPS,
     JOBS,
     LOCAL_QUEUES,
+    POD_GROUPS,
     POD_TEMPLATES,
     PODS,
     PROVISIONING_REQUESTS,
@@ -104,6 +105,8 @@ _ALL = frozenset(ReservationMode)
 _REQUEST = frozenset({ReservationMode.PROVISIONING_REQUEST, ReservationMode.GATES})
 _GATES = frozenset({ReservationMode.GATES})
 _KUEUE = frozenset({ReservationMode.KUEUE})
+_WORKLOAD = frozenset({ReservationMode.WORKLOAD})
+_MEMBERS_UP_FRONT = _REQUEST | _WORKLOAD
 
 
 def _need(
@@ -124,8 +127,8 @@ NEEDS: tuple[Need, ...] = (
     _need("get", CONFIG_MAPS, _ALL, "adoption and on_kill read the owner; publish_world adopts"),
     _need("list", CONFIG_MAPS, _ALL, "teardown, withdraw and on_kill find the gang by label"),
     _need("delete", CONFIG_MAPS, _ALL, "teardown; on_kill's compare-and-delete"),
-    _need("create", PODS, _REQUEST, "members (gates: up front, gated)"),
-    _need("get", PODS, _REQUEST, "adopting members an earlier worker created"),
+    _need("create", PODS, _MEMBERS_UP_FRONT, "members (gates: up front, gated; workload: up front, linked)"),
+    _need("get", PODS, _MEMBERS_UP_FRONT, "adopting members an earlier worker created"),
     _need("patch", PODS, _GATES, "releasing the scheduling gates"),
     _need("list", PODS, _ALL, "the triggers' watches, launch, read_logs, teardown"),
     _need("watch", PODS, _ALL, "the triggers' watches"),
@@ -153,6 +156,11 @@ NEEDS: tuple[Need, ...] = (
     _need("get", LOCAL_QUEUES, _KUEUE, "precheck: the gang's LocalQueue exists and is active"),
     _need("list", LOCAL_QUEUES, _KUEUE, "precheck: naming the LocalQueues there when it does not"),
     _need("get", CLUSTER_QUEUES, _KUEUE, "precheck: its ClusterQueue is active and covers the resources"),
+    _need("create", POD_GROUPS, _WORKLOAD, "the gang's PodGroup"),
+    _need("get", POD_GROUPS, _WORKLOAD, "adopting it; the recheck before launch"),
+    _need("list", POD_GROUPS, _WORKLOAD, "the triggers' watches; teardown, withdraw and on_kill"),
+    _need("watch", POD_GROUPS, _WORKLOAD, "the triggers' watches"),
+    _need("delete", POD_GROUPS, _WORKLOAD, "teardown, on_kill"),
 )
 """Every API call of a try, as permissions, and when it is made (see the module docstring)."""
 
@@ -162,6 +170,8 @@ def kinds_needed(spec: GangSpec) -> list[Resource]:
     kinds = [CONFIG_MAPS, PODS, SERVICES]
     if spec.mode is ReservationMode.KUEUE:
         kinds += [JOBS, WORKLOADS, LOCAL_QUEUES, CLUSTER_QUEUES]
+    elif spec.mode is ReservationMode.WORKLOAD:
+        kinds += [POD_GROUPS]
     else:
         kinds += [POD_TEMPLATES, PROVISIONING_REQUESTS]
     return kinds
@@ -181,6 +191,10 @@ async def precheck(client: KubeClient, spec: GangSpec) -> list[str]:
     :func:`permissions_needed` the connection lacks (as ``get pods/log``; in ``spec.namespace`` or
     cluster-wide), or why the gang's Kueue queue cannot admit it; creates nothing. Returns warnings for
     the caller to log (a zone no node is in yet), which never refuse the gang."""
+    if spec.mode is ReservationMode.WORKLOAD:
+        refusal = await workload_api_check.refusal(client)
+        if refusal is not None:
+            raise PrecheckFailed(refusal)
     served: dict[str, frozenset[str]] = {}
     missing_kinds = []
     for kind in kinds_needed(spec):

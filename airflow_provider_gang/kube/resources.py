@@ -64,6 +64,8 @@ PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequ
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+POD_GROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup")
+"""Kubernetes' own gang scheduling (KEP-4671), beta in v1.37 behind the ``GenericWorkload`` gate."""
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 """Read only by the optional checks (the precheck's zone warning, ``triggers.spot_nodes``), so not
 among :data:`KNOWN`'s gang kinds."""
@@ -82,6 +84,7 @@ KNOWN = {
         JOBS,
         PROVISIONING_REQUESTS,
         WORKLOADS,
+        POD_GROUPS,
         LOCAL_QUEUES,
         CLUSTER_QUEUES,
     )

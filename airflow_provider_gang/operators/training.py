@@ -49,7 +49,7 @@ class GangTrainingOperator(BaseOperator):
     ``cpu``, ``memory``. ``distributed="torch"|"jax"`` gives members their rank environment and a
     headless Service for rendezvous on ``master_port``.
 
-    How to reserve: ``reservation="provisioning_request"|"kueue"|"gates"`` with
+    How to reserve: ``reservation="provisioning_request"|"kueue"|"gates"|"workload"`` with
     ``provisioning_class`` (default best-effort atomic scale-up), ``provisioning_parameters``,
     ``kueue_queue`` (the Kueue LocalQueue; not ``queue``, which ``BaseOperator`` already uses for the
     executor queue), ``zone`` / ``strict_zone``, ``spot``, and ``use_reservation``: the name of a

@@ -15,10 +15,15 @@ Reservation stage, by mode (the classifiers document their own precedence):
 - ``kueue``: :func:`workload.classify_workload`. ADMITTED -> RESERVED with ``admitted_count``
   (partial admission); REJECTED, RETRY, PREEMPTED, EVICTED, INACTIVE, FINISHED -> failures;
   MISSING, PENDING, QUOTA_RESERVED -> waiting.
+- ``workload``: :func:`pod_group.classify` of the PodGroup and its members. Every member bound ->
+  RESERVED; the PodGroup gone -> RESERVATION_GONE; preempted -> PREEMPTED; a member lost ->
+  MEMBER_LOST; ``Unschedulable`` or a scheduler error -> waiting (the scheduler retries; the deadline
+  ends it).
 
 Run stage: first a spot preemption (``running._spot_preemption``: ``spot_preempted``, once the
 preempted members' containers stopped), then the reservation objects, if given (a revoked
-ProvisioningRequest, or a preempted or evicted Workload, ends the run with that reason), then
+ProvisioningRequest, a preempted or evicted Workload, or a preempted PodGroup, ends the run with
+that reason), then
 :func:`members.classify_running_gang`.
 
 Deadlines, checked *after* classification so an object that reports success at the deadline wins:

@@ -31,7 +31,9 @@ class Observed:
     - ``provisioning_request``: the gang's ProvisioningRequest, ``None`` if absent (modes
       ``provisioning_request`` and ``gates``).
     - ``workload``: the Kueue Workload, ``None`` if absent (mode ``kueue``).
-    - ``pods``: the gang's pods (gated members in ``gates`` mode; members in the run stage).
+    - ``pod_group``: the gang's PodGroup, ``None`` if absent (mode ``workload``).
+    - ``pods``: the gang's pods (gated members in ``gates`` mode, the PodGroup's members in
+      ``workload`` mode; members in the run stage).
     - ``scheduling_gate``: the gang's gate name; required in ``gates`` mode (``naming.GangNames``).
     - ``pods_from_job``: members are created by a Job controller (Kueue Job launch), so a rank
       without a pod is still to come rather than lost.
@@ -49,6 +51,7 @@ class Observed:
     started_at: float
     provisioning_request: Mapping[str, Any] | None = None
     workload: Mapping[str, Any] | None = None
+    pod_group: Mapping[str, Any] | None = None
     pods: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     scheduling_gate: str | None = None
     pods_from_job: bool = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_gang.reservation import conditions, members, provisioning, workload
+from airflow_provider_gang.reservation import conditions, members, pod_group, provisioning, workload
 from airflow_provider_gang.reservation.observed import Observed
 from airflow_provider_gang.reservation.outcome import Decision
 from airflow_provider_gang.reservation.phases import Phase, Reason
@@ -85,6 +85,8 @@ def decide_reservation(observed: Observed) -> Decision:
     """The reservation-stage decision for ``observed``."""
     if observed.mode is ReservationMode.KUEUE:
         return from_workload(observed.workload, observed.size)
+    if observed.mode is ReservationMode.WORKLOAD:
+        return pod_group.reservation_decision(observed.pod_group, observed.pods, size=observed.size)
     decision = from_provisioning_request(observed.provisioning_request, observed.size)
     if observed.mode is not ReservationMode.GATES:
         return decision

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_gang.reservation import members, provisioning, reserving, workload
+from airflow_provider_gang.reservation import members, pod_group, provisioning, reserving, workload
 from airflow_provider_gang.reservation.members import GangState, MemberState
 from airflow_provider_gang.reservation.observed import Observed
 from airflow_provider_gang.reservation.outcome import Decision
@@ -24,6 +24,8 @@ def _reservation_failure(observed: Observed) -> Decision | None:
         if observed.workload is not None and workload.classify_workload(observed.workload) in _RESERVATION_ENDS_RUN:
             return reserving.from_workload(observed.workload, observed.size)
         return None
+    if observed.mode is ReservationMode.WORKLOAD:
+        return pod_group.run_failure(observed.pod_group, size=observed.size)
     request = observed.provisioning_request
     revoked = provisioning.classify_provisioning_request(request) is ProvisioningState.CAPACITY_REVOKED
     if request is not None and revoked:

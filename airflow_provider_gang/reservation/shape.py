@@ -71,6 +71,9 @@ WORKLOAD_RULES: tuple[Rule, ...] = (
         ("status.admission.podSetAssignments[].count", int),
     )
 )
+POD_GROUP_RULES: tuple[Rule, ...] = (
+    _METADATA + _CONDITIONS + (("spec", dict), ("spec.schedulingPolicy", dict), ("spec.schedulingPolicy.gang", dict))
+)
 POD_RULES: tuple[Rule, ...] = (
     _METADATA
     + _CONDITIONS
@@ -142,6 +145,7 @@ def _describe(kind: str, obj: Mapping[str, Any]) -> str:
 RULES_BY_KIND: dict[str, tuple[Rule, ...]] = {
     "ProvisioningRequest": PROVISIONING_REQUEST_RULES,
     "Workload": WORKLOAD_RULES,
+    "PodGroup": POD_GROUP_RULES,
     "Pod": POD_RULES,
 }
 
@@ -160,5 +164,7 @@ def malformed_in(observed: Observed) -> str | None:
         candidates.append(("ProvisioningRequest", observed.provisioning_request))
     if observed.workload is not None:
         candidates.append(("Workload", observed.workload))
+    if observed.pod_group is not None:
+        candidates.append(("PodGroup", observed.pod_group))
     candidates += [("Pod", pod) for pod in observed.pods]
     return next((problem for kind, obj in candidates if (problem := malformed(kind, obj)) is not None), None)

@@ -36,15 +36,20 @@ class ReservationMode(str, Enum):
     - ``gates``: PodTemplate + ProvisioningRequest, and the members are created up front, held by a
       gang-specific scheduling gate, so releasing the gates on ``Provisioned=True`` binds them well
       inside the 10-minute booking window.
+    - ``workload``: Kubernetes' own gang scheduling (KEP-4671, ``scheduling.k8s.io/v1beta1``): a
+      PodGroup whose gang policy's ``minCount`` is the size, and the members created up front linked
+      to it (``spec.schedulingGroup``); the kube-scheduler binds all of them in one cycle or none
+      (:mod:`reservation.manifests.pod_group`, :mod:`reservation.pod_group`).
     """
 
     PROVISIONING_REQUEST = "provisioning_request"
     KUEUE = "kueue"
     GATES = "gates"
+    WORKLOAD = "workload"
 
     @property
     def uses_provisioning_request(self) -> bool:
-        return self is not ReservationMode.KUEUE
+        return self not in (ReservationMode.KUEUE, ReservationMode.WORKLOAD)
 
 
 class Distributed(str, Enum):
@@ -76,7 +81,8 @@ class GangSpec:
       :mod:`reservation.naming` for deriving it from dag/task/run/attempt.
     - ``namespace``: namespace of every object.
     - ``size``: number of members; ``min_size``: the floor for partial admission and for shrinking
-      (``None`` means ``size``: all or nothing).
+      (``None`` means ``size``: all or nothing). ``workload`` mode admits no part of a gang: its
+      PodGroup's ``minCount`` is ``size``, and ``min_size`` is only the floor a shrink step may reach.
     - ``pod_template``: the member pod template as a dict: a Pod, PodTemplate, PodTemplateSpec or
       PodSpec; stored normalised to a PodTemplateSpec (:func:`reservation.template.to_pod_template_spec`).
     - ``resources``: per-member GPUs, CPU, memory.
@@ -151,6 +157,10 @@ class GangSpec:
             validation.check_provisioning(self.provisioning_class, self.provisioning_parameters, self.mode.value)
         elif self.provisioning_parameters:
             raise GangSpecError("provisioning_parameters", "only modes with a ProvisioningRequest use it; remove it")
+        if self.mode is ReservationMode.WORKLOAD and self.provisioning_class is not None:
+            raise GangSpecError(
+                "provisioning_class", "reservation='workload' creates no ProvisioningRequest; remove it"
+            )
         if self.mode.value == "kueue":
             validation.check_queue(self.queue)
         elif self.queue is not None:

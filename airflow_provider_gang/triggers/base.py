@@ -32,12 +32,13 @@ from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import Subscription
 from airflow_provider_gang.kube.watch import Objects, Reflector
 from airflow_provider_gang.reservation import clock as reservation_clock
-from airflow_provider_gang.reservation import member_history
+from airflow_provider_gang.reservation import member_history, naming
 from airflow_provider_gang.reservation.decision import Decision, Policy, decide
 from airflow_provider_gang.reservation.observed import Observed, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.records.events import ApiRefusal, GangEvent
 from airflow_provider_gang.reservation.records.triggers import DeleteTarget, TriggerArguments
+from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers import kill, spot_nodes
 from airflow_provider_gang.triggers.events import PhaseClock
 from airflow_provider_gang.triggers.following import FollowedWatches
@@ -67,6 +68,7 @@ class GangTrigger(BaseTrigger):
             provisioning_request=arguments.provisioning_request,
             workload_selector=arguments.workload_selector,
             pod_selector=arguments.pod_selector,
+            pod_group=naming.GangNames(self.gang_name).pod_group if self.mode is ReservationMode.WORKLOAD else None,
         )
         self.fired = False
         self.following = FollowedWatches(self.log, self.gang_name, unreachable_seconds=arguments.unreachable_seconds)

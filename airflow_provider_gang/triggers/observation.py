@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WORKLOADS
+from airflow_provider_gang.kube.resources import POD_GROUPS, PODS, PROVISIONING_REQUESTS, WORKLOADS
 from airflow_provider_gang.kube.shared_values import SharedValues
 from airflow_provider_gang.kube.watch import Objects
 from airflow_provider_gang.reservation import shape
@@ -27,11 +27,13 @@ class GangObjects:
     - ``workload_selector``: label selector matching the gang's Kueue Workload (Kueue names it itself;
       if several match, the most recently created one is the gang's current Workload).
     - ``pod_selector``: label selector matching the gang's member pods.
+    - ``pod_group``: name of the gang's PodGroup (``workload`` mode).
     """
 
     provisioning_request: str | None = None
     workload_selector: str | None = None
     pod_selector: str | None = None
+    pod_group: str | None = None
 
     def watches(self) -> list[dict[str, str]]:
         """The watches a trigger opens: one per kind, each one LIST + one long WATCH."""
@@ -42,6 +44,8 @@ class GangObjects:
             )
         if self.workload_selector:
             watches.append({"resource": WORKLOADS.key, "label_selector": self.workload_selector})
+        if self.pod_group:
+            watches.append({"resource": POD_GROUPS.key, "field_selector": f"metadata.name={self.pod_group}"})
         if self.pod_selector:
             watches.append({"resource": PODS.key, "label_selector": self.pod_selector})
         return watches
@@ -87,6 +91,7 @@ class GangObjects:
         """The :class:`Observed` snapshot of ``view`` (as yielded by ``GangTrigger.views``)."""
         requests = view.get(PROVISIONING_REQUESTS.key, {})
         workloads = list(view.get(WORKLOADS.key, {}).values())
+        pod_groups = view.get(POD_GROUPS.key, {})
         pods = list(view.get(PODS.key, {}).values())
         return Observed(
             mode=mode,
@@ -95,13 +100,19 @@ class GangObjects:
             started_at=started_at,
             provisioning_request=requests.get(self.provisioning_request) if self.provisioning_request else None,
             workload=max(workloads, key=_created, default=None),
+            pod_group=pod_groups.get(self.pod_group) if self.pod_group else None,
             pods=tuple(sorted(pods, key=_name)),
             scheduling_gate=scheduling_gate,
             pods_from_job=pods_from_job,
         )
 
 
-_KIND_OF_RESOURCE = {PROVISIONING_REQUESTS.key: "ProvisioningRequest", WORKLOADS.key: "Workload", PODS.key: "Pod"}
+_KIND_OF_RESOURCE = {
+    PROVISIONING_REQUESTS.key: "ProvisioningRequest",
+    WORKLOADS.key: "Workload",
+    POD_GROUPS.key: "PodGroup",
+    PODS.key: "Pod",
+}
 
 
 METADATA_KEPT = frozenset(

@@ -84,6 +84,7 @@ EXAMPLES = [
     ("gang_kueue_team_training", "train", "kueue", "ghcr.io/example/ddp-trainer:*"),
     ("gang_dws_flex_start", "fine_tune", "dws", "ghcr.io/example/ddp-trainer:*"),
     ("gang_gates_smoke_test", "smoke_test", "small", None),
+    ("gang_workload_api_smoke_test", "smoke_test", "small", None),
     ("gang_jax_job", "collectives", "small", "ghcr.io/example/jax-trainer:*"),
     ("gang_reserved_capacity", "train", "reserved", None),
     ("gang_spot_checkpoint", "train", "reserved", "ghcr.io/example/ddp-trainer:*"),

@@ -5,7 +5,7 @@ kind, oldest first). Each reduction drops what differs between any two runs of t
 names, uids, generated suffixes, timestamps, the number of writes that carried the same state, the
 order of writes that upstream does not order - and keeps what the provider reads:
 
-- conditions of a ProvisioningRequest or a Workload, per condition type: its ``(status, reason)``
+- conditions of a ProvisioningRequest, a Kueue Workload or a PodGroup, per condition type: its ``(status, reason)``
   changes in order (the meaning of each is in the autoscaler's ``proposals/provisioning-request.md``
   and Kueue's ``apis/kueue/v1beta2/workload_types.go``);
 - per object, the order of the milestones upstream does order (:data:`REQUEST_MILESTONES`,
@@ -75,6 +75,11 @@ and a booking expires only once provisioned (``pkg/provisioningrequest/besteffor
 ``pkg/provisioningrequest/checkcapacity/provisioningclass.go``, ``pkg/processors/provreq/processor.go``)."""
 
 WORKLOAD_MILESTONES: tuple[Milestone, ...] = (("QuotaReserved", "True"), ("Admitted", "True"), ("PodsReady", "True"))
+POD_GROUP_MILESTONES: tuple[Milestone, ...] = (
+    ("PodGroupInitiallyScheduled", "False"),
+    ("PodGroupInitiallyScheduled", "True"),
+)
+"""A PodGroup's scheduling outcomes (KEP-4671, ``scheduling/v1beta1/types.go``): ``True`` is terminal."""
 """Kueue admits only a Workload with reserved quota (``pkg/workload/admissionchecks.go``
 ``SyncAdmittedCondition``) and unsuspends the Job, whose pods then become ready, only once admitted
 (``pkg/controller/jobframework/reconciler.go``)."""
@@ -192,6 +197,7 @@ def reduce(recorded: dict[str, list[dict[str, Any]]], *, since: float) -> dict[s
     kinds = (
         ("provisioningrequest", "autoscaling.x-k8s.io/v1/provisioningrequests", REQUEST_MILESTONES),
         ("workload", "kueue.x-k8s.io/v1beta2/workloads", WORKLOAD_MILESTONES),
+        ("podgroup", "scheduling.k8s.io/v1beta1/podgroups", POD_GROUP_MILESTONES),
     )
     for role, store_key, milestones in kinds:
         for number, versions in enumerate(by_object(recorded.get(store_key, []), since=since), start=1):

@@ -45,6 +45,7 @@ ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 RECORDED = (
     "autoscaling.x-k8s.io/v1/provisioningrequests",
     "kueue.x-k8s.io/v1beta2/workloads",
+    "scheduling.k8s.io/v1beta1/podgroups",
     "v1/pods",
 )
 
@@ -78,6 +79,7 @@ SCENARIOS = (
         {"size": 3, "reservation": "kueue", "kueue_queue": "provisioned"},
     ),
     Scenario("gates mode release", {"size": 2, "reservation": "gates", "provisioning_class": ATOMIC}),
+    Scenario("workload api gang scheduling", {"size": 2, "reservation": "workload"}),
 )
 
 

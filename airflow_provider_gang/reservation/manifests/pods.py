@@ -150,6 +150,12 @@ def launch_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str
     return _consume(_pod(spec, rank, owner_uid, master_address=master_address), spec)
 
 
+def member_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
+    """Member ``rank`` consuming no ProvisioningRequest (``workload`` mode, :mod:`.pod_group`): rank
+    environment, hostname/subdomain, placement."""
+    return _pod(spec, rank, owner_uid, master_address=master_address)
+
+
 def gated_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
     """A launch pod held by the gang's scheduling gate (gates mode). Gates can only be set at
     creation and only removed later (KEP-3521), so it is created complete: annotations included."""

@@ -25,7 +25,7 @@ from typing import Any
 from airflow_provider_gang.reservation.fallback import FallbackStep
 from airflow_provider_gang.reservation.manifests.rank_env import PROVIDER_VARIABLES
 
-RESERVATION_MODES = ("provisioning_request", "kueue", "gates")
+RESERVATION_MODES = ("provisioning_request", "kueue", "gates", "workload")
 DISTRIBUTED_FRAMEWORKS = ("torch", "jax")
 ON_FINISH_CHOICES = ("delete", "keep")
 
@@ -230,6 +230,12 @@ def _check_mode(arguments: OperatorArguments) -> None:
             "provisioning_class",
             "does not apply to reservation='kueue'",
             "remove it; Kueue takes the class from its ProvisioningRequestConfig",
+        )
+    if mode == "workload" and arguments.provisioning_class:
+        raise GangArgumentError(
+            "provisioning_class",
+            "does not apply to reservation='workload'",
+            "remove it; the kube-scheduler places the gang's PodGroup on the nodes there are",
         )
     for description, required_mode in arguments.fallback_modes:
         if required_mode and required_mode != mode:

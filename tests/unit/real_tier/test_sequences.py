@@ -135,3 +135,14 @@ def test_every_listed_difference_names_a_scenario_of_the_test_and_gives_a_reason
     names = {scenario.name for scenario in SCENARIOS}
     for entry in explained.KNOWN_DIFFERENCES:
         assert entry.scenario in names and entry.reason
+
+
+def test_a_pod_group_reduces_to_its_scheduling_outcomes() -> None:
+    unschedulable = ("PodGroupInitiallyScheduled", "False", "Unschedulable")
+    scheduled = ("PodGroupInitiallyScheduled", "True", "Scheduled")
+    versions = [_workload(), _workload(unschedulable), _workload(unschedulable), _workload(scheduled)]
+    reduced = sequences.reduce({"scheduling.k8s.io/v1beta1/podgroups": versions}, since=0)
+    assert reduced == {
+        "podgroup 1 PodGroupInitiallyScheduled": (("False", "Unschedulable"), ("True", "Scheduled")),
+        "podgroup 1 order": (("PodGroupInitiallyScheduled", "False"), ("PodGroupInitiallyScheduled", "True")),
+    }

@@ -263,7 +263,7 @@ def test_replace_revalidates():
 
 
 def test_mode_uses_provisioning_request():
-    assert [mode.uses_provisioning_request for mode in ReservationMode] == [True, False, True]
+    assert [mode.uses_provisioning_request for mode in ReservationMode] == [True, False, True, False]
 
 
 def test_error_pickles_with_its_fields():

@@ -111,6 +111,21 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         short_names=("crd", "crds"),
         subresources=frozenset({"status"}),
     ),
+    # KEP-4671 gang scheduling as Kubernetes v1.37 serves it with the GenericWorkload feature gate and
+    # --runtime-config=scheduling.k8s.io/v1beta1=true (k8s.io/api scheduling/v1beta1/types.go:
+    # PodGroup with a status subresource, Workload without one). WORKLOAD_API_STORAGE_KEYS lists them
+    # for Emulator(serve_workload_api=False), a cluster with the gate off.
+    ResourceType(
+        "scheduling.k8s.io",
+        "v1beta1",
+        "podgroups",
+        "podgroup",
+        "PodGroup",
+        True,
+        subresources=frozenset({"status"}),
+        storage_version="v1beta1",
+    ),
+    ResourceType("scheduling.k8s.io", "v1beta1", "workloads", "workload", "Workload", True, storage_version="v1beta1"),
     ResourceType(
         "authorization.k8s.io",
         "v1",
@@ -121,6 +136,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         verbs=("create",),
     ),
 )
+
+WORKLOAD_API_STORAGE_KEYS = ("scheduling.k8s.io/podgroups", "scheduling.k8s.io/workloads")
 
 
 def types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:

@@ -59,6 +59,7 @@ from gang_sim.apiserver.http.auth import ALLOW_ALL, Authorizer, Rule
 from gang_sim.apiserver.http.context import ApiContext
 from gang_sim.apiserver.http.faults import Faults
 from gang_sim.apiserver.http.metrics import RequestMetrics
+from gang_sim.apiserver.registry import WORKLOAD_API_STORAGE_KEYS
 from gang_sim.apiserver.store import Store
 
 Hook = Callable[["Emulator"], Awaitable[None]]
@@ -88,11 +89,15 @@ class Emulator:
         store: Store | None = None,
         graceful_pod_deletion: bool = False,
         serve_kueue_v1beta1: bool = False,
+        serve_workload_api: bool = True,
     ) -> None:
         self.host, self.port, self.use_tls = host, port, use_tls
         self.store = store or Store(seed=seed, history_limit=history_limit, graceful_pod_deletion=graceful_pod_deletion)
         if preload_crds:
             install_bundled_crds(self.store, kueue_v1beta1=serve_kueue_v1beta1)
+        if not serve_workload_api:  # a cluster without the GenericWorkload feature gate
+            for storage_key in WORKLOAD_API_STORAGE_KEYS:
+                self.store.registry.remove_storage(storage_key)
         # A real apiserver's watch cache starts at its own start: older resourceVersions get 410.
         self.store.compact_history()
         self.authorizer = Authorizer()

@@ -11,6 +11,9 @@ scheduling queue's FIFO for equal priorities) and each is
 - otherwise **unschedulable**: ``PodScheduled=False``, reason ``Unschedulable``, with the
   ``FitError`` message, plus a ``FailedScheduling`` Warning Event when the message changes.
 
+Pods of a PodGroup with a gang policy (``spec.schedulingGroup``) are placed all together or not at
+all, before the other pods of the pass (:mod:`.gang_scheduling`).
+
 Capacity used by pods bound earlier in the same pass is accounted immediately. Pods consuming a
 ProvisioningRequest are scheduled like any other pod: booking only protects capacity from *other
 requests* (reference 1.4), which the autoscaler handles.
@@ -21,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gang_sim.controllers import fit
+from gang_sim.controllers import fit, gang_scheduling
 from gang_sim.controllers.base import Controller, Obj, condition, same_conditions, set_condition
 from gang_sim.world.resources import Resources, add, pod_requests
 
@@ -106,7 +109,7 @@ def _queue_order(pod: Obj) -> tuple[int, str, str]:
 
 class Scheduler(Controller):
     component = "default-scheduler"
-    watches = frozenset({"v1/pods", "v1/nodes"})
+    watches = frozenset({"v1/pods", "v1/nodes", gang_scheduling.POD_GROUPS})
 
     def reconcile(self, now: float) -> float | None:
         pods = self.store.view("v1/pods")
@@ -114,10 +117,77 @@ class Scheduler(Controller):
         pending = [pod for pod in pods if is_pending_unbound(pod)]
         if not pending:
             return None
-        for placement in place(pending, nodes, node_usage(pods)):
+        usage = node_usage(pods)
+        grouped = [pod for pod in pending if gang_scheduling.group_name(pod) is not None]
+        individual = [pod for pod in pending if gang_scheduling.group_name(pod) is None]
+        individual += self._schedule_gangs(grouped, pods, nodes, usage)
+        for placement in place(individual, nodes, usage):
             with self.guard(placement.pod):
                 self._apply(placement)
         return None
+
+    def _schedule_gangs(
+        self, grouped: list[Obj], pods: list[Obj], nodes: list[Obj], usage: dict[str, Resources]
+    ) -> list[Obj]:
+        """Run one pod group scheduling cycle per gang with pending pods, in queue order
+        (:mod:`.gang_scheduling`); ``usage`` takes what they bind. Returns the pods of groups without
+        a gang policy, to be scheduled one by one."""
+        served = self.store.registry.lookup("scheduling.k8s.io/v1beta1", "podgroups") is not None
+        by_group: dict[tuple[str, str], list[Obj]] = {}
+        for pod in sorted(grouped, key=_queue_order):
+            by_group.setdefault((pod["metadata"]["namespace"], str(gang_scheduling.group_name(pod))), []).append(pod)
+        one_by_one: list[Obj] = []
+        for (namespace, name), queued in by_group.items():
+            pod_group = _find(self.store.view(gang_scheduling.POD_GROUPS, namespace), name) if served else None
+            if pod_group is None:
+                continue  # PreEnqueue: "waiting for pods's pod group to appear in scheduling queue"
+            min_count = gang_scheduling.gang_min_count(pod_group)
+            if min_count is None:
+                one_by_one += queued
+                continue
+            members = [
+                pod
+                for pod in pods
+                if pod["metadata"]["namespace"] == namespace
+                and gang_scheduling.group_name(pod) == name
+                and not is_terminal(pod)
+                and not pod["metadata"].get("deletionTimestamp")
+            ]
+            if len(members) < min_count:
+                continue  # PreEnqueue: "waiting for minCount pods from a gang to appear in scheduling queue"
+            bound = sum(1 for pod in members if (pod.get("spec") or {}).get("nodeName"))
+            plan = gang_scheduling.plan_group(
+                pod_group,
+                queued,
+                bound,
+                place=lambda batch, trial: place(batch, nodes, trial),
+                usage=usage,
+                unschedulable=lambda placement, message: Placement(placement.pod, None, "Unschedulable", message),
+            )
+            usage.clear()
+            usage.update(plan.usage)
+            for placement in plan.placements:
+                with self.guard(placement.pod):
+                    self._apply(placement)
+            if plan.condition is not None:
+                with self.guard(pod_group):
+                    self._set_group_condition(pod_group, *plan.condition)
+        return one_by_one
+
+    def _set_group_condition(self, pod_group: Obj, status: str, reason: str, message: str) -> None:
+        metadata = pod_group["metadata"]
+        conditions = list((pod_group.get("status") or {}).get("conditions") or [])
+        extra = {"observedGeneration": metadata.get("generation", 1)}
+        updated = set_condition(conditions, gang_scheduling.INITIALLY_SCHEDULED, status, reason, message, extra=extra)
+        if same_conditions(conditions, updated):
+            return
+        self.store.patch(
+            gang_scheduling.POD_GROUPS,
+            metadata["name"],
+            {"status": {"conditions": updated}},
+            namespace=metadata["namespace"],
+            subresource="status",
+        )
 
     def _apply(self, placement: Placement) -> None:
         pod = placement.pod
@@ -147,6 +217,10 @@ class Scheduler(Controller):
         )
         if placement.reason == "Unschedulable" and (previous or {}).get("message") != placement.message:
             self.plane.record_event(pod, "FailedScheduling", placement.message, warning=True, component=self.component)
+
+
+def _find(objects: list[Obj], name: str) -> Obj | None:
+    return next((obj for obj in objects if obj["metadata"]["name"] == name), None)
 
 
 def bind(store: Any, pod: Obj, node_name: str) -> None:

@@ -37,6 +37,7 @@ REFUSED = [
     ("unknown-framework", {"distributed": "mpi"}, "distributed", "unknown framework"),
     ("unknown-mode", {"reservation": "magic"}, "reservation", "unknown mode"),
     ("class-with-kueue", {"reservation": "kueue", "provisioning_class": "x"}, "provisioning_class", "kueue"),
+    ("class-with-workload", {"reservation": "workload", "provisioning_class": "x"}, "provisioning_class", "workload"),
     ("step-of-another-mode", {"fallback_modes": (("other queue q", "kueue"),)}, "fallbacks", "needs reservation"),
     (
         "jax-partial-admission",

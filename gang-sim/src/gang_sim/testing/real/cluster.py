@@ -8,17 +8,16 @@
 Started in the order envtest and kwokctl's binary runtime use (controller-runtime
 ``pkg/internal/testing/controlplane``; kwok ``pkg/kwokctl/runtime/binary/cluster.go``): etcd
 (``--unsafe-no-fsync``), kube-apiserver (RBAC, a client CA with an admin in ``system:masters``, a
-service account signer), then kube-controller-manager (the Job controller, the garbage collector,
-the service account token controller), kube-scheduler and the kwok controller (fake kubelets for
-the nodes annotated ``kwok.x-k8s.io/node: fake``); the scenario's initial nodes; Kueue with its
-CRDs and webhooks (:mod:`.kueue`); the cluster-autoscaler with its kwok cloud provider when it was
-built (:mod:`.autoscaler`); last the scenario's ``objects``. Every component runs on free ports of
-127.0.0.1 with its state in one temporary directory; :meth:`RealCluster.stop` kills what was started
-(by PID) and removes the directory, also when a start fails half-way.
-
-This module owns that order and the stop; each component's flags and files are in its own module
-(:mod:`.binaries`, :mod:`.certificates`, :mod:`.processes`, :mod:`.nodes`, :mod:`.stages`,
-:mod:`.kueue`, :mod:`.autoscaler`, :mod:`.kubeconfigs`).
+service account signer), then kube-controller-manager (Job controller, garbage collector, service
+account tokens), kube-scheduler and the kwok controller (fake kubelets for the nodes annotated
+``kwok.x-k8s.io/node: fake``); the scenario's initial nodes; Kueue with its CRDs and webhooks
+(:mod:`.kueue`); the cluster-autoscaler with its kwok cloud provider when built (:mod:`.autoscaler`);
+last the scenario's ``objects``. Every component runs on free ports of 127.0.0.1 with its state in
+one temporary directory; :meth:`RealCluster.stop` kills what was started (by PID) and removes the
+directory, also when a start fails half-way. This module owns that order and the stop; each
+component's flags and files are in its own module (:mod:`.binaries`, :mod:`.certificates`,
+:mod:`.processes`, :mod:`.nodes`, :mod:`.stages`, :mod:`.kueue`, :mod:`.autoscaler`,
+:mod:`.kubeconfigs`, :mod:`.feature_gates`).
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ from typing import Any
 import yaml
 
 from gang_sim.apiserver.tls import CertificateAuthority
-from gang_sim.testing.real import autoscaler, kubeconfigs, kueue, nodes, stages
+from gang_sim.testing.real import autoscaler, feature_gates, kubeconfigs, kueue, nodes, stages
 from gang_sim.testing.real.binaries import Binaries, find
 from gang_sim.testing.real.certificates import cluster_authority, service_account_signer
 from gang_sim.testing.real.processes import Component, free_port
@@ -54,6 +53,7 @@ class RealCluster:
 
     ``kubeconfig_path`` (admin, client certificate) is written once the apiserver is healthy;
     ``url`` is the apiserver's. ``kueue=False`` leaves Kueue out (faster, for tests that need none).
+    ``workload_api=False`` leaves the Workload / PodGroup API off (:mod:`.feature_gates`).
     """
 
     def __init__(
@@ -63,12 +63,13 @@ class RealCluster:
         binaries: Binaries | None = None,
         kueue: bool = True,
         autoscaler: bool | None = None,
+        workload_api: bool = True,
         kubeconfig_path: str | Path | None = None,
         start_timeout: float = START_TIMEOUT_SECONDS,
     ) -> None:
         self.scenario = load_scenario(scenario) if isinstance(scenario, str) else scenario
         self.binaries = binaries or find()
-        self.with_kueue = kueue
+        self.with_kueue, self.with_workload_api = kueue, workload_api
         self.with_autoscaler = self.binaries.has_cluster_autoscaler if autoscaler is None else autoscaler
         self._requested_kubeconfig = Path(kubeconfig_path) if kubeconfig_path is not None else None
         self._start_timeout = start_timeout
@@ -252,6 +253,7 @@ class RealCluster:
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
                 "--v=1",
+                *feature_gates.workload_api_flags(self.with_workload_api, apiserver=True),
             ],
         )
         apiserver.wait_healthy(f"{self.url}/readyz", context, timeout=self._start_timeout)
@@ -305,6 +307,7 @@ class RealCluster:
                     f"--tls-cert-file={certificate}",
                     f"--tls-private-key-file={key}",
                     *extra,
+                    *feature_gates.workload_api_flags(self.with_workload_api, apiserver=False),
                 ],
             )
             waits.append((component, f"https://127.0.0.1:{port}/healthz"))
@@ -386,12 +389,8 @@ class RealCluster:
         while True:
             if not component.is_running():
                 raise component.failure("exited during start")
-            ready = self.kubectl(
-                "get",
-                "nodes",
-                "-o",
-                'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
-            ).split()
+            statuses = '{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}'
+            ready = self.kubectl("get", "nodes", "-o", f"jsonpath={statuses}").split()
             if ready.count("True") >= count:
                 return
             if time.monotonic() > deadline:
