@@ -9,7 +9,8 @@ provider's own (``reservation.records.tries``), so the page reads them as it rea
 
 The plugin's FastAPI app is then called in-process (``fastapi.testclient``) as an admin of the
 SimpleAuthManager (the login dependency answered by that user; the DAG filter is still the auth
-manager's ``get_authorized_dag_ids``). Measured, median of ``--repeat`` requests after one warm-up:
+manager's ``get_authorized_dag_ids``). Measured: the first request (templates compiled, every
+stored record parsed), then the median of ``--repeat`` reloads (records memoized on their stored text):
 
 - ``gangs``: ``GET /ui/gangs`` (all rows: two queries, parse, sort, render);
 - anchor ``one task``: ``GET /ui/reservation`` of one finished task instance (four queries), the
@@ -190,8 +191,12 @@ def seed(rows: int, now: float) -> tuple[str, str]:
     return anchor
 
 
-def median_ms(client: Any, path: str, params: dict[str, str], repeat: int) -> tuple[float, str]:
-    answer = client.get(path, params=params)  # warm-up: templates compiled, caches filled
+def median_ms(client: Any, path: str, params: dict[str, str], repeat: int) -> tuple[float, float, str]:
+    """The first request's time (templates compiled, every stored record parsed), then the median of
+    ``repeat`` more (what the page's reloads cost), in ms, and the last page."""
+    started = time.perf_counter()
+    answer = client.get(path, params=params)
+    first = (time.perf_counter() - started) * 1000
     assert answer.status_code == 200, answer.text[:2000]
     times = []
     for _ in range(repeat):
@@ -199,7 +204,7 @@ def median_ms(client: Any, path: str, params: dict[str, str], repeat: int) -> tu
         answer = client.get(path, params=params)
         times.append((time.perf_counter() - started) * 1000)
         assert answer.status_code == 200, answer.text[:2000]
-    return statistics.median(times), answer.text
+    return first, statistics.median(times), answer.text
 
 
 def main() -> None:
@@ -222,17 +227,18 @@ def main() -> None:
         create_auth_manager().init()
         gang_app.dependency_overrides[get_user] = lambda: SimpleAuthManagerUser(username="admin", role="admin")
         client = TestClient(gang_app)
-        gangs, page = median_ms(client, "/ui/gangs", {}, options.repeat)
+        gangs_first, gangs, page = median_ms(client, "/ui/gangs", {}, options.repeat)
         listed = page.count('class="gang-row"')
         assert listed == options.rows, f"the page lists {listed} rows, {options.rows} were seeded"
-        anchor, _ = median_ms(
+        anchor_first, anchor, _ = median_ms(
             client, "/ui/reservation", {"dag_id": dag_id, "run_id": run_id, "task_id": "train"}, options.repeat
         )
     print(f"rows in the metadata DB: {options.rows} gang task instances over {DAGS} DAGs (all listed)")
-    print(f"gangs page:       median {gangs:7.1f} ms over {options.repeat} requests")
-    print(f"anchor, one task: median {anchor:7.1f} ms (the Gang view of one task instance)")
+    print(f"gangs page:       first {gangs_first:7.1f} ms, then median {gangs:7.1f} ms over {options.repeat} reloads")
+    print(f"anchor, one task: first {anchor_first:7.1f} ms, then median {anchor:7.1f} ms (the Gang view of one task)")
     print(f"ratio gangs / one task: {gangs / anchor:.1f}")
-    print(f"target < {TARGET_MS:.0f} ms: {'met' if gangs < TARGET_MS else 'NOT met'}")
+    print(f"target < {TARGET_MS:.0f} ms, reloads: {'met' if gangs < TARGET_MS else 'NOT met'}")
+    print(f"target < {TARGET_MS:.0f} ms, first request: {'met' if gangs_first < TARGET_MS else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ platform team on a busy night is "who has waited longest, for what".
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ PHASES = ("waiting", "running", "retrying", "succeeded", "failed", "other")
 """The values of the state filter, in the order the counts are shown."""
 STATE_PHASES = {"up_for_retry": "retrying", "success": "succeeded", "failed": "failed"}
 REFRESH_SECONDS = 15
+PARSED_RECORDS_CACHE_SIZE = 2048
+"""How many (``gang.tries``, ``gang.current``) texts keep their parsed records between requests."""
 TaskKey = tuple[str, str, str, int]
 
 
@@ -81,20 +84,30 @@ def _loads(text: str | None) -> Any:
 
 def read_records(row: GangTaskRow) -> tuple[list[TryRecord], TryState | None]:
     """The finished tries and the try in progress of a row; unreadable items are left out."""
+    records, current = _parse_stored(row.stored.get(task_state.TRIES_KEY), row.stored.get(task_state.CURRENT_KEY))
+    return list(records), current
+
+
+@functools.lru_cache(maxsize=PARSED_RECORDS_CACHE_SIZE)
+def _parse_stored(tries_text: str | None, current_text: str | None) -> tuple[tuple[TryRecord, ...], TryState | None]:
+    """The records two stored texts hold, memoized on the texts: the records are frozen, a finished
+    task's texts never change and a waiting task's change once per try, while the page reloads
+    every :data:`REFRESH_SECONDS` - so a reload parses only what changed since the last one.
+    Parsing (a ``GangSpec`` with its checks per record) is most of a cold page's time."""
     records = []
-    stored = _loads(row.stored.get(task_state.TRIES_KEY))
+    stored = _loads(tries_text)
     for item in stored if isinstance(stored, list) else []:
         try:
             records.append(TryRecord.from_dict(item))
         except RecordError:
             continue
     try:
-        current = task_state.read_current(_loads(row.stored.get(task_state.CURRENT_KEY)))
+        current = task_state.read_current(_loads(current_text))
     except RecordError:
         current = None
     if current is not None and any(record.attempt == current.plan.attempt for record in records):
         current = None  # recorded as finished; ``gang.current`` is about to be dropped
-    return records, current
+    return tuple(records), current
 
 
 def key_of(row: GangTaskRow) -> TaskKey:
