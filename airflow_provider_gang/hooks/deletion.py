@@ -48,7 +48,7 @@ DELETE_PASSES = 3
 """Passes of :func:`delete_gang` before a retryable error is raised (each call also has the
 client's own retries)."""
 _COMMON_KINDS = (PODS, SERVICES, CONFIG_MAPS)
-ANY_MODE_KINDS = (JOBS, PROVISIONING_REQUESTS, POD_TEMPLATES, *_COMMON_KINDS)
+ANY_MODE_KINDS = (JOBS, PROVISIONING_REQUESTS, POD_TEMPLATES, POD_GROUPS, *_COMMON_KINDS)
 """Every kind a gang of any mode creates: for a gang whose mode is not known (its owner is gone)."""
 
 

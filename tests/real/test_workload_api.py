@@ -234,5 +234,7 @@ def test_a_kill_deletes_the_running_gang_and_its_pod_group(backend: Any) -> None
 
     wait_for(running, timeout=120, what=f"both members of {spec.name} running")
     assert set(gang_objects(backend, spec.name)) == {"v1/pods", "v1/configmaps", POD_GROUPS}
-    assert asyncio.run(kill()) >= 4
+    # The owner's deletion lets the garbage collector race the member deletes (a 404 counts as
+    # nothing deleted), so only "something" is certain here; what is left is checked next.
+    assert asyncio.run(kill()) >= 1
     wait_for(lambda: not gang_objects(backend, spec.name), timeout=90, what=f"nothing of {spec.name} left")
