@@ -7,7 +7,9 @@ the kwargs with its tolerant ``from_dict``.
 
 Every gang trigger waiting in one process follows one watch per (connection, namespace, kind) over one
 client (:mod:`.following`, :mod:`kube.shared_watches`; a trigger rebuilt in another process joins that
-one's); a spot gang's member failure is decided after reading its spot nodes (:mod:`.spot_nodes`).
+one's); a spot gang's member failure is decided after reading its spot nodes (:mod:`.spot_nodes`);
+a gang with a checkpoint has its running members stopped and their reports read before the event
+(:mod:`.survivors`).
 Two copies at once (HA triggerers, apache/airflow#37180) only read, so they cost requests but change
 nothing; ``cleanup()`` leaves the watches; ``on_kill()`` deletes, guarded so that a gang live
 elsewhere survives (:mod:`.kill`).
@@ -39,7 +41,7 @@ from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.records.events import ApiRefusal, GangEvent
 from airflow_provider_gang.reservation.records.triggers import DeleteTarget, TriggerArguments
 from airflow_provider_gang.reservation.spec import ReservationMode
-from airflow_provider_gang.triggers import kill, spot_nodes
+from airflow_provider_gang.triggers import kill, spot_nodes, survivors
 from airflow_provider_gang.triggers.events import PhaseClock
 from airflow_provider_gang.triggers.following import FollowedWatches
 from airflow_provider_gang.triggers.observation import GangObjects
@@ -234,6 +236,11 @@ class GangTrigger(BaseTrigger):
                     memory.remember(decision.members)
                     if decision.terminal:
                         decision = replace(decision, members=memory.ended(decision.members, now=now))
+                        if memory.read_checkpoints and objects.pod_selector:  # the survivors' reports too
+                            drain = survivors.Drain(
+                                client, self.namespace, objects.pod_selector, memory, self.log, self.gang_name
+                            )
+                            await drain.run(observed.pods)
                         return self._event(observed, decision, clock, checkpoint=memory.checkpoint)
         except errors.KubeError as error:
             if error.retryable:

@@ -215,3 +215,111 @@ def test_a_preempted_spot_job_resumes_from_its_checkpoint_and_counts_the_gpu_hou
     assert placed[1] and placed[2] and placed[3], placed
     assert not placed[3] & (spot_nodes | set(preempter.preempted)), (placed, spot_nodes)
     assert placed[1] | placed[2] <= set(preempter.preempted)
+
+
+WIDE = 8
+WIDE_SCENARIO = parse_scenario(
+    {
+        "name": "spot-resume-wide",
+        "zones": {"zone-a": {"gpuQuota": 32}},
+        "localProcessImages": [IMAGE],
+        "nodePools": [
+            {"name": "cpu", "zone": "zone-a", "cpu": "8", "memory": "32Gi", "initialNodes": 1, "maxNodes": 1},
+            *(
+                {
+                    "name": name,
+                    "zone": "zone-a",
+                    "gpuType": "nvidia-l4",
+                    "gpusPerNode": 1,  # one member per node
+                    "cpu": "2",
+                    "memory": "4Gi",
+                    "initialNodes": WIDE,
+                    "maxNodes": WIDE,
+                    "provisioningDelaySeconds": 20,
+                    "spot": spot,
+                }
+                for name, spot in (("l4-spot", True), ("l4", False))
+            ),
+        ],
+    }
+)
+
+
+@pytest.mark.timeout(400)
+def test_an_8_rank_gang_resumes_from_rank_0_when_a_non_zero_ranks_node_is_reclaimed(
+    cluster_factory: Any,
+    run_dag: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    cluster = cluster_factory(dataclasses.replace(WIDE_SCENARIO), time_scale=10, graceful_pod_deletion=True)
+    steps, every = 12, 4
+
+    class ReclaimRank3(Preempter):
+        """Reclaims rank 3's node (not rank 0's) once rank 0 of try 1 logged step ``every + 2``."""
+
+        def run(self) -> None:
+            try:
+                pod = eventually(lambda: self.rank_0(1), timeout=180, what="rank 0 of try 1", interval=0.05)
+                eventually(lambda: self.logged_step(pod) >= every + 2, timeout=180, what="step", interval=0.05)
+                rank_3 = next(
+                    item
+                    for item in self.cluster.objects("v1/pods")
+                    if "-t1-" in item["metadata"]["name"] and item["metadata"]["name"].endswith("-3")
+                )
+                rank_0_node = (self.rank_0(1) or pod)["spec"]["nodeName"]  # bound by now: it logged
+                assert rank_3["spec"]["nodeName"] != rank_0_node
+                self.preempted += self.cluster.preempt(
+                    rank_3["spec"]["nodeName"], notice_seconds=60, pod_grace_period_seconds=0
+                )
+            except BaseException as error:  # reported by the test
+                self.error = error
+
+    preempter = ReclaimRank3(cluster, after=[])
+    preempter.start()
+    dag = gang_dag(
+        "spot_resume_wide",
+        retries=1,
+        image=IMAGE,
+        size=WIDE,
+        gpus=1,
+        cpu="1",
+        memory="256Mi",
+        spot=True,
+        command=[
+            "python",
+            "-u",
+            str(TRAINER),
+            "--steps",
+            str(steps),
+            "--checkpoint-every",
+            str(every),
+            "--step-seconds",
+            "0.3",
+        ],
+        checkpoint=str(tmp_path / "{{ dag.dag_id }}" / "{{ run_id }}"),
+        fallbacks=[OnDemand()],
+        distributed="torch",
+        master_port=free_port(),
+        deferrable=True,
+        log_ranks=[0],
+        reservation_timeout=timedelta(seconds=120),
+        startup_timeout=timedelta(seconds=180),
+        run_timeout=timedelta(seconds=240),
+    )
+    dag_run = run_dag(dag)
+    preempter.join(timeout=5)
+    assert preempter.error is None, preempter.error
+    task_log = capfd.readouterr().out
+    assert task_instance(dag_run).state == "success", task_log[-4000:]
+    first, second = summary_of(dag_run)["tries"]
+    assert (first["outcome"], second["outcome"]) == ("spot_preempted", "all_succeeded")
+    assert first["checkpoint_step"] >= every  # rank 0's report, read although its node was not reclaimed
+    assert second["resumed_from_step"] == first["checkpoint_step"]
+    logged = rank_0_steps(task_log)
+    # try 2 starts after rank 0's checkpoint (try 1's rank 0 log is not asserted: its pod is drained first)
+    assert logged[-1][0][0] == first["checkpoint_step"] + 1, logged
+    assert logged[-1][-1][0] == steps
+    assert not cluster.objects("v1/pods")  # nothing left behind

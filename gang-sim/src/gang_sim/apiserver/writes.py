@@ -187,7 +187,11 @@ def update(
         new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
     if dry_run:
         return new
-    if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+    if (
+        new["metadata"].get("deletionTimestamp")
+        and not new["metadata"].get("finalizers")
+        and not new["metadata"].get("deletionGracePeriodSeconds")
+    ):  # a graceful delete still under way stays: ShouldDeleteDuringUpdate in apiserver registry/store.go
         return deleter.remove(resource_type, old, old)
     committed = table.commit(resource_type, "MODIFIED", new, old)
     if resource_type.key == CRD_KEY:

@@ -30,8 +30,11 @@ Graceful node shutdown (a spot preemption, :mod:`..preemption`): every pod of a 
 termination notice is stopped as :mod:`.shutdown` describes and ends ``Failed``, reason
 ``Terminated``, with ``DisruptionTarget=True``.
 
-Deletion: a pod with ``deletionTimestamp`` has its containers stopped (exit code 143, the SIGTERM
-status) and is then removed with grace period 0, as the kubelet confirms a graceful delete. Pods bound
+Deletion: a pod marked with a grace period (the Store's opt-in ``graceful_pod_deletion``) gets SIGTERM,
+its grace period (``deletionGracePeriodSeconds``) and SIGKILL, then its terminated statuses with their
+termination messages, then the delete with grace period 0 (:mod:`.graceful_deletion`). Any other pod
+with ``deletionTimestamp`` has its containers stopped (exit code 143, the SIGTERM status) and is
+removed with grace period 0. Pods bound
 to a node that no longer exists are removed too (the pod garbage collector's orphan rule).
 
 A pod the simulated runtime runs without ``sim.gang.dev/run-seconds`` gets one ``Warning`` Event,
@@ -53,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gang_sim.controllers.base import Controller, Obj, earliest, wall_time
-from gang_sim.controllers.kubelet import container_env, pod_status, termination_messages
+from gang_sim.controllers.kubelet import container_env, graceful_deletion, pod_status, termination_messages
 from gang_sim.controllers.kubelet.pod_status import container_statuses, pod_conditions, terminated_statuses
 from gang_sim.controllers.kubelet.processes import ProcessRuntime
 from gang_sim.controllers.kubelet.shutdown import TERMINATED_BY_SIGTERM, NodeShutdownStopper
@@ -102,6 +105,7 @@ class Kubelet(Controller):
         self.processes = ProcessRuntime(self.store, self.plane.clock, images, self._dirty.set) if images else None
         self._background: set[asyncio.Task[None]] = set()
         self.shutdown = NodeShutdownStopper(self.store, self.processes, self._spawn)
+        self.deleting = graceful_deletion.GracefulDeleter(self.store, self.processes, self._spawn)
 
     async def close(self) -> None:
         for task in list(self._background):
@@ -127,6 +131,9 @@ class Kubelet(Controller):
             if not node:
                 continue
             with self.guard(pod):
+                if node in nodes and graceful_deletion.is_graceful(pod) and uid not in self.shutdown.stopping:
+                    self.deleting.stop(pod)
+                    continue
                 if node not in nodes or pod["metadata"].get("deletionTimestamp"):
                     self._stop_and_remove(pod)
                     continue
@@ -136,6 +143,7 @@ class Kubelet(Controller):
                     continue
                 wake = earliest(wake, self._step(pod, now))
         self.shutdown.forget(live)
+        self.deleting.forget(live)
         for uid in set(self.runs) - live:
             del self.runs[uid]
             self.plane.pod_ips.pop(uid, None)
