@@ -21,14 +21,14 @@ from airflow_provider_gang.airflow_compat import conf
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.links import GangReservationLink
 from airflow_provider_gang.operators import execution
+from airflow_provider_gang.operators.argument_warnings import parse_time_warnings
 from airflow_provider_gang.operators.settings import DEFAULT_PROVISIONING_CLASS, TrySettings, cloud_profile
 from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter
 from airflow_provider_gang.reservation import checkpoint as checkpoints
-from airflow_provider_gang.reservation import fallback, naming, validation
+from airflow_provider_gang.reservation import fallback, naming
 from airflow_provider_gang.reservation.checkpoint import PersistentVolumeCheckpoint
 from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.observed import Stage
-from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
 from airflow_provider_gang.reservation.tries import arguments as checks
 from airflow_provider_gang.reservation.tries import plan
@@ -222,39 +222,17 @@ class GangTrainingOperator(BaseOperator):
             raise checks.GangArgumentError("fallbacks", error.message) from error
 
     def argument_warnings(self) -> list[str]:
-        """What is allowed but probably not meant, said once at parse time: steps that change nothing,
-        a ladder longer than ``retries`` allows, ``provisioning_parameters`` no controller reads,
-        ``retry_on_exit_codes`` that no step of the ladder answers."""
-        warnings = [
-            f"fallbacks {step} changes nothing for this gang; remove it or change it"
-            for step in fallback.no_op_steps(self.fallbacks, self.build_spec(PARSE_TIME_NAME, stand_ins=True))
-        ]
-        retries = self.retries or 0
-        needed = fallback.tries_needed(self.fallbacks)
-        if needed > retries:
-            steps = "1 step" if len(self.fallbacks) == 1 else f"{len(self.fallbacks)} steps"
-            using = f" using {needed} tries" if needed != len(self.fallbacks) else ""
-            them = "it" if len(self.fallbacks) == 1 and needed == 1 else "them"
-            can = "no retry" if retries == 0 else ("only 1 retry" if retries == 1 else f"only {retries} retries")
-            warnings.append(
-                f"fallbacks has {steps}{using} but retries={retries}: {can} can use {them}; set retries={needed}"
-            )
-        if isinstance(self.checkpoint, str) and not checks.has_jinja(self.checkpoint):
-            warnings.append(
-                f"checkpoint {self.checkpoint!r} is the same for every run of the DAG, so runs overwrite "
-                "each other's checkpoints; add the run to it, e.g. '.../{{ run_id }}'"
-            )
-        ladder = plan.effective_ladder(self.fallbacks, retries)
-        if self.retry_on_exit_codes and not any(Reason.MEMBER_EXIT_RETRYABLE in step.reasons for step in ladder):
-            warnings.append(
-                "retry_on_exit_codes is set but no step of the ladder answers member_exit_retryable, so "
-                "such a try is never retried; add RetryAsIs() to fallbacks (or set retries without them)"
-            )
-        if self.reservation != "kueue":
-            unread = validation.unknown_parameters(self.provisioning_class, self.provisioning_parameters)
-            if unread:
-                warnings.append(unread)
-        return warnings
+        """What is allowed but probably not meant, said once at parse time (:mod:`.argument_warnings`)."""
+        return parse_time_warnings(
+            fallbacks=self.fallbacks,
+            base=self.build_spec(PARSE_TIME_NAME, stand_ins=True),
+            retries=self.retries or 0,
+            checkpoint=self.checkpoint,
+            retry_on_exit_codes=self.retry_on_exit_codes,
+            reservation=self.reservation,
+            provisioning_class=self.provisioning_class,
+            provisioning_parameters=self.provisioning_parameters,
+        )
 
     def _templated(self, *, stand_ins: bool) -> dict[str, Any]:
         """The templated fields' values; with ``stand_ins``, a valid neutral value replaces any that
