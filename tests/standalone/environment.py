@@ -64,13 +64,14 @@ def simulated_pod(run_seconds):
     }
 
 
-for dag_id, conn_id, size, zone, run_seconds, retries in $gangs:
+for dag_id, conn_id, size, zone, run_seconds, retries, deferrable in $gangs:
     with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
              catchup=False) as dag:
         GangTrainingOperator(
             task_id="train", size=size, gpus=1, pod_template=simulated_pod(run_seconds), distributed="torch",
             reservation="provisioning_request", zone=zone, strict_zone=zone is not None,
-            reservation_timeout=timedelta(minutes=20), deferrable=True, kubernetes_conn_id=conn_id, retries=retries,
+            reservation_timeout=timedelta(minutes=20), deferrable=deferrable, kubernetes_conn_id=conn_id,
+            retries=retries,
             retry_delay=timedelta(seconds=1),
         )
     globals()[dag_id] = dag
@@ -79,7 +80,7 @@ for dag_id, conn_id, size, zone, run_seconds, retries in $gangs:
 
 @dataclass(frozen=True)
 class GangDag:
-    """One DAG of the file: task ``train``, a deferrable gang of ``size`` one-GPU members on
+    """One DAG of the file: task ``train``, a (by default deferrable) gang of ``size`` one-GPU members on
     ``conn_id`` (strictly in ``zone`` if given) whose simulated containers run ``run_seconds``."""
 
     dag_id: str
@@ -89,6 +90,8 @@ class GangDag:
     run_seconds: int
     retries: int = 0
     """Airflow retries of ``train`` (one second apart)."""
+    deferrable: bool = True
+    """``False``: the worker waits inline (reserving and running) instead of deferring to the triggerer."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,10 @@ def write_dags(directory: Path, dags: Dags) -> Path:
     folder = directory / "dags"
     folder.mkdir()
     gangs = repr(
-        tuple((gang.dag_id, gang.conn_id, gang.size, gang.zone, gang.run_seconds, gang.retries) for gang in dags.gangs)
+        tuple(
+            (gang.dag_id, gang.conn_id, gang.size, gang.zone, gang.run_seconds, gang.retries, gang.deferrable)
+            for gang in dags.gangs
+        )
     )
     (folder / dags.file_name).write_text(textwrap.dedent(DAGS.substitute(description=dags.description, gangs=gangs)))
     return folder
