@@ -116,10 +116,25 @@ _KIND_OF_RESOURCE = {
 
 
 METADATA_KEPT = frozenset(
-    ("name", "namespace", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "resourceVersion")
+    (
+        "name",
+        "namespace",
+        "uid",
+        "labels",
+        "annotations",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "resourceVersion",
+    )
 )
 """What of ``metadata`` the cache keeps: the names, labels and annotations the decisions and the
-selectors read, the timestamps they compare, and ``resourceVersion`` (a relist compares versions)."""
+selectors read, the timestamps they compare, ``resourceVersion`` (a relist compares versions), and
+what stopping a run's survivors needs (:mod:`.survivors`: the ``uid`` its deletes are preconditioned
+on, the grace period a pod being deleted was given)."""
+SPEC_KEPT = {PODS.key: frozenset(("terminationGracePeriodSeconds",))}
+"""Fields of ``spec`` kept beyond those ``reservation.shape`` has rules for: a member's grace period,
+which bounds how long :mod:`.survivors` waits for its report."""
 
 CONDITION_TIMES = ("lastProbeTime", "lastTransitionTime", "lastHeartbeatTime", "lastUpdateTime")
 """Condition fields no classifier reads; without them the conditions of objects in the same state
@@ -136,7 +151,7 @@ def trimmer(resource_key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     ``spec.schedulingGates`` of a Pod, ``spec.active`` of a Workload) and the names of a Pod's
     containers (``reservation.checkpoint`` reads container 0's status by name). A member's containers
     and environment are most of a Pod, a Workload's pod templates most of it, and ``managedFields``,
-    ``ownerReferences`` and ``uid`` no decision reads. A field of the wrong type is kept as it is,
+    ``ownerReferences`` no decision reads. A field of the wrong type is kept as it is,
     for ``malformed`` to name; so a field a decision starts reading must get a shape rule first.
 
     The result is built of shared parts (:class:`kube.shared_values.SharedValues`): equal statuses,
@@ -147,7 +162,7 @@ def trimmer(resource_key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
         path.split(".")[1].removesuffix("[]")
         for path, _ in shape.RULES_BY_KIND[_KIND_OF_RESOURCE[resource_key]]
         if path.startswith("spec.")
-    )
+    ) | SPEC_KEPT.get(resource_key, frozenset())
 
     def trim(obj: dict[str, Any]) -> dict[str, Any]:
         trimmed = dict(obj)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -140,9 +141,17 @@ class Reclaimer(threading.Thread):
     the node of rank 1 (by default 5 simulated seconds of grace for its pods and the VM stopped 10
     minutes later, so the stopped pod is there to be seen however late the run trigger watches)."""
 
-    def __init__(self, cluster: Any, size: int, *, notice_seconds: float = 600, grace_seconds: float = 5) -> None:
+    def __init__(
+        self,
+        cluster: Any,
+        size: int,
+        *,
+        notice_seconds: float = 600,
+        grace_seconds: float = 5,
+        settle_seconds: float = 0.0,
+    ) -> None:
         super().__init__(daemon=True)
-        self.cluster, self.size = cluster, size
+        self.cluster, self.size, self.settle_seconds = cluster, size, settle_seconds
         self.notice_seconds, self.grace_seconds = notice_seconds, grace_seconds
         self.reclaimed: list[str] = []
         self.error: BaseException | None = None
@@ -161,6 +170,7 @@ class Reclaimer(threading.Thread):
                 what="every member running",
                 interval=0.05,
             )
+            time.sleep(self.settle_seconds)  # real seconds: the run trigger's first LIST sees the members bound
             rank_1 = next(pod for name, pod in running.items() if name.endswith("-1"))
             node = rank_1["spec"]["nodeName"]
             self.reclaimed = self.cluster.preempt(
@@ -243,7 +253,9 @@ def test_a_rank_whose_node_was_removed_gets_a_note_instead_of_its_log(
     """Rank 1's spot node is reclaimed with almost no notice: node and pod are gone when the try's
     logs are read. Rank 0's log is copied; rank 1 gets a line saying why it has none."""
     cluster = cluster_factory(scenario("gke"), time_scale=60)
-    reclaimer = Reclaimer(cluster, size=2, notice_seconds=2, grace_seconds=1)
+    # The node goes 2 simulated seconds after its notice: the trigger must have seen rank 1 on it
+    # first (else it cannot tell a removed node from a removed pod), so the reclaim waits 2 s.
+    reclaimer = Reclaimer(cluster, size=2, notice_seconds=2, grace_seconds=1, settle_seconds=2.0)
     reclaimer.start()
     dag = gang_dag(
         "node_removed_log",

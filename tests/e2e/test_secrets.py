@@ -246,15 +246,15 @@ def triggers_of(gangs: set[str]) -> dict[int, tuple[str, dict[str, Any]]]:
 
 
 def plugin_page(dag_run: Any, task_id: str) -> str:
-    """The Gang tab's HTML as the api-server serves it (the login dependency answered by a stand-in user)."""
-    from types import SimpleNamespace
-
+    """The Gang tab's HTML as the api-server serves it (the login dependency answered by a viewer of
+    the configured auth manager: the routes ask it whether the user may read the DAG)."""
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
     from airflow_provider_gang.plugin.routes import gang_app
 
-    gang_app.dependency_overrides[get_user] = lambda: SimpleNamespace(get_name=lambda: "viewer")
+    gang_app.dependency_overrides[get_user] = lambda: SimpleAuthManagerUser(username="viewer", role="viewer")
     try:
         response = TestClient(gang_app).get(
             "/ui/reservation",

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.plugin.live import read_live_conditions
-from airflow_provider_gang.plugin.page_model import WatchedReservation, build_page, watched_reservation
+from airflow_provider_gang.plugin.page_model import build_page
 from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, TriggerRow
 from airflow_provider_gang.plugin.rendering import render_page
+from airflow_provider_gang.plugin.stored_records import WatchedReservation, watched_reservation
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
 from airflow_provider_gang.triggers.reservation import ReservationTrigger

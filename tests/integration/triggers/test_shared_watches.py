@@ -77,7 +77,7 @@ async def test_the_shared_cache_keeps_what_the_decisions_read_and_drops_the_rest
     await until_watching(trigger)
     (members,) = [subscription for subscription in trigger.subscriptions if subscription.resource == PODS]
     cached = members.view[gang.names.member(0)]
-    assert set(cached["spec"]) == {"schedulingGates", "containers"}
+    assert set(cached["spec"]) == {"schedulingGates", "containers", "terminationGracePeriodSeconds"}
     assert cached["status"] and cached["metadata"]["labels"]
     assert cached["spec"]["containers"] == [{"name": "trainer"}]  # names only (container 0's status is found by name)
     full = (await members.read_now())[gang.names.member(0)]
@@ -111,7 +111,7 @@ def test_every_spec_field_a_shape_rule_names_survives_trimming_and_a_wrong_type_
 
 async def test_waiting_gates_triggers_hold_no_full_pod_and_share_what_members_have_in_common(sim, client, connection):
     """Structure, not size: a gated member is cached without what no decision reads (owner
-    references, uid, managed fields, condition times), and what the members have in common - the
+    references, managed fields, condition times), and what the members have in common - the
     gated status of every gang, a gang's spec and annotations - is one object for all of them."""
     gangs = [
         await Gang(client, gang_spec(ReservationMode.GATES, name=f"held{index}-t1-0a1b2c3d", size=4)).create()
@@ -131,7 +131,7 @@ async def test_waiting_gates_triggers_hold_no_full_pod_and_share_what_members_ha
     assert len(cached) == 8
     for pod in cached:
         assert set(pod["metadata"]) <= METADATA_KEPT
-        assert not {"uid", "ownerReferences", "managedFields"} & set(pod["metadata"])
+        assert not {"ownerReferences", "managedFields"} & set(pod["metadata"])
         assert all(not set(CONDITION_TIMES) & set(item) for item in pod["status"]["conditions"])
     full = (await triggers[0].subscriptions[-1].read_now())[gangs[0].names.member(0)]
     assert full["metadata"]["ownerReferences"] and full["status"]["conditions"][0]["lastTransitionTime"]

@@ -102,6 +102,8 @@ class ProcessRuntime:
         """Image globs whose containers run here (:mod:`...world.images`)."""
         self.wake = wake
         self.pods: dict[str, PodProcesses] = {}
+        self.stopping: dict[str, PodProcesses] = {}
+        """Pods whose processes were told to stop and are within their grace period."""
         self.directory = Path(tempfile.mkdtemp(prefix="gang-sim-runtime-"))
         self._resolver: Resolver | None = None
         self._hosts: tuple[list[Obj], list[Obj], dict[str, str]] = ([], [], {})
@@ -218,6 +220,13 @@ class ProcessRuntime:
         running = self.pods.pop(uid, None)
         if running is None:
             return {}
+        self.stopping[uid] = running
+        try:
+            return await self._stop(running, grace_seconds)
+        finally:
+            self.stopping.pop(uid, None)
+
+    async def _stop(self, running: PodProcesses, grace_seconds: float | None) -> dict[str, int]:
         grace = running.grace_seconds if grace_seconds is None else min(grace_seconds, running.grace_seconds)
         alive = [process for process in running.processes.values() if process.returncode is None]
         for process in alive:
@@ -239,6 +248,14 @@ class ProcessRuntime:
         return {name: _exit_code(process.returncode) for name, process in running.processes.items()}
 
     async def close(self) -> None:
+        """Stop every process at once: those running and those within a grace period (a stop that
+        the closing loop would otherwise abandon, leaving its processes running)."""
+        for running in list(self.stopping.values()):
+            for process in running.processes.values():
+                if process.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                    await process.wait()
         for uid in list(self.pods):
             running = self.pods[uid]
             running.grace_seconds = 0
