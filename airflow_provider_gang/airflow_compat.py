@@ -44,9 +44,15 @@ except ImportError:  # Airflow 3.1: the task runner raises and catches these ver
         TaskDeferred,
     )
 
+try:
+    from airflow.sdk.exceptions import AirflowNotFoundException
+except ImportError:  # Airflow 3.1: connections not found raise the core class
+    from airflow.exceptions import AirflowNotFoundException  # type: ignore[no-redef,attr-defined]
+
 __all__ = [
     "AirflowException",
     "AirflowFailException",
+    "AirflowNotFoundException",
     "AirflowTaskTerminated",
     "AirflowTaskTimeout",
     "TaskDeferred",

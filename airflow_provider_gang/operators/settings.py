@@ -12,8 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowNotFoundException
 
+from airflow_provider_gang.airflow_compat import AirflowNotFoundException
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.reservation import cloud, fallback, validation
 from airflow_provider_gang.reservation.cloud import CloudProfile
