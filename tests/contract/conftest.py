@@ -102,6 +102,8 @@ class Cluster:
         reviews = client.AuthorizationV1Api(self.api)
         for rule in rules:
             attributes = {"verb": rule.verbs[0], "group": rule.groups[0], "resource": rule.resources[0]}
+            if rule.names:  # a rule of named objects allows nothing without the name
+                attributes["name"] = rule.names[0]
             review = {"spec": {"user": user, "resourceAttributes": attributes}}
             eventually(
                 lambda review=review: reviews.create_subject_access_review(review).status.allowed,
