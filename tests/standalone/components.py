@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gang_sim.testing.eventually import eventually
+from tests.child_processes import REPOSITORY
 from tests.standalone.processes import BIN, Started, diagnosed_by, free_port, start
 
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
@@ -184,6 +185,9 @@ def component_env(
     env.update(
         {
             "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+            # The repository first, as for every child process (tests.child_processes): a test may
+            # configure a class of its own, such as tests.standalone.limited_auth's auth manager.
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPOSITORY), env.get("PYTHONPATH")])),
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
