@@ -58,8 +58,9 @@ from typing import Any
 from gang_sim.controllers.base import Controller, Obj, earliest, wall_time
 from gang_sim.controllers.kubelet import container_env, graceful_deletion, pod_status, termination_messages
 from gang_sim.controllers.kubelet.pod_status import container_statuses, pod_conditions, terminated_statuses
+from gang_sim.controllers.kubelet.pod_stopping import TERMINATED_BY_SIGTERM
 from gang_sim.controllers.kubelet.processes import ProcessRuntime
-from gang_sim.controllers.kubelet.shutdown import TERMINATED_BY_SIGTERM, NodeShutdownStopper
+from gang_sim.controllers.kubelet.shutdown import NodeShutdownStopper
 from gang_sim.controllers.kubelet.simulated_runtime import (  # noqa: F401 (re-exported)
     ANNOTATION_PREFIX,
     DEFAULT_START_SECONDS,

@@ -14,10 +14,7 @@ status manager's ``mergePodStatus`` (``pkg/kubelet/status/status_manager.go``) k
 reason and message and drops ``DisruptionTarget`` while the pod could have running containers: the
 API server gets them together with the terminal phase.
 
-- A local-process pod's processes get a real SIGTERM, then SIGKILL when the grace period is over
-  (simulated seconds); each container's exit code is the process's (143 after SIGTERM, 137 after
-  SIGKILL, as a container runtime reports a signal).
-- A simulated container stops at once on SIGTERM: exit code 143.
+The containers are stopped as :mod:`.pod_stopping` describes.
 
 Each container's termination message is filled as on any exit (:mod:`.termination_messages`): a
 trainer that writes its checkpoint step there on SIGTERM reports it in ``state.terminated.message``.
@@ -27,69 +24,27 @@ The budget is the preemption's ``podGracePeriodSeconds`` (:mod:`...world.scenari
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any
-
-from gang_sim.apiserver.errors import ApiError
 from gang_sim.controllers.base import Obj
-from gang_sim.controllers.kubelet import termination_messages
-from gang_sim.controllers.kubelet.pod_status import pod_conditions, terminated_statuses
-from gang_sim.controllers.kubelet.processes import ProcessRuntime
+from gang_sim.controllers.kubelet.pod_status import pod_conditions
+from gang_sim.controllers.kubelet.pod_stopping import PodStopper
 from gang_sim.controllers.preemption import shutdown_status
 from gang_sim.world.cloud import NodeShutdown
 
-TERMINATED_BY_SIGTERM = 143
 
-
-class NodeShutdownStopper:
+class NodeShutdownStopper(PodStopper):
     """Stops each pod of a shutting-down node once (see module docstring)."""
-
-    def __init__(
-        self,
-        store: Any,
-        processes: ProcessRuntime | None,
-        spawn: Callable[[Coroutine[Any, Any, None]], None],
-    ) -> None:
-        self.store = store
-        self.processes = processes
-        self.spawn = spawn
-        self.stopping: set[str] = set()
 
     def stop(self, pod: Obj, shutdown: NodeShutdown) -> None:
         """Start stopping ``pod`` unless it is already stopping or finished."""
-        uid = pod["metadata"]["uid"]
-        if uid in self.stopping or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
-        running = None if self.processes is None else self.processes.pods.get(uid)
-        if running is not None and not running.started:
-            return  # still starting its processes: stopped at the pass after they started
-        self.stopping.add(uid)
-        if running is not None and self.processes is not None:
-            self.spawn(self._stop_processes(pod, self.processes, shutdown.pod_grace_period_seconds))
-            return
-        names = [container["name"] for container in (pod.get("spec") or {}).get("containers") or []]
-        self._write_stopped(pod, dict.fromkeys(names, TERMINATED_BY_SIGTERM))
+        self.begin(pod, shutdown.pod_grace_period_seconds)
 
-    def forget(self, live_uids: set[str]) -> None:
-        self.stopping &= live_uids
-
-    async def _stop_processes(self, pod: Obj, processes: ProcessRuntime, grace_seconds: float) -> None:
-        codes = await processes.stop(pod["metadata"]["uid"], grace_seconds)
-        self._write_stopped(pod, codes)
-
-    def _write_stopped(self, pod: Obj, codes: dict[str, int]) -> None:
-        metadata = pod["metadata"]
-        try:
-            current = self.store.get("v1/pods", metadata["name"], metadata["namespace"])
-        except ApiError as error:
-            if error.code == 404:
-                return
-            raise
-        if current["metadata"].get("uid") != metadata["uid"]:
-            return
-        statuses = terminated_statuses(current, codes, default_code=137)
-        termination_messages.fill_for(current, statuses, store=self.store, processes=self.processes)
+    def write(self, current: Obj, codes: dict[str, int]) -> None:
+        """The shutdown's terminal status, in one write (see module docstring)."""
+        statuses = self.terminated(current, codes)
         conditions = pod_conditions(current, ready=False, reason="PodCompleted")
+        metadata = current["metadata"]
         self.store.patch(
             "v1/pods",
             metadata["name"],
