@@ -306,12 +306,14 @@ def test_the_gang_of_a_deleted_dag_run_is_withdrawn_unless_kept_as_unknown(
     gang = wait_for_request(cluster, run, set())
     run.kill()
     run_id = task_instance(gang).run_id
-    with create_session() as session, warnings.catch_warnings():
-        # Deleting through the ORM loads DagRun.serialized_dag, which Airflow maps as one row; after
-        # earlier tests re-serialized the same DAG in this test database there are several (an
-        # Airflow model warning, not about the provider).
+    # Deleting through the ORM loads DagRun.serialized_dag when the session flushes at commit, which
+    # Airflow maps as one row; after earlier tests re-serialized the same DAG in this test database
+    # there are several (an Airflow model warning, not about the provider). The filter encloses the
+    # session, so it is still in force when the session commits on leaving its block.
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", SAWarning)
-        session.delete(session.scalars(select(DagRun).where(DagRun.run_id == run_id)).one())
+        with create_session() as session:
+            session.delete(session.scalars(select(DagRun).where(DagRun.run_id == run_id)).one())
     status, kept = sweep("--delete", "--keep-unknown")
     assert status == 0 and f"default/{gang}: keep - no task instance of this Airflow" in kept, kept
     assert len(objects_of(cluster, gang)) >= 4
