@@ -39,9 +39,11 @@ Run (about 2.5 minutes on 2 cores)::
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -58,7 +60,17 @@ from gang_sim.testing.eventually import eventually
 from tests.standalone.browser import CHROMIUM, Rendering, blank_problems, read_png, render
 from tests.standalone.clusters import ClusterSpec, kubectl, names
 from tests.standalone.components import Airflow
-from tests.standalone.environment import FINISHED, Dags, GangDag, Setup, running_airflow, settled, train_task, trigger
+from tests.standalone.environment import (
+    FINISHED,
+    REACTION_SECONDS,
+    Dags,
+    GangDag,
+    Setup,
+    running_airflow,
+    settled,
+    train_task,
+    trigger,
+)
 from tests.standalone.limited_auth import CLASS_PATH, READABLE_DAG_VARIABLE, mint_token
 
 pytestmark = [
@@ -166,6 +178,13 @@ def member_phases(setup: Setup, gang: str) -> list[str]:
     return output.split()
 
 
+def try_ended(airflow: Airflow, run_id: str, try_number: int) -> bool:
+    """Whether Airflow has ended try ``try_number`` of the ``FAILED`` gang's task: a later try has
+    started, or the task instance waits for its retry or has finished."""
+    task = reservation_answer(airflow, FAILED, run_id)["task_instance"]
+    return bool(task["try_number"] != try_number or task["state"] in (*FINISHED, "up_for_retry"))
+
+
 def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
     """Move the clock in steps, each once :func:`settled`: past the stock-out, then until each try
     of the ``FAILED`` gang has all its members running (member 0 is then deleted), and both gangs
@@ -175,7 +194,12 @@ def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
     before the scheduler has drained the executor event of its deferral; Airflow then fails that try
     itself ("finished with state success, but the task instance's state attribute is running"),
     before it records its end. The page shows such a try as ended unrecorded, so the checks below
-    hold on either path."""
+    hold on either path.
+
+    The clock moves only while Airflow has settled, and each step gives the triggers
+    ``REACTION_SECONDS`` of real time (as :func:`tests.standalone.environment.drive_until_finished`):
+    else the simulated booking of a granted try could expire while its worker launches in real time.
+    After member 0 is deleted the clock stands still until Airflow has ended that try."""
     airflow, failing = setup.airflow, runs["failed"]
     by_run = {run_id: DAG_IDS[state] for state, run_id in runs.items()}
     deleted: set[str] = set()
@@ -197,11 +221,27 @@ def run_until_done(setup: Setup, runs: dict[str, str]) -> None:
             members = names(cluster(setup), "pods", f"{naming.GANG_LABEL}={gang}")
             kubectl(cluster(setup), "delete", "-n", "default", "--wait=false", sorted(members)[0])
             deleted.add(gang)
+            # The clock stands still until Airflow has ended that try (in real time: the trigger's
+            # event, the scheduler, a worker running execute_finished), else the members' simulated
+            # run time could pass first and the try succeed.
+            ending = answer["task_instance"]["try_number"]
+            eventually(
+                functools.partial(try_ended, airflow, failing, ending),
+                timeout=180,
+                what=f"try {ending} of {FAILED} ended after its member was deleted",
+                interval=0.5,
+            )
+            continue
         states = [train_task(airflow, DAG_IDS[state], runs[state])["state"] for state in ("failed", "succeeded")]
         if not ended_early and deleted and all(state in FINISHED for state in states):
             return
         cluster(setup).advance(step, timeout=120)
-    raise AssertionError(f"the gangs did not finish: {states}")
+        time.sleep(REACTION_SECONDS)  # as drive_until_finished: the triggers see the step before the next
+    raise AssertionError(
+        f"the gangs did not finish: {states}; deleted {sorted(deleted)}; last answer {answer};"
+        f" members {member_phases(setup, gang) if gang else None}\n{airflow.task_log(failing)[-6000:]}"
+        f"\n{airflow.trigger_log(failing)[-8000:]}\n{airflow.describe()}"
+    )
 
 
 @pytest.fixture(scope="module")
