@@ -1,26 +1,22 @@
 """Reading a gang's objects for the operator: what the triggers watch, whether an earlier try's
-gang is intact, the reservation just before launch, and the members' logs; and, for the clean-up
+gang is intact, the reservation just before launch; and, for the clean-up
 from outside a task (``airflow_provider_gang.sweep``), every gang a namespace holds
 (:func:`gang_owners`).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
-from airflow_provider_gang.kube.resources import CONFIG_MAPS, NODES, POD_GROUPS, PODS, PROVISIONING_REQUESTS, Resource
-from airflow_provider_gang.reservation import decision, manifests, members, naming, shape
+from airflow_provider_gang.kube.resources import CONFIG_MAPS, POD_GROUPS, PODS, PROVISIONING_REQUESTS, Resource
+from airflow_provider_gang.reservation import decision, manifests, naming, shape
 from airflow_provider_gang.reservation.decision import Decision, Observed, Policy, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
-LOG_TAIL_LINES = 2000
-LOG_READ_TIMEOUT = 30.0
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 
@@ -157,45 +153,3 @@ async def _get_or_none(
         return await client.get(kind, name, namespace)
     except errors.NotFound:
         return None
-
-
-async def read_logs(
-    client: KubeClient, spec: GangSpec, ranks: Iterable[int], *, nodes: Mapping[int, str] | None = None
-) -> tuple[dict[int, str], list[str]]:
-    """The last ``LOG_TAIL_LINES`` lines of each wanted rank's first container, and a note for every
-    wanted rank without a pod (:func:`reservation.members.missing_log_note`): "its node was removed"
-    when ``nodes`` (each rank's last node, from the run event) names a node that is gone (404), else
-    "its pod was removed" (also when the node cannot be read: ``get nodes`` is optional)."""
-    wanted = set(ranks)
-    pods, _ = await client.list(PODS, spec.namespace, label_selector=manifests.common.member_selector(spec))
-    by_rank = {members.member_rank(pod): str(pod["metadata"]["name"]) for pod in pods}
-
-    async def one(rank: int, name: str) -> tuple[int, str]:
-        path = PODS.path(spec.namespace, name, "log")
-        try:
-            async with client.open_stream(
-                path, {"tailLines": str(LOG_TAIL_LINES)}, read_timeout=LOG_READ_TIMEOUT
-            ) as stream:
-                raw = await asyncio.wait_for(stream.read(), timeout=LOG_READ_TIMEOUT)
-        except (errors.KubeError, TimeoutError) as error:
-            return rank, f"(log unavailable: {error})"
-        return rank, raw.decode("utf-8", errors="replace")
-
-    async def node_removed(rank: int) -> bool:
-        node = (nodes or {}).get(rank)
-        if not node:
-            return False
-        try:
-            await asyncio.wait_for(client.get(NODES, node), timeout=LOG_READ_TIMEOUT)
-        except errors.NotFound:
-            return True
-        except (errors.KubeError, TimeoutError):
-            return False
-        return False
-
-    found = [(rank, name) for rank, name in by_rank.items() if rank is not None and rank in wanted]
-    missing = sorted(wanted - {rank for rank, _ in found})
-    logs = dict(await asyncio.gather(*(one(rank, name) for rank, name in found)))
-    removed = await asyncio.gather(*(node_removed(rank) for rank in missing))
-    notes = [members.missing_log_note(rank, node_removed=gone) for rank, gone in zip(missing, removed, strict=True)]
-    return logs, notes

@@ -21,6 +21,7 @@ from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.decision import Decision
 from airflow_provider_gang.reservation.phases import Phase
 from airflow_provider_gang.reservation.records.events import GangEvent
+from airflow_provider_gang.reservation.tries import results
 from airflow_provider_gang.reservation.tries.results import TryEnding
 from airflow_provider_gang.triggers.gang_run import GangRunTrigger
 
@@ -63,6 +64,7 @@ def reserved(run: TryRun, event: GangEvent) -> Any:
         pod_selector=inspection.watch_targets(spec, state.job_uid).member_selector,
         startup_deadline=now + run.settings.startup_timeout.total_seconds(),
         read_checkpoints=spec.checkpoint is not None,
+        log_ranks=tuple(results.ranks_to_log(run.settings.log_ranks, size)),
     )
     run_event = run.waiter.wait(GangRunTrigger.of(arguments), deadline=deadline, spec=spec)
     return finished(run, run_event)

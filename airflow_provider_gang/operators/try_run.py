@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from airflow_provider_gang.airflow_compat import AirflowTaskTerminated
-from airflow_provider_gang.hooks import deletion, inspection
+from airflow_provider_gang.hooks import deletion, inspection, member_logs
 from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
@@ -183,7 +183,8 @@ class TryRun:
             notes: list[str] = []
             if run_event is not None:
                 nodes = {member.rank: member.node for member in run_event.members if member.node}
-                logs, notes = await inspection.read_logs(client, spec, ranks, nodes=nodes)
+                saved = dict(run_event.logs)
+                logs, notes = await member_logs.read_logs(client, spec, ranks, nodes=nodes, saved=saved)
             keep = succeeded and self.settings.on_finish == "keep"
             return logs, notes, await deletion.teardown(client, spec, keep_members=keep)
 

@@ -143,7 +143,7 @@ class GangTrigger(BaseTrigger):
         return f"<{type(self).__qualname__} gang={self.gang_name} namespace={self.namespace} try={self.try_number}>"
 
     def _event(self, observed: Observed, decision: Decision, clock: PhaseClock, **extra: Any) -> GangEvent:
-        """The event that reports ``decision`` now; ``extra``: ``api_error``, ``checkpoint``."""
+        """The event that reports ``decision`` now; ``extra``: ``api_error``, ``checkpoint``, ``logs``."""
         event_at = reservation_clock.current().now()
         clock.saw(decision.phase, event_at)
         return GangEvent.of_decision(
@@ -236,12 +236,20 @@ class GangTrigger(BaseTrigger):
                     memory.remember(decision.members)
                     if decision.terminal:
                         decision = replace(decision, members=memory.ended(decision.members, now=now))
+                        saved: tuple[tuple[int, str], ...] = ()
                         if memory.read_checkpoints and objects.pod_selector:  # the survivors' reports too
                             drain = survivors.Drain(
-                                client, self.namespace, objects.pod_selector, memory, self.log, self.gang_name
+                                client,
+                                self.namespace,
+                                objects.pod_selector,
+                                memory,
+                                self.log,
+                                self.gang_name,
+                                log_ranks=arguments.log_ranks,
                             )
                             await drain.run(observed.pods)
-                        return self._event(observed, decision, clock, checkpoint=memory.checkpoint)
+                            saved = tuple(sorted(drain.saved_logs.items()))
+                        return self._event(observed, decision, clock, checkpoint=memory.checkpoint, logs=saved)
         except errors.KubeError as error:
             if error.retryable:
                 raise

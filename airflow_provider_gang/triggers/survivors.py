@@ -5,14 +5,18 @@ reclaimed, a member failed, the run deadline), those survivors may hold progress
 checkpoint reported so far - with one member per node, a reclaimed node is rarely rank 0's. So,
 for a gang with a ``checkpoint``, before the event is sent (and the try recorded):
 
-1. a watch on the members is opened (LIST first, so no event after the deletes is missed);
-2. every survivor is deleted with its own grace period (no ``gracePeriodSeconds``: the pod's
+1. the tails of the survivors among the log ranks (``TriggerArguments.log_ranks``) are read
+   (:func:`hooks.member_logs.save_tails`, best effort, bounded by ``LOG_READ_TIMEOUT``): a stopped
+   pod's log goes with it, before the operator copies logs. They travel in the event
+   (``GangEvent.logs``);
+2. a watch on the members is opened (LIST first, so no event after the deletes is missed);
+3. every survivor is deleted with its own grace period (no ``gracePeriodSeconds``: the pod's
    ``terminationGracePeriodSeconds``, default 30 s) and the precondition of its uid, so a pod that
    replaced it is not touched. The kubelet sends SIGTERM, waits the grace period, then SIGKILL, and
    writes the terminated container statuses - with the termination message the trainer wrote on
    SIGTERM - before it removes the pod
    (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination);
-3. every state the watch shows of a member is read for its checkpoint report
+4. every state the watch shows of a member is read for its checkpoint report
    (:func:`reservation.checkpoint.report_of_pod`; the newest kept in ``RunMemory.checkpoint``) until
    every survivor is terminated or gone, or until the longest grace period plus
    :data:`MARGIN_SECONDS` has passed. Then the trigger gives up waiting: what was read is recorded,
@@ -28,6 +32,7 @@ import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from airflow_provider_gang.hooks import member_logs
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import PODS
@@ -82,12 +87,16 @@ class Drain:
         log: Log,
         gang_name: str,
         *,
+        log_ranks: Sequence[int] = (),
         margin: float = MARGIN_SECONDS,
     ) -> None:
         self.client, self.namespace, self.pod_selector = client, namespace, pod_selector
         self.memory, self.log, self.gang_name, self.margin = memory, log, gang_name, margin
+        self.log_ranks = frozenset(log_ranks)
         self.pending: dict[str, int | None] = {}
         """uid -> rank of the survivors not yet seen terminated or gone."""
+        self.saved_logs: dict[int, str] = {}
+        """rank -> the tail of its log, read before it was stopped (log ranks among the survivors)."""
 
     async def run(self, pods: Sequence[Mapping[str, Any]]) -> None:
         """Delete the survivors among ``pods`` gracefully and read their reports (see module docstring)."""
@@ -97,6 +106,7 @@ class Drain:
         self.pending = {str(pod["metadata"]["uid"]): members.member_rank(pod) for pod in alive}
         budget = wait_seconds(alive, self.margin)
         ranks = sorted(rank for rank in self.pending.values() if rank is not None)
+        await self._save_logs([rank for rank in ranks if rank in self.log_ranks])
         self.log.info(
             "Gang %s: stopping ranks %s (SIGTERM and their grace period) to read their checkpoint reports",
             self.gang_name,
@@ -120,6 +130,19 @@ class Drain:
                 "reports read so far",
                 self.gang_name,
                 error,
+            )
+
+    async def _save_logs(self, ranks: Sequence[int]) -> None:
+        if not ranks:
+            return
+        try:
+            self.saved_logs = await asyncio.wait_for(
+                member_logs.save_tails(self.client, self.namespace, self.pod_selector, ranks),
+                timeout=member_logs.LOG_READ_TIMEOUT,
+            )
+        except (errors.KubeError, TimeoutError) as error:
+            self.log.warning(
+                "Gang %s: could not read the logs of ranks %s before stopping them (%s)", self.gang_name, ranks, error
             )
 
     async def _follow(self, alive: Sequence[Mapping[str, Any]]) -> None:

@@ -15,6 +15,9 @@ Fields (``to_dict()`` writes them as plain JSON values)::
     timings         {"started_at", "event_at", "waited_seconds", "phases": {<phase>: first seen at}}
     checkpoint      null, or the latest checkpoint a member's termination message reported during the
                     wait: reservation.checkpoint.CheckpointReport ({"step", "progress", "pod", "rank"})
+    logs            {<rank>: <tail of its log>} of the log ranks, read by a run wait before it stopped
+                    the survivors of a checkpointed gang (their pods are gone by the time the operator
+                    reads logs); {} otherwise. Each tail is at most hooks.inspection.SAVED_LOG_BYTES (its end)
 
 All times are UNIX seconds, read from ``reservation.clock``. The event crosses from the triggerer
 to the worker through Airflow's database (``TaskInstance.next_kwargs``), so it is a stored format:
@@ -135,6 +138,7 @@ class GangEvent:
     api_error: ApiRefusal | None = None
     timings: EventTimings | None = None
     checkpoint: CheckpointReport | None = None
+    logs: tuple[tuple[int, str], ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -153,6 +157,7 @@ class GangEvent:
         timings: EventTimings,
         api_error: ApiRefusal | None = None,
         checkpoint: CheckpointReport | None = None,
+        logs: tuple[tuple[int, str], ...] = (),
     ) -> GangEvent:
         """The event that reports ``decision``."""
         return cls(
@@ -169,6 +174,7 @@ class GangEvent:
             api_error=api_error,
             timings=timings,
             checkpoint=checkpoint,
+            logs=logs,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,6 +194,7 @@ class GangEvent:
             "api_error": None if self.api_error is None else self.api_error.to_dict(),
             "timings": None if self.timings is None else self.timings.to_dict(),
             "checkpoint": None if self.checkpoint is None else self.checkpoint.to_dict(),
+            "logs": {str(rank): text for rank, text in self.logs},
         }
 
     @classmethod
@@ -208,6 +215,7 @@ class GangEvent:
                     "api_error": ApiRefusal.from_dict,
                     "timings": EventTimings.from_dict,
                     "checkpoint": CheckpointReport.from_dict,
+                    "logs": lambda logs: tuple(sorted((int(rank), str(text)) for rank, text in logs.items())),
                 },
             )
         )

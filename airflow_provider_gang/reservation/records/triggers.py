@@ -25,6 +25,9 @@ Fields (plain values):
 - ``pods_from_job``: members are created by a Job controller, so a rank without a pod is still to
   come, not lost; ``None`` means "``kueue`` mode" (Kueue unsuspends an Indexed Job).
 - ``read_checkpoints``: container 0's termination message is a checkpoint report (run wait).
+- ``log_ranks``: the ranks whose logs the operator copies (``log_ranks`` resolved to ranks); the
+  run wait reads their tails before it stops the survivors of a checkpointed gang, and carries
+  them in its event (``GangEvent.logs``), since the stopped pods are gone when the operator reads.
 - ``preemption_taints``: node taint keys that mean a spot node is being reclaimed (the gang's
   ``CloudProfile.preemption_taints``, ``reservation.cloud``; absent: GKE's).
 - ``delete_on_kill``: the gang's objects (:class:`DeleteTarget`), deleted by ``on_kill`` only.
@@ -89,6 +92,7 @@ class TriggerArguments:
     startup_deadline: float | None = None
     pods_from_job: bool | None = None
     read_checkpoints: bool = False
+    log_ranks: tuple[int, ...] = ()
     preemption_taints: tuple[str, ...] = cloud.GKE.preemption_taints
     delete_on_kill: tuple[DeleteTarget, ...] = ()
     client_options: Mapping[str, Any] = field(default_factory=dict)
@@ -127,6 +131,7 @@ class TriggerArguments:
             "startup_deadline": self.startup_deadline,
             "pods_from_job": self.pods_from_job,
             "read_checkpoints": self.read_checkpoints,
+            "log_ranks": list(self.log_ranks),
             "preemption_taints": list(self.preemption_taints),
             "delete_on_kill": [target.to_dict() for target in self.delete_on_kill],
             "client_options": dict(self.client_options),
@@ -154,6 +159,7 @@ class TriggerArguments:
                     "startup_deadline": float,
                     "pods_from_job": bool,
                     "read_checkpoints": bool,
+                    "log_ranks": lambda ranks: tuple(int(rank) for rank in ranks),
                     "preemption_taints": lambda keys: tuple(str(key) for key in keys),
                     "delete_on_kill": lambda targets: tuple(DeleteTarget.from_dict(target) for target in targets),
                     "client_options": dict,

@@ -1,11 +1,14 @@
 """The run trigger's drain of a gang's running members (``triggers.survivors``) on the emulator with
 graceful pod deletion: a member that saves on SIGTERM has its report read before the try is
 recorded; a member that does not stop within its grace period is given up on after grace + margin
-(what was read is kept) and the kubelet's SIGKILL removes it afterwards - nothing is left behind."""
+(what was read is kept) and the kubelet's SIGKILL removes it afterwards - nothing is left behind.
+The log ranks' tails are read before the members are stopped; when the ``log`` subresource fails
+(the emulator's faults) the drain still stops them and reads their reports."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -99,6 +102,49 @@ def test_survivors_report_on_sigterm_and_one_that_outlives_its_grace_period_is_g
         assert names() == {"drained-1"}  # marked for deletion, its grace period not over on the cluster
         cluster.advance(2)
         eventually(lambda: not names(), timeout=30, what="rank 1 removed after SIGKILL")
+
+
+def _two_saving_members(cluster: ClusterHarness) -> list[dict[str, Any]]:
+    """Ranks 0 and 1, both saving on SIGTERM, once both have printed "ready"; their pods."""
+    for rank in (0, 1):
+        cluster.create("v1/pods", _member(rank, SAVES_ON_SIGTERM, grace=1), namespace="default")
+
+    def ready(rank: int) -> bool:
+        return "ready" in cluster.run(lambda: cluster.store.logs.read("default", f"drained-{rank}", "trainer"))
+
+    for rank in (0, 1):
+        eventually(functools.partial(ready, rank), timeout=30, what=f"rank {rank} running", interval=0.1)
+    return cluster.objects("v1/pods")
+
+
+def _drain(cluster: ClusterHarness, pods: list[dict[str, Any]], memory: RunMemory, log_ranks: list[int]) -> Drain:
+    kubeconfig = yaml.safe_load(cluster.kubeconfig_path.read_text())
+    drain: Drain | None = None
+
+    async def run() -> None:
+        nonlocal drain
+        async with await KubeClient.connect(ConnectionSettings(kubeconfig=kubeconfig)) as client:
+            drain = Drain(client, "default", SELECTOR, memory, logging.getLogger("x"), "drained", log_ranks=log_ranks)
+            await drain.run(pods)
+
+    asyncio.run(asyncio.wait_for(run(), timeout=30))
+    assert drain is not None
+    return drain
+
+
+@pytest.mark.parametrize("log_fault", [None, "get/pods/log:1.0:500"], ids=["logs-readable", "log-reads-fail"])
+def test_the_log_ranks_tails_are_saved_before_the_members_are_stopped(log_fault: str | None) -> None:
+    with ClusterHarness(load_scenario("small"), graceful_pod_deletion=True, faults=log_fault) as cluster:
+        pods = _two_saving_members(cluster)
+        memory = RunMemory()
+        drain = _drain(cluster, pods, memory, log_ranks=[0])
+        if log_fault is None:
+            assert list(drain.saved_logs) == [0]  # rank 1 is not a log rank
+            assert "ready" in drain.saved_logs[0]
+        else:
+            assert drain.saved_logs == {}
+        assert memory.checkpoint is not None and memory.checkpoint.step == 12  # stopped and read all the same
+        eventually(lambda: not cluster.objects("v1/pods"), timeout=30, what="both members removed")
 
 
 def test_no_survivors_no_requests() -> None:

@@ -47,6 +47,7 @@ RUN_EVENT = GangEvent(
         phases={"starting": 1_800_000_060.0, "running": 1_800_000_100.0, "failed": 1_800_000_700.5},
     ),
     checkpoint=CheckpointReport(step=400, progress=450, pod=f"{GANG}-0", rank=0),
+    logs=((0, "step 449 loss 0.21\nSIGTERM: saving a checkpoint\n"),),
 )
 
 REFUSED_EVENT = GangEvent(
@@ -149,6 +150,7 @@ TRIGGER_ARGUMENTS = TriggerArguments(
     pod_selector=f"gang.dev/name={GANG},gang.dev/role=member",
     scheduling_gate="gang.dev/reserved",
     deadline_reason=Reason.START_WINDOW_MISSED,
+    log_ranks=(0, 1),
     delete_on_kill=(
         DeleteTarget("v1/configmaps", name=f"{GANG}-owner"),
         DeleteTarget("v1/pods", label_selector=f"gang.dev/name={GANG}"),
