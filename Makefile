@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint unit reservation-coverage versions standalone production real real-cluster demo bench clean
+.PHONY: test lint unit reservation-coverage versions releases-and-standalone standalone production real real-cluster demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,15 +28,18 @@ lint: $(STAMP)
 # Every check; the main suite in two pytest-xdist workers (most of its time waits on emulated
 # clusters and subprocesses, so two workers on two cores halve it), then the fault-injection suite on
 # its own (its clusters run at 40x: a booking lasts 15 s, too little beside a second worker's load).
-# The real-Airflow suite runs last,
-# after the quick tests: it is the slowest part
-# (about 7 minutes on 2 cores). GANG_STANDALONE=0 make test skips it for quick local runs.
+# Then two lanes side by side, each one's output printed when it ends: the other Airflow releases and
+# the real-Airflow suite (about 8 minutes), beside the real control plane's tier (about 18 minutes,
+# mostly waiting on the real controllers' loops: the cluster-autoscaler's scan, Kueue's and the
+# scheduler's requeues). GANG_STANDALONE=0 make test skips the real-Airflow suite for quick local runs.
 test: lint reservation-coverage
 	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real --ignore=tests/production -n 2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
+	$(MAKE) --no-print-directory --output-sync=target -j2 releases-and-standalone real
+
+releases-and-standalone:
 	$(MAKE) --no-print-directory versions
 	$(MAKE) --no-print-directory standalone
-	$(MAKE) --no-print-directory real
 
 # The other supported Airflow minor releases (README: Supported Airflow versions; the main venv has
 # the newest): one venv each, .venv-airflow-<minor>, with the newest patch release, the provider and
