@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint unit reservation-coverage versions releases-and-standalone standalone production real real-cluster demo bench clean
+.PHONY: test lint unit reservation-coverage versions test-lane-airflow test-lane-real standalone production real real-shared-cluster real-own-clusters real-cluster demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,18 +28,22 @@ lint: $(STAMP)
 # Every check; the main suite in two pytest-xdist workers (most of its time waits on emulated
 # clusters and subprocesses, so two workers on two cores halve it), then the fault-injection suite on
 # its own (its clusters run at 40x: a booking lasts 15 s, too little beside a second worker's load).
-# Then two lanes side by side, each one's output printed when it ends: the other Airflow releases and
-# the real-Airflow suite (about 8 minutes), beside the real control plane's tier (about 18 minutes,
-# mostly waiting on the real controllers' loops: the cluster-autoscaler's scan, Kueue's and the
-# scheduler's requeues). GANG_STANDALONE=0 make test skips the real-Airflow suite for quick local runs.
+# Then two lanes side by side, each one's output printed when it ends: the other Airflow releases, the
+# real-Airflow suite (about 8 minutes) and the real-tier tests that start clusters of their own (about
+# 6 minutes), beside the contract suite and the rest of the real tier on one shared real cluster (about
+# 16 minutes, mostly waiting on the real controllers' loops: the cluster-autoscaler's scan, Kueue's and
+# the scheduler's requeues). GANG_STANDALONE=0 make test skips the real-Airflow suite for quick local runs.
 test: lint reservation-coverage
 	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real --ignore=tests/production -n 2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
-	$(MAKE) --no-print-directory --output-sync=target -j2 releases-and-standalone real
+	$(MAKE) --no-print-directory --output-sync=target -j2 test-lane-airflow test-lane-real
 
-releases-and-standalone:
+test-lane-airflow:
 	$(MAKE) --no-print-directory versions
 	$(MAKE) --no-print-directory standalone
+	$(MAKE) --no-print-directory real-own-clusters
+
+test-lane-real: real-shared-cluster
 
 # The other supported Airflow minor releases (README: Supported Airflow versions; the main venv has
 # the newest): one venv each, .venv-airflow-<minor>, with the newest patch release, the provider and
@@ -86,19 +90,28 @@ real-cluster:
 	bash hack/real-cluster/build.sh
 
 # tests/real, and the contract suite against the real apiserver, when the real control plane is built
-# (tests/real needs the cluster-autoscaler too: its GPU pools grow only through it).
+# (tests/real needs the cluster-autoscaler too: its GPU pools grow only through it). Most of tests/real
+# shares one real cluster (tests/real/conftest.py); REAL_OWN_CLUSTERS start their own.
 REAL_BUILT := from gang_sim.testing.real import find; find()
 REAL_AUTOSCALER := from gang_sim.testing.real import find; assert find().has_cluster_autoscaler
-real: $(STAMP)
+REAL_OWN_CLUSTERS := tests/real/test_workload_api.py tests/real/test_workload_api_autoscaler.py
+real: real-shared-cluster real-own-clusters
+
+real-shared-cluster: $(STAMP)
 	@if $(BIN)/python -c '$(REAL_BUILT)' 2>/dev/null; then \
 		GANG_CONTRACT_BACKEND=real $(BIN)/python -m pytest -q -p no:cacheprovider tests/contract; \
 	else \
 		echo "tests/real and the real contract run skipped: the real control plane is not built (make real-cluster, about 16 min)"; \
 	fi
 	@if $(BIN)/python -c '$(REAL_AUTOSCALER)' 2>/dev/null; then \
-		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 tests/real; \
+		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 tests/real $(addprefix --ignore=,$(REAL_OWN_CLUSTERS)); \
 	elif $(BIN)/python -c '$(REAL_BUILT)' 2>/dev/null; then \
 		echo "tests/real skipped: no cluster-autoscaler in the real control plane's cache (README: The real control plane)"; \
+	fi
+
+real-own-clusters: $(STAMP)
+	@if $(BIN)/python -c '$(REAL_AUTOSCALER)' 2>/dev/null; then \
+		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=5 $(REAL_OWN_CLUSTERS); \
 	fi
 
 # The pure core is fully decidable from its inputs: every branch of reservation/ is tested.

@@ -101,7 +101,7 @@ def test_a_pod_group_beyond_the_pool_makes_the_autoscaler_add_nodes_that_no_memb
         size=6,
         zone=zone,
         strict_zone=True,
-        reservation_timeout=timedelta(seconds=90),
+        reservation_timeout=timedelta(seconds=40),  # both autoscalers add the nodes within 15 s
     )
     dag_run, versions = run_recorded(backend, dag)
     assert task_instance(dag_run).state == "failed"
