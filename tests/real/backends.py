@@ -103,3 +103,19 @@ def sim_backend(scenario: Path | str | Scenario = SCENARIO) -> Iterator[Any]:
     with simulated_cluster(loaded, time_scale=1.0) as cluster:
         cluster.name = "sim"
         yield cluster
+
+
+@contextmanager
+def own_backend(name: str, scenario: Path) -> Iterator[Any]:
+    """A cluster of its own for ``scenario`` on backend ``name`` (``"gang-sim"`` or ``"real"``: the
+    real control plane without Kueue), with the Airflow connection pointing at it - what the modules
+    parametrized over both backends start once each."""
+    if name == "real":
+        with (
+            RealCluster(load_scenario(str(scenario)), kueue=False) as cluster,
+            airflow_connection(cluster.kubeconfig_path),
+        ):
+            yield RealBackend(cluster)
+    else:
+        with sim_backend(scenario) as cluster:
+            yield cluster

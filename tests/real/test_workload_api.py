@@ -35,10 +35,8 @@ from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import ShrinkTo
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
-from gang_sim.testing.real import RealCluster
-from gang_sim.world.scenario import load_scenario
 from tests.e2e.gang_dags import gang_dag, run_dag_test, simulated_pod, summary_of, task_instance
-from tests.real.backends import RealBackend, airflow_connection, sim_backend, wait_for
+from tests.real.backends import RealBackend, own_backend, wait_for
 from tests.real.recording import recording
 from tests.real.sequences import condition_transitions, pod_scheduled
 
@@ -62,15 +60,8 @@ BLOCKER = {
 @pytest.fixture(scope="module", params=["gang-sim", "real"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The scenario's cluster on one backend, with the Airflow connection pointing at it."""
-    if request.param == "real":
-        with (
-            RealCluster(load_scenario(str(SCENARIO)), kueue=False) as cluster,
-            airflow_connection(cluster.kubeconfig_path),
-        ):
-            yield RealBackend(cluster)
-    else:
-        with sim_backend(SCENARIO) as cluster:
-            yield cluster
+    with own_backend(request.param, SCENARIO) as cluster:
+        yield cluster
 
 
 def kubeconfig_of(backend: Any) -> str:

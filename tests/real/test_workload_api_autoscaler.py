@@ -31,10 +31,8 @@ from typing import Any
 
 import pytest
 
-from gang_sim.testing.real import RealCluster
-from gang_sim.world.scenario import load_scenario
 from tests.e2e.gang_dags import summary_of, task_instance
-from tests.real.backends import RealBackend, airflow_connection, sim_backend, wait_for
+from tests.real.backends import own_backend, wait_for
 from tests.real.sequences import condition_transitions
 from tests.real.test_workload_api import POD_GROUPS, members_of, per_object, run_recorded, workload_dag
 
@@ -47,15 +45,8 @@ POOL_MAXIMUM = 4
 @pytest.fixture(scope="module", params=["gang-sim", "real"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The scenario's cluster, with its autoscaler, on one backend; the Airflow connection points at it."""
-    if request.param == "real":
-        with (
-            RealCluster(load_scenario(str(SCENARIO)), kueue=False) as cluster,
-            airflow_connection(cluster.kubeconfig_path),
-        ):
-            yield RealBackend(cluster)
-    else:
-        with sim_backend(SCENARIO) as cluster:
-            yield cluster
+    with own_backend(request.param, SCENARIO) as cluster:
+        yield cluster
 
 
 def gpu_nodes_in(backend: Any, zone: str) -> list[str]:
