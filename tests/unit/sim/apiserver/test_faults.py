@@ -176,6 +176,7 @@ SPECS = [
     f"list/pods:1.0:reset:count:1,get/{PR}/provisioningrequests/status:0.25:drop",
     "malformed/pods:no-status,malformed:wrong-type:for:2.5,malformed/batch/jobs:unknown-condition:count:1",
     "watch-expire:1.0,watch-expire/pods:0.5:count:2:for:1.0,retry-after:3",
+    "discovery:1.0:503:count:2,discovery/scheduling.k8s.io:0.5:drop,discovery/kueue.x-k8s.io/v1beta2:1.0:reset",
 ]
 
 
@@ -212,6 +213,34 @@ def test_json_items_carry_resource_and_window_keys():
     assert document["watch_expire"] == [{"rate": 1.0}]
 
 
+@pytest.mark.parametrize(
+    ("spec", "path", "hit"),
+    [
+        ("discovery:1.0:503", "/api", True),
+        ("discovery:1.0:503", "/apis/scheduling.k8s.io/v1beta1", True),
+        ("discovery/scheduling.k8s.io:1.0:503", "/apis/scheduling.k8s.io", True),
+        ("discovery/scheduling.k8s.io:1.0:503", "/apis/scheduling.k8s.io/v1beta1/", True),
+        ("discovery/scheduling.k8s.io:1.0:503", "/apis/batch/v1", False),
+        ("discovery/scheduling.k8s.io:1.0:503", "/apis", False),
+        ("discovery/scheduling.k8s.io/v1beta1:1.0:503", "/apis/scheduling.k8s.io/v1beta1", True),
+        ("discovery/scheduling.k8s.io/v1beta1:1.0:503", "/apis/scheduling.k8s.io/v1alpha2", False),
+        ("discovery/scheduling.k8s.io/v1beta1:1.0:503", "/apis/scheduling.k8s.io", False),
+    ],
+)
+def test_discovery_items_hit_the_documents_of_their_group_and_version(spec, path, hit):
+    injection = Faults.parse(spec).draw_discovery_error(path)
+    assert (injection is not None) is hit
+    assert injection is None or (injection.error is not None and injection.error.code == 503)
+
+
+def test_discovery_items_never_hit_resource_requests_and_resource_items_never_hit_discovery():
+    faults = Faults.parse("discovery:1.0:503,get/pods:1.0:503")
+    assert faults.draw_error("list", request("list")) is None
+    assert Faults.parse("*:1.0:503").draw_discovery_error("/apis") is None
+    assert [faults.draw_discovery_error("/api") is not None for _ in range(2)] == [True, True]
+    assert Faults.parse("discovery:1.0:drop:count:1").draw_discovery_error("/api").kind == "drop"
+
+
 def test_new_faults_start_new_windows():
     clock = FakeClock()
     spent = Faults.parse("get:1.0:503:count:1:for:1", clock=clock)
@@ -242,6 +271,9 @@ def test_new_faults_start_new_windows():
         ("malformed/pods:garbled", "malformed kind"),
         ("watch-expire:often", "rate"),
         ("watch-expire", "expected"),
+        ("discovery:1.0:404", "code"),
+        ("discovery/a/b/c:1.0:503", "discovery path"),
+        ("discovery:1.0", "expected"),
     ],
 )
 def test_malformed_specs_name_the_bad_item(spec, named):

@@ -65,6 +65,17 @@ def test_injected_errors_are_status_responses_and_429_carries_retry_after(emulat
     assert emulator.run(lambda: emulator.store.list("v1/configmaps", "default")[0]) == []
 
 
+def test_discovery_faults_answer_a_status_and_stop_after_their_count(emulator, http):
+    http.request("PUT", "/_sim/faults", {"spec": "discovery/scheduling.k8s.io/v1beta1:1.0:503:count:1"})
+    try:
+        failed = http.request("GET", "/apis/scheduling.k8s.io/v1beta1")
+        assert failed.status == 503 and failed.json()["reason"] == "ServiceUnavailable"
+        assert http.request("GET", "/apis/batch/v1").status == 200
+        assert http.request("GET", "/apis/scheduling.k8s.io/v1beta1").status == 200
+    finally:
+        http.request("DELETE", "/_sim/faults")
+
+
 def test_faults_are_replaced_at_run_time_under_sim(emulator, http):
     response = http.request("PUT", "/_sim/faults", {"spec": "list:1:500,seed:1"})
     assert response.status == 200 and response.json()["errors"] == [{"verb": "list", "rate": 1.0, "code": 500}]

@@ -2,7 +2,8 @@
 
 Request pipeline for ``/api``, ``/apis`` and ``/openapi``: bearer-token authentication (401), request
 counting and logging, RBAC-like authorization (403), injected faults (latency; errors, resets and
-drops of :mod:`.faults`), then the handler (which applies watch-expire and malformed-answer faults).
+drops of :mod:`.faults`, on discovery GETs too), then the handler (which applies watch-expire and
+malformed-answer faults).
 Every :class:`~gang_sim.apiserver.errors.ApiError` becomes a ``Status`` response.
 ``/version`` and ``/healthz``/``/readyz``/``/livez`` need no token (anonymous access upstream).
 
@@ -56,12 +57,14 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
             if faults.latency_seconds > 0:
                 await asyncio.sleep(faults.latency_seconds)
             injection = faults.draw_error(info.verb, info)
-            if injection is not None:
-                requestlog.mark(request, injection.kind)
-                if injection.kind == "drop":
-                    return _drop(request)
-                if injection.error is not None:
-                    raise injection.error
+        elif request.method == "GET" and request.path.startswith("/api"):  # /api, /apis: discovery documents
+            injection = context.faults.draw_discovery_error(request.path)
+        if injection is not None:
+            requestlog.mark(request, injection.kind)
+            if injection.kind == "drop":
+                return _drop(request)
+            if injection.error is not None:
+                raise injection.error
         collected = warning_headers.collect()
         response = await handler(request)
         if collected and not response.prepared:

@@ -226,6 +226,55 @@ class WatchExpiry:
         return {"rate": self.rate} | _target_json(self.target) | self.window.to_json()
 
 
+@dataclass
+class DiscoveryError:
+    """``discovery[/<group>[/<version>]]:<rate>:<code>[:<window>]``: discovery GETs answered ``code``.
+
+    ``group`` ``None`` concerns every discovery path (``/api``, ``/api/v1``, ``/apis`` and below);
+    a group concerns ``/apis/<group>`` and its versions, a version only ``/apis/<group>/<version>``.
+    """
+
+    rate: float
+    code: Code
+    group: str | None = None
+    version: str | None = None
+    window: Window = field(default_factory=Window)
+
+    def __post_init__(self) -> None:
+        check_rate(self.rate)
+        if self.code not in STATUS_CODES and self.code not in CONNECTION_FAULTS:
+            raise ValueError(f"code must be one of {', '.join(map(str, STATUS_CODES + CONNECTION_FAULTS))}")
+        if self.version is not None and self.group is None:
+            raise ValueError("a discovery version needs its group: discovery/<group>/<version>")
+
+    @classmethod
+    def parse_path(cls, text: str) -> tuple[str | None, str | None]:
+        """``(group, version)`` of the part after ``discovery/`` (``""``: every discovery path)."""
+        if not text:
+            return None, None
+        segments = text.split("/")
+        if len(segments) > 2 or any(not segment or segment != segment.strip() for segment in segments):
+            raise ValueError(f"bad discovery path {text!r}: discovery[/<group>[/<version>]]")
+        return segments[0], segments[1] if len(segments) == 2 else None
+
+    def concerns(self, path: str) -> bool:
+        """Whether the discovery request for ``path`` (no trailing slash) is one this item targets."""
+        if self.group is None:
+            return True
+        segments = path.split("/")[2:] if path.startswith("/apis/") else []
+        if not segments or segments[0] != self.group:
+            return False
+        return self.version is None or segments[1:2] == [self.version]
+
+    def to_spec(self) -> str:
+        path = "".join(f"/{segment}" for segment in (self.group, self.version) if segment is not None)
+        return f"discovery{path}:{self.rate!r}:{self.code}{self.window.to_spec()}"
+
+    def to_json(self) -> dict[str, Any]:
+        path = {key: value for key, value in (("group", self.group), ("version", self.version)) if value is not None}
+        return {"rate": self.rate, "code": self.code} | path | self.window.to_json()
+
+
 def check_rate(rate: float) -> None:
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
         raise ValueError(f"rate must be a number from 0 to 1, got {rate!r}")

@@ -7,6 +7,7 @@ list of items::
     <verb>[/<resource>]:<rate>:<code>[:<window>]   error   create/pods:1.0:503:count:3
     malformed[/<resource>]:<kind>[:<window>]        answer  malformed/provisioningrequests:no-status
     watch-expire[/<resource>]:<rate>[:<window>]     410     watch-expire:1.0:count:1
+    discovery[/<group>[/<version>]]:<rate>:<code>[:<window>]   discovery:1.0:503:count:2
     latency:<seconds>   watch-cut:<seconds>   retry-after:<seconds>   seed:<int>
 
 - ``verb``: ``get list watch create update patch delete deletecollection`` (the RBAC verb of the
@@ -33,6 +34,10 @@ list of items::
   by a server whose watch cache has compacted past it: HTTP 200, one ``ERROR`` event with a ``410
   Expired`` Status, end of stream - clients must relist
   (https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes).
+- ``discovery``: GETs of the discovery documents (``/api``, ``/api/v1``, ``/apis``,
+  ``/apis/<group>``, ``/apis/<group>/<version>``) answered ``code`` (as for errors, ``reset`` and
+  ``drop`` included); ``discovery/<group>`` limits it to that group's documents,
+  ``discovery/<group>/<version>`` to one version's ``APIResourceList``.
 - ``window``: ``count:<n>`` (the item hits at most ``n`` requests) and/or ``for:<seconds>`` (the item
   hits only within that many seconds of when the spec was set - a PUT to ``/_sim/faults``, or the
   start of ``gang-sim serve`` - on the monotonic ``clock``); with both, whichever ends first.
@@ -42,8 +47,8 @@ list of items::
   seeds the random source: the same seed and the same sequence of requests give the same hits.
 
 At most one fault shapes a request: error items first (tried in order, the first hit decides), then
-for a watch ``watch-expire``, then ``malformed``. Faults apply to resource requests only, never to
-discovery, OpenAPI or ``/_sim/`` endpoints. A malformed spec raises ``ValueError`` naming the item.
+for a watch ``watch-expire``, then ``malformed``. Faults other than ``discovery`` apply to resource
+requests only; none applies to OpenAPI or ``/_sim/`` endpoints. A malformed spec raises ``ValueError`` naming the item.
 
 ``/_sim/faults``: GET answers :meth:`Faults.to_json`; PUT takes ``{"spec": SPEC}`` or such a JSON
 document (the ``spec`` key wins; documents with ``errors`` only, as older versions wrote, are
@@ -53,6 +58,7 @@ and ``Faults.parse(f.to_spec())`` rebuild the same configuration with fresh wind
     {"errors": [{"verb": "create", "rate": 1.0, "code": 503, "resource": "pods", "count": 3}],
      "malformed": [{"kind": "no-status", "resource": "provisioningrequests", "for_seconds": 10.0}],
      "watch_expire": [{"rate": 1.0}],
+     "discovery": [{"rate": 1.0, "code": 503, "group": "scheduling.k8s.io", "count": 2}],
      "latency_seconds": 0.0, "watch_cut_seconds": null, "retry_after_seconds": 1, "seed": 7,
      "spec": "create/pods:1.0:503:count:3,malformed/provisioningrequests:no-status:for:10.0,..."}
 
@@ -64,13 +70,14 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gang_sim.apiserver import errors
 from gang_sim.apiserver.http.fault_items import (
     ANY,
+    DiscoveryError,
     ErrorRate,
     MalformedAnswer,
     Target,
@@ -82,7 +89,7 @@ from gang_sim.apiserver.http.fault_items import (
 from gang_sim.apiserver.http.malformed import TRUNCATED_WATCH
 from gang_sim.apiserver.http.paths import RequestInfo
 
-__all__ = ["ErrorRate", "Faults", "Injection", "MalformedAnswer", "Target", "WatchExpiry", "Window"]
+__all__ = ["DiscoveryError", "ErrorRate", "Faults", "Injection", "MalformedAnswer", "Target", "WatchExpiry", "Window"]
 
 Clock = Callable[[], float]
 _REASONS = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
@@ -95,7 +102,8 @@ _MESSAGES = {
 _SETTINGS = ("latency", "watch-cut", "retry-after", "seed")
 _EXPECTED = (
     "expected <verb>[/<resource>]:<rate>:<code>, malformed[/<resource>]:<kind>, watch-expire[/<resource>]:<rate>"
-    " (each with optional :count:<n> / :for:<seconds>), latency:<s>, watch-cut:<s>, retry-after:<s> or seed:<n>"
+    ", discovery[/<group>[/<version>]]:<rate>:<code> (each with optional :count:<n> / :for:<seconds>),"
+    " latency:<s>, watch-cut:<s>, retry-after:<s> or seed:<n>"
 )
 
 
@@ -121,6 +129,7 @@ class Faults:
     seed: int | None = None
     malformed: list[MalformedAnswer] = field(default_factory=list)
     watch_expiries: list[WatchExpiry] = field(default_factory=list)
+    discovery_errors: list[DiscoveryError] = field(default_factory=list)
     clock: Clock = field(default=time.monotonic, repr=False, compare=False)
     started_at: float = field(init=False, repr=False, compare=False)
     _random: random.Random = field(init=False, repr=False, compare=False)
@@ -135,12 +144,12 @@ class Faults:
     def parse(cls, spec: str | None, *, clock: Clock = time.monotonic) -> Faults:
         """Parse a spec string (see module docstring); ValueError naming the first bad item."""
         settings: dict[str, str] = {}
-        faults: dict[str, list[Any]] = {"errors": [], "malformed": [], "watch_expire": []}
+        faults: dict[str, list[Any]] = {"errors": [], "malformed": [], "watch_expire": [], "discovery": []}
         for item in filter(None, (part.strip() for part in (spec or "").split(","))):
             parts = item.split(":")
             head, slash, resource = parts[0].partition("/")
             try:
-                target = Target.parse(resource) if slash else ANY
+                target = Target.parse(resource) if slash and head != "discovery" else ANY
                 if head in _SETTINGS and not slash and len(parts) == 2:
                     settings[head] = parts[1]
                     _setting_values(settings)
@@ -148,6 +157,10 @@ class Faults:
                     faults["malformed"].append(MalformedAnswer(parts[1], target, Window.parse(parts[2:])))
                 elif head == "watch-expire" and len(parts) >= 2:
                     faults["watch_expire"].append(WatchExpiry(parse_rate(parts[1]), target, Window.parse(parts[2:])))
+                elif head == "discovery" and len(parts) >= 3:
+                    group, version = DiscoveryError.parse_path(resource)
+                    rate, code = parse_rate(parts[1]), parse_code(parts[2])
+                    faults["discovery"].append(DiscoveryError(rate, code, group, version, Window.parse(parts[3:])))
                 elif head not in _SETTINGS and len(parts) >= 3:
                     rate, code = parse_rate(parts[1]), parse_code(parts[2])
                     faults["errors"].append(ErrorRate(head, rate, code, target, Window.parse(parts[3:])))
@@ -163,7 +176,7 @@ class Faults:
 
         ``spec`` is ignored here (``PUT /_sim/faults`` reads a body with ``spec`` as a spec string).
         """
-        faults: dict[str, list[Any]] = {"errors": [], "malformed": [], "watch_expire": []}
+        faults: dict[str, list[Any]] = {"errors": [], "malformed": [], "watch_expire": [], "discovery": []}
         for section, built in faults.items():
             items = body.get(section) or []
             if not isinstance(items, list):
@@ -193,6 +206,7 @@ class Faults:
             seed=seed,
             malformed=faults["malformed"],
             watch_expiries=faults["watch_expire"],
+            discovery_errors=faults["discovery"],
             clock=clock,
         )
 
@@ -202,6 +216,7 @@ class Faults:
             "errors": [item.to_json() for item in self.error_rates],
             "malformed": [item.to_json() for item in self.malformed],
             "watch_expire": [item.to_json() for item in self.watch_expiries],
+            "discovery": [item.to_json() for item in self.discovery_errors],
             "latency_seconds": self.latency_seconds,
             "watch_cut_seconds": self.watch_cut_seconds,
             "retry_after_seconds": self.retry_after_seconds,
@@ -213,6 +228,7 @@ class Faults:
         """The spec string that :meth:`parse` turns into the same settings."""
         items = [item.to_spec() for item in self.error_rates]
         items += [item.to_spec() for item in self.malformed] + [item.to_spec() for item in self.watch_expiries]
+        items += [item.to_spec() for item in self.discovery_errors]
         if self.latency_seconds:
             items.append(f"latency:{self.latency_seconds!r}")
         if self.watch_cut_seconds is not None:
@@ -235,9 +251,23 @@ class Faults:
         Without ``info`` only items for any resource (``*``) can hit.
         """
         elapsed = self.elapsed()
-        for item in self.error_rates:
-            if item.verb not in ("*", verb) or not _concerns(item.target, info) or not item.window.is_open(elapsed):
-                continue
+        return self._first_hit(
+            item
+            for item in self.error_rates
+            if item.verb in ("*", verb) and _concerns(item.target, info) and item.window.is_open(elapsed)
+        )
+
+    def draw_discovery_error(self, path: str) -> Injection | None:
+        """The injected error, reset or drop for one discovery GET of ``path``, if an item hits it."""
+        elapsed = self.elapsed()
+        path = path.rstrip("/")
+        return self._first_hit(
+            item for item in self.discovery_errors if item.concerns(path) and item.window.is_open(elapsed)
+        )
+
+    def _first_hit(self, candidates: Iterable[ErrorRate | DiscoveryError]) -> Injection | None:
+        """The injection of the first candidate whose draw hits (one draw per candidate, in order)."""
+        for item in candidates:
             if self._random.random() < item.rate:
                 item.window.used += 1
                 if isinstance(item.code, str):
@@ -310,7 +340,18 @@ def _integer(value: str, name: str) -> int:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
-def _item_from_json(section: str, item: Mapping[str, Any]) -> ErrorRate | MalformedAnswer | WatchExpiry:
+def _item_from_json(
+    section: str, item: Mapping[str, Any]
+) -> ErrorRate | MalformedAnswer | WatchExpiry | DiscoveryError:
+    if section == "discovery":
+        group, version = item.get("group"), item.get("version")
+        return DiscoveryError(
+            item["rate"],
+            parse_code(item["code"]),
+            None if group is None else str(group),
+            None if version is None else str(version),
+            Window.from_json(item),
+        )
     target = Target.parse(str(item.get("resource", "*")))
     window = Window.from_json(item)
     if section == "errors":
