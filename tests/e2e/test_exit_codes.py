@@ -43,14 +43,18 @@ def test_a_fail_on_exit_code_fails_the_task_for_good(
     assert cluster.objects("v1/pods") == []
 
 
-def test_a_retry_on_exit_code_runs_try_2(cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("reservation", ["provisioning_request", "workload"])
+def test_a_retry_on_exit_code_runs_try_2(
+    cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, reservation: str
+) -> None:
     """Rank 1 of try 1 exits 143 (its name carries ``-t1-``); try 2 runs and every rank succeeds."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     scenario = dataclasses.replace(load_scenario("small"), local_process_images=("local/shell",))
     cluster_factory(scenario, time_scale=60)
     script = 'case "$GANG_NAME" in *-t1-*) if [ "$GANG_RANK" = 1 ]; then exit 143; fi; sleep 600;; esac; exit 0'
     dag = gang_dag(
-        "exit_code_retries",
+        f"exit_code_retries_{reservation}",
+        reservation=reservation,
         retries=1,
         size=2,
         cpu="1",

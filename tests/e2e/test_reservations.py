@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from airflow_provider_gang.reservation.fallback import LeaveReservation
 from airflow_provider_gang.reservation.manifests.pods import RESERVATION_LABEL
 from airflow_provider_gang.reservation.phases import Reason
@@ -109,11 +111,13 @@ def test_a_gang_that_fits_runs_on_the_reservation(cluster_factory: Any, run_dag:
     assert len(members) == 2 and set(members.values()) <= placed.reserved, (members, placed.reserved)
 
 
-def test_a_full_reservation_falls_back_to_on_demand(cluster_factory: Any, run_dag: Any) -> None:
+@pytest.mark.parametrize("reservation", ["provisioning_request", "workload"])
+def test_a_full_reservation_falls_back_to_on_demand(cluster_factory: Any, run_dag: Any, reservation: str) -> None:
     cluster = cluster_factory(full_reservation(), time_scale=60)
     placed = Placements(cluster, RESERVATION)
     dag = gang_dag(
-        "reservation_full",
+        f"reservation_full_{reservation}",
+        reservation=reservation,
         retries=1,
         size=2,
         gpus=4,

@@ -73,9 +73,10 @@ def test_members_land_on_the_capacity_type_they_asked_for(cluster_factory: Any, 
     assert used and all((nodes.get(node) == "true") is spot for node in used), (used, nodes)
 
 
-def test_the_on_demand_step_leaves_spot_capacity(cluster_factory: Any, run_dag: Any) -> None:
+@pytest.mark.parametrize("reservation", ["provisioning_request", "workload"])
+def test_the_on_demand_step_leaves_spot_capacity(cluster_factory: Any, run_dag: Any, reservation: str) -> None:
     """Try 1 asks for spot and is cut short (its deadline: the spot pool is too small); OnDemand moves
-    try 2 to nodes without the spot label."""
+    try 2 to nodes without the spot label - a new ProvisioningRequest, or a new PodGroup."""
     pools = [
         SCENARIO["nodePools"][0],
         gpu_pool("l4-spot", spot=True, initial=1, maximum=1),
@@ -83,7 +84,8 @@ def test_the_on_demand_step_leaves_spot_capacity(cluster_factory: Any, run_dag: 
     ]
     cluster_factory({**SCENARIO, "nodePools": pools}, time_scale=60)
     dag = gang_dag(
-        "placement_fallback",
+        f"placement_fallback_{reservation}",
+        reservation=reservation,
         retries=1,
         size=4,
         gpus=2,
