@@ -34,7 +34,8 @@ class TrySettings:
     plan names it per try); ``None`` when ``argument_error`` says which rendered argument is invalid -
     the try then ends as ``invalid`` before anything is created. ``mode`` and ``size`` describe a try
     refused before it had a spec; ``ladder`` is the fallback ladder the sequence walks when it has
-    none stored yet.
+    none stored yet. ``auto_reservation``: ``reservation="auto"``, ``configured`` is in ``gates``
+    mode and each new try chooses its mode on its cluster (``reservation.tries.auto_mode``).
     """
 
     kubernetes_conn_id: str
@@ -43,6 +44,7 @@ class TrySettings:
     size: int
     ladder: tuple[fallback.FallbackStep, ...]
     configured: GangSpec | None
+    auto_reservation: bool
     argument_error: GangArgumentError | None
     reservation_timeout: timedelta
     startup_timeout: timedelta

@@ -3,6 +3,7 @@
 ::
 
     start ── rendered arguments valid? ── plan (start_by, adopt an intact gang, fallback step)
+          ── reservation="auto": the mode, from the discovery of the try's cluster
           ── precheck ── withdraw earlier tries' objects ── adopt-or-create the reservation
           ── wait: ReservationTrigger ──► reserved (operators.launching)
 
@@ -10,14 +11,15 @@ An earlier try still recorded as in progress is adopted when its gang is intact
 (``reservation.tries.plan`` rule 2), on the cluster it was created on, else recorded as killed
 before a new plan is made. The try runs on the cluster its plan names (an ``OtherCluster`` step's,
 else the operator's); earlier tries' gangs on other clusters are withdrawn there
-(``operators.clusters``) while this try prepares its own.
+(``operators.clusters``) while this try prepares its own. A new ``auto`` plan takes its mode from
+the discovery of the cluster it runs on (``reservation.tries.auto_mode``), before the plan is stored.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_gang.hooks import creation, deletion, inspection, precheck
+from airflow_provider_gang.hooks import creation, deletion, inspection, precheck, workload_api_check
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.links import RESERVATION_XCOM_KEY
 from airflow_provider_gang.operators import clusters, launching
@@ -26,7 +28,7 @@ from airflow_provider_gang.operators.try_run import TryRun
 from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.tries import ReservationFacts, TryPlan, TryRecord, TryState
-from airflow_provider_gang.reservation.tries import plan
+from airflow_provider_gang.reservation.tries import auto_mode, plan
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
 
@@ -63,6 +65,8 @@ def start(run: TryRun) -> Any:
                 attempt=ti.try_number, reason=stop.reason, message=stop.message, mode=settings.mode, size=settings.size
             )
             raise failure(stop.reason, stop.message, records) from stop
+        if settings.auto_reservation:
+            chosen = _choose_mode(run, *chosen)
     try_plan, explanation = chosen
     run.log.info("Gang plan: %s", explanation)
     connection = clusters.resolve_cluster(run, try_plan)
@@ -126,6 +130,15 @@ def start(run: TryRun) -> Any:
     trigger = ReservationTrigger.of(arguments)
     event = run.waiter.wait(trigger, deadline=try_plan.reservation_deadline, spec=spec)
     return launching.reserved(run, event)
+
+
+def _choose_mode(run: TryRun, new_plan: TryPlan, explanation: str) -> tuple[TryPlan, str]:
+    """A new ``auto`` plan in the mode its cluster serves; what was chosen and why joins the
+    explanation the task log prints."""
+    conn_id = run.conn_id_of(new_plan)
+    served = run.cluster(workload_api_check.is_served, conn_id=conn_id)
+    chosen, why = auto_mode.choose(new_plan, pod_groups_served=served, conn_id=conn_id)
+    return chosen, f"{explanation}; {why}"
 
 
 def _adopt_or_record(

@@ -3,8 +3,8 @@
 The arguments are checked twice: in ``__init__`` at DAG parse time, where a
 value that still holds Jinja is skipped, and at the start of ``execute`` after Airflow has rendered
 ``template_fields``. Operator-only checks live in :mod:`.arguments`; everything that describes the gang
-itself is checked by building a ``reservation.spec.GangSpec`` (with a stand-in name at parse time, the
-real per-try name at run time).
+itself is checked by building a ``reservation.spec.GangSpec`` (:mod:`.described_gang`; with a
+stand-in name at parse time, the real per-try name at run time).
 
 How a try runs is :mod:`.execution`; this module holds the arguments and Airflow's entry points.
 """
@@ -20,22 +20,22 @@ from airflow.sdk import BaseOperator, Context
 from airflow_provider_gang.airflow_compat import conf
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.links import GangReservationLink
-from airflow_provider_gang.operators import execution
+from airflow_provider_gang.operators import described_gang, execution
 from airflow_provider_gang.operators.argument_warnings import parse_time_warnings
 from airflow_provider_gang.operators.settings import DEFAULT_PROVISIONING_CLASS, TrySettings, cloud_profile
 from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter
-from airflow_provider_gang.reservation import checkpoint as checkpoints
 from airflow_provider_gang.reservation import fallback, naming
 from airflow_provider_gang.reservation.checkpoint import PersistentVolumeCheckpoint
 from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.observed import Stage
-from airflow_provider_gang.reservation.spec import DEFAULT_MASTER_PORT, GangSpec, GangSpecError, MemberResources
+from airflow_provider_gang.reservation.spec import (
+    DEFAULT_MASTER_PORT,
+    GangSpec,
+    GangSpecError,
+    ReservationMode,
+)
 from airflow_provider_gang.reservation.tries import arguments as checks
-from airflow_provider_gang.reservation.tries import plan
-from airflow_provider_gang.reservation.tries.member_template import build_member_template
-
-# GangSpec field -> the operator argument a user wrote.
-_ARGUMENT_OF_FIELD = {"mode": "reservation", "queue": "kueue_queue", "reservation_name": "use_reservation"}
+from airflow_provider_gang.reservation.tries import auto_mode, plan
 
 PARSE_TIME_NAME = naming.gang_name("parse-check", "task", "run")
 """Stand-in object name used to validate a GangSpec before dag/run/try are known."""
@@ -49,7 +49,8 @@ class GangTrainingOperator(BaseOperator):
     ``cpu``, ``memory``. ``distributed="torch"|"jax"`` gives members their rank environment and a
     headless Service for rendezvous on ``master_port``.
 
-    How to reserve: ``reservation="provisioning_request"|"kueue"|"gates"|"workload"`` with
+    How to reserve: ``reservation="provisioning_request"|"kueue"|"gates"|"workload"|"auto"`` (``auto``:
+    ``workload`` on a cluster that serves it, else ``gates``, chosen per try) with
     ``provisioning_class`` (default best-effort atomic scale-up), ``provisioning_parameters``,
     ``kueue_queue`` (the Kueue LocalQueue; not ``queue``, which ``BaseOperator`` already uses for the
     executor queue), ``zone`` / ``strict_zone``, ``spot``, and ``use_reservation``: the name of a
@@ -197,7 +198,7 @@ class GangTrainingOperator(BaseOperator):
                 pod_template_file=self.pod_template_file,
                 distributed=self.distributed,
                 reservation=self.reservation,
-                provisioning_class=self.provisioning_class if self.reservation == "kueue" else None,
+                provisioning_class=self.provisioning_class if self.reservation in ("kueue", "auto") else None,
                 reservation_timeout=self.reservation_timeout,
                 startup_timeout=self.startup_timeout,
                 run_timeout=self.run_timeout,
@@ -215,11 +216,11 @@ class GangTrainingOperator(BaseOperator):
             ClientOptions.from_dict(self.client_options)
         except (TypeError, ValueError) as error:
             raise checks.GangArgumentError("client_options", f"{error}") from error
-        base = self.build_spec(PARSE_TIME_NAME, stand_ins=not rendered)
-        try:
-            fallback.check_ladder(self.fallbacks, base)
-        except GangSpecError as error:
-            raise checks.GangArgumentError("fallbacks", error.message) from error
+        for base in self.candidate_specs(PARSE_TIME_NAME, stand_ins=not rendered):
+            try:
+                fallback.check_ladder(self.fallbacks, base)
+            except GangSpecError as error:
+                raise described_gang.refusal(self, "fallbacks", base.mode, error.message) from error
 
     def argument_warnings(self) -> list[str]:
         """What is allowed but probably not meant, said once at parse time (:mod:`.argument_warnings`)."""
@@ -234,80 +235,22 @@ class GangTrainingOperator(BaseOperator):
             provisioning_parameters=self.provisioning_parameters,
         )
 
-    def _templated(self, *, stand_ins: bool) -> dict[str, Any]:
-        """The templated fields' values; with ``stand_ins``, a valid neutral value replaces any that
-        still holds Jinja, so every other argument can be checked at parse time."""
-        values = {name: getattr(self, name) for name in self.template_fields}
-        if not stand_ins:
-            return values
-        neutral: dict[str, Any] = {
-            "namespace": "default",
-            "image": "image",
-            "command": None,
-            "args": None,
-            "env": None,
-            "kueue_queue": "queue",
-            "zone": "zone",
-            "labels": {},
-            "pod_template_file": None,
-            "checkpoint": None,
-        }
-        for name, value in values.items():
-            if checks.has_jinja(value):
-                values[name] = neutral[name]
-        values["checkpoint"] = checkpoints.stand_in(self.checkpoint)
-        if (
-            values["pod_template_file"] is None
-            and self.pod_template_file is not None
-            and self.image is None
-            and self.pod_template is None
-        ):
-            values["image"] = "image"  # a templated file path: its content is checked after rendering
-        return values
+    def candidate_specs(
+        self, name: str, *, stand_ins: bool = False, cloud: CloudProfile | None = None
+    ) -> tuple[GangSpec, ...]:
+        """The gang in every mode a try may run in (:func:`.described_gang.candidate_specs`)."""
+        return described_gang.candidate_specs(self, name, stand_ins=stand_ins, cloud=cloud)
 
-    def build_spec(self, name: str, *, stand_ins: bool = False, cloud: CloudProfile | None = None) -> GangSpec:
-        """The gang as the arguments describe it, before any fallback step, named ``name``, on ``cloud``
-        (default: the ``cloud`` argument's profile, else GKE's until the connection is read)."""
-        values = self._templated(stand_ins=stand_ins)
-        cloud = cloud or cloud_profile(self.cloud or "gke", self.kubernetes_conn_id)
-        try:
-            return GangSpec(
-                name=name,
-                namespace=values["namespace"],
-                size=self.size,
-                min_size=self.min_size,
-                pod_template=build_member_template(
-                    image=values["image"],
-                    command=values["command"],
-                    args=values["args"],
-                    env=values["env"],
-                    pod_template=self.pod_template,
-                    pod_template_file=values["pod_template_file"],
-                    gpus=self.gpus,
-                    gpu_resource=self.gpu_resource,
-                ),
-                resources=MemberResources(
-                    gpus=self.gpus, cpu=self.cpu, memory=self.memory, gpu_resource=self.gpu_resource
-                ),
-                mode=self.reservation,  # type: ignore[arg-type]  # GangSpec converts the string
-                provisioning_class=self.provisioning_class,
-                provisioning_parameters=self.provisioning_parameters,
-                queue=values["kueue_queue"],
-                zone=values["zone"],
-                strict_zone=self.strict_zone,
-                spot=self.spot,
-                labels=values["labels"],
-                distributed=self.distributed,  # type: ignore[arg-type]  # GangSpec converts the string
-                master_port=self.master_port,
-                checkpoint=None if values["checkpoint"] is None else checkpoints.from_argument(values["checkpoint"]),
-                reservation_name=self.use_reservation,
-                retry_on_exit_codes=self.retry_on_exit_codes,  # type: ignore[arg-type]  # GangSpec checks them
-                fail_on_exit_codes=self.fail_on_exit_codes,  # type: ignore[arg-type]
-                cloud=cloud,
-            )
-        except GangSpecError as error:
-            argument = _ARGUMENT_OF_FIELD.get(error.field, error.field)
-            raise checks.GangArgumentError(argument, error.message) from error
+    def build_spec(
+        self,
+        name: str,
+        *,
+        stand_ins: bool = False,
+        cloud: CloudProfile | None = None,
+        mode: ReservationMode | None = None,
+    ) -> GangSpec:
+        """The gang as the arguments describe it, named ``name`` (:func:`.described_gang.build_spec`)."""
+        return described_gang.build_spec(self, name, stand_ins=stand_ins, cloud=cloud, mode=mode)
 
     @classmethod
     def get_serialized_fields(cls) -> frozenset[str]:
@@ -326,7 +269,8 @@ class GangTrainingOperator(BaseOperator):
         argument_error: checks.GangArgumentError | None = None
         try:
             self.check_arguments(rendered=True)
-            configured = self.build_spec(PARSE_TIME_NAME, cloud=cloud_profile(self.cloud, self.kubernetes_conn_id))
+            cloud = cloud_profile(self.cloud, self.kubernetes_conn_id)
+            configured = self.candidate_specs(PARSE_TIME_NAME, cloud=cloud)[0]
         except checks.GangArgumentError as error:
             argument_error = error
         return TrySettings(
@@ -336,6 +280,7 @@ class GangTrainingOperator(BaseOperator):
             size=self.size,
             ladder=plan.effective_ladder(self.fallbacks, self.retries or 0),
             configured=configured,
+            auto_reservation=self.reservation == auto_mode.AUTO,
             argument_error=argument_error,
             reservation_timeout=self.reservation_timeout,
             startup_timeout=self.startup_timeout,

@@ -229,3 +229,16 @@ def test_a_kill_deletes_the_running_gang_and_its_pod_group(backend: Any) -> None
     # nothing deleted), so only "something" is certain here; what is left is checked next.
     assert asyncio.run(kill()) >= 1
     wait_for(lambda: not gang_objects(backend, spec.name), timeout=90, what=f"nothing of {spec.name} left")
+
+
+def test_auto_reads_the_discovery_and_runs_the_gang_as_workload(
+    backend: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``reservation="auto"`` asks the apiserver's discovery (``/apis/scheduling.k8s.io/v1beta1``):
+    both backends serve PodGroups, so the try runs as ``workload`` and creates a PodGroup."""
+    dag_run, versions = run_recorded(backend, workload_dag("workload_auto", size=2, reservation="auto"))
+    assert task_instance(dag_run).state == "success"
+    summary = summary_of(dag_run)
+    assert (summary["reservation_mode"], [item["mode"] for item in summary["tries"]]) == ("workload", ["workload"])
+    assert "reservation='auto' chose 'workload' for try 1" in capfd.readouterr().out
+    assert len(per_object(versions[POD_GROUPS])) == 1

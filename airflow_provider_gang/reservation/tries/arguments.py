@@ -25,7 +25,8 @@ from typing import Any
 from airflow_provider_gang.reservation.fallback import FallbackStep
 from airflow_provider_gang.reservation.manifests.rank_env import PROVIDER_VARIABLES
 
-RESERVATION_MODES = ("provisioning_request", "kueue", "gates", "workload")
+RESERVATION_MODES = ("provisioning_request", "kueue", "gates", "workload", "auto")
+"""``auto``: ``workload`` where the cluster serves it, else ``gates`` (``reservation.tries.auto_mode``)."""
 DISTRIBUTED_FRAMEWORKS = ("torch", "jax")
 ON_FINISH_CHOICES = ("delete", "keep")
 
@@ -236,6 +237,12 @@ def _check_mode(arguments: OperatorArguments) -> None:
             "provisioning_class",
             "does not apply to reservation='workload'",
             "remove it; the kube-scheduler places the gang's PodGroup on the nodes there are",
+        )
+    if mode == "auto" and arguments.provisioning_class:
+        raise GangArgumentError(
+            "provisioning_class",
+            "does not apply to reservation='auto': it may choose 'workload', which creates no ProvisioningRequest",
+            "remove it, or use reservation='gates' to choose the class",
         )
     for description, required_mode in arguments.fallback_modes:
         if required_mode and required_mode != mode:

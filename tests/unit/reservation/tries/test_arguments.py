@@ -38,6 +38,7 @@ REFUSED = [
     ("unknown-mode", {"reservation": "magic"}, "reservation", "unknown mode"),
     ("class-with-kueue", {"reservation": "kueue", "provisioning_class": "x"}, "provisioning_class", "kueue"),
     ("class-with-workload", {"reservation": "workload", "provisioning_class": "x"}, "provisioning_class", "workload"),
+    ("class-with-auto", {"reservation": "auto", "provisioning_class": "x"}, "provisioning_class", "'gates'"),
     ("step-of-another-mode", {"fallback_modes": (("other queue q", "kueue"),)}, "fallbacks", "needs reservation"),
     (
         "jax-partial-admission",
