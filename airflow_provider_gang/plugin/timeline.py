@@ -11,8 +11,9 @@ provider's clock). The stages of a lane:
 - ``provisioning``: members launched -> all running (``provisioning_seconds``);
 - ``running``: all running -> the run's end (``run_seconds``);
 - ``teardown``: deleting the gang (``teardown_started_at`` -> ``teardown_ended_at``), drawn where it
-  began when the record says so (a gap before it is time no stage accounts for: launching, reading
-  logs), else right after the last stage.
+  began when the record says so, else right after the last stage. A gap before it is time no stage
+  accounts for: Airflow resuming the deferred task on a worker after its trigger fired, reading the
+  members' logs.
 
 A finished lane ends with an end mark coloured by the outcome; the try in progress
 (``gang.current``) gets an open lane up to ``now`` (tearing down since ``teardown_started_at`` once it

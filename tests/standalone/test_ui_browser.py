@@ -356,6 +356,11 @@ def test_the_timeline_has_one_lane_per_try(pages: Pages) -> None:
     failed = pages.by_state["failed"]
     ran = [item for item in failed.answer["task_state"]["tries"] if item["run_seconds"] is not None]
     assert failed.rendering.dom.count('class="stage-running fill-failed"') == len(ran)
+    # ... and every recorded try its teardown, its place and the legend under the lanes.
+    torn_down = [item for item in failed.answer["task_state"]["tries"] if item.get("teardown_ended_at") is not None]
+    assert torn_down and failed.rendering.dom.count('class="stage-teardown fill-failed"') == len(torn_down)
+    assert failed.rendering.dom.count(f"provisioning request · zone {ZONE}") >= len(torn_down)
+    assert 'id="timeline-legend"' in failed.rendering.dom and "end of the try" in failed.rendering.dom
     assert failed.rendering.dom.count("GPU-h reserved") == len(failed.answer["task_state"]["tries"])
 
 
