@@ -122,5 +122,10 @@ class TryLifecycle:
             kubernetes_conn_id=plan.kubernetes_conn_id if plan else None,
             namespace=plan.spec.namespace if plan else None,
             repeated=plan.repeats if plan else False,
+            requested_at=plan.requested_at if plan else None,
+            start_deadline=plan.start_deadline if plan else None,
+            zone=plan.spec.zone if plan else None,
+            queue=plan.spec.queue if plan else None,
+            provisioning_class=plan.spec.provisioning_class if plan else None,
         )
         return self.end(record)

@@ -146,7 +146,9 @@ class TryRun:
             ending = TryEnding.of_event(last)
         succeeded = ending.succeeded and run_event is not None
         ranks = results.ranks_to_log(self.settings.log_ranks, state.size_run or spec.size)
-        logs, notes, deleted = self._finish_on_cluster(spec, ranks, run_event, succeeded=succeeded)
+        logs, notes = self._read_logs(spec, ranks, run_event)
+        state = self._tearing_down(state)
+        deleted = self._teardown(spec, keep_members=succeeded and self.settings.on_finish == "keep")
         for rank, text in sorted(logs.items()):
             for line in text.splitlines():
                 self.log.info("[rank %d] %s", rank, line)
@@ -172,27 +174,47 @@ class TryRun:
             return results.summary(state.plan, record, records, logs)
         return self._raise_ended(record, records, killed)
 
-    def _finish_on_cluster(
-        self, spec: GangSpec, ranks: list[int], run_event: GangEvent | None, *, succeeded: bool
-    ) -> tuple[dict[int, str], list[str], int]:
-        """The wanted ranks' logs and notes on those without one (after a run), and how many objects
-        the teardown deleted; best effort."""
+    def _read_logs(
+        self, spec: GangSpec, ranks: list[int], run_event: GangEvent | None
+    ) -> tuple[dict[int, str], list[str]]:
+        """The wanted ranks' logs and notes on those without one, after a run; best effort."""
+        if run_event is None:
+            return {}, []
+        nodes = {member.rank: member.node for member in run_event.members if member.node}
+        saved = dict(run_event.logs)
 
-        async def finish(client: KubeClient) -> tuple[dict[int, str], list[str], int]:
-            logs: dict[int, str] = {}
-            notes: list[str] = []
-            if run_event is not None:
-                nodes = {member.rank: member.node for member in run_event.members if member.node}
-                saved = dict(run_event.logs)
-                logs, notes = await member_logs.read_logs(client, spec, ranks, nodes=nodes, saved=saved)
-            keep = succeeded and self.settings.on_finish == "keep"
-            return logs, notes, await deletion.teardown(client, spec, keep_members=keep)
+        async def read(client: KubeClient) -> tuple[dict[int, str], list[str]]:
+            return await member_logs.read_logs(client, spec, ranks, nodes=nodes, saved=saved)
 
         try:
-            return self.cluster(finish)
+            return self.cluster(read)
+        except Exception as error:  # the try ends all the same, without its members' logs
+            self.log.warning("Gang %s: member logs not read (%s)", spec.name, error)
+            return {}, []
+
+    def _tearing_down(self, state: TryState) -> TryState:
+        """``state`` with ``teardown_started_at`` now, stored so that the Gang view shows the try
+        tearing down (and the next try, that its worker stopped in the teardown); best effort, as a
+        store on an unreachable cluster cannot take it: the record still has the time."""
+        started = state.with_changes(teardown_started_at=clock.current().now())
+        try:
+            self.state = self.lifecycle.update(state, teardown_started_at=started.teardown_started_at)
+        except Exception as error:  # the teardown runs all the same
+            self.log.warning("Gang %s: the teardown's start not stored (%s)", state.plan.gang, error)
+            self.state = started
+        return self.state
+
+    def _teardown(self, spec: GangSpec, *, keep_members: bool) -> int:
+        """Delete the gang (``hooks.deletion.teardown``); how many objects were deleted; best effort."""
+
+        async def delete(client: KubeClient) -> int:
+            return await deletion.teardown(client, spec, keep_members=keep_members)
+
+        try:
+            return self.cluster(delete)
         except Exception as error:  # the try ends all the same; what is left is withdrawn by the next try
             self.log.warning("Gang %s: clean-up incomplete (%s); the next try withdraws what is left", spec.name, error)
-            return {}, [], 0
+            return 0
 
     def _raise_ended(self, record: TryRecord, records: list[TryRecord], killed: bool) -> Any:
         message = f"gang {record.gang}: {record.message}"

@@ -154,7 +154,7 @@ def build_row(row: GangTaskRow, *, now: float, condition: str | None) -> Row:
         size=units.members(last.size) if last else "not recorded",
         waited=units.duration(last.queue_seconds, missing="never granted") if last else "not recorded",
         waited_seconds=(last.queue_seconds or 0.0) if last else 0.0,
-        place=f"step: {last.step}" if last else "not recorded",
+        place=finished_place(last) if last else "not recorded",
         condition=(
             f"{units.reason(last.outcome)}: {last.message}" if last and last.message else units.reason(last.outcome)
         )
@@ -162,6 +162,14 @@ def build_row(row: GangTaskRow, *, now: float, condition: str | None) -> Row:
         else f"task {str(row.state or 'not scheduled').replace('_', ' ')}",
         gpu_hours=units.gpu_hours(used) + " used",
     )
+
+
+def finished_place(record: TryRecord) -> str:
+    """Where a finished try ran (zone / queue / class), or its fallback step for a record written
+    before the place was kept (``TryRecord.requested_at`` marks a record that has it)."""
+    if record.requested_at is None:
+        return f"step: {record.step}"
+    return timeline.place_of(record.zone, record.queue, record.provisioning_class)
 
 
 def build_overview(

@@ -35,6 +35,13 @@ def environment() -> jinja2.Environment:
     )
 
 
+def compile_templates() -> None:
+    """Compile every template into :func:`environment`'s cache (Jinja2 keeps compiled templates,
+    ``Environment.cache_size``), as the api-server starts: compiling is most of a first render."""
+    for name in environment().list_templates(filter_func=lambda name: name.endswith(".html.j2")):
+        environment().get_template(name)
+
+
 def render_page(page: Page) -> str:
     """The page as an HTML document; every value escaped."""
     return (

@@ -13,11 +13,18 @@ core apps have, not a plugin's). A task instance is named by ``dag_id``,
 builds the page model (:mod:`.page_model`) and renders it (:mod:`.rendering`).
 
 The modules behind the routes are imported inside them: this module is imported wherever plugins
-load, and they import the provider's operators and triggers.
+load (scheduler, workers, triggerer), and they import the provider's operators and triggers and,
+through ``hooks.gang``, the Kubernetes client - about a second of imports. The api-server, the one
+process that serves the routes, loads them and compiles the templates when it starts instead
+(:func:`load_pages`, the app's lifespan: Airflow's own lifespan enters the lifespan of every mounted
+FastAPI app, ``airflow/api_fastapi/app.py``), so that its first request costs what a later one does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
@@ -25,7 +32,31 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_da
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
 
-gang_app = FastAPI(title="Gang reservations")
+
+def load_pages() -> None:
+    """Import every module the routes use and compile the pages' templates (``rendering``)."""
+    from airflow_provider_gang.plugin import (  # noqa: F401 - imported to be loaded
+        live,
+        overview,
+        overview_live,
+        overview_queries,
+        page_model,
+        queries,
+        rendering,
+        stored_records,
+    )
+
+    rendering.compile_templates()
+
+
+@contextlib.asynccontextmanager
+async def load_pages_at_start(app: FastAPI) -> AsyncIterator[None]:
+    """The app's lifespan: :func:`load_pages` in a thread before the first request."""
+    await asyncio.to_thread(load_pages)
+    yield
+
+
+gang_app = FastAPI(title="Gang reservations", lifespan=load_pages_at_start)
 READ_TASK_INSTANCE = [Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))]
 OVERVIEW_RECENT_SECONDS = 7 * 24 * 3600.0
 """Finished gangs the Gangs page lists: those whose records changed in the last week."""

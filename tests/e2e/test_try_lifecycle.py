@@ -215,3 +215,35 @@ def test_a_killed_blocking_task_is_recorded_as_killed_and_is_no_ladder_input(clu
     assert again.gang_name != gang
     stored = TryHistory(cleared).current()
     assert stored is not None and stored.plan.step == "as configured"  # no ladder input
+
+
+@pytest.mark.parametrize("teardown_fails", [False, True], ids=["torn-down", "teardown-fails"])
+def test_a_try_records_its_place_start_by_and_how_long_its_teardown_took(
+    cluster_factory: Any, teardown_fails: bool
+) -> None:
+    """The record keeps what its timeline lane draws; a teardown that fails past its retries is still
+    timed, and what it could not delete stays for the next try to withdraw."""
+    cluster = cluster_factory("small", time_scale=60)
+    op = gang_operator(cluster, start_by=timedelta(hours=2))
+    context = context_for(FakeTaskInstance(f"timed_teardown_{int(teardown_fails)}", "run-1"))
+    context["data_interval_end"] = datetime.now(timezone.utc)
+    reservation = deferred(op.execute, context)
+    run = deferred(op.execute_reserved, context, first_event(reservation))
+    event = first_event(run)
+    before = clock.current().now()
+    if teardown_fails:
+        cluster.emulator.faults = Faults.parse("delete:1.0:503,deletecollection:1.0:503")
+    try:
+        op.execute_finished(context, event)
+    finally:
+        cluster.emulator.faults = Faults()
+    after = clock.current().now()
+    (record,) = TryHistory(context).finished()
+    assert TryHistory(context).current() is None
+    assert record.outcome == "all_succeeded"
+    assert record.teardown_started_at is not None and record.teardown_ended_at is not None
+    assert before <= record.teardown_started_at <= record.teardown_ended_at <= after
+    assert record.requested_at is not None and record.requested_at < before
+    assert record.start_deadline == pytest.approx(context["data_interval_end"].timestamp() + 7200)
+    assert (record.zone, record.queue, record.provisioning_class) == (None, None, op.provisioning_class)
+    assert (gang_objects(cluster, reservation.gang_name) != {}) == teardown_fails

@@ -113,6 +113,10 @@ def test_a_waiting_try_shows_its_wait_then_the_reason_it_ended(cluster_factory: 
     ended = gang_page(dag_run.dag_id, dag_run.run_id)
     assert "<h2>Waiting</h2>" not in ended
     assert re.search(r'<p class="status">Failed \(try 1\): try 1 ended deadline - deadline reached after', ended)
+    # Never granted, the try waited until its teardown began: its lane draws both, beside the legend.
+    lane = ended.split('<g class="lane tone-failed" data-attempt="1"')[1].split("</g>")[0]
+    assert re.findall(r'class="stage-(\w+) fill-failed"', lane) == ["waiting", "teardown"], lane
+    assert 'id="timeline-legend"' in ended and "end of the try" in ended
 
 
 def _run_id(dag_id: str) -> str:

@@ -352,10 +352,14 @@ def test_the_timeline_has_one_lane_per_try(pages: Pages) -> None:
     assert lanes(pages.by_state["waiting"].rendering.dom) == [("1", "active")]
     assert lanes(pages.by_state["failed"].rendering.dom) == [("1", "failed"), ("2", "failed")]
     assert lanes(pages.by_state["succeeded"].rendering.dom) == [("1", "succeeded")]
-    # Each recorded try that ran has its running stage and its GPU-hours.
+    # Each recorded try that ran has its running stage; each its teardown, zone and GPU-hours.
     failed = pages.by_state["failed"]
     ran = [item for item in failed.answer["task_state"]["tries"] if item["run_seconds"] is not None]
     assert failed.rendering.dom.count('class="stage-running fill-failed"') == len(ran)
+    torn_down = [item for item in failed.answer["task_state"]["tries"] if item.get("teardown_ended_at") is not None]
+    assert torn_down and failed.rendering.dom.count('class="stage-teardown fill-failed"') == len(torn_down)
+    assert failed.rendering.dom.count(f"provisioning request · zone {ZONE}") >= len(torn_down)
+    assert 'id="timeline-legend"' in failed.rendering.dom and "end of the try" in failed.rendering.dom
     assert failed.rendering.dom.count("GPU-h reserved") == len(failed.answer["task_state"]["tries"])
 
 

@@ -101,7 +101,7 @@ def test_the_timeline_has_one_lane_per_try_coloured_by_outcome_with_the_start_by
     assert drawn.lanes[1].segments[2].title == "running 3 h 00 min"
     assert drawn.lanes[2].end_x is None and drawn.lanes[0].end_x is not None  # the try in progress is open
     assert "zone us-central1-b" in drawn.lanes[2].place and "8 members" in drawn.lanes[0].detail
-    assert drawn.limit is not None and drawn.limit.text == "start_by limit (40 min 00 s)"
+    assert drawn.lanes[2].limit is not None and drawn.lanes[2].limit.text == "start_by limit (40 min 00 s)"
     # The longest lane (3 h) sets the scale; a 6.9 s stage still shows.
     assert all(segment.width >= timeline.MINIMUM_SEGMENT for lane in drawn.lanes for segment in lane.segments)
     assert drawn.lanes[1].segments[2].width > 8 * drawn.lanes[0].segments[0].width
@@ -184,6 +184,9 @@ def test_the_gangs_page_lists_every_dag_longest_wait_first_and_filters() -> None
     assert page.rows[0].condition == "ProvisioningRequest Provisioned=False (<quota>)"
     assert page.rows[0].place == "zone us-central1-b · class check-capacity.autoscaling.x-k8s.io"
     assert page.rows[2].gpu_hours == "24 GPU-h used"
+    assert page.rows[2].place == "step: as configured"  # recorded before the place was kept
+    placed = dataclasses.replace(RAN, requested_at=9_000.0, zone="europe-west4-b", queue="team-a")
+    assert overview.finished_place(placed) == "zone europe-west4-b · queue team-a"
     assert dict(page.counts)["waiting"] == 2
     filtered = overview.build_overview(rows, now=10_600.0, phase_filter="waiting", dag_filter="short")
     assert [row.dag_id for row in filtered.rows] == ["short"]
@@ -225,6 +228,10 @@ def test_a_try_airflow_ended_before_it_recorded_gets_a_lane_and_says_so() -> Non
         (1, "failed", timeline.UNRECORDED),
         (2, "failed", timeline.UNRECORDED),
     ]
-    assert page.timeline.limit is None  # a finished task has no start_by limit to meet
+    # The try left behind still shows its plan's start_by limit; the one with no record left has none.
+    assert [None if lane.limit is None else lane.limit.text for lane in page.timeline.lanes] == [
+        None,
+        "start_by limit (40 min 00 s)",
+    ]
     assert page.failure is not None and page.failure.startswith("Try 2 ended without recording how")
     assert page.members_note == "Not recorded: the try ended before it recorded its members."

@@ -148,6 +148,9 @@ class TryState:
         objects: the reservation objects created or adopted, with their uids.
         reservation_event: the ReservationTrigger's event without ``members`` (once it fired).
         launched_at: UNIX time the members were launched; ``size_run``: how many were.
+        teardown_started_at: UNIX time the try began deleting its gang (``operators.try_run``), set
+            just before the deletion; a state left with it set is a try whose worker stopped while
+            tearing down.
     """
 
     plan: TryPlan
@@ -157,6 +160,7 @@ class TryState:
     reservation_event: GangEvent | None = None
     launched_at: float | None = None
     size_run: int | None = None
+    teardown_started_at: float | None = None
 
     def with_changes(self, **changes: Any) -> TryState:
         return replace(self, **changes)
@@ -171,6 +175,7 @@ class TryState:
             "reservation_event": None if self.reservation_event is None else self.reservation_event.to_dict(),
             "launched_at": self.launched_at,
             "size_run": self.size_run,
+            "teardown_started_at": self.teardown_started_at,
         }
 
     @classmethod
@@ -187,6 +192,7 @@ class TryState:
                     "reservation_event": GangEvent.from_dict,
                     "launched_at": float,
                     "size_run": int,
+                    "teardown_started_at": float,
                 },
             )
         )
@@ -245,6 +251,23 @@ class TryRecord:
     """The try repeated the previous try's step after a transient failure (not a use of the step)."""
     node_reclaimed: bool = False
     """A lost member's node was removed or shut down (``member_lost`` is then about capacity, not transient)."""
+    requested_at: float | None = None
+    """UNIX time the try's plan was made (``TryPlan.requested_at``): where its timeline lane starts.
+    ``None``: a try refused before it had a plan, or a record written before this was kept."""
+    start_deadline: float | None = None
+    """The plan's ``start_by`` limit (``TryPlan.start_deadline``); ``None``: no ``start_by`` (or not kept)."""
+    zone: str | None = None
+    """The zone the try's gang was pinned to (its spec after the fallback step); ``None``: any zone."""
+    queue: str | None = None
+    """The Kueue LocalQueue of the try (``kueue`` mode); ``None``: none."""
+    provisioning_class: str | None = None
+    """The ProvisioningRequest class of the try (``provisioning_request`` mode); ``None``: none."""
+    teardown_started_at: float | None = None
+    teardown_ended_at: float | None = None
+    """When the try's teardown began and returned (UNIX times, the provider's clock): deleting its
+    gang, or only what holds the reservation with ``on_finish="keep"``. ``None``: no teardown ran
+    in the try (refused before a gang existed; withdrawn by a later try), or a record written
+    before this was kept."""
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
@@ -269,6 +292,13 @@ class TryRecord:
                     "namespace": optional_text,
                     "repeated": bool,
                     "node_reclaimed": bool,
+                    "requested_at": float,
+                    "start_deadline": float,
+                    "zone": optional_text,
+                    "queue": optional_text,
+                    "provisioning_class": optional_text,
+                    "teardown_started_at": float,
+                    "teardown_ended_at": float,
                 },
             )
         )

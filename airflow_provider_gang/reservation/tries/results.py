@@ -5,7 +5,9 @@ Timings (seconds, ``None`` when the try never got there), from the trigger event
 - ``queue_seconds``: reservation requested -> granted (queueing and node provisioning of the
   ProvisioningRequest or the Kueue admission; the cluster does not tell them apart reliably);
 - ``provisioning_seconds``: members launched -> every member running (binding, image pull, start);
-- ``run_seconds``: every member running -> the run's end.
+- ``run_seconds``: every member running -> the run's end;
+- tearing down: ``TryState.teardown_started_at`` -> ``now``, the record being made as the
+  teardown returned (``operators.try_run``); both kept as UNIX times beside ``requested_at``.
 
 When the run ended with ``member_failed``, the exit-code policy of the try's spec
 (``reservation.exit_codes``) may turn it into ``member_exit_fails_for_good`` (no retry) or
@@ -146,6 +148,13 @@ def try_record(
         namespace=spec.namespace,
         repeated=plan.repeats,
         node_reclaimed=reason is Reason.MEMBER_LOST and any_node_reclaimed(statuses),
+        requested_at=plan.requested_at,
+        start_deadline=plan.start_deadline,
+        zone=spec.zone,
+        queue=spec.queue,
+        provisioning_class=spec.provisioning_class,
+        teardown_started_at=state.teardown_started_at,
+        teardown_ended_at=None if state.teardown_started_at is None else max(now, state.teardown_started_at),
     )
 
 

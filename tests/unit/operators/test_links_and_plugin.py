@@ -186,3 +186,19 @@ def test_plugin_pages_need_an_airflow_user() -> None:
     assert client.get("/ui/reservation", params=query).status_code == 401
     assert client.get("/api/reservation", params=query).status_code == 401
     assert client.get("/ui/gangs").status_code == 401
+
+
+def test_the_app_compiles_every_template_when_it_starts() -> None:
+    """Airflow's lifespan enters each mounted app's lifespan (``airflow/api_fastapi/app.py``); ours
+    compiles the templates there, so the api-server's first request does not."""
+    from fastapi.testclient import TestClient
+
+    from airflow_provider_gang.plugin import rendering
+    from airflow_provider_gang.plugin.routes import gang_app
+
+    environment = rendering.environment()
+    assert environment.cache is not None
+    environment.cache.clear()
+    with TestClient(gang_app):  # runs the lifespan
+        compiled = len(environment.cache)
+    assert compiled == len(environment.list_templates()) == 3

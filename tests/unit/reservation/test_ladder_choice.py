@@ -15,7 +15,7 @@ from airflow_provider_gang.reservation.fallback import OnDemand, OtherCluster, O
 from airflow_provider_gang.reservation.ladder_choice import TryOutcome
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.reservation.records.tries import TryRecord
+from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
 from airflow_provider_gang.reservation.tries import results
 from airflow_provider_gang.reservation.tries.plan import NoTry, plan_try
 from tests.builders import gang_event, gang_spec
@@ -186,13 +186,14 @@ def test_other_cluster_is_stored_and_read_back_and_never_warned_as_a_no_op() -> 
 
 def test_the_record_names_the_cluster_and_whether_a_lost_members_node_went() -> None:
     chosen, _ = _plan(1, [], LADDER)
-    state = SimpleNamespace(plan=chosen, launched_at=None, size_run=None)
+    assert isinstance(chosen, TryPlan)
+    state = TryState(plan=chosen)
     lost = MemberStatus(rank=1, state=MemberState.LOST, reason="DeletionByPodGC")
     deleted = MemberStatus(rank=0, state=MemberState.LOST, reason="Deleted")
     for statuses, reclaimed in (([deleted], False), ([deleted, lost], True)):
         event = gang_event(R.MEMBER_LOST, started_at=1.0, event_at=2.0, members=tuple(statuses))
         ending = results.TryEnding.of_event(event)
-        record = results.try_record(state, None, event, ending, gpus=1, now=3.0)  # type: ignore[arg-type]
+        record = results.try_record(state, None, event, ending, gpus=1, now=3.0)
         assert (record.kubernetes_conn_id, record.namespace) == ("cluster_a", "ml")
         assert (record.node_reclaimed, record.repeated) == (reclaimed, False)
     records = [dataclasses.replace(record, attempt=1), dataclasses.replace(record, attempt=2, kubernetes_conn_id="b")]

@@ -105,6 +105,7 @@ STATE = TryState(
     ),
     launched_at=1_800_000_060.0,
     size_run=2,
+    teardown_started_at=1_800_000_702.5,
 )
 
 RECORD = TryRecord(
@@ -136,6 +137,13 @@ RECORD = TryRecord(
     namespace="ml",
     repeated=True,
     node_reclaimed=False,
+    requested_at=1_800_000_000.0,
+    start_deadline=1_800_003_600.0,
+    zone="europe-west4-a",
+    queue=None,
+    provisioning_class="check-capacity.autoscaling.x-k8s.io",
+    teardown_started_at=1_800_000_702.5,
+    teardown_ended_at=1_800_000_704.0,
 )
 
 TRIGGER_ARGUMENTS = TriggerArguments(

@@ -67,12 +67,18 @@ def test_nested_records_ignore_added_keys_too() -> None:
                 "namespace",
                 "repeated",
                 "node_reclaimed",
+                "requested_at",
+                "start_deadline",
+                "zone",
+                "provisioning_class",
+                "teardown_started_at",
+                "teardown_ended_at",
                 "version",
             ],
         ),
         ("run_event", ["admitted_count", "members", "api_error", "timings", "checkpoint", "status"]),
         ("trigger_arguments", ["connection", "delete_on_kill", "client_options", "try_number", "heartbeat_seconds"]),
-        ("try_state", ["owner_uid", "objects", "reservation_event", "launched_at", "size_run"]),
+        ("try_state", ["owner_uid", "objects", "reservation_event", "launched_at", "size_run", "teardown_started_at"]),
     ],
 )
 def test_missing_optional_keys_take_their_defaults(name: str, optional: list[str]) -> None:
@@ -87,6 +93,36 @@ def test_missing_optional_keys_take_their_defaults(name: str, optional: list[str
     }
     stored = {key: value for key, value in golden(name).items() if key not in optional}
     assert kind.from_dict(stored) == dataclasses.replace(EXAMPLES[name], **defaults)
+
+
+@pytest.mark.parametrize(
+    ("older", "name", "added"),
+    [
+        pytest.param(
+            "try_record_v1_without_place_and_teardown",
+            "try_record",
+            [
+                "requested_at",
+                "start_deadline",
+                "zone",
+                "queue",
+                "provisioning_class",
+                "teardown_started_at",
+                "teardown_ended_at",
+            ],
+            id="try-record",
+        ),
+        pytest.param("try_state_v1_without_teardown", "try_state", ["teardown_started_at"], id="try-state"),
+    ],
+)
+def test_a_record_stored_before_the_teardown_and_place_were_kept_still_reads(
+    older: str, name: str, added: list[str]
+) -> None:
+    """Files an earlier release of version 1 wrote: the keys added since read as ``None``."""
+    stored = json.loads((GOLDEN / f"{older}.json").read_text())
+    assert not set(added) & set(stored)
+    read = type(EXAMPLES[name]).from_dict(stored)
+    assert read == dataclasses.replace(EXAMPLES[name], **dict.fromkeys(added))
 
 
 def _minimal(name: str) -> dict[str, Any]:

@@ -101,6 +101,21 @@ def test_a_try_that_never_got_its_reservation_records_no_timings() -> None:
     assert (made.outcome, made.retryable, made.size, made.gpu_seconds_reserved) == ("capacity_not_found", True, 2, 0.0)
 
 
+def test_a_record_keeps_where_the_try_ran_its_start_by_and_its_teardown() -> None:
+    """What the timeline lane of a finished try draws: place, ``start_by`` limit and teardown."""
+    try_plan = dataclasses.replace(
+        plan(zone="us-central1-b", provisioning_class="queued-provisioning.gke.io"), start_deadline=REQUESTED + 900
+    )
+    refused = gang_event(Reason.CAPACITY_NOT_FOUND, started_at=REQUESTED, event_at=REQUESTED + 30, stage="x")
+    state = TryState(plan=try_plan, teardown_started_at=REQUESTED + 31)
+    made = try_record(state, refused, None, TryEnding.of_event(refused), gpus=1, now=REQUESTED + 33.5)
+    assert (made.requested_at, made.start_deadline) == (REQUESTED, REQUESTED + 900)
+    assert (made.zone, made.queue, made.provisioning_class) == ("us-central1-b", None, "queued-provisioning.gke.io")
+    assert (made.teardown_started_at, made.teardown_ended_at) == (REQUESTED + 31, REQUESTED + 33.5)
+    untorn = try_record(TryState(plan=try_plan), refused, None, TryEnding.of_event(refused), gpus=1, now=REQUESTED)
+    assert (untorn.teardown_started_at, untorn.teardown_ended_at) == (None, None)  # no teardown ran in the try
+
+
 def test_an_ending_of_the_operator_s_own_and_an_event_without_timings() -> None:
     state = TryState(plan=plan(), launched_at=REQUESTED + 70, size_run=2)
     run = dataclasses.replace(gang_event(Reason.ALL_SUCCEEDED, started_at=0, event_at=0), timings=None)
