@@ -9,24 +9,52 @@ a try may choose (``reservation.tries.auto_mode``) and planned as ``gates``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from airflow_provider_gang.operators.settings import DEFAULT_PROVISIONING_CLASS, cloud_profile
 from airflow_provider_gang.reservation import checkpoint as checkpoints
+from airflow_provider_gang.reservation.checkpoint import PersistentVolumeCheckpoint
 from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.spec import GangSpec, GangSpecError, MemberResources, ReservationMode
 from airflow_provider_gang.reservation.tries import auto_mode
 from airflow_provider_gang.reservation.tries.arguments import GangArgumentError, has_jinja
 from airflow_provider_gang.reservation.tries.member_template import build_member_template
 
-if TYPE_CHECKING:
-    from airflow_provider_gang.operators.training import GangTrainingOperator
+
+class GangArguments(Protocol):
+    """What of a ``GangTrainingOperator`` describes its gang (the operator's attributes, as given)."""
+
+    template_fields: Sequence[str]
+    size: int
+    min_size: int | None
+    image: str | None
+    pod_template: Mapping[str, Any] | None
+    pod_template_file: str | None
+    gpus: int
+    cpu: str | None
+    memory: str | None
+    gpu_resource: str
+    distributed: str | None
+    master_port: int
+    reservation: str
+    provisioning_class: str | None
+    provisioning_parameters: dict[str, str]
+    strict_zone: bool
+    spot: bool
+    use_reservation: str | None
+    cloud: str | CloudProfile | None
+    checkpoint: str | PersistentVolumeCheckpoint | None
+    retry_on_exit_codes: Any
+    fail_on_exit_codes: Any
+    kubernetes_conn_id: str
+
 
 ARGUMENT_OF_FIELD = {"mode": "reservation", "queue": "kueue_queue", "reservation_name": "use_reservation"}
 """GangSpec field -> the operator argument a user wrote."""
 
 
-def templated_values(operator: GangTrainingOperator, *, stand_ins: bool) -> dict[str, Any]:
+def templated_values(operator: GangArguments, *, stand_ins: bool) -> dict[str, Any]:
     """The templated fields' values; with ``stand_ins``, a valid neutral value replaces any that
     still holds Jinja, so every other argument can be checked at parse time."""
     values = {name: getattr(operator, name) for name in operator.template_fields}
@@ -59,7 +87,7 @@ def templated_values(operator: GangTrainingOperator, *, stand_ins: bool) -> dict
 
 
 def candidate_specs(
-    operator: GangTrainingOperator, name: str, *, stand_ins: bool = False, cloud: CloudProfile | None = None
+    operator: GangArguments, name: str, *, stand_ins: bool = False, cloud: CloudProfile | None = None
 ) -> tuple[GangSpec, ...]:
     """The gang in every mode a try may run in (``auto``: ``gates``, then ``workload``; else the
     one mode), each checked; the first is the one a try is planned with."""
@@ -67,9 +95,7 @@ def candidate_specs(
     return tuple(build_spec(operator, name, stand_ins=stand_ins, cloud=cloud, mode=mode) for mode in modes)
 
 
-def refusal(
-    operator: GangTrainingOperator, argument: str, mode: ReservationMode | None, message: str
-) -> GangArgumentError:
+def refusal(operator: GangArguments, argument: str, mode: ReservationMode | None, message: str) -> GangArgumentError:
     """The error for ``argument`` of the gang in ``mode``, saying so when only ``auto``'s choice of
     that mode refuses it."""
     if operator.reservation == auto_mode.AUTO and mode not in (None, auto_mode.CONFIGURED_MODE):
@@ -83,7 +109,7 @@ def refusal(
 
 
 def build_spec(
-    operator: GangTrainingOperator,
+    operator: GangArguments,
     name: str,
     *,
     stand_ins: bool = False,
