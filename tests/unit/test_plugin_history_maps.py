@@ -19,9 +19,12 @@ from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.operators.try_store import ClusterTryStore, history_name
-from airflow_provider_gang.plugin import history_maps
+from airflow_provider_gang.plugin import history_maps, overview
 from airflow_provider_gang.plugin.history_places import HistoryPlace, gang_tasks_of, place_of
-from airflow_provider_gang.plugin.queries import stored_task_state
+from airflow_provider_gang.plugin.overview_queries import GangTaskRow
+from airflow_provider_gang.plugin.page_model import build_page
+from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, stored_task_state
+from airflow_provider_gang.plugin.rendering import render_overview, render_page
 from airflow_provider_gang.plugin.stored_records import read_tries
 from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY
 from gang_sim.apiserver.http.faults import Faults
@@ -195,3 +198,22 @@ def test_the_serialized_tasks_are_read_as_airflow_stores_them() -> None:
         "report": {"kubernetes_conn_id": None, "namespace": None},
     }
     assert gang_tasks_of(None) == {} and gang_tasks_of({"dag": []}) == {}
+
+
+UNREAD = "the try history could not be read from the cluster: could not read the cluster (KubeError: 503 <down>)"
+
+
+def test_a_history_that_could_not_be_read_is_said_on_both_pages_not_taken_for_no_tries() -> None:
+    finished = GangTaskRow("nightly", "r", "train", -1, "failed", None, 2, None)
+    overview_page = overview.build_overview([finished], now=0.0, unread={("nightly", "r", "train", -1): UNREAD})
+    assert overview_page.rows[0].condition == UNREAD
+    assert "503 &lt;down&gt;" in render_overview(overview_page)
+    assert overview.build_overview([finished], now=0.0).rows[0].condition == "task failed"
+
+    task = TaskInstanceRow(True, state="failed", try_number=2)
+    page = render_page(build_page("nightly", "r", "train", {}, task, StoredTaskState(), now=0.0, history_unread=UNREAD))
+    assert '<div class="failure" id="history-unread"><b>Try history not shown:</b> ' in page
+    assert "503 &lt;down&gt;" in page
+    assert "No reservation recorded yet" not in page
+    read = render_page(build_page("nightly", "r", "train", {}, task, StoredTaskState(), now=0.0))
+    assert "history-unread" not in read and "No reservation recorded yet" in read
