@@ -64,9 +64,11 @@ class HistoryPlace:
     client_options: dict[str, Any] = field(default_factory=lambda: dict(HISTORY_CLIENT_OPTIONS))
 
 
+@functools.cache
 def has_task_state_store() -> bool:
     """Whether this Airflow keeps a task state store (3.3 and later): the plugin reads the history
-    there, else from the history ConfigMaps."""
+    there, else from the history ConfigMaps. Asked once per process (a missing module is looked for
+    on every import attempt)."""
     try:
         from airflow.models.task_state_store import TaskStateStoreModel  # noqa: F401
     except ImportError:
