@@ -33,6 +33,7 @@ Values are returned as stored; Airflow's models are imported inside the function
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,7 +121,8 @@ def _tasks_of_version(version_id: str) -> dict[str, dict[str, Any]]:
     from sqlalchemy import select
 
     with create_session() as session:
-        found = session.scalars(select(SerializedDagModel).where(SerializedDagModel.dag_version_id == version_id))
+        query = select(SerializedDagModel).where(SerializedDagModel.dag_version_id == uuid.UUID(version_id))
+        found = session.scalars(query)
         row = found.first()
         return {} if row is None else gang_tasks_of(row.data)
 
