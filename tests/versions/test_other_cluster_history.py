@@ -18,7 +18,7 @@ from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.records import task_state
 from demo.cluster import CONN_ID
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
-from tests.e2e.test_other_cluster import ARGUMENTS, B_CONN, two_clusters
+from tests.e2e.two_clusters import ARGUMENTS, B_CONN, two_clusters
 from tests.versions.test_history_pages import LANE, get
 
 
