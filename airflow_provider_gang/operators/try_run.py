@@ -46,7 +46,7 @@ class TryRun:
     def __init__(self, settings: TrySettings, waiter: Waiter, context: Mapping[str, Any]) -> None:
         self.settings, self.waiter, self.context = settings, waiter, context
         self.log = settings.log
-        self.lifecycle = TryLifecycle(context, store_for(context, self.cluster, settings.namespace))
+        self.lifecycle = TryLifecycle(context, store_for(context, self._history_cluster, settings.namespace))
         self.state: TryState | None = None
         self._connections: dict[str, ConnectionSettings] = {}
 
@@ -72,6 +72,12 @@ class TryRun:
                 return await work(client)
 
         return asyncio.run(main())
+
+    def _history_cluster(self, work: Callable[[KubeClient], Awaitable[T]]) -> T:
+        """Where a cluster-kept try history is read and written (``operators.try_store``): always the
+        operator's cluster, never the one a try's plan moved to (``OtherCluster``), so every try of
+        the task instance - and the UI plugin (``plugin.history_places``) - finds one history."""
+        return self.cluster(work, conn_id=self.settings.kubernetes_conn_id)
 
     def resume(self) -> TryState:
         """The state of this try, stored by the entry point that deferred; tracked for ``on_kill``."""

@@ -18,7 +18,9 @@ api-server process (:mod:`.queries`):
 - the task state store, which ``operators.lifecycle`` writes and which, unlike XComs, survives
   retries: ``gang.tries`` gives every finished try's step, outcome (a ``reservation.phases.Reason``
   value) and message - so a failed task says why each try failed - and ``gang.current`` the try in
-  progress: what it waits for and since when.
+  progress: what it waits for and since when. Airflow 3.1 and 3.2 have no task state store: there
+  the same keys are read from the task instance's history ConfigMap on the cluster
+  (:mod:`.try_history`), and a page says so when the cluster did not answer.
 
 While a try is deferred the page also shows the conditions its reservation waits on, read live
 from the cluster (:mod:`.live`) with the connection its trigger row names. The task log has their

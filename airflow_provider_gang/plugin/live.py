@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.kube.options import ClientOptions
@@ -26,6 +26,25 @@ from airflow_provider_gang.triggers.progress import describe_conditions, describ
 
 LIVE_READ_TIMEOUT_SECONDS = 5.0
 """Longest the page waits for the cluster (the page reloads every ``page_model.REFRESH_SECONDS``)."""
+
+
+class ClusterPlace(Protocol):
+    """A namespace of a cluster and how to reach it: exactly one of ``kubernetes_conn_id`` and
+    ``connection`` (``kube.settings.ConnectionSettings`` as a dict) is set; ``client_options`` is
+    ``kube.options.ClientOptions`` as a dict (:class:`.stored_records.WatchedReservation`,
+    ``plugin.history_places.HistoryPlace``)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def kubernetes_conn_id(self) -> str | None: ...
+
+    @property
+    def connection(self) -> dict[str, Any] | None: ...
+
+    @property
+    def client_options(self) -> dict[str, Any]: ...
 
 
 def read_live_conditions(watched: WatchedReservation | None) -> str | None:
@@ -98,10 +117,10 @@ async def read_conditions(watched: WatchedReservation) -> str:
     return "; ".join(text for text in found if text) or "no conditions yet"
 
 
-async def connection_settings(watched: WatchedReservation) -> ConnectionSettings:
-    """The cluster the trigger talks to: its ``connection`` as given, or its ``kubernetes_conn_id``
-    resolved by ``GangHook`` in a thread."""
-    if watched.connection is not None:
-        return ConnectionSettings.from_dict(watched.connection)
-    hook = GangHook(conn_id=watched.kubernetes_conn_id)
+async def connection_settings(place: ClusterPlace) -> ConnectionSettings:
+    """The cluster of ``place`` (the one a trigger talks to): its ``connection`` as given, or its
+    ``kubernetes_conn_id`` resolved by ``GangHook`` in a thread."""
+    if place.connection is not None:
+        return ConnectionSettings.from_dict(place.connection)
+    hook = GangHook(conn_id=place.kubernetes_conn_id)
     return await asyncio.to_thread(hook.connection_settings)

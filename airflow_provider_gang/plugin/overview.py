@@ -1,7 +1,8 @@
 """The cluster-wide Gangs page as typed values: one row per gang task instance, across DAGs.
 
-Built from :mod:`.overview_queries`' rows (the task state store's ``gang.current`` and
-``gang.tries``, read as ``reservation.records.tries`` records) and, for the waiting and running
+Built from the rows ``plugin.try_history`` reads (``gang.current`` and ``gang.tries`` of the task
+state store, or of the history ConfigMaps on Airflow 3.1 and 3.2, read as
+``reservation.records.tries`` records) and, for the waiting and running
 ones, the conditions :mod:`.overview_live` read with one LIST per kind per (cluster, namespace).
 Pure: time is a parameter (``now``), nothing here reads the database or the cluster.
 
@@ -114,8 +115,9 @@ def key_of(row: GangTaskRow) -> TaskKey:
     return (row.dag_id, row.run_id, row.task_id, row.map_index)
 
 
-def build_row(row: GangTaskRow, *, now: float, condition: str | None) -> Row:
-    """One row; ``condition`` is what the cluster says now (``None``: not read)."""
+def build_row(row: GangTaskRow, *, now: float, condition: str | None, unread: str | None = None) -> Row:
+    """One row; ``condition`` is what the cluster says now (``None``: not read); ``unread`` why the
+    row's try history could not be read (``plugin.try_history``), said where its last outcome goes."""
     records, current = read_records(row)
     used = sum(record.gpu_seconds_used for record in records)
     last = records[-1] if records else None
@@ -159,7 +161,7 @@ def build_row(row: GangTaskRow, *, now: float, condition: str | None) -> Row:
             f"{units.reason(last.outcome)}: {last.message}" if last and last.message else units.reason(last.outcome)
         )
         if last
-        else f"task {str(row.state or 'not scheduled').replace('_', ' ')}",
+        else unread or f"task {str(row.state or 'not scheduled').replace('_', ' ')}",
         gpu_hours=units.gpu_hours(used) + " used",
     )
 
@@ -179,10 +181,14 @@ def build_overview(
     conditions: Mapping[TaskKey, str] | None = None,
     phase_filter: str = "",
     dag_filter: str = "",
+    unread: Mapping[TaskKey, str] | None = None,
 ) -> Overview:
-    """The page from :func:`.overview_queries.read_gang_tasks`' rows; ``conditions`` by task key."""
-    conditions = conditions or {}
-    built = [build_row(row, now=now, condition=conditions.get(key_of(row))) for row in rows]
+    """The page from :func:`.overview_queries.read_gang_tasks`' rows; ``conditions`` and ``unread``
+    (why a row's history could not be read) by task key."""
+    conditions, unread = conditions or {}, unread or {}
+    built = [
+        build_row(row, now=now, condition=conditions.get(key_of(row)), unread=unread.get(key_of(row))) for row in rows
+    ]
     counts = tuple((phase, sum(1 for row in built if row.phase == phase)) for phase in PHASES)
     shown = [
         row

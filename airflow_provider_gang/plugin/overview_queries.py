@@ -5,6 +5,9 @@ the number of rows.
   (task state store keys ``gang.tries`` / ``gang.current``, ``reservation.records.task_state``) in
   the DAGs the user may read, joined to its ``task_instance`` row: unfinished ones always, finished
   ones when their records changed within ``recent_seconds``; at most ``limit`` rows, newest first.
+- :func:`read_gang_task_instances`: the same task instances where Airflow has no task state store
+  (3.1, 3.2): those of ``sweep.airflow_state.GANG_OPERATORS``, recent by their own ``updated_at``; their history is
+  read from the cluster (:mod:`.history_maps`) and put in ``stored`` as the texts the store would hold.
 - :func:`read_triggers`: the trigger rows of the deferred ones, by id, in one query (kwargs
   decrypted by ``Trigger.kwargs``, ``airflow/models/trigger.py``).
 
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY
+from airflow_provider_gang.sweep.airflow_state import GANG_OPERATORS
 
 UNFINISHED_STATES = ("deferred", "running", "queued", "scheduled", "up_for_retry", "up_for_reschedule", "restarting")
 
@@ -99,6 +103,44 @@ def read_gang_tasks(
                 )
             rows[key].stored[row.key] = row.value
     return list(rows.values())
+
+
+def read_gang_task_instances(
+    dag_ids: Collection[str], *, now: datetime.datetime, recent_seconds: float, limit: int
+) -> list[GangTaskRow]:
+    """The task instances of ``GANG_OPERATORS`` in ``dag_ids``: unfinished ones always, finished
+    ones changed within ``recent_seconds``; at most ``limit``, newest first; ``stored`` empty. One query."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import or_, select
+
+    if not dag_ids:
+        return []
+    since = now - datetime.timedelta(seconds=recent_seconds)
+    query = (
+        select(TaskInstance)
+        .where(
+            TaskInstance.operator.in_(GANG_OPERATORS),
+            TaskInstance.dag_id.in_(sorted(dag_ids)),
+            or_(TaskInstance.state.in_(UNFINISHED_STATES), TaskInstance.updated_at >= since),
+        )
+        .order_by(TaskInstance.updated_at.desc())
+        .limit(limit)
+    )
+    with create_session() as session:
+        return [
+            GangTaskRow(
+                ti.dag_id,
+                ti.run_id,
+                ti.task_id,
+                ti.map_index,
+                None if ti.state is None else str(getattr(ti.state, "value", ti.state)),
+                ti.next_method,
+                ti.try_number,
+                ti.trigger_id,
+            )
+            for ti in session.scalars(query)
+        ]
 
 
 def read_triggers(trigger_ids: Sequence[int]) -> dict[int, tuple[str, dict[str, Any]]]:

@@ -95,7 +95,8 @@ class Page:
     for a page that does not reload itself (finished or missing task instance). ``tables`` follow
     the status line in order ("Waiting", "Reservation", "Result", "Exit codes", "All tries ..."; each
     only when there is something to show). ``summary_tries`` is ``None`` without a summary, and then
-    ``tries`` lists the finished tries from the task state store.
+    ``tries`` lists the finished tries from the task state store. ``history_unread`` says why the
+    try history could not be read (Airflow 3.1 and 3.2 keep it on the cluster: ``plugin.try_history``).
     """
 
     dag_id: str
@@ -117,6 +118,7 @@ class Page:
     members_note: str = ""
     state: str = "unknown"
     log_url: str | None = None
+    history_unread: str | None = None
 
 
 def describe_state(state: str | None, next_method: str | None, *, exists: bool = True) -> str:
@@ -264,6 +266,7 @@ def build_page(
     pods: Sequence[task_view.LivePod] | None = None,
     map_index: int = -1,
     past_tries: Sequence[int] = (),
+    history_unread: str | None = None,
 ) -> Page:
     """The page of one task instance from what :mod:`.queries` read.
 
@@ -273,7 +276,8 @@ def build_page(
     try's outcome and message, every finished try is listed with its reason and drawn as a lane of
     the timeline (:mod:`.timeline`, the try in progress too), and an unfinished try's wait is shown
     ("Waiting", with ``conditions`` read live from the cluster). ``pods`` (listed live) fill the
-    members table, else the last try's exit codes do (:func:`.task_view.members`)."""
+    members table, else the last try's exit codes do (:func:`.task_view.members`). ``history_unread``:
+    why ``task_state`` is empty although the task may have tries, shown as a note."""
     state = task_state or StoredTaskState()
     tries = read_tries(state.tries)
     current = read_current(state.current)
@@ -322,7 +326,7 @@ def build_page(
         status=status,
         refresh_seconds=refresh,
         tables=tuple(tables),
-        nothing_recorded=not xcoms and not tries,
+        nothing_recorded=not xcoms and not tries and history_unread is None,
         summary_tries=summary_tries(summary) if isinstance(summary, dict) else None,
         tries=tuple(try_row(record, name_cluster=several_clusters(tries)) for record in tries),
         headline=headline,
@@ -341,4 +345,5 @@ def build_page(
         failure=task_view.failure_text(tries, active) if failed else None,
         state=(task_instance.state or "none") if task_instance is not None and task_instance.exists else "unknown",
         log_url=log_url,
+        history_unread=history_unread,
     )

@@ -18,11 +18,15 @@ load, before the ORM is configured there. The task state store keys are
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_provider_gang.links import RESERVATION_XCOM_KEY, SUMMARY_XCOM_KEY
 from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,8 @@ def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
     """``gang.tries`` and ``gang.current`` of one task instance (Airflow 3.3 ``task_state_store``
     table, values JSON as the execution API stores them:
     ``airflow/api_fastapi/execution_api/routes/task_state_store.py``). Airflow 3.1 and 3.2 have no
-    such table (the history is on the cluster there, ``operators.try_store``): nothing stored."""
+    such table (the history is on the cluster there, ``operators.try_store``, read by
+    ``plugin.try_history``): nothing stored."""
     try:
         from airflow.models.task_state_store import TaskStateStoreModel
     except ImportError:  # Airflow before 3.3
@@ -143,8 +148,15 @@ def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
     )
     with create_session() as session:
         stored = {row.key: row.value for row in session.execute(query)}
-    tries = _json(stored.get(TRIES_KEY))
-    current = _json(stored.get(CURRENT_KEY))
+    return stored_task_state(stored)
+
+
+def stored_task_state(stored: Mapping[str, str | None]) -> StoredTaskState:
+    """The two keys from their stored JSON texts (the ``task_state_store`` table's values, or a
+    history ConfigMap's ``data``: ``operators.try_store``); a text that is not JSON is logged and
+    read as missing."""
+    tries = _json(stored.get(TRIES_KEY), TRIES_KEY)
+    current = _json(stored.get(CURRENT_KEY), CURRENT_KEY)
     return StoredTaskState(
         tries=[item for item in tries if isinstance(item, dict)] if isinstance(tries, list) else [],
         current=current if isinstance(current, dict) else None,
@@ -174,11 +186,12 @@ def read_trigger(dag_id: str, run_id: str, task_id: str, map_index: int = -1) ->
         return None if row is None else TriggerRow(str(row.classpath), dict(row.kwargs))
 
 
-def _json(text: str | None) -> Any:
-    """The value of a stored JSON text; ``None`` for a missing or unreadable one."""
+def _json(text: str | None, key: str) -> Any:
+    """The value of a stored JSON text; ``None`` for a missing or unreadable one (logged)."""
     if text is None:
         return None
     try:
         return json.loads(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError) as error:
+        log.warning("The stored %s of the task instance is not JSON (%s), left out", key, error)
         return None

@@ -9,8 +9,9 @@ TASK_INSTANCE)``, which reads ``dag_id`` from the query, ``airflow/api_fastapi/c
 directly: Airflow's ``ReadableDagsFilterDep`` reads ``app.state.auth_manager``, which only the
 core apps have, not a plugin's). A task instance is named by ``dag_id``,
 ``run_id``, ``task_id`` and ``map_index`` (:func:`parse_map_index`). The page reads the database
-(:mod:`.queries`), and while the task instance is unfinished the cluster too (:mod:`.live`), then
-builds the page model (:mod:`.page_model`) and renders it (:mod:`.rendering`).
+(:mod:`.queries`; the try history where this Airflow keeps it, :mod:`.try_history`), and while
+the task instance is unfinished the cluster too (:mod:`.live`), then builds the page model
+(:mod:`.page_model`) and renders it (:mod:`.rendering`).
 
 The modules behind the routes are imported inside them: this module is imported wherever plugins
 load (scheduler, workers, triggerer), and they import the provider's operators and triggers and,
@@ -44,6 +45,7 @@ def load_pages() -> None:
         queries,
         rendering,
         stored_records,
+        try_history,
     )
 
     rendering.compile_templates()
@@ -83,14 +85,17 @@ def parse_map_index(value: str) -> int:
 def reservation_api(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> dict[str, Any]:
     """The stored values the page is built from: the XComs (``reservation``, ``summary``; each only
     if it exists), ``task_instance`` (``queries.TaskInstanceRow``) and ``task_state``
-    (``queries.StoredTaskState``)."""
-    from airflow_provider_gang.plugin import queries
+    (``queries.StoredTaskState``, from wherever this Airflow keeps it: ``try_history``), with
+    ``task_state_unread`` saying why when it could not be read from the cluster."""
+    from airflow_provider_gang.plugin import queries, try_history
 
     index = parse_map_index(map_index)
+    task_state, unread = try_history.read_task_history(dag_id, run_id, task_id, index)
     return {
         **queries.read_gang_xcoms(dag_id, run_id, task_id, index),
         "task_instance": queries.read_task_instance(dag_id, run_id, task_id, index).to_dict(),
-        "task_state": queries.read_task_state(dag_id, run_id, task_id, index).to_dict(),
+        "task_state": task_state.to_dict(),
+        **({"task_state_unread": unread} if unread is not None else {}),
     }
 
 
@@ -99,12 +104,12 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
     """The page the extra link and the task-instance tab open."""
     import time
 
-    from airflow_provider_gang.plugin import live, page_model, queries, rendering, stored_records
+    from airflow_provider_gang.plugin import live, page_model, queries, rendering, stored_records, try_history
 
     index = parse_map_index(map_index)
     task_instance = queries.read_task_instance(dag_id, run_id, task_id, index)
     conditions, pods = None, None
-    task_state = queries.read_task_state(dag_id, run_id, task_id, index)
+    task_state, unread = try_history.read_task_history(dag_id, run_id, task_id, index)
     if not page_model.is_finished(task_instance):  # deferred: a trigger row
         try:
             watched = stored_records.watched_reservation(queries.read_trigger(dag_id, run_id, task_id, index))
@@ -127,6 +132,7 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
         pods=pods,
         map_index=index,
         past_tries=queries.read_past_try_numbers(dag_id, run_id, task_id, index),
+        history_unread=unread,
     )
     return rendering.render_page(page)
 
@@ -135,7 +141,8 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
 def gangs_page(user: GetUserDep, state: str = "", dag_id: str = "") -> str:
     """Every gang of the DAGs the user may read: waiting and running ones, and those of recent runs
     (:mod:`.overview`). Two database queries and, for the deferred gangs, one LIST per kind per
-    cluster and namespace (:mod:`.overview_live`)."""
+    cluster and namespace (:mod:`.overview_live`); on Airflow 3.1 and 3.2 also one LIST of history
+    ConfigMaps per cluster and namespace (:mod:`.try_history`)."""
     import datetime
     import time
 
@@ -148,12 +155,13 @@ def gangs_page(user: GetUserDep, state: str = "", dag_id: str = "") -> str:
         queries,
         rendering,
         stored_records,
+        try_history,
     )
 
     if state and state not in overview.PHASES:
         raise HTTPException(status_code=422, detail=f"state must be one of {', '.join(overview.PHASES)}, got {state!r}")
     now = time.time()
-    rows = overview_queries.read_gang_tasks(
+    rows, unread = try_history.read_gang_rows(
         get_auth_manager().get_authorized_dag_ids(user=user, method="GET"),
         now=datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc),
         recent_seconds=OVERVIEW_RECENT_SECONDS,
@@ -171,5 +179,7 @@ def gangs_page(user: GetUserDep, state: str = "", dag_id: str = "") -> str:
         if gang is not None:
             watched[key] = gang
     conditions = overview_live.read_live_conditions(watched)
-    page = overview.build_overview(rows, now=now, conditions=conditions, phase_filter=state, dag_filter=dag_id)
+    page = overview.build_overview(
+        rows, now=now, conditions=conditions, phase_filter=state, dag_filter=dag_id, unread=unread
+    )
     return rendering.render_overview(page)

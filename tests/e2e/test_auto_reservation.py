@@ -19,7 +19,7 @@ from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 from tests.e2e.test_kill_and_adopt import gang_objects
-from tests.e2e.test_other_cluster import B_CONN, FOUR_GPUS, NO_GPUS, QUICK
+from tests.e2e.two_clusters import B_CONN, FOUR_GPUS, NO_GPUS, QUICK
 
 POD_GROUPS = "scheduling.k8s.io/v1beta1/podgroups"
 PROVISIONING_REQUESTS = "autoscaling.x-k8s.io/v1/provisioningrequests"

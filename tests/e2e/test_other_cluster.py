@@ -1,4 +1,4 @@
-"""``OtherCluster``: a gang fails over to a second cluster, on two ``gang-sim`` instances.
+"""``OtherCluster``: a gang fails over to a second cluster, on two ``gang-sim`` instances (``tests.e2e.two_clusters``).
 
 Cluster A (``kubernetes_default``) has no GPU node and cannot get one, so a check-capacity request
 with ``noRetry`` ends ``capacity_not_found`` at once; cluster B (``gang_cluster_b``) has four idle
@@ -27,52 +27,12 @@ from demo.cluster import CONN_ID
 from gang_sim.apiserver.http.faults import Faults
 from gang_sim.testing import ClusterHarness
 from gang_sim.testing.eventually import eventually
-from tests.builders import GPU_TAINT
 from tests.child_processes import REPOSITORY, child_environment
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 from tests.e2e.test_kill_and_adopt import gang_objects, on_kill_with_state, running_pods
+from tests.e2e.two_clusters import ARGUMENTS, B_CONN, NO_GPUS, two_clusters
 from tests.reliability import worker
-
-B_CONN = "gang_cluster_b"
-CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
-QUICK = {"retry_attempts": 2, "retry_base_delay": 0.05, "retry_max_delay": 0.1, "request_timeout": 5.0}
-NO_GPUS: dict[str, Any] = {
-    "name": "no-gpus",
-    "description": "cluster A: one CPU node, no GPU pool",
-    "seed": 5,
-    "nodePools": [
-        {"name": "cpu", "zone": "zone-a", "cpu": "8", "memory": "32Gi", "minNodes": 1, "maxNodes": 1, "initialNodes": 1}
-    ],
-}
-FOUR_GPUS: dict[str, Any] = {
-    "name": "four-gpus",
-    "description": "cluster B: four idle 1-GPU nodes (minNodes: the autoscaler keeps them while idle)",
-    "seed": 6,
-    "nodePools": [
-        {
-            "name": "gpu",
-            "zone": "zone-b",
-            "gpuType": "nvidia-l4",
-            "gpusPerNode": 1,
-            "cpu": "8",
-            "memory": "32Gi",
-            "taints": [GPU_TAINT],
-            "minNodes": 4,
-            "maxNodes": 4,
-            "initialNodes": 4,
-        }
-    ],
-}
-ARGUMENTS: dict[str, Any] = {
-    "size": 2,
-    "gpus": 1,
-    "provisioning_class": CHECK_CAPACITY,
-    "provisioning_parameters": {"noRetry": "true"},
-    "fallbacks": [OtherCluster(B_CONN)],
-    "client_options": QUICK,
-    "kubernetes_conn_id": CONN_ID,
-}
 
 
 def failover_operator(*, deferrable: bool, run_seconds: float = 10) -> GangTrainingOperator:
@@ -80,10 +40,6 @@ def failover_operator(*, deferrable: bool, run_seconds: float = 10) -> GangTrain
     return GangTrainingOperator(
         task_id="train", retries=2, pod_template=simulated_pod(run_seconds), deferrable=deferrable, **ARGUMENTS
     )
-
-
-def two_clusters(cluster_factory: Any) -> tuple[ClusterHarness, ClusterHarness]:
-    return cluster_factory(NO_GPUS, time_scale=60), cluster_factory(FOUR_GPUS, time_scale=60, conn_id=B_CONN)
 
 
 def all_gang_objects(cluster: ClusterHarness) -> list[str]:
