@@ -48,14 +48,16 @@ test-lane-real: real-shared-cluster
 # The other supported Airflow minor releases (README: Supported Airflow versions; the main venv has
 # the newest): one venv each, .venv-airflow-<minor>, with the newest patch release, the provider and
 # gang-sim editable and the `versions` extra, under tests/versions/constraints-<minor>.txt; each runs
-# its subset below (the try store; dag.test() main and retry paths). The cncf-kubernetes provider is
+# its subset below (the try store; dag.test() main and retry paths; the pages; real components). The cncf-kubernetes provider is
 # the one pyproject asks for (10.25 supports Airflow >= 2.11). Airflow 3.1's own imports warn
 # (FutureWarning, DeprecatedImportWarning) where pytest's filter makes warnings errors.
 AIRFLOW_MINORS := 3.1 3.2
 AIRFLOW_3.1 := 3.1.8
 AIRFLOW_3.2 := 3.2.2
-VERSIONS_TESTS_3.1 := tests/versions
-VERSIONS_TESTS_3.2 := tests/versions
+# Real Airflow components (tests/standalone) too, a few each: the user actions a triggerer before 3.3
+# leaves to the listener (it calls no on_kill), a zombie, triggers moved to a new triggerer.
+VERSIONS_TESTS_3.1 := tests/versions tests/standalone/test_real_triggerer.py tests/standalone/test_zombie.py
+VERSIONS_TESTS_3.2 := tests/versions tests/standalone/test_real_triggerer.py tests/standalone/test_trigger_reassignment.py
 .venv-airflow-%/.installed-stamp: pyproject.toml gang-sim/pyproject.toml tests/versions/constraints-%.txt
 	test -x .venv-airflow-$*/bin/python || $(PYTHON) -m venv .venv-airflow-$*
 	.venv-airflow-$*/bin/python -m pip install --quiet -e './gang-sim[testing]' -e '.[versions]' \

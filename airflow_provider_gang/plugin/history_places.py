@@ -2,7 +2,7 @@
 
 On Airflow 3.3 and later the history is in Airflow's task state store (``task_state_store`` table,
 read by :mod:`.queries`); on 3.1 and 3.2 it is one ConfigMap per task instance on the cluster
-(``operators.try_store.ClusterTryStore``). :func:`has_task_state_store` tells which, by feature
+(``operators.try_store.ClusterTryStore``). ``sweep.airflow_state.has_task_state_store`` tells which, by feature
 detection - whether Airflow has the model - never by parsing Airflow's version, as
 ``operators.try_store.store_for`` decides on the task's side.
 
@@ -32,13 +32,12 @@ Values are returned as stored; Airflow's models are imported inside the function
 
 from __future__ import annotations
 
-import functools
-import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_gang.operators.try_store import history_name
+from airflow_provider_gang.sweep.serialized_tasks import serialized_tasks
 
 Key = tuple[str, str, str, int]
 DEFAULT_CONN_ID = "kubernetes_default"
@@ -49,8 +48,6 @@ HISTORY_CLIENT_OPTIONS = {"request_timeout": 4.0, "retry_attempts": 2, "retry_ba
 """How the pages read history ConfigMaps (``kube.options.ClientOptions``): a failing call is reported
 within ``live.LIVE_READ_TIMEOUT_SECONDS`` with its own error, not as that timeout (the operator's
 ``client_options`` are not serialized with the task)."""
-SERIALIZED_TASKS_CACHE_SIZE = 256
-"""How many DAG versions keep their gang tasks' (connection id, namespace) between requests."""
 
 
 @dataclass(frozen=True)
@@ -63,18 +60,6 @@ class HistoryPlace:
     name: str
     connection: dict[str, Any] | None = None
     client_options: dict[str, Any] = field(default_factory=lambda: dict(HISTORY_CLIENT_OPTIONS))
-
-
-@functools.cache
-def has_task_state_store() -> bool:
-    """Whether this Airflow keeps a task state store (3.3 and later): the plugin reads the history
-    there, else from the history ConfigMaps. Asked once per process (a missing module is looked for
-    on every import attempt)."""
-    try:
-        from airflow.models.task_state_store import TaskStateStoreModel  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def is_template(value: Any) -> bool:
@@ -97,39 +82,6 @@ def place_of(key: Key, serialized: Mapping[str, Any] | None, rendered: Mapping[s
         namespace=namespace,
         name=history_name(*key),
     )
-
-
-def gang_tasks_of(data: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """The serialized tasks of a serialized DAG (``SerializedDagModel.data``: ``dag.tasks``, each
-    ``{"__type": ..., "__var": {fields}}``, as Airflow reads them itself in
-    ``airflow/serialization/serialized_objects.py``), by task id: their ``kubernetes_conn_id`` and
-    ``namespace``. A DAG that does not read gives none."""
-    dag = (data or {}).get("dag")
-    tasks = dag.get("tasks") if isinstance(dag, dict) else None
-    found: dict[str, dict[str, Any]] = {}
-    for task in tasks if isinstance(tasks, list) else []:
-        fields = task.get("__var", task) if isinstance(task, dict) else None
-        if isinstance(fields, dict) and isinstance(fields.get("task_id"), str):
-            found[fields["task_id"]] = {name: fields.get(name) for name in ("kubernetes_conn_id", "namespace")}
-    return found
-
-
-@functools.lru_cache(maxsize=SERIALIZED_TASKS_CACHE_SIZE)
-def _tasks_of_version(version_id: str) -> dict[str, dict[str, Any]]:
-    from airflow.models.serialized_dag import SerializedDagModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        query = select(SerializedDagModel).where(SerializedDagModel.dag_version_id == uuid.UUID(version_id))
-        found = session.scalars(query)
-        row = found.first()
-        return {} if row is None else gang_tasks_of(row.data)
-
-
-def serialized_tasks(version_ids: Collection[str]) -> dict[str, dict[str, dict[str, Any]]]:
-    """The tasks' fields (:func:`gang_tasks_of`) of each DAG version, by version id."""
-    return {version: _tasks_of_version(version) for version in sorted(set(version_ids))}
 
 
 def read_places(keys: Collection[Key]) -> dict[Key, HistoryPlace]:

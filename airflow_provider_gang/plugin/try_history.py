@@ -18,6 +18,7 @@ from airflow_provider_gang.plugin import history_maps, history_places, overview_
 from airflow_provider_gang.plugin.history_places import Key
 from airflow_provider_gang.plugin.overview_queries import GangTaskRow
 from airflow_provider_gang.plugin.queries import StoredTaskState
+from airflow_provider_gang.sweep.airflow_state import has_task_state_store
 
 
 def read_task_history(
@@ -25,7 +26,7 @@ def read_task_history(
 ) -> tuple[StoredTaskState, str | None]:
     """One task instance's history and why it could not be read (``None``: read). No task instance,
     no history."""
-    if history_places.has_task_state_store():
+    if has_task_state_store():
         return queries.read_task_state(dag_id, run_id, task_id, map_index), None
     key = (dag_id, run_id, task_id, map_index)
     place = history_places.read_places([key]).get(key)
@@ -43,7 +44,7 @@ def read_gang_rows(
     ``overview_queries.read_gang_task_instances`` with their histories, one LIST per (cluster,
     namespace); as on 3.3, a task instance with no history is not listed - unless its history could
     not be read, when the row shows what the database has and says so."""
-    if history_places.has_task_state_store():
+    if has_task_state_store():
         return overview_queries.read_gang_tasks(dag_ids, now=now, recent_seconds=recent_seconds, limit=limit), {}
     rows = overview_queries.read_gang_task_instances(dag_ids, now=now, recent_seconds=recent_seconds, limit=limit)
     places = history_places.read_places([key_of(row) for row in rows])

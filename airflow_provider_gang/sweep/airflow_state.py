@@ -7,10 +7,17 @@ when it ends (``reservation.records.task_state``); names are also derived for ev
 instances of :data:`GANG_OPERATORS` (``reservation.naming.gang_name``), for task state rows removed
 by ``[task_state_store] default_retention_days``. Airflow's models are imported inside the functions,
 as ``plugin.queries`` does.
+
+Airflow 3.1 and 3.2 have no task state store: a try keeps its history in a ConfigMap on the cluster
+(``operators.try_store.ClusterTryStore``), which the database cannot read. There the names are the
+derived ones only, and a task instance's namespace is its rendered ``namespace`` template field
+(``rendered_task_instance_fields``, written when a try starts, before ``execute``) - the namespace
+the history ConfigMap is in. :func:`has_task_state_store` tells which, by feature detection.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -22,6 +29,17 @@ from airflow_provider_gang.sweep.verdict import TEST_RUN, TaskInstanceFacts, Tas
 
 GANG_OPERATORS = ("GangTrainingOperator",)
 """``TaskInstance.operator`` values of gang tasks (the class name Airflow records)."""
+
+
+@functools.cache
+def has_task_state_store() -> bool:
+    """Whether this Airflow keeps a task state store (3.3 and later; ``airflow.models.task_state_store``
+    imports). Asked once per process: a missing module is looked for again on every import attempt."""
+    try:
+        from airflow.models.task_state_store import TaskStateStoreModel  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def gang_names_of(key: TaskInstanceKey, try_number: int) -> list[str]:
@@ -70,25 +88,12 @@ def task_instances_by_gang() -> dict[str, TaskInstanceFacts]:
     """Every gang name this Airflow's database traces to a task instance, with that task instance's
     facts (see the module docstring)."""
     from airflow.models.dagrun import DagRun
-    from airflow.models.task_state_store import TaskStateStoreModel
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import or_, select
 
-    stored_query = select(
-        TaskStateStoreModel.dag_id,
-        TaskStateStoreModel.run_id,
-        TaskStateStoreModel.task_id,
-        TaskStateStoreModel.map_index,
-        TaskStateStoreModel.key,
-        TaskStateStoreModel.value,
-    ).where(TaskStateStoreModel.key.in_((TRIES_KEY, CURRENT_KEY)))
     with create_session() as session:
-        stored: dict[TaskInstanceKey, list[tuple[str, str]]] = {}
-        for row in session.execute(stored_query):
-            stored.setdefault(TaskInstanceKey(row.dag_id, row.run_id, row.task_id, row.map_index), []).append(
-                (row.key, row.value)
-            )
+        stored = _stored_tries(session)
         instances_query = (
             select(TaskInstance, DagRun.triggered_by)
             .join(DagRun, (DagRun.dag_id == TaskInstance.dag_id) & (DagRun.run_id == TaskInstance.run_id))
@@ -103,6 +108,29 @@ def task_instances_by_gang() -> dict[str, TaskInstanceFacts]:
             for gang in [*gang_names_of(key, facts.try_number), *stored_gang_names(stored.get(key, []))]:
                 found[gang] = facts
     return found
+
+
+def _stored_tries(session: Any) -> dict[TaskInstanceKey, list[tuple[str, str]]]:
+    """The task state rows ``(key, JSON value)`` of :data:`CURRENT_KEY` / :data:`TRIES_KEY` by task
+    instance; none where Airflow has no task state store."""
+    if not has_task_state_store():
+        return {}
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from sqlalchemy import select
+
+    query = select(
+        TaskStateStoreModel.dag_id,
+        TaskStateStoreModel.run_id,
+        TaskStateStoreModel.task_id,
+        TaskStateStoreModel.map_index,
+        TaskStateStoreModel.key,
+        TaskStateStoreModel.value,
+    ).where(TaskStateStoreModel.key.in_((TRIES_KEY, CURRENT_KEY)))
+    stored: dict[TaskInstanceKey, list[tuple[str, str]]] = {}
+    for row in session.execute(query):
+        key = TaskInstanceKey(row.dag_id, row.run_id, row.task_id, row.map_index)
+        stored.setdefault(key, []).append((row.key, row.value))
+    return stored
 
 
 def facts_of(ti: Any, triggered_by: Any) -> TaskInstanceFacts:
@@ -140,7 +168,10 @@ def stranded_test_runs_of(dag_id: str, task_id: str, *, except_run: str) -> list
 
 
 def stored_namespaces(key: TaskInstanceKey) -> list[str]:
-    """The namespaces the task instance's stored tries used (``gang.current``'s plan), newest last."""
+    """The namespaces the task instance's stored tries used (``gang.current``'s plan), newest last;
+    where Airflow has no task state store, its rendered ``namespace`` (see the module docstring)."""
+    if not has_task_state_store():
+        return _rendered_namespace(key)
     from airflow.models.task_state_store import TaskStateStoreModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -163,3 +194,21 @@ def stored_namespaces(key: TaskInstanceKey) -> list[str]:
         if isinstance(namespace, str):
             namespaces.append(namespace)
     return namespaces
+
+
+def _rendered_namespace(key: TaskInstanceKey) -> list[str]:
+    """The task instance's rendered ``namespace`` template field, if a try rendered one."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(Rendered.rendered_fields).where(
+        Rendered.dag_id == key.dag_id,
+        Rendered.run_id == key.run_id,
+        Rendered.task_id == key.task_id,
+        Rendered.map_index == key.map_index,
+    )
+    with create_session() as session:
+        fields = session.scalars(query).first()
+    namespace = fields.get("namespace") if isinstance(fields, dict) else None
+    return [namespace] if isinstance(namespace, str) and namespace else []

@@ -15,8 +15,10 @@
 
 Both never raise: a failure is logged (the task state change it follows must not fail), and what is
 left is found by the next run, the next final state or the sweep. Which cluster: the task's
-``kubernetes_conn_id`` (serialized with the DAG, ``GangTrainingOperator.get_serialized_fields``),
-in the task's namespace, or the namespaces its stored tries used while it is still templated.
+``kubernetes_conn_id`` (serialized with the DAG, ``GangTrainingOperator.get_serialized_fields``; read
+from the DAG version the task instance ran when the api-server hands over the row without its task,
+``sweep.serialized_tasks``), in the task's namespace, or the namespaces its stored tries used while
+it is still templated (on Airflow 3.1 and 3.2, its rendered namespace: ``airflow_state``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import threading
 from typing import Any
 
 from airflow_provider_gang.reservation.records.task_state import FINAL_TASK_STATES
-from airflow_provider_gang.sweep import airflow_state, withdrawal
+from airflow_provider_gang.sweep import airflow_state, serialized_tasks, withdrawal
 from airflow_provider_gang.sweep.verdict import TaskInstanceKey
 
 log = logging.getLogger(__name__)
@@ -78,9 +80,13 @@ def cluster_of(task_instance: Any, key: TaskInstanceKey, *, stored: bool) -> tup
     """The connection id and the namespaces of the task instance's gangs (``stored``: also those of
     its stored try, read from the database)."""
     task = getattr(task_instance, "task", None)
-    conn_id = getattr(task, "kubernetes_conn_id", None) or DEFAULT_CONN_ID
+    if task is None:  # an ORM row the api-server hands over without its task (``serialized_tasks``)
+        fields = serialized_tasks.task_fields(getattr(task_instance, "dag_version_id", None), key.task_id)
+    else:
+        fields = {name: getattr(task, name, None) for name in serialized_tasks.TASK_FIELDS}
+    conn_id = fields.get("kubernetes_conn_id") or DEFAULT_CONN_ID
     namespaces = []
-    namespace = getattr(task, "namespace", None)
+    namespace = fields.get("namespace")
     if isinstance(namespace, str) and namespace and "{{" not in namespace:
         namespaces.append(namespace)
     if stored:

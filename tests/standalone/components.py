@@ -150,9 +150,15 @@ class Airflow:
                 )
 
     def triggerer_jobs(self) -> dict[int, dict[str, Any]]:
-        """Every ``TriggererJob`` (``/api/v2/jobs``) by id: ``state``, ``latest_heartbeat``, ``end_date``..."""
-        answer = self.request("GET", "/api/v2/jobs?job_type=TriggererJob&limit=100")
-        return {int(job["id"]): job for job in answer["jobs"]}
+        """Every ``TriggererJob`` row by id: ``state``, ``latest_heartbeat``, ``end_date`` (``None`` or
+        text), from the ``job`` table with a read-only connection: Airflow 3.1's ``/api/v2/jobs`` lists
+        running jobs only (``airflow/api_fastapi/core_api/routes/public/job.py``)."""
+        uri = f"file:{self.home / 'airflow.db'}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=30)) as connection:
+            rows = connection.execute(
+                "SELECT id, state, latest_heartbeat, end_date FROM job WHERE job_type = 'TriggererJob'"
+            ).fetchall()
+        return {int(id_): {"state": state, "latest_heartbeat": beat, "end_date": end} for id_, state, beat, end in rows}
 
     def trigger_rows(self, dag_id: str) -> list[TriggerRow]:
         """The ``train`` task instances of ``dag_id`` with their trigger rows (a read-only connection)."""
@@ -170,6 +176,14 @@ class Airflow:
         """The triggerer-side task logs (``attempt=N.log.trigger.<triggerer job id>.log``) written so far."""
         pattern = f"run_id={run_id}/task_id=*/attempt={attempt}.log.trigger.{triggerer}.log"
         return "\n".join(path.read_text(errors="replace") for path in sorted(self.home.rglob(pattern)))
+
+    def component_log(self, component: str) -> str:
+        """What every process of ``component`` (``api-server``, ``scheduler``...) has logged so far."""
+        return "\n".join(
+            (self.directory / f"{process.name}.log").read_text(errors="replace")
+            for process in self.started
+            if process.name.rstrip("-0123456789") == component
+        )
 
     def task_log(self, run_id: str = "*") -> str:
         """The worker-side task logs (``attempt=N.log``) written so far."""

@@ -20,13 +20,14 @@ from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.operators.try_store import ClusterTryStore, history_name
 from airflow_provider_gang.plugin import history_maps, overview
-from airflow_provider_gang.plugin.history_places import HistoryPlace, gang_tasks_of, place_of
+from airflow_provider_gang.plugin.history_places import HistoryPlace, place_of
 from airflow_provider_gang.plugin.overview_queries import GangTaskRow
 from airflow_provider_gang.plugin.page_model import build_page
 from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, stored_task_state
 from airflow_provider_gang.plugin.rendering import render_overview, render_page
 from airflow_provider_gang.plugin.stored_records import read_tries
 from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY
+from airflow_provider_gang.sweep.serialized_tasks import gang_tasks_of
 from gang_sim.apiserver.http.faults import Faults
 from gang_sim.testing import ClusterHarness
 

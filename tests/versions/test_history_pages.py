@@ -14,8 +14,8 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_gang.plugin.history_places import has_task_state_store
 from airflow_provider_gang.reservation.fallback import ShrinkTo
+from airflow_provider_gang.sweep.airflow_state import has_task_state_store
 from gang_sim.apiserver.http.faults import Faults
 from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
 

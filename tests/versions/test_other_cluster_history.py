@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.operators.try_store import HISTORY_ROLE
-from airflow_provider_gang.plugin.history_places import has_task_state_store
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.records import task_state
+from airflow_provider_gang.sweep.airflow_state import has_task_state_store
 from demo.cluster import CONN_ID
 from tests.e2e.gang_dags import gang_dag, simulated_pod, summary_of, task_instance
 from tests.e2e.two_clusters import ARGUMENTS, B_CONN, two_clusters
