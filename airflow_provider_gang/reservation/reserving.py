@@ -59,7 +59,8 @@ def from_provisioning_request(request: Mapping[str, Any] | None, size: int) -> D
     phase, reason, summary = _PROVISIONING_OUTCOMES[state]
     if state is ProvisioningState.FAILED and provisioning.failure_reason(request) == CAPACITY_NOT_FOUND_REASON:
         reason = Reason.CAPACITY_NOT_FOUND
-    message = f"ProvisioningRequest {_name(request)} {_with_detail(summary, provisioning.describe(request))}"
+    subject = "The gang's ProvisioningRequest" if request is None else f"ProvisioningRequest {_name(request)}"
+    message = f"{subject} {_with_detail(summary, provisioning.describe(request))}"
     return _decision(phase, reason, message, size if phase is Phase.RESERVED else None)
 
 

@@ -212,3 +212,8 @@ def test_gates_mode_requires_the_gate_name():
     )
     with pytest.raises(ValueError, match="scheduling_gate"):
         decision.decide(observed, now=T0, policy=NO_LIMIT)
+
+
+def test_a_deleted_request_is_said_without_a_name_it_no_longer_has():
+    outcome = decision.decide(reservation_stage("provisioning_request"), now=T0 + 1, policy=NO_LIMIT)
+    assert outcome.message == "The gang's ProvisioningRequest was deleted before it was granted"
