@@ -6,6 +6,8 @@
   tests fail naming the package, unless opted out.
 - ``GANG_BURST_GANGS`` sets the burst's size (default :data:`DEFAULT_GANGS`; the issue's nightly
   burst of 200 is ``GANG_BURST_GANGS=200 make production``).
+- ``GANG_PRODUCTION_KEEP=1`` keeps the temporary directory (every component's log, the trigger
+  logs, PostgreSQL's data) and prints its path.
 - Each burst adds a row to the table printed at the end of the session (gangs, tries, kills,
   duplicates, orphans, misrecorded tries, triggers fired twice, wall time).
 - A failed test gets a report section with the tail of every component's log; SIGTERM is turned

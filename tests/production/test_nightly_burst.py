@@ -19,6 +19,7 @@ store followed by a :class:`~tests.reliability.emulator_side.Ledger`. The cluste
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -86,7 +87,10 @@ def burst() -> Iterator[Burst]:
         if started is not None:
             started.stop()
         cluster.stop()
-        shutil.rmtree(directory, ignore_errors=True)
+        if os.environ.get("GANG_PRODUCTION_KEEP") == "1":
+            print(f"kept {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def test_a_nightly_burst_survives_every_component_killed_once(burst: Burst) -> None:

@@ -97,9 +97,11 @@ class Started:
         return True
 
     def kill(self) -> None:
-        """SIGKILL the whole session at once (a crash: nothing gets to clean up)."""
+        """SIGKILL the whole session at once (a crash: nothing gets to clean up). Closes this side's
+        log file (the processes had their own descriptors); :meth:`log` still reads it."""
         self.signal_session(signal.SIGKILL)
         self.wait_exit(30)
+        self.log_file.close()
 
     def terminate(self) -> None:
         """SIGTERM the leader (if it still runs) without waiting: a graceful stop, as an orchestrator does."""
