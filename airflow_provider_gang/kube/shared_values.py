@@ -16,7 +16,10 @@ does, so a key never matches other objects. The table is bounded: two generation
 ``capacity`` containers each; a lookup found in the old generation is carried into the new one, and
 when the new one is full the old one is dropped - sharing then starts again for what is still seen,
 correctness never depends on it. The root object and the containers under ``skip`` paths (values
-unique per object, such as ``metadata`` and ``metadata.labels``) are copied but not kept in the table.
+unique per object, such as ``metadata`` and ``metadata.labels``) are copied but not kept in the table,
+and the strings at ``unique`` paths (``metadata.name``, ``metadata.uid``, ``metadata.resourceVersion``)
+are not interned: no other object has them, so an entry in the interpreter's table of interned strings
+(about 50 bytes each) would share nothing.
 """
 
 from __future__ import annotations
@@ -33,10 +36,18 @@ spec, a condition list) fit easily; stale ones cost at most two generations of e
 class SharedValues:
     """One table of shared JSON values (module docstring)."""
 
-    def __init__(self, *, capacity: int = DEFAULT_CAPACITY, skip: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        skip: frozenset[str] = frozenset(),
+        unique: frozenset[str] = frozenset(),
+    ) -> None:
         self.capacity = capacity
         self.skip = skip
         """Dotted paths (``"metadata"``, ``"metadata.labels"``) whose containers are not kept."""
+        self.unique = unique
+        """Dotted paths (``"metadata.uid"``) whose strings are kept as they are, not interned."""
         self._current: dict[Hashable, Any] = {}
         self._previous: dict[Hashable, Any] = {}
 
@@ -49,7 +60,7 @@ class SharedValues:
 
     def _share(self, value: Any, path: str, *, root: bool = False) -> Any:
         if type(value) is str:
-            return sys.intern(value)
+            return value if path in self.unique else sys.intern(value)
         if type(value) is dict:
             shared_dict = {
                 sys.intern(key) if type(key) is str else key: self._share(item, _child(path, key))

@@ -79,10 +79,12 @@ class RunMemory:
         gone_with_node = {
             rank for rank, node in self.spot_nodes.items() if rank not in present and node in self.nodes_shutting_down
         }
-        self.preempted |= (
+        preempted = (
             members.spot_preemption(observed.pods, size=observed.size, nodes_shutting_down=self.nodes_shutting_down)[0]
             | gone_with_node
         )
+        if not preempted <= self.preempted:  # a new set only when it grows: every waiting gang holds one
+            self.preempted |= preempted
         warnings: list[str] = []
         for pod in observed.pods if self.read_checkpoints else ():
             report, problem = checkpoint.report_of_pod(pod, members.member_rank(pod))
