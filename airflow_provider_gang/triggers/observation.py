@@ -50,12 +50,12 @@ class GangObjects:
             watches.append({"resource": PODS.key, "label_selector": self.pod_selector})
         return watches
 
-    _checked: dict[str, dict[str, Mapping[str, Any]]] = field(
+    _checked: dict[str, Mapping[str, Mapping[str, Any]]] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
     """``resource key -> {name: object}``: the objects of the last view :meth:`malformed` read that it
-    found readable (a name -> object dict per kind, not a tuple per object: a gates gang holds it for
-    each of its members as long as it waits)."""
+    found readable - that view's own dict of the kind when all were (no copy: a gates gang holds this
+    for as long as it waits), else a dict of those found before the first unreadable one."""
 
     def malformed(self, view: Mapping[str, Objects]) -> str | None:
         """The first object of ``view`` the classifiers cannot read (``reservation.shape``), named.
@@ -64,18 +64,23 @@ class GangObjects:
         again: a reflector replaces the object of a name on every change and never mutates it, so
         an event costs one check of the changed object, not one per member of the gang (a full
         check of 256 pods costs ~0.1 s of the triggerer's loop). A new dict, even equal, is checked.
+        ``view`` is a snapshot its caller does not change afterwards (``FollowedWatches.views`` and
+        ``read_now`` hand out copies): its dicts are kept until the next call.
         """
-        checked: dict[str, dict[str, Mapping[str, Any]]] = {}
+        checked: dict[str, Mapping[str, Mapping[str, Any]]] = {}
         try:
             for key, kind in _KIND_OF_RESOURCE.items():
                 objects = view.get(key)
                 if not objects:
                     continue
-                previous, readable = self._checked.get(key, {}), checked.setdefault(key, {})
+                previous: Mapping[str, Mapping[str, Any]] = self._checked.get(key, {})
+                readable: dict[str, Mapping[str, Any]] = {}
+                checked[key] = readable
                 for name, obj in objects.items():
                     if previous.get(name) is not obj and (problem := shape.malformed(kind, obj)) is not None:
                         return problem
                     readable[name] = obj
+                checked[key] = objects  # all readable: the snapshot itself, not a copy
             return None
         finally:
             self._checked.clear()
