@@ -7,7 +7,8 @@ For every mode (``provisioning_request``, ``kueue``, ``gates``) and every N of `
    conditions (``provisioning_request``), the same plus 8 gated member pods (``gates``), owner
    ConfigMap + a Kueue Workload that is not admitted (``kueue``);
 2. a child process, measured alone, starts N ``ReservationTrigger``s (production defaults: 5-minute
-   watches, one-hour deadline) and waits until every one watches; then, for ``--window`` seconds of
+   watches, one-hour deadline) and waits until every one watches (at most ``--startup-limit`` seconds,
+   default 600; past it the row says how many watched); then, for ``--window`` seconds of
    real time: Kubernetes API requests (the emulator's ``/_sim/metrics``), CPU time of the process
    over wall time (share of one core), TCP connections the process holds open to the emulator;
    peak RSS growth is the highest RSS sampled (every 0.25 s, from before the first trigger to the
@@ -40,7 +41,7 @@ real figures beside the emulator's.
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/triggerer_load.py [--gangs 10,100,1000,10000]
 [--anchor-gangs 10,100] [--previous-gangs 1000] [--previous main] [--window 30] [--flips 100]
-[--backend emulator|real|both]``; ``--smoke``
+[--backend emulator|real|both] [--startup-limit 600]``; ``--smoke``
 runs 3 gangs per mode for 2 s.
 
 The gangs' objects and triggers are in ``bench/waiting_gangs.py``, the measuring process in
@@ -75,7 +76,8 @@ from bench.triggerer_process import child
 from bench.waiting_gangs import ANCHOR, MODES, create_gangs
 from gang_sim.world.scenario import load_scenario
 
-CHILD_TIMEOUT_SECONDS = 1800
+CHILD_TIMEOUT_SECONDS = 1200
+"""How long the measuring process may run beyond ``--startup-limit`` (window, reactions, teardown)."""
 BACKENDS = ("emulator", "real")
 REAL_SCENARIO = Path(__file__).with_name("triggerer_real.yaml")
 
@@ -142,6 +144,8 @@ def measure(
                 str(flips),
                 "--backend",
                 backend,
+                "--startup-limit",
+                str(options.startup_limit),
             ]
             # The repository for ``bench``, ahead of whatever the caller's path already held.
             # The previous provider (if measured) first, then the repository for ``bench``.
@@ -153,7 +157,7 @@ def measure(
                 command,
                 capture_output=True,
                 text=True,
-                timeout=CHILD_TIMEOUT_SECONDS,
+                timeout=options.startup_limit + CHILD_TIMEOUT_SECONDS,
                 check=False,
                 env={**os.environ, "PYTHONPATH": search_path},
             )
@@ -273,6 +277,9 @@ def main() -> int:
     parser.add_argument("--previous", default="main", help="git ref of the previous implementation")
     parser.add_argument("--previous-gangs", default="", help="N for the previous implementation, every mode")
     parser.add_argument("--backend", choices=(*BACKENDS, "both"), default="emulator", help="where the gangs wait")
+    parser.add_argument(
+        "--startup-limit", type=float, default=600.0, help="seconds every trigger may take to start watching"
+    )
     parser.add_argument("--smoke", action="store_true", help="3 gangs per mode, 2 s, no anchor")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "KUBECONFIG", "GANGS"), help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -281,7 +288,16 @@ def main() -> int:
         gangs = json.loads(Path(gangs_path).read_text())
         kubeconfig = yaml.safe_load(Path(kubeconfig_path).read_text())
         measured = asyncio.run(
-            child(mode, Path(kubeconfig_path), kubeconfig, gangs, options.window, options.flips, options.backend)
+            child(
+                mode,
+                Path(kubeconfig_path),
+                kubeconfig,
+                gangs,
+                options.window,
+                options.flips,
+                options.backend,
+                options.startup_limit,
+            )
         )
         print(json.dumps(measured))
         return 0

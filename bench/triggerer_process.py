@@ -52,6 +52,11 @@ def open_connections(port: int) -> int:
     return count
 
 
+def watching(trigger: Any) -> bool:
+    """Whether every reflector ``trigger`` reads from has listed and opened its watch."""
+    return bool(trigger.reflectors) and all(reflector.stats.watches for reflector in trigger.reflectors)
+
+
 class Control:
     """``/_sim/metrics`` over a connection closed after every request (not counted as the process's)."""
 
@@ -77,9 +82,11 @@ async def child(
     window: float,
     flips: int,
     backend: str = "emulator",
+    startup_limit: float = 600.0,
 ) -> dict[str, Any]:
     """Run the triggers of ``gangs`` in this process and measure it (module docstring, steps 2 and 3);
-    ``backend`` says where the requests are counted: ``emulator`` or ``real``."""
+    ``backend`` says where the requests are counted: ``emulator`` or ``real``; ``startup_limit`` is how
+    many seconds every trigger may take to watch (the first LIST of the gangs' objects included)."""
     port = int(kubeconfig["clusters"][0]["cluster"]["server"].rsplit(":", 1)[1])
     real = ApiserverMetrics(kubeconfig_path) if backend == "real" else None
     control = real or Control(kubeconfig_path)
@@ -113,9 +120,12 @@ async def child(
     if mode == ANCHOR:
         await asyncio.sleep(10.0)
     else:
-        while not all(t.reflectors and all(r.stats.watches for r in t.reflectors) for t in triggers):
-            if any(task.done() for task in tasks) or time.monotonic() - started > 600:
-                raise RuntimeError("triggers ended or did not all start watching")
+        while not all(watching(t) for t in triggers):
+            if any(task.done() for task in tasks):
+                raise RuntimeError("a trigger ended before every trigger watched")
+            if time.monotonic() - started > startup_limit:
+                watched = sum(1 for t in triggers if watching(t))
+                raise RuntimeError(f"{watched} of {len(triggers)} triggers watching after {startup_limit:g} s")
             await asyncio.sleep(0.1)
     startup = {"seconds": time.monotonic() - started, "requests": (await control.metrics("DELETE"))["total"]}
     cpu_before, wall_before = time.process_time(), time.monotonic()

@@ -7,6 +7,7 @@ the Kubernetes API conventions: core kinds live under ``/api/v1``, every other g
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -34,9 +35,10 @@ class Resource:
         """``apiVersion`` of the objects: ``v1`` or ``<group>/<version>``."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """``<apiVersion>/<plural>``, the resource key used by the emulator's store and metrics."""
+        """``<apiVersion>/<plural>``, the resource key used by the emulator's store and metrics (built
+        once: every view of every waiting gang is a dict keyed by it)."""
         return f"{self.api_version}/{self.plural}"
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:

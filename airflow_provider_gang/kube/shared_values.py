@@ -16,7 +16,12 @@ does, so a key never matches other objects. The table is bounded: two generation
 ``capacity`` containers each; a lookup found in the old generation is carried into the new one, and
 when the new one is full the old one is dropped - sharing then starts again for what is still seen,
 correctness never depends on it. The root object and the containers under ``skip`` paths (values
-unique per object, such as ``metadata`` and ``metadata.labels``) are copied but not kept in the table.
+unique per object, such as ``metadata`` and ``metadata.labels``) are copied but not kept in the table,
+and the strings at ``unique`` paths (``metadata.name``, ``metadata.uid``, ``metadata.resourceVersion``)
+are not interned: no other object has them, so an entry in the interpreter's table of interned strings
+(about 50 bytes each) would share nothing. The dicts at ``compact`` paths (unique per object too) are
+held as :class:`~.frozen_mapping.FrozenMapping` s - a tuple of values beside a key layout all of them
+share - and are ``Mapping`` s, not ``dict`` s, to their readers.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Hashable
 from typing import Any
+
+from airflow_provider_gang.kube.frozen_mapping import Layouts
 
 DEFAULT_CAPACITY = 4096
 """Containers per generation: the distinct repeated parts a process keeps seeing (a status, a
@@ -33,10 +40,22 @@ spec, a condition list) fit easily; stale ones cost at most two generations of e
 class SharedValues:
     """One table of shared JSON values (module docstring)."""
 
-    def __init__(self, *, capacity: int = DEFAULT_CAPACITY, skip: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        skip: frozenset[str] = frozenset(),
+        unique: frozenset[str] = frozenset(),
+        compact: frozenset[str] = frozenset(),
+    ) -> None:
         self.capacity = capacity
-        self.skip = skip
+        self.skip = skip | compact
         """Dotted paths (``"metadata"``, ``"metadata.labels"``) whose containers are not kept."""
+        self.unique = unique
+        """Dotted paths (``"metadata.uid"``) whose strings are kept as they are, not interned."""
+        self.compact = compact
+        """Dotted paths (``"metadata"``) whose dicts are held as frozen mappings (not kept either)."""
+        self._layouts = Layouts()
         self._current: dict[Hashable, Any] = {}
         self._previous: dict[Hashable, Any] = {}
 
@@ -49,14 +68,14 @@ class SharedValues:
 
     def _share(self, value: Any, path: str, *, root: bool = False) -> Any:
         if type(value) is str:
-            return sys.intern(value)
+            return value if path in self.unique else sys.intern(value)
         if type(value) is dict:
             shared_dict = {
                 sys.intern(key) if type(key) is str else key: self._share(item, _child(path, key))
                 for key, item in value.items()
             }
             if root or path in self.skip:
-                return shared_dict
+                return self._layouts.frozen(shared_dict) if not root and path in self.compact else shared_dict
             return self._kept(("d", *_flat(shared_dict.items())), shared_dict)
         if type(value) is list:
             shared_list = [self._share(item, path) for item in value]

@@ -66,7 +66,25 @@ class Subscription:
     ``view``: name -> object of the matching objects (the cache's own dicts: read, never modify);
     ``version``: 0 until the watch has listed, then incremented whenever ``view`` changes;
     ``error``: set when the watch has ended with an error (the view then stays as it was).
+
+    Slotted: a process holds one per waiting gang and kind, and an instance ``__dict__`` of these
+    twelve attributes would cost several hundred bytes more each.
     """
+
+    __slots__ = (
+        "_notify",
+        "_on_retry",
+        "error",
+        "field_selector",
+        "joined_at",
+        "label_selector",
+        "reflector",
+        "resource",
+        "selector",
+        "version",
+        "view",
+        "watch",
+    )
 
     def __init__(
         self,
@@ -169,7 +187,7 @@ class SharedWatch:
 
     def add(self, subscription: Subscription) -> None:
         self.subscribers.add(subscription)
-        self._index.bucket(subscription).add(subscription)
+        self._index.add(subscription)
         equality = subscription.selector.equality()
         if equality is not None and equality[0] not in self._index.label_keys:
             self._index.label_keys.add(equality[0])
@@ -180,7 +198,7 @@ class SharedWatch:
 
     def remove(self, subscription: Subscription) -> None:
         self.subscribers.discard(subscription)
-        self._index.bucket(subscription).discard(subscription)
+        self._index.remove(subscription)
 
     def on_retry(self, _: Reflector, error: errors.KubeError, delay: float) -> None:
         for subscription in list(self.subscribers):
@@ -192,7 +210,7 @@ class SharedWatch:
         if selector.name is not None:
             names: Any = (selector.name,)
         elif (equality := selector.equality()) is not None:
-            names = self._index.names_by_label.get(equality, ())
+            names = self._index.names(equality)
         else:
             names = objects
         subscription.view = {

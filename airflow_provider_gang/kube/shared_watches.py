@@ -198,7 +198,9 @@ class SharedWatches:
 class Wakeup:
     """What a subscriber's ``notify`` sets and its one reader awaits: :class:`asyncio.Event`'s
     ``set``/``clear``/``wait`` for a single waiter, without the Event's queue of waiters (a
-    ``collections.deque`` of about 600 bytes, per waiting gang)."""
+    ``collections.deque`` of about 600 bytes, per waiting gang), and with a timeout of its own: one
+    future and one timer handle, where ``asyncio.wait_for`` or ``asyncio.wait`` would build a task,
+    two sets and a callback per wait (about 2 KB held by every waiting gang)."""
 
     __slots__ = ("_is_set", "_waiter")
 
@@ -217,14 +219,52 @@ class Wakeup:
     def is_set(self) -> bool:
         return self._is_set
 
-    async def wait(self) -> None:
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Until set, or at most ``timeout`` seconds of the loop's clock (``None``: no limit); whether
+        it is set. A cancelled wait leaves no timer behind."""
         if self._is_set:
-            return
-        self._waiter = asyncio.get_running_loop().create_future()
+            return True
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(max(0.0, timeout), _expire, waiter)
         try:
-            await self._waiter
+            await waiter
         finally:
             self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        return self._is_set
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class LatestViews:
+    """The views of several subscriptions, taken when one moved on and all are ready: what
+    :func:`together` yields, read without a task or a generator of its own (one per waiting gang)."""
+
+    __slots__ = ("_seen", "_subscriptions", "_wakeup")
+
+    def __init__(self, subscriptions: Sequence[Subscription], wakeup: Wakeup | asyncio.Event) -> None:
+        self._subscriptions = tuple(subscriptions)
+        self._wakeup = wakeup
+        self._seen = (0,) * len(self._subscriptions)
+
+    def take(self) -> dict[str, Objects] | None:
+        """``{resource key: view}`` if a subscription moved on since the last take and every one has
+        listed (a kind never reads as empty because its LIST has not answered), else ``None``; clears
+        ``wakeup`` first, so a change after this sets it again. Raises the first watch error."""
+        self._wakeup.clear()
+        for subscription in self._subscriptions:
+            if subscription.error is not None:
+                raise subscription.error
+        versions = tuple(subscription.version for subscription in self._subscriptions)
+        if not all(versions) or versions == self._seen:
+            return None
+        self._seen = versions
+        return {subscription.resource.key: subscription.snapshot() for subscription in self._subscriptions}
 
 
 _REGISTRIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharedWatches] = weakref.WeakKeyDictionary()
@@ -242,18 +282,13 @@ def for_running_loop() -> SharedWatches:
 async def together(
     subscriptions: Sequence[Subscription], wakeup: Wakeup | asyncio.Event
 ) -> AsyncGenerator[dict[str, Objects], None]:
-    """``{resource key: view}`` of several subscriptions whenever one moved on, once all are ready (a
-    kind never reads as empty because its LIST has not answered). ``wakeup`` is the event every one
-    of them was given as ``notify`` (``wakeup.set``). Raises the first watch error."""
-    seen = [0] * len(subscriptions)
+    """``{resource key: view}`` of several subscriptions whenever one moved on, once all are ready
+    (:meth:`LatestViews.take`). ``wakeup`` is the event every one of them was given as ``notify``
+    (``wakeup.set``). Raises the first watch error."""
+    latest = LatestViews(subscriptions, wakeup)
     while True:
-        wakeup.clear()
-        for subscription in subscriptions:
-            if subscription.error is not None:
-                raise subscription.error
-        versions = [subscription.version for subscription in subscriptions]
-        if all(versions) and versions != seen:
-            seen = versions
-            yield {subscription.resource.key: subscription.snapshot() for subscription in subscriptions}
+        view = latest.take()
+        if view is not None:
+            yield view
             continue
         await wakeup.wait()

@@ -1,7 +1,12 @@
 """Which subscribers of a shared watch a change concerns (:class:`SubscriberIndex`), without looking
 at the others: subscribers by the object name or the one ``key=value`` label they select, and the
 cached objects' names by label for the keys subscribers select on (client-go's informer indexers,
-``tools/cache/index.go``, do the same for the objects)."""
+``tools/cache/index.go``, do the same for the objects).
+
+Every bucket is an insertion-ordered ``dict`` used as a set (values ``None``): a one-entry dict costs
+184 bytes against a set's 216, an eight-entry one (a gang's member names) 272 against 728, and each
+waiting gang holds one or two of them for as long as it waits. An emptied bucket is dropped.
+"""
 
 from __future__ import annotations
 
@@ -27,38 +32,62 @@ class SubscriberIndex(Generic[S]):
     """Subscribers by what they select, and the cache's object names by label, for the keys
     subscribers select on - so a change reaches its subscribers without looking at the others."""
 
-    by_name: dict[str, set[S]] = field(default_factory=dict)
-    by_label: dict[tuple[str, str], set[S]] = field(default_factory=dict)
-    unindexed: set[S] = field(default_factory=set)
-    names_by_label: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    by_name: dict[str, dict[S, None]] = field(default_factory=dict)
+    by_label: dict[tuple[str, str], dict[S, None]] = field(default_factory=dict)
+    unindexed: dict[S, None] = field(default_factory=dict)
+    names_by_label: dict[tuple[str, str], dict[str, None]] = field(default_factory=dict)
     label_keys: set[str] = field(default_factory=set)
 
-    def bucket(self, subscription: S) -> set[S]:
+    def add(self, subscription: S) -> None:
         selector = subscription.selector
         if selector.name is not None:
-            return self.by_name.setdefault(selector.name, set())
-        equality = selector.equality()
-        return self.unindexed if equality is None else self.by_label.setdefault(equality, set())
+            self.by_name.setdefault(selector.name, {})[subscription] = None
+        elif (equality := selector.equality()) is not None:
+            self.by_label.setdefault(equality, {})[subscription] = None
+        else:
+            self.unindexed[subscription] = None
+
+    def remove(self, subscription: S) -> None:
+        selector = subscription.selector
+        if selector.name is not None:
+            _discard(self.by_name, selector.name, subscription)
+        elif (equality := selector.equality()) is not None:
+            _discard(self.by_label, equality, subscription)
+        else:
+            self.unindexed.pop(subscription, None)
 
     def candidates(self, name: str, *objects: Mapping[str, Any] | None) -> set[S]:
-        found = set(self.by_name.get(name, ())) | self.unindexed
+        found = set(self.by_name.get(name, ()))
+        found.update(self.unindexed)
         for obj in objects:
             for pair in _labels(obj).items():
-                found |= self.by_label.get(pair, set())
+                found.update(self.by_label.get(pair, ()))
         return found
+
+    def names(self, equality: tuple[str, str]) -> dict[str, None]:
+        """The cached objects' names that carry label ``equality`` (its key must be in :attr:`label_keys`)."""
+        return self.names_by_label.get(equality, {})
 
     def track(self, name: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
         for pair in _labels(old).items():
             if pair[0] in self.label_keys:
-                self.names_by_label.get(pair, set()).discard(name)
+                _discard(self.names_by_label, pair, name)
         for pair in _labels(new).items():
             if pair[0] in self.label_keys:
-                self.names_by_label.setdefault(pair, set()).add(name)
+                self.names_by_label.setdefault(pair, {})[name] = None
 
     def reindex(self, objects: Mapping[str, Mapping[str, Any]]) -> None:
         self.names_by_label = {}
         for name, obj in objects.items():
             self.track(name, None, obj)
+
+
+def _discard(buckets: dict[Any, dict[Any, None]], key: Any, member: Any) -> None:
+    bucket = buckets.get(key)
+    if bucket is not None:
+        bucket.pop(member, None)
+        if not bucket:
+            del buckets[key]
 
 
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:

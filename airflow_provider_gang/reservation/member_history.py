@@ -68,7 +68,8 @@ class RunMemory:
     nodes_shutting_down: frozenset[str] = frozenset()
     """Spot nodes found with the termination taint or gone (:meth:`saw_nodes_shutting_down`)."""
     checkpoint: CheckpointReport | None = None
-    warned: set[str] = field(default_factory=set)
+    warned: frozenset[str] = frozenset()
+    """Warnings already given (a new set only when one is added: every waiting gang holds one)."""
 
     def see(self, observed: Observed) -> tuple[Observed, list[str]]:
         """``observed`` with the spot preemptions seen so far, and warnings not given before (a
@@ -79,16 +80,18 @@ class RunMemory:
         gone_with_node = {
             rank for rank, node in self.spot_nodes.items() if rank not in present and node in self.nodes_shutting_down
         }
-        self.preempted |= (
+        preempted = (
             members.spot_preemption(observed.pods, size=observed.size, nodes_shutting_down=self.nodes_shutting_down)[0]
             | gone_with_node
         )
+        if not preempted <= self.preempted:  # a new set only when it grows: every waiting gang holds one
+            self.preempted |= preempted
         warnings: list[str] = []
         for pod in observed.pods if self.read_checkpoints else ():
             report, problem = checkpoint.report_of_pod(pod, members.member_rank(pod))
             self.checkpoint = checkpoint.latest([self.checkpoint, report])
             if problem is not None and problem not in self.warned:
-                self.warned.add(problem)
+                self.warned |= {problem}
                 warnings.append(problem)
         return dataclasses.replace(observed, spot_preempted_ranks=self.preempted), warnings
 

@@ -119,6 +119,8 @@ def _values(value: Any, steps: Sequence[str]) -> Iterator[tuple[str, Any]]:
 def _is(value: Any, expected: type) -> bool:
     if expected is int:
         return isinstance(value, int) and not isinstance(value, bool)
+    if expected is dict:  # a JSON object: decoded as a dict, or held by a watch cache as a read-only Mapping
+        return isinstance(value, Mapping)
     return isinstance(value, expected)
 
 

@@ -10,7 +10,6 @@ answered it for ``unreachable_seconds`` (:meth:`FollowedWatches.unreachable`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
@@ -82,28 +81,19 @@ class FollowedWatches:
                 )
             )
         self.reflectors = [subscription.reflector for subscription in self.subscriptions]
-        stream = shared_watches.together(self.subscriptions, wakeup)
-        # One pending ``anext`` survives wake-ups: cancelling it would close the stream.
-        next_view: asyncio.Future[dict[str, Objects]] | None = None
+        latest = shared_watches.LatestViews(self.subscriptions, wakeup)
         schedule = WakeSchedule(clock.current(), wake_times, tick, every=every)
-        try:
-            while True:
-                for _ in range(schedule.passed()):
-                    yield None
-                if next_view is None:
-                    next_view = asyncio.ensure_future(anext(stream))
-                done, _ = await asyncio.wait({next_view}, timeout=schedule.timeout())
-                if schedule.waited(changed=bool(done)):
-                    yield None
-                elif done:
-                    view, next_view = next_view.result(), None
-                    yield view
-        finally:
-            if next_view is not None:
-                next_view.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await next_view
-            await stream.aclose()
+        while True:
+            for _ in range(schedule.passed()):
+                yield None
+            view = latest.take()
+            if view is None:
+                await wakeup.wait(schedule.timeout())
+                view = latest.take()
+            if schedule.waited(changed=view is not None):
+                yield None
+            elif view is not None:
+                yield view
 
     async def read_now(self) -> dict[str, Objects] | None:
         """A fresh LIST of every watched kind, or ``None`` if the server does not answer in time.

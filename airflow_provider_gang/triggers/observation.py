@@ -50,28 +50,37 @@ class GangObjects:
             watches.append({"resource": PODS.key, "label_selector": self.pod_selector})
         return watches
 
-    _checked: dict[tuple[str, str], tuple[Mapping[str, Any], str | None]] = field(
+    _checked: dict[str, Mapping[str, Mapping[str, Any]]] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
-    """``(resource key, name) -> (object, its problem)`` of the last view :meth:`malformed` read."""
+    """``resource key -> {name: object}``: the objects of the last view :meth:`malformed` read that it
+    found readable - that view's own dict of the kind when all were (no copy: a gates gang holds this
+    for as long as it waits), else a dict of those found before the first unreadable one."""
 
     def malformed(self, view: Mapping[str, Objects]) -> str | None:
         """The first object of ``view`` the classifiers cannot read (``reservation.shape``), named.
 
-        An object that is the very same one (identity) as in the previous view is not checked
+        An object found readable that is the very same one (identity) in the next view is not checked
         again: a reflector replaces the object of a name on every change and never mutates it, so
         an event costs one check of the changed object, not one per member of the gang (a full
         check of 256 pods costs ~0.1 s of the triggerer's loop). A new dict, even equal, is checked.
+        ``view`` is a snapshot its caller does not change afterwards (``FollowedWatches.views`` and
+        ``read_now`` hand out copies): its dicts are kept until the next call.
         """
-        checked: dict[tuple[str, str], tuple[Mapping[str, Any], str | None]] = {}
+        checked: dict[str, Mapping[str, Mapping[str, Any]]] = {}
         try:
             for key, kind in _KIND_OF_RESOURCE.items():
-                for name, obj in view.get(key, {}).items():
-                    previous = self._checked.get((key, name))
-                    problem = previous[1] if previous is not None and previous[0] is obj else shape.malformed(kind, obj)
-                    checked[(key, name)] = (obj, problem)
-                    if problem is not None:
+                objects = view.get(key)
+                if not objects:
+                    continue
+                previous: Mapping[str, Mapping[str, Any]] = self._checked.get(key, {})
+                readable: dict[str, Mapping[str, Any]] = {}
+                checked[key] = readable
+                for name, obj in objects.items():
+                    if previous.get(name) is not obj and (problem := shape.malformed(kind, obj)) is not None:
                         return problem
+                    readable[name] = obj
+                checked[key] = objects  # all readable: the snapshot itself, not a copy
             return None
         finally:
             self._checked.clear()
@@ -140,7 +149,14 @@ CONDITION_TIMES = ("lastProbeTime", "lastTransitionTime", "lastHeartbeatTime", "
 """Condition fields no classifier reads; without them the conditions of objects in the same state
 are equal, so they are held once (:mod:`kube.shared_values`)."""
 
-_SHARED = SharedValues(skip=frozenset(("metadata", "metadata.labels")))
+UNIQUE_STRINGS = frozenset(("metadata.name", "metadata.uid", "metadata.resourceVersion"))
+"""Strings no two cached objects share (their names, uids and versions): kept, not interned."""
+
+COMPACT = frozenset(("metadata", "metadata.labels"))
+"""Dicts no two cached objects share (a member's rank label makes its labels its own): held as
+``kube.frozen_mapping.FrozenMapping`` s, read-only ``Mapping`` s of about half a dict's size."""
+
+_SHARED = SharedValues(compact=COMPACT, unique=UNIQUE_STRINGS)
 
 
 @functools.cache

@@ -176,7 +176,7 @@ class Drain:
             report, problem = checkpoint.report_of_pod(pod, members.member_rank(pod))
             self.memory.checkpoint = checkpoint.latest([self.memory.checkpoint, report])
             if problem is not None and problem not in self.memory.warned:
-                self.memory.warned.add(problem)
+                self.memory.warned |= {problem}
                 self.log.warning("Gang %s: %s", self.gang_name, problem)
             uid = str((pod.get("metadata") or {}).get("uid"))
             if uid in self.pending and (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
