@@ -80,7 +80,7 @@ standalone: $(STAMP)
 
 # tests/production: Airflow as the Helm chart runs it (two schedulers, two triggerers, Celery workers,
 # PostgreSQL, Redis) through a nightly burst of gangs with every component killed once; prints its
-# table. Not yet part of `test`: it does not pass yet (README "Checked in a production-shaped
+# table. Not yet part of `test`: one of its two latest runs failed (README "Checked in a production-shaped
 # deployment"). GANG_BURST_GANGS=200 make production runs the full burst; GANG_PRODUCTION=0 skips it.
 production: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/production
