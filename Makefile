@@ -57,7 +57,7 @@ AIRFLOW_3.2 := 3.2.2
 # Real Airflow components (tests/standalone) too, a few each: the user actions a triggerer before 3.3
 # leaves to the listener (it calls no on_kill), a zombie, triggers moved to a new triggerer.
 VERSIONS_TESTS_3.1 := tests/versions tests/standalone/test_real_triggerer.py tests/standalone/test_zombie.py
-VERSIONS_TESTS_3.2 := tests/versions tests/standalone/test_real_triggerer.py tests/standalone/test_trigger_reassignment.py
+VERSIONS_TESTS_3.2 := tests/versions tests/e2e/test_orphans.py tests/standalone/test_real_triggerer.py tests/standalone/test_trigger_reassignment.py
 .venv-airflow-%/.installed-stamp: pyproject.toml gang-sim/pyproject.toml tests/versions/constraints-%.txt
 	test -x .venv-airflow-$*/bin/python || $(PYTHON) -m venv .venv-airflow-$*
 	.venv-airflow-$*/bin/python -m pip install --quiet -e './gang-sim[testing]' -e '.[versions]' \
