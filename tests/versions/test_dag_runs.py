@@ -27,10 +27,11 @@ def test_a_gang_runs_to_success(cluster_factory: Any, run_dag: Any) -> None:
     assert cluster.objects("v1/pods") == []
 
 
-def test_a_retry_takes_the_next_rung_from_the_stored_history(cluster_factory: Any, run_dag: Any) -> None:
-    cluster_factory("small", time_scale=10)  # at most four 1-GPU nodes: 8 members never fit
-    dag = gang_dag(
-        "versions_retry",
+def shrinking_dag(dag_id: str) -> Any:
+    """A gang of 8 that cannot fit the ``small`` scenario (at most four 1-GPU nodes): try 1 waits past
+    its 10 s deadline, try 2 shrinks to 4 members and succeeds."""
+    return gang_dag(
+        dag_id,
         retries=1,
         size=8,
         min_size=4,
@@ -40,7 +41,11 @@ def test_a_retry_takes_the_next_rung_from_the_stored_history(cluster_factory: An
         reservation_timeout=timedelta(seconds=10),
         deferrable=True,
     )
-    dag_run = run_dag(dag)
+
+
+def test_a_retry_takes_the_next_rung_from_the_stored_history(cluster_factory: Any, run_dag: Any) -> None:
+    cluster_factory("small", time_scale=10)
+    dag_run = run_dag(shrinking_dag("versions_retry"))
     ti = task_instance(dag_run)
     assert (ti.state, ti.try_number) == ("success", 2)
     first, second = summary_of(dag_run)["tries"]

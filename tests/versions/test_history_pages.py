@@ -11,13 +11,12 @@ Run by the main suite and by every venv of ``make versions``.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 from typing import Any
 
-from airflow_provider_gang.reservation.fallback import ShrinkTo
 from airflow_provider_gang.sweep.airflow_state import has_task_state_store
 from gang_sim.apiserver.http.faults import Faults
-from tests.e2e.gang_dags import gang_dag, simulated_pod, task_instance
+from tests.e2e.gang_dags import task_instance
+from tests.versions.test_dag_runs import shrinking_dag
 
 DAG_ID = "versions_pages"
 
@@ -55,19 +54,8 @@ LANE = re.compile(r'<g class="lane tone-(\w+)" data-attempt="(\d+)" data-outcome
 def test_both_pages_show_every_try_and_say_when_the_cluster_keeps_it_from_them(
     cluster_factory: Any, run_dag: Any
 ) -> None:
-    cluster = cluster_factory("small", time_scale=10)  # at most four 1-GPU nodes: 8 members never fit
-    dag = gang_dag(
-        DAG_ID,
-        retries=1,
-        size=8,
-        min_size=4,
-        gpus=1,
-        pod_template=simulated_pod(20),
-        fallbacks=[ShrinkTo(4)],
-        reservation_timeout=timedelta(seconds=10),
-        deferrable=True,
-    )
-    dag_run = run_dag(dag)
+    cluster = cluster_factory("small", time_scale=10)
+    dag_run = run_dag(shrinking_dag(DAG_ID))
     assert (task_instance(dag_run).state, task_instance(dag_run).try_number) == ("success", 2)
     key = {"dag_id": DAG_ID, "run_id": dag_run.run_id, "task_id": "train"}
 
