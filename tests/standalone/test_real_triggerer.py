@@ -155,11 +155,17 @@ def test_mark_failed_while_reserving_deletes_the_gang(setup: Setup) -> None:
         _report(setup, gang)
     # Two deleters race on 3.3: the api-server's listener, as it applies the state, and the trigger's
     # on_kill once the triggerer cancels it; each deletion is idempotent, and whichever came says so.
+    # The objects are gone before the deleter's log line is written: wait for the line too.
     withdrew = f"Gang clean-up (task instance {dag_id}/{run_id}/train is failed): withdrew"
-    listener_withdrew = withdrew in setup.airflow.component_log("api-server")
-    on_kill_deleted = f"Gang {gang}: on_kill deleted" in setup.airflow.trigger_log()
+
+    def said() -> tuple[bool, bool] | None:
+        listener = withdrew in setup.airflow.component_log("api-server")
+        on_kill = TRIGGERER_CALLS_ON_KILL and f"Gang {gang}: on_kill deleted" in setup.airflow.trigger_log()
+        return (listener, on_kill) if listener or on_kill else None
+
+    listener_withdrew, on_kill_deleted = eventually(said, timeout=30, what="the deleter's log line", interval=1)
     print(f"the listener withdrew the gang: {listener_withdrew}; on_kill deleted it: {on_kill_deleted}")
-    assert listener_withdrew or (TRIGGERER_CALLS_ON_KILL and on_kill_deleted)
+    assert listener_withdrew or on_kill_deleted
     assert train_task(setup.airflow, dag_id, run_id)["state"] == "failed"
 
 
