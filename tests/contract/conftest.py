@@ -72,6 +72,29 @@ class Cluster:
             self._api.close()
             self._api = None
 
+    @property
+    def can_restart_apiserver(self) -> bool:
+        return self.harness is not None or self.real is not None
+
+    def restart_apiserver(self, down_seconds: float) -> None:
+        """Kill the API server, start it again ``down_seconds`` later; return once it serves."""
+        if self.harness is not None:
+            self.harness.restart_api_server(down_seconds)
+        elif self.real is not None:
+            self.real.restart_apiserver(down_seconds)
+        else:
+            raise RuntimeError("this cluster is not started by the suite: it cannot be restarted")
+
+    def probe(self) -> str | None:
+        """None when the API server answers ``/version`` (any status), else why the request failed."""
+        try:
+            self.api.rest_client.pool_manager.request(
+                "GET", self.api.configuration.host + "/version", timeout=2.0, retries=False
+            )
+        except Exception as error:  # urllib3 wraps the socket error; its text names it
+            return repr(error)
+        return None
+
     def add_user(self, user: str, rules: list[Rule]) -> Path:
         """A kubeconfig of a new user allowed exactly ``rules`` (cluster-wide) and what every
         authenticated user may do (upstream's ``system:basic-user``, e.g. SelfSubjectAccessReviews).

@@ -44,6 +44,7 @@ Not modelled (differences from a real apiserver a test could notice):
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable
@@ -114,6 +115,7 @@ class Emulator:
         self.on_cleanup: list[Hook] = []
         self._certificate = tls.generate((host, "localhost")) if use_tls else None
         self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
         self.url = ""
 
     @property
@@ -140,13 +142,8 @@ class Emulator:
         """Bind, serve, run the startup hooks; returns the base URL."""
         runner = web.AppRunner(self.app, shutdown_timeout=1.0, handle_signals=False, access_log=None)
         await runner.setup()
-        ssl_context = self._certificate.ssl_context() if self._certificate else None
-        site = web.TCPSite(runner, self.host, self.port, ssl_context=ssl_context, shutdown_timeout=1.0)
-        await site.start()
         self._runner = runner
-        server = site._server
-        sockets: Any = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1]
+        await self._listen()
         scheme = "https" if self._certificate else "http"
         self.url = f"{scheme}://{self.host}:{self.port}"
         self.context.server_address = f"{self.host}:{self.port}"
@@ -154,19 +151,55 @@ class Emulator:
             await hook(self)
         return self.url
 
+    async def _listen(self) -> None:
+        """Accept connections on :attr:`port` (a free one when it is 0, remembered for a restart)."""
+        assert self._runner is not None
+        ssl_context = self._certificate.ssl_context() if self._certificate else None
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ssl_context, shutdown_timeout=1.0)
+        await site.start()
+        self._site = site
+        sockets: Any = getattr(site._server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1]
+
+    async def _drop_connections(self) -> None:
+        """Stop listening, abort every client connection (no TLS close: idle keep-alive clients never
+        answer one) and end every open watch."""
+        if self._site is not None:
+            site, self._site = self._site, None
+            await site.stop()
+        runner = self._runner
+        for connection in list(runner.server.connections if runner is not None and runner.server else []):
+            if connection.transport is not None:
+                connection.transport.abort()
+        self.store.close_all_watches()
+
+    async def restart(self, down_seconds: float = 0.0) -> None:
+        """Go down as a killed kube-apiserver does and serve again on the same address and certificate.
+
+        Every connection is aborted mid-stream (a request in flight gets no answer; one whose body
+        was already read may still take effect), watches end without a final event, connections are refused for ``down_seconds``,
+        and the watch cache starts again empty: a watch from a resourceVersion older than the newest
+        one gets 410 Expired, as the cacher answers once it is re-initialised from etcd
+        (``staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go``). The store is what etcd is to
+        a real apiserver and keeps every object and resourceVersion; the simulated controllers (the
+        cluster's other components) keep running, as they do through a control-plane upgrade.
+        """
+        if self._runner is None:
+            raise RuntimeError("the emulator is not started")
+        await self._drop_connections()
+        if down_seconds > 0:
+            await asyncio.sleep(down_seconds)
+        self.store.compact_history()
+        await self._listen()
+
     async def stop(self) -> None:
         """Run cleanup hooks, end open watches and stop serving (idempotent)."""
         if self._runner is None:
             return
         for hook in list(self.on_cleanup):
             await hook(self)
-        self.store.close_all_watches()
+        await self._drop_connections()
         runner, self._runner = self._runner, None
-        # Abort client connections: a TLS close would wait for the peer's close_notify, which idle
-        # keep-alive clients never send, and leave sockets open after the loop is gone.
-        for connection in list(runner.server.connections if runner.server else []):
-            if connection.transport is not None:
-                connection.transport.abort()
         await runner.cleanup()
 
     def kubeconfig(self, token: str | None = None, namespace: str = "default") -> dict[str, Any]:

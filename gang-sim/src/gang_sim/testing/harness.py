@@ -12,6 +12,7 @@ and writes the store directly on that loop with :meth:`ClusterHarness.run`::
         cluster.advance(600)          # ManualClock: ten simulated minutes, deadline by deadline
         cluster.now(); cluster.gpu_seconds()
         cluster.preempt("gke-sim-l4-spot-b2c4")   # a spot termination notice (POST /_sim/preemptions)
+        cluster.restart_api_server(5)             # killed, down 5 s, serving its store again
 
 With a scenario, ``time_scale=N`` runs the controllers on a :class:`ScaledClock` (simulated time N
 times real time) instead of a :class:`ManualClock`; ``record_changes=True`` keeps every committed
@@ -189,6 +190,13 @@ class ClusterHarness:
             return result
 
         return asyncio.run_coroutine_threadsafe(call(), self._loop).result(timeout)
+
+    def restart_api_server(self, down_seconds: float = 0.0) -> None:
+        """Kill the API server and serve again on the same URL after ``down_seconds`` of refused
+        connections (:meth:`Emulator.restart <gang_sim.apiserver.server.Emulator.restart>`: objects and
+        resourceVersions kept, every connection and watch cut, older resourceVersions 410)."""
+        emulator = self._in_process()
+        self.run(lambda: emulator.restart(down_seconds), timeout=down_seconds + 30.0)
 
     def objects(
         self, resource: str, namespace: str | None = "default", label_selector: str = ""

@@ -8,16 +8,13 @@
 Started in the order envtest and kwokctl's binary runtime use (controller-runtime
 ``pkg/internal/testing/controlplane``; kwok ``pkg/kwokctl/runtime/binary/cluster.go``): etcd
 (``--unsafe-no-fsync``), kube-apiserver (RBAC, a client CA with an admin in ``system:masters``, a
-service account signer), then kube-controller-manager (Job controller, garbage collector, service
-account tokens), kube-scheduler and the kwok controller (fake kubelets for the nodes annotated
-``kwok.x-k8s.io/node: fake``); the scenario's initial nodes; Kueue with its CRDs and webhooks
-(:mod:`.kueue`); the cluster-autoscaler with its kwok cloud provider when built (:mod:`.autoscaler`);
-last the scenario's ``objects``. Every component runs on free ports of 127.0.0.1 with its state in
-one temporary directory; :meth:`RealCluster.stop` kills what was started (by PID) and removes the
-directory, also when a start fails half-way. This module owns that order and the stop; each
-component's flags and files are in its own module (:mod:`.binaries`, :mod:`.certificates`,
-:mod:`.processes`, :mod:`.nodes`, :mod:`.stages`, :mod:`.kueue`, :mod:`.autoscaler`,
-:mod:`.kubeconfigs`, :mod:`.feature_gates`).
+service account signer), kube-controller-manager (Job controller, garbage collector, service account
+tokens), kube-scheduler, kwok (fake kubelets for nodes annotated ``kwok.x-k8s.io/node: fake``); the
+scenario's initial nodes; Kueue (:mod:`.kueue`); the cluster-autoscaler with its kwok cloud provider
+when built (:mod:`.autoscaler`); the scenario's ``objects``. Every component runs on free ports of
+127.0.0.1 with its state in one temporary directory; :meth:`RealCluster.stop` kills what was started
+(by PID) and removes the directory, also when a start fails half-way; etcd keeps the objects through
+:meth:`RealCluster.restart_apiserver`. Each component's flags and files are in its own module.
 """
 
 from __future__ import annotations
@@ -49,11 +46,10 @@ _APISERVER_HOSTS = ("127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kuberne
 
 class RealCluster:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Kueue and (when built) the
-    cluster-autoscaler, on loopback, for one scenario.
-
-    ``kubeconfig_path`` (admin, client certificate) is written once the apiserver is healthy;
-    ``url`` is the apiserver's. ``kueue=False`` leaves Kueue out (faster, for tests that need none).
-    ``workload_api=False`` leaves the Workload / PodGroup API off (:mod:`.feature_gates`).
+    cluster-autoscaler, on loopback, for one scenario. ``kubeconfig_path`` (admin, client
+    certificate) is written once the apiserver is healthy; ``url`` is the apiserver's.
+    ``kueue=False`` leaves Kueue out (faster, for tests that need none); ``workload_api=False``
+    leaves the Workload / PodGroup API off (:mod:`.feature_gates`).
     """
 
     def __init__(
@@ -78,6 +74,7 @@ class RealCluster:
         self.kubeconfig_path = Path()
         self.url = ""
         self._authority: CertificateAuthority | None = None
+        self._context: ssl.SSLContext | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -107,6 +104,11 @@ class RealCluster:
         if self.directory.name and self.directory.exists():
             shutil.rmtree(self.directory, ignore_errors=True)
         self.directory = Path()
+
+    def restart_apiserver(self, down_seconds: float = 0.0) -> None:
+        """SIGKILL the kube-apiserver, start it again ``down_seconds`` later, return once it is ready."""
+        apiserver, ready = self._named("kube-apiserver"), f"{self.url}/readyz"
+        apiserver.restart(down_seconds, ready, self._context, timeout=self._start_timeout)
 
     def pids(self) -> dict[str, int]:
         """The running components' process ids, by name (for tests that kill one)."""
@@ -177,7 +179,7 @@ class RealCluster:
     def _start(self) -> None:
         authority = self._authority = cluster_authority()
         ca_path = self._file("pki/ca.crt", authority.certificate_pem)
-        context = ssl.create_default_context(cafile=str(ca_path))
+        context = self._context = ssl.create_default_context(cafile=str(ca_path))
         self._start_etcd()
         self._start_apiserver(authority, ca_path, context)
         admin_kubeconfig = self._write_kubeconfig(authority)
@@ -325,9 +327,8 @@ class RealCluster:
                 "--cidr=10.244.0.0/16",
             ],
         )
-        context = ssl.create_default_context(cafile=str(ca_path))
         for component, url in waits:
-            component.wait_healthy(url, context, timeout=self._start_timeout)
+            component.wait_healthy(url, self._context, timeout=self._start_timeout)
         if not kwok.is_running():
             raise kwok.failure("exited during start")
 

@@ -111,3 +111,22 @@ class Component:
             except ProcessLookupError:
                 return
             process.wait(grace_seconds)
+
+    def kill(self) -> None:
+        """SIGKILL the process group at once, as a crash or an OOM kill ends it (idempotent)."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        process.wait(30)
+
+    def restart(self, down_seconds: float, health_url: str, context: ssl.SSLContext | None, *, timeout: float) -> None:
+        """:meth:`kill`, ``down_seconds`` later start the same command again (its log appended), and
+        return once ``health_url`` answers 200."""
+        self.kill()
+        time.sleep(down_seconds)
+        self.start()
+        self.wait_healthy(health_url, context, timeout=timeout)
