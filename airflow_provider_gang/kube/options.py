@@ -28,7 +28,10 @@ class ClientOptions:
     """Fields:
     request_timeout: seconds one request (connect, send, read the whole answer) may take.
     retry_attempts: tries per request, the first included (429, 5xx and transport errors are
-        retried; ``kube.errors`` says which errors are retryable).
+        retried; ``kube.errors`` says which errors are retryable). The default 10 with the default
+        curve waits about a minute in all (at most two) before the last try: a call rides out an
+        API server restart or a control-plane upgrade's switch-over, which refuse connections for
+        tens of seconds, as the waits do for ``unreachable_timeout``.
     retry_base_delay, retry_max_delay: the backoff curve (``kube.retry.RetryPolicy``).
     qps, burst: the client-side rate limit (``kube.rate_limit.TokenBucket``): ``burst`` requests
         at once, then ``qps`` per second; every attempt and every watch takes a token, as in
@@ -44,7 +47,7 @@ class ClientOptions:
     """
 
     request_timeout: float = 30.0
-    retry_attempts: int = 6
+    retry_attempts: int = 10
     retry_base_delay: float = 0.5
     retry_max_delay: float = 30.0
     qps: float = 1000.0

@@ -23,7 +23,7 @@ class RetryPolicy:
         rng: source of jitter.
     """
 
-    attempts: int = 6
+    attempts: int = 10
     base_delay: float = 0.5
     max_delay: float = 30.0
     rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
