@@ -23,13 +23,15 @@ Every member is a simulated container running ``RUN_SECONDS`` simulated seconds.
 - no duplicate (two live objects of one role of one gang at once) and no orphan (an object of any
   try's gang left once the tasks ended), from the emulator's committed changes
   (:class:`tests.reliability.emulator_side.Ledger`);
-- no trigger ran twice past its handover: each trigger event (``Gang <gang>: <phase> (<reason>)``,
-  logged by the trigger when it fires, ``triggers/base.py``) appears in the trigger log of at most
-  one triggerer job (``attempt=N.log.trigger.<job id>.log``).
+- no trigger ran twice past its handover (:func:`ran_past_handover`): a trigger (one row of Airflow's
+  ``trigger`` table; a new try defers with a trigger of its own) that two triggerer jobs ran was
+  fired by the earlier one, if at all, before the later one started it.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -136,18 +138,77 @@ def gang_names(gang: BurstGang, run_id: str, tries: int) -> list[str]:
     return [naming.gang_name(DAG_ID, gang.task_id, run_id, attempt=attempt) for attempt in range(1, tries + 1)]
 
 
-EVENT_LINE = re.compile(r"Gang (?P<gang>[a-z0-9-]+): (?P<phase>reserved|succeeded|failed) \((?P<reason>[a-z_]+)\)")
+DUPLICATE_OF = re.compile(r"of the same role of gang (?P<gang>\S+) is live")
+"""The gang a :class:`~tests.reliability.emulator_side.Ledger` duplicate names."""
+TRIGGER_ID = re.compile(r"\(ID (?P<id>\d+)\)")
+FIRED_PHASE = re.compile(r"'phase': '(?P<phase>[a-z_]+)'")
 
 
-def events_by_triggerer(trigger_logs: dict[str, str]) -> dict[tuple[str, str], set[str]]:
-    """``(gang, phase) -> {trigger log file}`` of every trigger event line (one file per triggerer job
-    and attempt)."""
-    seen: dict[tuple[str, str], set[str]] = {}
+@dataclass(frozen=True)
+class TriggerRun:
+    """One trigger (its row id in Airflow's ``trigger`` table) as one triggerer job ran it."""
+
+    trigger: int
+    job: str
+    started: str
+    """The timestamp of its ``... (ID n) starting`` line (``triggerer_job_runner.py``)."""
+    fired: str
+    """The timestamp of its ``Trigger fired event`` line, ``""`` if it fired none in this job."""
+    phase: str
+
+
+def trigger_runs(trigger_logs: dict[str, str]) -> list[TriggerRun]:
+    """Every run of a trigger by a triggerer job in the trigger log files (``attempt=N.log.trigger.<job
+    id>.log``: one per attempt and job; Airflow's structured JSON lines, RFC 3339 timestamps that order
+    as strings)."""
+    runs: dict[tuple[int, str], dict[str, str]] = {}
     for path, text in trigger_logs.items():
-        job = path.rsplit(".trigger.", 1)[-1]
-        for match in EVENT_LINE.finditer(text):
-            seen.setdefault((match["gang"], match["phase"]), set()).add(job)
-    return seen
+        job = path.rsplit(".trigger.", 1)[-1].removesuffix(".log")
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            event = str(entry.get("event", ""))
+            named = TRIGGER_ID.search(event if event.endswith(" starting") else str(entry.get("name", "")))
+            if named is None:
+                continue
+            run = runs.setdefault((int(named["id"]), job), {"started": "", "fired": "", "phase": ""})
+            if event.endswith(" starting"):
+                run["started"] = run["started"] or str(entry["timestamp"])
+            elif event == "Trigger fired event" and not run["fired"]:
+                phase = FIRED_PHASE.search(str(entry.get("result", "")))
+                run.update(fired=str(entry["timestamp"]), phase=phase["phase"] if phase else "?")
+    return [TriggerRun(trigger, job, **run) for (trigger, job), run in sorted(runs.items())]
+
+
+def ran_past_handover(runs: list[TriggerRun]) -> tuple[list[str], list[str]]:
+    """``(past handover, fired again after handover)`` among triggers run by more than one job.
+
+    Past its handover: a job fired the trigger at or after another job had started it - both ran it
+    at once. Fired again: the earlier job fired before the next one started it, and its event was not
+    committed (the job was killed, or its database went away), so the next job ran the trigger again
+    and fired it again; Airflow allows that ("you must assume that duplicates of your trigger instance
+    may run simultaneously", https://airflow.apache.org/docs/apache-airflow/stable/authoring-and-scheduling/deferring.html).
+    """
+    by_trigger: dict[int, list[TriggerRun]] = {}
+    for run in runs:
+        by_trigger.setdefault(run.trigger, []).append(run)
+    past, again = [], []
+    for trigger, handed in sorted(by_trigger.items()):
+        handed.sort(key=lambda run: run.started)
+        for earlier, later in itertools.pairwise(handed):
+            if earlier.fired and earlier.fired >= later.started:
+                past.append(
+                    f"trigger {trigger}: job {earlier.job} fired {earlier.phase} at {earlier.fired}, "
+                    f"after job {later.job} started it at {later.started}"
+                )
+            elif earlier.fired and later.fired:
+                again.append(
+                    f"trigger {trigger} ({earlier.phase}): job {earlier.job} fired at {earlier.fired}, "
+                    f"job {later.job} started it at {later.started} and fired at {later.fired}"
+                )
+    return past, again
 
 
 @dataclass
@@ -164,6 +225,12 @@ class Verdict:
 
     def problems(self) -> list[str]:
         return [*self.wrong_states, *self.misrecorded, *self.duplicates, *self.orphans, *self.fired_twice]
+
+    def add(self, other: Verdict) -> None:
+        """Count ``other`` (one task's verdict) in this one."""
+        self.tries += other.tries
+        for name in ("wrong_states", "misrecorded", "duplicates", "orphans", "fired_twice"):
+            getattr(self, name).extend(getattr(other, name))
 
 
 def check_task(gang: BurstGang, task: dict[str, Any], stored: dict[str, Any], verdict: Verdict) -> None:

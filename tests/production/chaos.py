@@ -14,9 +14,14 @@ component's session (its PID and everything it started, :meth:`Deployment.kill`)
    PID, ``task_instance.pid``, is in the worker's session); its task's heartbeat then times out and
    the next try adopts the gang;
 4. ``api-server-1`` (the execution API of every running task and the REST API);
-5. PostgreSQL, started again on its data directory (crash recovery).
+5. PostgreSQL, started again on its data directory (crash recovery);
+6. the cluster's API server (:meth:`ClusterHarness.restart_api_server
+   <gang_sim.testing.harness.ClusterHarness.restart_api_server>`): every connection and watch of
+   every worker and triggerer cut, connections refused for :data:`CLUSTER_DOWN_SECONDS`, then served
+   again from its store with a new watch cache (resumed watches get 410 and list again), while the
+   cluster's controllers and nodes keep running, as through a managed control plane's upgrade.
 
-Each killed component is started again at once under a new name, as a Deployment's ReplicaSet
+Each killed Airflow component is started again at once under a new name, as a Deployment's ReplicaSet
 would; a component that exits on its own (Airflow's schedulers and triggerers exit when their
 database connection breaks) is restarted too and counted in :attr:`Chaos.restarts`.
 """
@@ -42,6 +47,16 @@ KILL_GAP_SECONDS = 10.0
 LAUNCH_PATIENCE_SECONDS = 180.0
 """How long the worker kill waits for a launch on ``worker-1``; past it, the worker is killed whatever
 it runs and :attr:`Chaos.mid_launch` says so."""
+CLUSTER_DOWN_SECONDS = 10.0
+KILLS = (
+    "a scheduler SIGKILLed",
+    "a triggerer SIGKILLed",
+    "a Celery worker SIGKILLed mid-launch",
+    "the api-server SIGKILLed",
+    "PostgreSQL SIGKILLed, restarted",
+    "the cluster's API server killed, restarted",
+)
+"""The kills of the module docstring, in order: their rows in the reliability table."""
 FINISHED = ("success", "failed", "upstream_failed", "skipped", "removed")
 
 
@@ -67,12 +82,23 @@ class Chaos:
     mid_launch: str = ""
     """The gang whose launch the worker kill interrupted."""
     log: list[str] = field(default_factory=list)
-    _plan: list[Callable[[dict[str, dict[str, Any]]], bool]] = field(default_factory=list)
+    in_flight: dict[str, set[str]] = field(default_factory=dict)
+    """The tasks not yet finished at each kill (by the kill's name in :data:`KILLS`): the ones it could
+    have harmed, whose problems count in its row of the reliability table."""
+    _plan: list[tuple[str, Callable[[dict[str, dict[str, Any]]], bool]]] = field(default_factory=list)
     _started: float = field(default_factory=time.monotonic)
     _last_kill: float = 0.0
 
     def __post_init__(self) -> None:
-        self._plan = [self._scheduler, self._triggerer, self._worker_mid_launch, self._api_server, self._postgres]
+        kills = (
+            self._scheduler,
+            self._triggerer,
+            self._worker_mid_launch,
+            self._api_server,
+            self._postgres,
+            self._cluster_api_server,
+        )
+        self._plan = list(zip(KILLS, kills, strict=True))
         self._control = Control(self.cluster)
 
     @property
@@ -86,8 +112,11 @@ class Chaos:
         tasks = task_instances(self.deployment, self.run_id)
         if tasks is None or not self._plan or time.monotonic() - self._last_kill < KILL_GAP_SECONDS:
             return tasks
-        if self._plan[0](tasks):
+        name, kill = self._plan[0]
+        unfinished = {task_id for task_id, task in tasks.items() if task["state"] not in FINISHED}
+        if kill(tasks):
             self._plan.pop(0)
+            self.in_flight[name] = unfinished
             self._last_kill = time.monotonic()
         return tasks
 
@@ -156,4 +185,11 @@ class Chaos:
     def _postgres(self, tasks: dict[str, dict[str, Any]]) -> bool:
         self.deployment.restart_postgres()
         self._note("SIGKILL PostgreSQL; started it again")
+        return True
+
+    def _cluster_api_server(self, tasks: dict[str, dict[str, Any]]) -> bool:
+        self._note(f"SIGKILL the cluster's API server; down {CLUSTER_DOWN_SECONDS:.0f} s")
+        self.cluster.restart_api_server(CLUSTER_DOWN_SECONDS)
+        self.deployment.kills.append("cluster API server")
+        self._note("the cluster's API server serves again")
         return True

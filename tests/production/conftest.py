@@ -9,7 +9,8 @@
 - ``GANG_PRODUCTION_KEEP=1`` keeps the temporary directory (every component's log, the trigger
   logs, PostgreSQL's data) and prints its path.
 - Each burst adds a row to the table printed at the end of the session (gangs, tries, kills,
-  duplicates, orphans, misrecorded tries, triggers fired twice, wall time).
+  duplicates, orphans, misrecorded tries, triggers run past their handover, wall time), and a row
+  per kill to the reliability table (:mod:`tests.reliability.table`), printed after it.
 - A failed test gets a report section with the tail of every component's log; SIGTERM is turned
   into ``KeyboardInterrupt`` once so that every process started is stopped
   (``tests/standalone/conftest.py`` does the same for its suite).
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.production.deployment import Deployment
+from tests.reliability import table as reliability_table
 
 OPTED_OUT = os.environ.get("GANG_PRODUCTION") == "0"
 DEFAULT_GANGS = 60
@@ -78,7 +80,7 @@ COLUMNS = (
     "orphans",
     "misrecorded tries",
     "wrong end states",
-    "triggers fired twice",
+    "triggers run past their handover",
     "wall time",
 )
 
@@ -114,6 +116,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.section("production: nightly burst, components killed, invariants broken")
     for line in render_table():
         terminalreporter.write_line(line)
+    if reliability_table.TABLE:  # each kill's row: the problems of the tasks not finished at the kill
+        terminalreporter.section("reliability: the burst's kills (problems of the tasks each could harm)")
+        for line in reliability_table.render_table():
+            terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -68,6 +68,9 @@ def production_config(postgres: Postgres, redis: Redis, api_port: int) -> dict[s
         # A task runner gives up on an execution API call after 5 s by default: a burst of task starts
         # on a loaded api-server takes longer (the chart user raises it, or runs more api-servers).
         "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
+        # ... and retries a refused connection 5 times, about 15 s in all: less than an api-server's
+        # restart takes, so a try whose record is written meanwhile fails. 8: about 2 minutes.
+        "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "8",
         "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),
         "AIRFLOW__CORE__PARALLELISM": "64",
         "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "256",
@@ -81,6 +84,9 @@ def production_config(postgres: Postgres, redis: Redis, api_port: int) -> dict[s
         # also the lifetime of a queued task's token (airflow/executors/workloads/base.py): it must
         # exceed the longest wait for a Celery slot in the burst.
         "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "240",
+        # How often that timeout is checked (default 120 s): a task a killed worker had received
+        # waits in queued for the timeout plus up to this.
+        "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "30",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
         "AIRFLOW__TRIGGERER__CAPACITY": "1000",
