@@ -4,10 +4,11 @@
 (:class:`tests.reliability.emulator_side.Ledger`) and, in this order, each once, with SIGKILL to the
 component's session (its PID and everything it started, :meth:`Deployment.kill`):
 
-1. ``scheduler-1``, once a sixth of the gangs are deferred (the other scheduler adopts its queued
-   tasks once its heartbeat is stale);
-2. ``triggerer-1``, once it runs triggers of deferred gangs (the other triggerer takes them over
-   after ``triggerer_health_check_threshold``);
+1. ``scheduler-1``, once a sixth of the gangs (at most 10) are deferred (the other scheduler adopts
+   its queued tasks once its heartbeat is stale);
+2. ``triggerer-1``, once a third of the gangs (at most 20: the Celery slots bound how many defer at
+   once) are deferred (the other triggerer takes them over after
+   ``triggerer_health_check_threshold``);
 3. ``worker-1`` in the middle of a launch: pod creates are slowed from outside (the emulator answers
    40 % of them 503, retried by the client), and the worker is killed while a
    ``provisioning_request`` gang it launches has some but not all of its members (the task runner's
@@ -138,13 +139,13 @@ class Chaos:
         self._note(f"SIGKILL {name}; started {replacement}")
 
     def _scheduler(self, tasks: dict[str, dict[str, Any]]) -> bool:
-        if sum(task["state"] == "deferred" for task in tasks.values()) < len(self.gangs) // 6:
+        if sum(task["state"] == "deferred" for task in tasks.values()) < min(len(self.gangs) // 6, 10):
             return False
         self._kill_and_restart("scheduler-1")
         return True
 
     def _triggerer(self, tasks: dict[str, dict[str, Any]]) -> bool:
-        if sum(task["state"] == "deferred" for task in tasks.values()) < len(self.gangs) // 3:
+        if sum(task["state"] == "deferred" for task in tasks.values()) < min(len(self.gangs) // 3, 20):
             return False
         self._kill_and_restart("triggerer-1")
         self._control.set_faults(SLOW_POD_CREATES)

@@ -1,7 +1,7 @@
 """The production-shaped suite: opt-out, its table, failure reports with every component's log.
 
-- ``GANG_PRODUCTION=0`` skips it; anything else runs it (``make production``; not yet part of
-  ``make test``, which ignores this folder: it does not pass every run yet). Without PostgreSQL or
+- ``GANG_PRODUCTION=0`` skips it; anything else runs it (``make production``, and ``make test`` in
+  its real-tier lane). Without PostgreSQL or
   Redis installed (Debian packages ``postgresql``, ``redis-server``; ``.ci/run`` installs them) the
   tests fail naming the package, unless opted out.
 - ``GANG_BURST_GANGS`` sets the burst's size (default :data:`DEFAULT_GANGS`; the issue's nightly
