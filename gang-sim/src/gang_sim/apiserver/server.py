@@ -177,12 +177,13 @@ class Emulator:
         """Go down as a killed kube-apiserver does and serve again on the same address and certificate.
 
         Every connection is aborted mid-stream (a request in flight gets no answer; one whose body
-        was already read may still take effect), watches end without a final event, connections are refused for ``down_seconds``,
-        and the watch cache starts again empty: a watch from a resourceVersion older than the newest
-        one gets 410 Expired, as the cacher answers once it is re-initialised from etcd
-        (``staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go``). The store is what etcd is to
-        a real apiserver and keeps every object and resourceVersion; the simulated controllers (the
-        cluster's other components) keep running, as they do through a control-plane upgrade.
+        was already read may still take effect), watches end without a final event, connections
+        are refused for ``down_seconds``, and the watch cache starts again empty: a watch from a
+        resourceVersion older than the newest one gets 410 Expired, as the cacher answers once it
+        is re-initialised from etcd (``staging/src/k8s.io/apiserver/pkg/storage/cacher/
+        watch_cache.go``). The store is what etcd is to a real apiserver and keeps every object
+        and resourceVersion; the simulated controllers (the cluster's other components) keep
+        running, as they do through a control-plane upgrade.
         """
         if self._runner is None:
             raise RuntimeError("the emulator is not started")

@@ -1,7 +1,8 @@
 """The emulator's API server killed and served again (:meth:`Emulator.restart`): what the contract suite
 cannot show on both backends - a write in flight at the kill gets no answer, and one killed before
-the server read its body has no effect; a restart is refused before the server started. The rest (objects, versions, 410, refused connections)
-is the contract test ``tests/contract/test_apiserver_restart.py``, on the real control plane too."""
+the server read its body has no effect; a restart is refused before the server started. The rest
+(objects, versions, 410, refused connections) is the contract test
+``tests/contract/test_apiserver_restart.py``, on the real control plane too."""
 
 from __future__ import annotations
 
