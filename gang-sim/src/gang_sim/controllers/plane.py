@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,12 @@ def default_controllers() -> list[type[Controller]]:
     return [Scheduler, Kubelet, JobController, ClusterAutoscaler, KueueManager, NodeTerminationController]
 
 
+#: The controllers that run in the cluster's control plane (kube-scheduler, kube-controller-manager,
+#: the cluster-autoscaler, Kueue's controller manager) and so go down with it; the kubelets and the
+#: cloud's spot notices live on the nodes and in the cloud, which a control-plane restart leaves running.
+CONTROL_PLANE_CONTROLLERS: tuple[type[Controller], ...] = (Scheduler, JobController, ClusterAutoscaler, KueueManager)
+
+
 @dataclass
 class RunningControlPlane:
     plane: ControlPlane
@@ -50,6 +56,31 @@ class RunningControlPlane:
             if isinstance(controller, kind):
                 return controller
         raise KeyError(kind.__name__)
+
+    async def restart(
+        self,
+        kinds: tuple[type[Controller], ...] = CONTROL_PLANE_CONTROLLERS,
+        while_down: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Kill the controllers of ``kinds``, await ``while_down``, then start new ones in their place.
+
+        The new controllers begin with empty memory and rebuild what they need from the Store (and, for
+        the autoscaler, the cloud), as a restarted component lists its informers' objects again; the
+        Store, the nodes and the other controllers keep running.
+        """
+        restarted = [index for index, controller in enumerate(self.controllers) if isinstance(controller, kinds)]
+        for index in restarted:
+            task = self.tasks[index]
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await self.controllers[index].close()
+        if while_down is not None:
+            await while_down()
+        for index in restarted:
+            replacement = type(self.controllers[index])(self.plane)
+            self.controllers[index] = replacement
+            self.tasks[index] = asyncio.create_task(replacement.run(), name=f"sim-{replacement.component}")
 
     async def stop(self) -> None:
         if self.unsubscribe is not None:

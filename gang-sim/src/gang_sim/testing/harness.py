@@ -13,6 +13,7 @@ and writes the store directly on that loop with :meth:`ClusterHarness.run`::
         cluster.now(); cluster.gpu_seconds()
         cluster.preempt("gke-sim-l4-spot-b2c4")   # a spot termination notice (POST /_sim/preemptions)
         cluster.restart_api_server(5)             # killed, down 5 s, serving its store again
+        cluster.restart_control_plane(5)          # the same, and the controllers started again empty
 
 With a scenario, ``time_scale=N`` runs the controllers on a :class:`ScaledClock` (simulated time N
 times real time) instead of a :class:`ManualClock`; ``record_changes=True`` keeps every committed
@@ -227,6 +228,19 @@ class ClusterHarness:
             raise RuntimeError("construct the harness with record_changes=True to read its changes")
         recorded: list[tuple[str, str, dict[str, Any]]] = self.run(lambda: list(self._changes))
         return [(event, obj) for event, resource, obj in recorded if resource.endswith(resource_suffix)]
+
+    def restart_control_plane(self, down_seconds: float = 0.0) -> None:
+        """Kill the cluster's control plane and start it again after ``down_seconds``: the API server as
+        :meth:`restart_api_server` does, and the scheduler, the job controller, the cluster-autoscaler
+        and Kueue (:data:`~gang_sim.controllers.plane.CONTROL_PLANE_CONTROLLERS`) as new controllers with
+        empty memory, rebuilt from the store; the nodes' kubelets and the cloud keep running."""
+        emulator = self._in_process()
+        running = self._control().running
+        if running is None:
+            raise RuntimeError("the control plane is not running")
+        self.run(
+            lambda: running.restart(while_down=lambda: emulator.restart(down_seconds)), timeout=down_seconds + 30.0
+        )
 
     # -- the simulated control plane (with a scenario) ------------------------------------------------
 

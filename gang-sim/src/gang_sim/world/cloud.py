@@ -141,6 +141,10 @@ class Cloud:
     def live_nodes(self, pool: str | None = None) -> list[NodeRecord]:
         return [node for node in self.nodes.values() if node.deleted_at is None and pool in (None, node.pool)]
 
+    def provisioned_for(self, provisioning_request: str) -> list[NodeRecord]:
+        """The live nodes created for the resize request ``provisioning_request``."""
+        return [node for node in self.live_nodes() if node.provisioning_request == provisioning_request]
+
     def zone_gpus_in_use(self, zone: str) -> int:
         pools = {pool.name for pool in self.scenario.node_pools if pool.zone == zone}
         return sum(node.gpus for node in self.live_nodes() if node.pool in pools)

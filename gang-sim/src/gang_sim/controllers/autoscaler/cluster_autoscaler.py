@@ -64,7 +64,10 @@ class ClusterAutoscaler(Controller):
         self.settings = settings
         self.cloud = self.plane.cloud
         self.requests = RequestProcessor(self, node_groups=self)
-        self.registered: set[str] = {record.name for record in self.cloud.live_nodes()}
+        # Rebuilt from the cloud and the Store, so that a restarted autoscaler registers the nodes still
+        # booting and never registers one twice.
+        stored = {node["metadata"]["name"] for node in self.store.list("v1/nodes")[0]}
+        self.registered: set[str] = {record.name for record in self.cloud.live_nodes() if record.name in stored}
         self.next_scan = 0.0
         self.last_scan: float | None = None
         self.tokens = self._token_cap()
@@ -99,6 +102,9 @@ class ClusterAutoscaler(Controller):
 
     def is_registered(self, name: str) -> bool:
         return name in self.registered
+
+    def nodes_provisioned_for(self, provisioning_request: str) -> list[NodeRecord]:
+        return self.cloud.provisioned_for(provisioning_request)
 
     def add_nodes(
         self, pool_name: str, count: int, now: float, *, provisioning_request: str | None = None

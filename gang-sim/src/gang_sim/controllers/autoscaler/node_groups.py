@@ -51,6 +51,12 @@ class NodeGroups(Protocol):
         """Whether the node's kubelet has registered its Node object (the VM finished booting)."""
         ...
 
+    def nodes_provisioned_for(self, provisioning_request: str) -> list[NodeRecord]:
+        """The live nodes an increase labelled for ``provisioning_request`` created: on GKE the resize
+        request is the cloud's record, which outlives a restart of the autoscaler
+        (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest)."""
+        ...
+
 
 def group_options(cloud: Cloud, now: float, *, queued: bool) -> list[GroupOption]:
     """Node groups the autoscaler may grow now (queued-provisioning pools only for DWS requests)."""

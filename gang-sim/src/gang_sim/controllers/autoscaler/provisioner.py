@@ -163,9 +163,11 @@ class RequestProcessor:
 
     def _handle(self, request: Obj, templates: dict[str, Obj], now: float, pods: list[Obj], nodes: list[Obj]) -> None:
         uid = request["metadata"]["uid"]
-        memory = self.memory.setdefault(uid, RequestMemory(first_seen=now))
         state = pr.classify(request)
         queued = request["spec"]["provisioningClassName"] == pr.QUEUED_PROVISIONING
+        memory = self.memory.get(uid)
+        if memory is None:
+            memory = self.memory[uid] = self._recall(request, state, queued, now)
         revocable = queued and state in (pr.State.PROVISIONED, pr.State.BOOKING_EXPIRED)
         if revocable and memory.revoke_at is not None and now >= memory.revoke_at:
             self._revoke(request, memory, now)
@@ -217,6 +219,19 @@ class RequestProcessor:
         self._provisioned_this_loop = True
         memory.remember_nodes(self.node_groups.add_nodes(pool, count, now))
         self._provisioned(request, memory, pod_sets, now, accepted, "CapacityIsProvisioned")
+
+    def _recall(self, request: Obj, state: pr.State, queued: bool, now: float) -> RequestMemory:
+        """The memory of a request this autoscaler has not seen yet: empty, but for a queued request
+        whose nodes the cloud already created (before a restart of the autoscaler) - they are not
+        created again, and a Provisioned request's nodes are still revoked at maxRunDurationSeconds."""
+        memory = RequestMemory(first_seen=now)
+        records = self.node_groups.nodes_provisioned_for(_resize_name(request)) if queued else []
+        if records:
+            memory.remember_nodes(records)
+            if state in (pr.State.PROVISIONED, pr.State.BOOKING_EXPIRED) and memory.nodes_created_at is not None:
+                memory.provisioned_at = now
+                memory.revoke_at = memory.nodes_created_at + pr.max_run_duration(request)
+        return memory
 
     def _handle_queued(
         self, request: Obj, memory: RequestMemory, pod_sets: list[pr.PodSet], specs: list[Any], now: float

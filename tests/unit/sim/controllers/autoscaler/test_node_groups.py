@@ -85,6 +85,9 @@ class RecordingNodeGroups:
     def is_registered(self, name: str) -> bool:
         return name in self.registered
 
+    def nodes_provisioned_for(self, provisioning_request: str) -> list[NodeRecord]:
+        return self.cloud.provisioned_for(provisioning_request)
+
     def register(self) -> None:
         self.registered.update(record.name for record in self.cloud.live_nodes())
 
