@@ -16,11 +16,13 @@ component's session (its PID and everything it started, :meth:`Deployment.kill`)
    the next try adopts the gang;
 4. ``api-server-1`` (the execution API of every running task and the REST API);
 5. PostgreSQL, started again on its data directory (crash recovery);
-6. the cluster's API server (:meth:`ClusterHarness.restart_api_server
-   <gang_sim.testing.harness.ClusterHarness.restart_api_server>`): every connection and watch of
-   every worker and triggerer cut, connections refused for :data:`CLUSTER_DOWN_SECONDS`, then served
-   again from its store with a new watch cache (resumed watches get 410 and list again), while the
-   cluster's controllers and nodes keep running, as through a managed control plane's upgrade.
+6. the cluster's control plane (:meth:`ClusterHarness.restart_control_plane
+   <gang_sim.testing.harness.ClusterHarness.restart_control_plane>`): its API server killed - every
+   connection and watch of every worker and triggerer cut, connections refused for
+   :data:`CLUSTER_DOWN_SECONDS`, then served again from its store with a new watch cache (resumed
+   watches get 410 and list again) - and its scheduler, job controller, cluster-autoscaler and Kueue
+   started again with empty memory, rebuilt from the store; the nodes and the cloud's machines keep
+   running, as through a managed control plane's upgrade or a failover of its leaders.
 
 Each killed Airflow component is started again at once under a new name, as a Deployment's ReplicaSet
 would; a component that exits on its own (Airflow's schedulers and triggerers exit when their
@@ -55,7 +57,7 @@ KILLS = (
     "a Celery worker SIGKILLed mid-launch",
     "the api-server SIGKILLed",
     "PostgreSQL SIGKILLed, restarted",
-    "the cluster's API server killed, restarted",
+    "the cluster's control plane killed, restarted",
 )
 """The kills of the module docstring, in order: their rows in the reliability table."""
 FINISHED = ("success", "failed", "upstream_failed", "skipped", "removed")
@@ -97,7 +99,7 @@ class Chaos:
             self._worker_mid_launch,
             self._api_server,
             self._postgres,
-            self._cluster_api_server,
+            self._cluster_control_plane,
         )
         self._plan = list(zip(KILLS, kills, strict=True))
         self._control = Control(self.cluster)
@@ -188,9 +190,9 @@ class Chaos:
         self._note("SIGKILL PostgreSQL; started it again")
         return True
 
-    def _cluster_api_server(self, tasks: dict[str, dict[str, Any]]) -> bool:
-        self._note(f"SIGKILL the cluster's API server; down {CLUSTER_DOWN_SECONDS:.0f} s")
-        self.cluster.restart_api_server(CLUSTER_DOWN_SECONDS)
-        self.deployment.kills.append("cluster API server")
-        self._note("the cluster's API server serves again")
+    def _cluster_control_plane(self, tasks: dict[str, dict[str, Any]]) -> bool:
+        self._note(f"kill the cluster's control plane; down {CLUSTER_DOWN_SECONDS:.0f} s")
+        self.cluster.restart_control_plane(CLUSTER_DOWN_SECONDS)
+        self.deployment.kills.append("cluster control plane")
+        self._note("the cluster's control plane serves again, its controllers started anew")
         return True

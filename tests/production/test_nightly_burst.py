@@ -9,8 +9,8 @@ invariants of :mod:`.burst` (end states, every try recorded once, no duplicate, 
 trigger run past its handover) must hold, and the table row is printed at the end of the session.
 
 The cluster (``burst_scenario.yaml``) runs in this process at ``TIME_SCALE`` times real time, its
-store followed by a :class:`~tests.reliability.emulator_side.Ledger`; its API server is killed and
-served again from that store (:mod:`.chaos`), its controllers keep running. Run (60 gangs: about
+store followed by a :class:`~tests.reliability.emulator_side.Ledger`; its control plane is killed
+and started again on that store (:mod:`.chaos`), its nodes keep running. Run (60 gangs: about
 5 minutes, 4 of them the burst, on our 2-core machine at a load average of 4)::
 
     .venv/bin/python -m pytest -p no:cacheprovider tests/production -s
