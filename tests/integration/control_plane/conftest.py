@@ -7,11 +7,13 @@ move simulated time with ``cluster.advance(seconds)`` (no real sleeps) and read 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gang_sim.testing.pytest_plugin import SimCluster
 from gang_sim.world.scenario import Scenario, parse_scenario
-from tests.builders import GPU_TAINT
+from tests.builders import GPU_TAINT, gpu_pod_spec
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 
@@ -33,6 +35,28 @@ def gpu_scenario(**overrides: Any) -> Scenario:
     document: dict[str, Any] = {"name": "gpu-test", "nodePools": [pool, *overrides.pop("extra_pools", [])]}
     document.update(overrides)
     return parse_scenario(document)
+
+
+def dws_cluster(sim_cluster: Callable[..., SimCluster]) -> SimCluster:
+    """A cluster with one queued-provisioning pool ``dws`` (8-GPU nodes, at most 4, 120 s to boot) and
+    the PodTemplate ``dws-worker``: one pod that takes a whole node of it."""
+    scenario = gpu_scenario(
+        pool={
+            "name": "dws",
+            "queuedProvisioning": True,
+            "gpusPerNode": 8,
+            "maxNodes": 4,
+            "provisioningDelaySeconds": 120,
+        }
+    )
+    cluster = sim_cluster(scenario)
+    spec = gpu_pod_spec(nodeSelector={"cloud.google.com/gke-nodepool": "dws"})
+    spec["containers"][0]["resources"] = {
+        "requests": {"nvidia.com/gpu": "8", "cpu": "4"},
+        "limits": {"nvidia.com/gpu": "8"},
+    }
+    cluster.create_pod_template("dws-worker", spec)
+    return cluster
 
 
 def exits_on_sigterm(says: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
-from tests.integration.control_plane.conftest import gpu_scenario
+from tests.integration.control_plane.conftest import dws_cluster, gpu_scenario
 from tests.integration.control_plane.kueue_setup import condition_map, create_job, setup_queues
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -53,19 +53,7 @@ def test_nodes_booting_through_a_restart_register_once(sim_cluster: Callable[...
 
 
 def test_a_queued_scale_up_in_flight_is_not_issued_again(sim_cluster: Callable[..., SimCluster]) -> None:
-    scenario = gpu_scenario(
-        pool={
-            "name": "dws",
-            "queuedProvisioning": True,
-            "gpusPerNode": 8,
-            "maxNodes": 4,
-            "provisioningDelaySeconds": 120,
-        }
-    )
-    cluster = sim_cluster(scenario)
-    spec = gpu_pod_spec(nodeSelector={"cloud.google.com/gke-nodepool": "dws"})
-    spec["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}
-    cluster.create_pod_template("dws-worker", spec)
+    cluster = dws_cluster(sim_cluster)
     cluster.create_request("dws-gang", "dws-worker", 2, QUEUED, parameters={"maxRunDurationSeconds": "3600"})
     cluster.advance(60)
     issued = cloud_nodes(cluster)

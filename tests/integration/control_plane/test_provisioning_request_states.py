@@ -13,7 +13,7 @@ import pytest
 
 from gang_sim.testing.pytest_plugin import SimCluster
 from tests.builders import gpu_pod_spec, pod
-from tests.integration.control_plane.conftest import KUBECTL, gpu_scenario
+from tests.integration.control_plane.conftest import KUBECTL, dws_cluster, gpu_scenario
 
 CHECK = "check-capacity.autoscaling.x-k8s.io"
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -115,22 +115,7 @@ def test_booking_expires_after_ten_minutes_without_pods(sim_cluster: Callable[..
 
 
 def test_queued_provisioning_lifecycle(sim_cluster: Callable[..., SimCluster]) -> None:
-    scenario = gpu_scenario(
-        pool={
-            "name": "dws",
-            "queuedProvisioning": True,
-            "gpusPerNode": 8,
-            "maxNodes": 4,
-            "provisioningDelaySeconds": 120,
-        }
-    )
-    cluster = sim_cluster(scenario)
-    spec = gpu_pod_spec(nodeSelector={"cloud.google.com/gke-nodepool": "dws"})
-    spec["containers"][0]["resources"] = {
-        "requests": {"nvidia.com/gpu": "8", "cpu": "4"},
-        "limits": {"nvidia.com/gpu": "8"},
-    }
-    cluster.create_pod_template("dws-worker", spec)
+    cluster = dws_cluster(sim_cluster)
     cluster.create_request("dws-gang", "dws-worker", 2, QUEUED, parameters={"maxRunDurationSeconds": "3600"})
     cluster.advance(10)
     conditions = cluster.conditions(cluster.request("dws-gang"))
