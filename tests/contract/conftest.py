@@ -237,6 +237,17 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     name = f"contract-{os.getpid()}-{next(_NAMESPACE_NUMBERS)}"
     core = client.CoreV1Api(cluster.api)
     core.create_namespace({"metadata": {"name": name}})
+    if not cluster.is_emulator and cluster.has_garbage_collector:
+        # kube-controller-manager's serviceaccounts controller creates a namespace's "default" account
+        # a moment after the namespace; until then the ServiceAccount admission plugin refuses pods
+        # (403 "serviceaccount \"default\" not found", plugin/pkg/admission/serviceaccount/admission.go).
+        eventually(
+            lambda: any(
+                account.metadata.name == "default" for account in core.list_namespaced_service_account(name).items
+            ),
+            timeout=60,
+            what=f"the default service account of {name}",
+        )
     yield name
     core.delete_namespace(name)
 
