@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client
@@ -145,6 +146,15 @@ def test_status_subresource_of_pods_ignores_spec(core, namespace):
     assert updated.status.phase == "Running" and updated.spec.restart_policy == "Always"
 
 
+def is_gone(read: Callable[[], object]) -> bool:
+    """Whether ``read`` (a typed client's read of one object) answers 404 Not Found."""
+    try:
+        read()
+    except client.ApiException as error:
+        return error.status == 404
+    return False
+
+
 def await_pods_seen_by_the_collector(core: client.CoreV1Api, namespace: str) -> None:
     """Return once the real garbage collector has observed every pod created so far.
 
@@ -161,15 +171,11 @@ def await_pods_seen_by_the_collector(core: client.CoreV1Api, namespace: str) -> 
     absent_owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "absent", "uid": str(uuid.uuid4())}
     body["metadata"]["ownerReferences"] = [absent_owner]
     core.create_namespaced_pod(namespace, body)
-
-    def probe_collected() -> bool:
-        try:
-            core.read_namespaced_pod("collector-probe", namespace)
-        except client.ApiException as error:
-            return error.status == 404
-        return False
-
-    eventually(probe_collected, timeout=60, what="the probe pod with an absent owner collected")
+    eventually(
+        lambda: is_gone(lambda: core.read_namespaced_pod("collector-probe", namespace)),
+        timeout=60,
+        what="the probe pod with an absent owner collected",
+    )
 
 
 def test_garbage_collection_follows_the_propagation_policy(cluster, core, namespace):
@@ -220,12 +226,8 @@ def test_garbage_collection_follows_the_propagation_policy(cluster, core, namesp
     core.patch_namespaced_pod(
         "d4", namespace, {"metadata": {"finalizers": None}}, _content_type="application/merge-patch+json"
     )
-
-    def owner_gone() -> bool:
-        try:
-            core.read_namespaced_config_map("owner3", namespace)
-        except client.ApiException as error:
-            return error.status == 404
-        return False
-
-    eventually(owner_gone, timeout=30, what="owner3 deleted once its blocking dependent is gone")
+    eventually(
+        lambda: is_gone(lambda: core.read_namespaced_config_map("owner3", namespace)),
+        timeout=30,
+        what="owner3 deleted once its blocking dependent is gone",
+    )
