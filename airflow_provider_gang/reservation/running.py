@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_gang.reservation import members, pod_group, provisioning, reserving, workload
+from airflow_provider_gang.reservation import job_status, members, pod_group, provisioning, reserving, workload
 from airflow_provider_gang.reservation.members import GangState, MemberState
 from airflow_provider_gang.reservation.observed import Observed
 from airflow_provider_gang.reservation.outcome import Decision
@@ -64,7 +64,11 @@ def _spot_preemption(observed: Observed, gang: members.GangRun) -> Decision | No
 
 
 def decide_run(observed: Observed) -> Decision:
-    """The run-stage decision for ``observed``."""
+    """The run-stage decision for ``observed``; by its Job's status alone when no pod can be read
+    (``Observed.job_status_only``, :func:`.job_status.decide_by_job`)."""
+    if observed.job_status_only:
+        ended = _reservation_failure(observed)
+        return ended if ended is not None else job_status.decide_by_job(observed.job, size=observed.size)
     gang = members.classify_running_gang(observed.pods, size=observed.size, missing_is_lost=not observed.pods_from_job)
     preempted = _spot_preemption(observed, gang)
     if preempted is not None:

@@ -22,6 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_gang.reservation import multikueue
 from airflow_provider_gang.reservation.fallback import FallbackStep
 from airflow_provider_gang.reservation.manifests.rank_env import PROVIDER_VARIABLES
 
@@ -98,6 +99,7 @@ class OperatorArguments:
     log_ranks: Any = (0,)
     deferrable: Any = False
     kubernetes_conn_id: Any = "kubernetes_default"
+    multikueue_connections: Any = None
     fallback_modes: Sequence[tuple[str, str]] = field(default_factory=tuple)
     """(step description, the reservation mode it requires or "") for each fallback step."""
 
@@ -271,6 +273,28 @@ def _check_jax_partial_admission(arguments: OperatorArguments) -> None:
     )
 
 
+def _check_multikueue_connections(arguments: OperatorArguments) -> None:
+    """A ``{MultiKueueCluster name: connection id}`` mapping, and only where Kueue queues the gang."""
+    value = arguments.multikueue_connections
+    if value is None:
+        return
+    example = "multikueue_connections={'worker-1': 'kube_worker1', 'worker-2': 'kube_worker2'}"
+    if not isinstance(value, Mapping):
+        raise GangArgumentError(
+            "multikueue_connections", f"must be a mapping of cluster names to connection ids, got {value!r}", example
+        )
+    try:
+        multikueue.parse_connections(value)
+    except multikueue.ConnectionsError as error:
+        raise GangArgumentError("multikueue_connections", str(error), example) from error
+    if arguments.reservation != "kueue":
+        raise GangArgumentError(
+            "multikueue_connections",
+            f"applies to reservation='kueue' only (a Kueue MultiKueue manager's queue), not {arguments.reservation!r}",
+            "remove it, or use reservation='kueue' with the manager's LocalQueue",
+        )
+
+
 def _check_log_ranks(log_ranks: Any, size: Any) -> None:
     if log_ranks == "all":
         return
@@ -315,6 +339,7 @@ def check_arguments(arguments: OperatorArguments, *, rendered: bool) -> None:
         )
     _check_mode(arguments)
     _check_jax_partial_admission(arguments)
+    _check_multikueue_connections(arguments)
     _check_timedelta(
         "reservation_timeout",
         arguments.reservation_timeout,

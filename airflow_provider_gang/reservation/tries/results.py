@@ -155,6 +155,8 @@ def try_record(
         provisioning_class=spec.provisioning_class,
         teardown_started_at=state.teardown_started_at,
         teardown_ended_at=None if state.teardown_started_at is None else max(now, state.teardown_started_at),
+        worker_cluster=None if state.multikueue is None else state.multikueue.worker,
+        worker_kubernetes_conn_id=None if state.multikueue is None else state.multikueue.worker_conn_id,
     )
 
 

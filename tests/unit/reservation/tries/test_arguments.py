@@ -58,6 +58,24 @@ REFUSED = [
     ("log-ranks-beyond-size", {"log_ranks": [4]}, "log_ranks", "does not exist in a gang of size 4"),
     ("deferrable", {"deferrable": "yes"}, "deferrable", "True or False"),
     ("connection-id", {"kubernetes_conn_id": " "}, "kubernetes_conn_id", "non-empty connection id"),
+    (
+        "multikueue-connections-not-a-mapping",
+        {"reservation": "kueue", "multikueue_connections": '{"worker-1": "kube_worker1"}'},
+        "multikueue_connections",
+        "must be a mapping",
+    ),
+    (
+        "multikueue-connections-bad-cluster",
+        {"reservation": "kueue", "multikueue_connections": {"Worker 1": "kube_worker1"}},
+        "multikueue_connections",
+        "not a MultiKueueCluster name",
+    ),
+    (
+        "multikueue-connections-outside-kueue",
+        {"multikueue_connections": {"worker-1": "kube_worker1"}},
+        "multikueue_connections",
+        "applies to reservation='kueue' only",
+    ),
 ]
 
 
@@ -79,6 +97,7 @@ ACCEPTED = [
     ("step-of-this-mode", {"fallback_modes": (("shrink", ""), ("other queue q", "provisioning_request"))}),
     ("every-rank", {"log_ranks": "all", "run_timeout": timedelta(hours=6), "start_by": timedelta(hours=1)}),
     ("ranks-of-a-templated-size", {"size": "{{ params.size }}", "log_ranks": {0, 7}}),
+    ("multikueue-connections", {"reservation": "kueue", "multikueue_connections": {"worker-2": "kube_worker2"}}),
 ]
 
 
