@@ -20,7 +20,8 @@ writes status (``pkg/controller/core/workload_controller.go``, ``pkg/workload/wo
 
 The manager keeps, across passes, when each Workload was admitted (waitForPodsReady counts from it)
 and until when it waits to be requeued. Not modelled: preemption, fair sharing, TAS, priorities,
-StrictFIFO blocking, MultiKueue.
+StrictFIFO blocking. MultiKueue's dispatching of a manager's Workloads to worker clusters is
+:mod:`.dispatcher`'s (its check stays ``Pending`` here until it turns it ``Ready``).
 """
 
 from __future__ import annotations
