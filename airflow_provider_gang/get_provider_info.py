@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+CONFIG_SECTION = "gang"
+"""The provider's section of ``airflow.cfg`` (``AIRFLOW__GANG__<OPTION>``): deployment-wide defaults."""
+MULTIKUEUE_CONNECTIONS_OPTION = "multikueue_connections"
+
 
 def get_provider_info() -> dict[str, Any]:
     """Return the provider description that Airflow validates against its provider schema."""
@@ -42,4 +46,22 @@ def get_provider_info() -> dict[str, Any]:
         "extra-links": ["airflow_provider_gang.links.GangReservationLink"],
         # `airflow gang sweep` (airflow_provider_gang.sweep.command).
         "cli": ["airflow_provider_gang.sweep.command.get_cli_commands"],
+        "config": {
+            CONFIG_SECTION: {
+                "description": "Deployment-wide defaults of GangTrainingOperator.",
+                "options": {
+                    MULTIKUEUE_CONNECTIONS_OPTION: {
+                        "description": "A JSON object mapping Kueue MultiKueueCluster names to the Airflow "
+                        "kubernetes connections that reach those worker clusters, used by every "
+                        "GangTrainingOperator whose own multikueue_connections argument is not set. A worker "
+                        "without a connection still runs its gangs; they are followed through the manager's "
+                        "mirrored Job status only (no rank logs, no member detail).",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": '{"worker-1": "kube_worker1", "worker-2": "kube_worker2"}',
+                        "default": "",
+                    }
+                },
+            }
+        },
     }

@@ -6,16 +6,17 @@ the templated fields; frozen, and holding values only, so a try never reads the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_gang.airflow_compat import AirflowNotFoundException
+from airflow_provider_gang.airflow_compat import AirflowNotFoundException, conf
+from airflow_provider_gang.get_provider_info import CONFIG_SECTION, MULTIKUEUE_CONNECTIONS_OPTION
 from airflow_provider_gang.kube.options import ClientOptions
-from airflow_provider_gang.reservation import cloud, fallback, validation
+from airflow_provider_gang.reservation import cloud, fallback, multikueue, validation
 from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.errors import GangSpecError
 from airflow_provider_gang.reservation.spec import GangSpec
@@ -56,6 +57,9 @@ class TrySettings:
     client_options: ClientOptions
     log: Any
     """The operator's logger (Airflow's structlog logger, or a stdlib one)."""
+    multikueue_connections: Mapping[str, str] = field(default_factory=dict)
+    """The Airflow connection of each Kueue MultiKueue worker cluster, by MultiKueueCluster name:
+    the operator's ``multikueue_connections``, else the ``[gang] multikueue_connections`` option."""
 
 
 CLOUD_EXTRA = "cloud"
@@ -86,4 +90,22 @@ def cloud_profile(argument: str | CloudProfile | None, kubernetes_conn_id: str) 
     except GangSpecError as error:
         raise GangArgumentError(
             "cloud", f"connection {kubernetes_conn_id!r} extra {CLOUD_EXTRA!r}: {error.message}"
+        ) from error
+
+
+def multikueue_connections(argument: Mapping[str, str] | None) -> dict[str, str]:
+    """The MultiKueue worker connections a try uses: the operator's ``multikueue_connections`` (checked
+    at parse time) when given, else the deployment-wide ``[gang] multikueue_connections`` option (a
+    JSON object; empty: none). Raises :class:`GangArgumentError` naming the option for a bad value."""
+    if argument is not None:
+        return multikueue.parse_connections(argument)
+    configured = conf.get(CONFIG_SECTION, MULTIKUEUE_CONNECTIONS_OPTION, fallback="")
+    try:
+        return multikueue.parse_connections(configured)
+    except multikueue.ConnectionsError as error:
+        raise GangArgumentError(
+            "multikueue_connections",
+            f"the [{CONFIG_SECTION}] {MULTIKUEUE_CONNECTIONS_OPTION} option {error}",
+            f"set AIRFLOW__{CONFIG_SECTION.upper()}__{MULTIKUEUE_CONNECTIONS_OPTION.upper()} to a JSON object such as "
+            '{"worker-1": "kube_worker1"}, or pass multikueue_connections to the operator',
         ) from error

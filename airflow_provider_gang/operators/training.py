@@ -22,7 +22,12 @@ from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.links import GangReservationLink
 from airflow_provider_gang.operators import described_gang, execution
 from airflow_provider_gang.operators.argument_warnings import parse_time_warnings
-from airflow_provider_gang.operators.settings import DEFAULT_PROVISIONING_CLASS, TrySettings, cloud_profile
+from airflow_provider_gang.operators.settings import (
+    DEFAULT_PROVISIONING_CLASS,
+    TrySettings,
+    cloud_profile,
+    multikueue_connections,
+)
 from airflow_provider_gang.operators.waiting import DeferringWaiter, InlineWaiter
 from airflow_provider_gang.reservation import fallback, naming
 from airflow_provider_gang.reservation.checkpoint import PersistentVolumeCheckpoint
@@ -88,6 +93,13 @@ class GangTrainingOperator(BaseOperator):
     (``kube.options.ClientOptions``: ``request_timeout``, ``retry_attempts``, ``retry_base_delay``,
     ``retry_max_delay``, ``qps``, ``burst``, ``max_parallel_requests``) sets how patient and how fast
     every API call of a try is, in the worker and the triggerer.
+
+    ``multikueue_connections``: for a ``kueue_queue`` on a Kueue MultiKueue manager, the Airflow
+    ``kubernetes`` connection of each worker cluster, by MultiKueueCluster name
+    (``{"worker-1": "kube_worker1"}``); the gang is followed on the worker that admitted it through
+    its connection (members, rank logs, exit codes, teardown there). Unset: the provider's
+    ``[gang] multikueue_connections`` option. A worker without a connection still runs the gang,
+    followed through the manager's mirrored Job status only (``reservation.multikueue``).
     """
 
     template_fields: Sequence[str] = (
@@ -148,6 +160,7 @@ class GangTrainingOperator(BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         kubernetes_conn_id: str = "kubernetes_default",
         client_options: Mapping[str, float] | None = None,
+        multikueue_connections: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -177,6 +190,7 @@ class GangTrainingOperator(BaseOperator):
         self.deferrable = deferrable
         self.kubernetes_conn_id = kubernetes_conn_id
         self.client_options = dict(client_options or {})
+        self.multikueue_connections = multikueue_connections
         self._active_waiter: DeferringWaiter | InlineWaiter | None = None
         self.check_arguments(rendered=False)
         for warning in self.argument_warnings():
@@ -208,6 +222,7 @@ class GangTrainingOperator(BaseOperator):
                 log_ranks=self.log_ranks,
                 deferrable=self.deferrable,
                 kubernetes_conn_id=self.kubernetes_conn_id,
+                multikueue_connections=self.multikueue_connections,
                 fallback_modes=fallback.required_modes(self.fallbacks),
             ),
             rendered=rendered,
@@ -267,10 +282,12 @@ class GangTrainingOperator(BaseOperator):
         the gang as configured, or why a rendered argument is invalid."""
         configured: GangSpec | None = None
         argument_error: checks.GangArgumentError | None = None
+        connections: dict[str, str] = {}
         try:
             self.check_arguments(rendered=True)
             cloud = cloud_profile(self.cloud, self.kubernetes_conn_id)
             configured = self.candidate_specs(PARSE_TIME_NAME, cloud=cloud)[0]
+            connections = multikueue_connections(self.multikueue_connections)
         except checks.GangArgumentError as error:
             argument_error = error
         return TrySettings(
@@ -291,6 +308,7 @@ class GangTrainingOperator(BaseOperator):
             log_ranks=self.log_ranks,
             client_options=ClientOptions.from_dict(self.client_options),
             log=self.log,
+            multikueue_connections=connections,
         )
 
     def _waiter(self) -> DeferringWaiter | InlineWaiter:

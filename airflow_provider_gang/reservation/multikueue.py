@@ -25,9 +25,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from airflow_provider_gang.reservation.conditions import Object
+from airflow_provider_gang.reservation.spec import GangSpec
 
 CONTROLLER = "kueue.x-k8s.io/multikueue"
 """``AdmissionCheck.spec.controllerName`` of MultiKueue's admission checks (``kueue.MultiKueueControllerName``)."""
@@ -128,4 +130,21 @@ def not_seen_note(worker: str) -> str:
     return (
         f"MultiKueue worker {worker!r} has no connection in multikueue_connections: the gang is followed "
         "through the manager's mirror of its Job status only - no rank logs, no member detail, no exit codes"
+    )
+
+
+def dispatched_spec(spec: GangSpec) -> GangSpec:
+    """``spec`` as a gang goes through MultiKueue: always at its full size, without Kueue partial
+    admission (``min_size`` stays the floor of later ``ShrinkTo`` steps, which plan from the operator's
+    arguments). Partial admission would need the members' world ConfigMap (``manifests.world``) on the
+    worker with the worker's admitted count, which the manager does not report, and a worker without a
+    mapped connection could never get it; so the Job asks for exactly ``size`` members."""
+    return spec if spec.floor >= spec.size else replace(spec, min_size=None)
+
+
+def full_size_note(spec: GangSpec) -> str:
+    """What the task log says when :func:`dispatched_spec` dropped a partial admission."""
+    return (
+        f"min_size={spec.floor} < size={spec.size} asks for Kueue partial admission, which is not used through "
+        f"MultiKueue: the Job asks for all {spec.size} members (min_size still bounds ShrinkTo)"
     )

@@ -63,6 +63,18 @@ def _spot_preemption(observed: Observed, gang: members.GangRun) -> Decision | No
     )
 
 
+def _ended_by_its_job(observed: Observed, gang: members.GangRun) -> Decision | None:
+    """The end a Kueue MultiKueue manager's mirror of the worker's Job reports while the pods seen on
+    the worker have not ended (MultiKueue deletes them once it learns the gang finished, maybe before
+    the watch saw them end), or ``None``; the members as last seen are kept."""
+    if observed.job is None or gang.state not in (GangState.STARTING, GangState.RUNNING):
+        return None
+    by_job = job_status.decide_by_job(observed.job, size=observed.size)
+    if by_job.phase not in (Phase.SUCCEEDED, Phase.FAILED):
+        return None
+    return Decision(by_job.phase, True, by_job.reason, by_job.message, members=gang.members)
+
+
 def decide_run(observed: Observed) -> Decision:
     """The run-stage decision for ``observed``; by its Job's status alone when no pod can be read
     (``Observed.job_status_only``, :func:`.job_status.decide_by_job`)."""
@@ -76,6 +88,9 @@ def decide_run(observed: Observed) -> Decision:
     ended = _reservation_failure(observed)
     if ended is not None:
         return Decision(ended.phase, True, ended.reason, ended.message, members=gang.members)
+    mirrored = _ended_by_its_job(observed, gang)
+    if mirrored is not None:
+        return mirrored
     total = observed.size
     if gang.state is GangState.MEMBER_FAILED:
         failed = gang.in_state(MemberState.FAILED)

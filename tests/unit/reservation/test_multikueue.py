@@ -11,7 +11,7 @@ from airflow_provider_gang.reservation import decision, job_status, manifests, m
 from airflow_provider_gang.reservation.observed import Observed, Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.spec import ReservationMode
-from tests.builders import T0, gang_spec
+from tests.builders import T0, gang_spec, member
 from tests.builders import workload as wl
 from tests.unit.reservation.observations import NO_LIMIT, reservation_stage
 
@@ -221,3 +221,52 @@ def test_the_workers_rendezvous_service_is_owned_by_the_workers_job() -> None:
     assert (owner["kind"], owner["uid"], owner["name"]) == ("Job", "worker-job-uid", "gang-t1-abc")
     on_manager = manifests.service.headless_service(spec, owner_uid="owner")
     assert service["spec"] == on_manager["spec"]
+
+
+def observed_on_worker(mirrored: Any, *pods: Any) -> Observed:
+    """A run on a MultiKueue worker with a mapped connection: the worker's pods and the manager's Job."""
+    return Observed(
+        mode=ReservationMode.KUEUE,
+        stage=Stage.RUN,
+        size=2,
+        started_at=T0,
+        pods=[pod.obj() for pod in pods],
+        job=mirrored,
+        pods_from_job=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("mirrored", "pods", "reason"),
+    [
+        pytest.param(job(succeeded=2), (), Reason.ALL_SUCCEEDED, id="pods-removed-before-seen-ending"),
+        pytest.param(job(failed=1), (member(0).running(),), Reason.MEMBER_FAILED, id="failed-by-the-mirror"),
+        pytest.param(job(ready=2), (member(0).running(), member(1).running()), Reason.MEMBERS_RUNNING, id="running"),
+        pytest.param(job(succeeded=2), (member(0).succeeded(), member(1).succeeded()), Reason.ALL_SUCCEEDED, id="pods"),
+        pytest.param(
+            job(succeeded=2), (member(0).failed(3), member(1).succeeded()), Reason.MEMBER_FAILED, id="pods-say-first"
+        ),
+        pytest.param(None, (member(0).running(),), Reason.MEMBERS_STARTING, id="no-mirror-yet"),
+    ],
+)
+def test_the_managers_mirror_ends_a_run_whose_pods_are_gone(mirrored: Any, pods: Any, reason: Reason) -> None:
+    decided = decision.decide(observed_on_worker(mirrored, *pods), now=T0, policy=NO_LIMIT)
+    assert decided.reason is reason
+    assert len(decided.members) == 2
+
+
+def test_a_dispatched_gang_asks_for_all_its_members() -> None:
+    partial = gang_spec(mode=ReservationMode.KUEUE, size=4, min_size=2)
+    dispatched = multikueue.dispatched_spec(partial)
+    assert (dispatched.size, dispatched.floor, dispatched.min_size) == (4, 4, None)
+    assert "min_size=2 < size=4" in multikueue.full_size_note(partial)
+    whole = gang_spec(mode=ReservationMode.KUEUE, size=4)
+    assert multikueue.dispatched_spec(whole) is whole
+    job = manifests.kueue.job(dispatched, owner_uid="owner", multikueue=True)
+    assert "annotations" not in job["metadata"]
+
+
+def test_a_member_lost_on_the_worker_outranks_the_mirrors_failure() -> None:
+    evicted = member(0).phase("Failed", "Evicted")
+    decided = decision.decide(observed_on_worker(job(failed=1), evicted, member(1).running()), now=T0, policy=NO_LIMIT)
+    assert decided.reason is Reason.MEMBER_LOST
