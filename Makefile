@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint docs unit reservation-coverage versions test-lane-airflow test-lane-real standalone production real real-shared-cluster real-own-clusters real-cluster demo bench clean
+.PHONY: test lint docs release unit reservation-coverage versions test-lane-airflow test-lane-real standalone production real real-shared-cluster real-own-clusters real-cluster demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ lint: $(STAMP)
 # the scheduler's requeues) and the production-shaped burst (about 5 minutes). GANG_STANDALONE=0 make
 # test skips the real-Airflow suite, GANG_PRODUCTION=0 the burst, for quick local runs.
 test: lint reservation-coverage
-	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real --ignore=tests/production -n 2
+	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real --ignore=tests/production --ignore=tests/release -n 2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 	$(MAKE) --no-print-directory --output-sync=target -j2 test-lane-airflow test-lane-real
 
@@ -44,9 +44,9 @@ test-lane-airflow:
 	$(MAKE) --no-print-directory standalone
 	$(MAKE) --no-print-directory real-own-clusters
 
-# The doc set leads the second lane: it needs no cluster, and the first lane's Airflow releases and
-# real-Airflow suite mostly wait on processes meanwhile.
-test-lane-real: docs real-shared-cluster production
+# The doc set and the release artifacts lead the second lane: neither needs a cluster, and the first
+# lane's Airflow releases and real-Airflow suite mostly wait on processes meanwhile.
+test-lane-real: docs release real-shared-cluster production
 
 # The other supported Airflow minor releases (docs/installation.md: Supported Airflow versions; the main venv has
 # the newest): one venv each, .venv-airflow-<minor>, with the newest patch release, the provider and
@@ -91,6 +91,13 @@ production: $(STAMP)
 # The doc set (docs/, docs/conf.py): warnings are errors, every cross-reference must resolve (-n).
 docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -n -q -b html docs build/docs/html
+
+# The release artifacts (tests/release): python -m build makes the sdists and wheels of the provider
+# and of gang-sim into build/release, twine checks their metadata, and the provider's wheel is
+# installed with Airflow and gang-sim's wheel into a fresh venv (build/release/venv, pip's cache
+# reused) that runs the quick start's DAG against gang-sim serve.
+release: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/release
 
 # The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Kueue
 # and, where it could be built, the cluster-autoscaler), built from Go modules into a cache outside

@@ -81,3 +81,11 @@ def run_first_dag(page: str, dag_id: str, *, work: Path, bin_dir: Path, env: Map
     finally:
         server.stop()
     return FirstDagRun(result.returncode, result.stdout + result.stderr, pods)
+
+
+def assert_succeeded(run: FirstDagRun, dag_id: str) -> None:
+    """``airflow dags test`` exited 0, its one DAG run finished ``success``, and no pod was left."""
+    assert run.returncode == 0, tail(run.output, 80)
+    finished = [line for line in run.output.splitlines() if f"DagRun Finished: dag_id={dag_id}," in line]
+    assert len(finished) == 1 and "state=success" in finished[0], tail(run.output, 80)
+    assert run.pods_left == []  # on_finish="delete": nothing left in the cluster

@@ -65,8 +65,18 @@ class Command:
     line: int
 
     def without_comment(self) -> str:
-        """The command without a trailing `` # comment`` (a ``#`` outside quotes after a space)."""
-        return re.sub(r"\s+#[^'\"]*$", "", self.text).strip()
+        """The command without a trailing comment: a ``#`` after a blank, outside quotes, to the line's end."""
+        kept, quote = [], ""
+        for index, character in enumerate(self.text):
+            if quote:
+                quote = "" if character == quote else quote
+            elif character in "'\"":
+                quote = character
+            elif character == "#" and (index == 0 or self.text[index - 1].isspace()):
+                end = self.text.find("\n", index)
+                return ("".join(kept) + (self.text[end:] if end >= 0 else "")).strip()
+            kept.append(character)
+        return self.text.strip()
 
 
 def commands_of(block: Block) -> list[Command]:

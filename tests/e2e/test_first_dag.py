@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.emulator_session import run_first_dag
+from tests.docs.emulator_session import assert_succeeded, run_first_dag
 from tests.docs.pages import DOCS
 from tests.standalone.processes import BIN, tail
 
@@ -58,20 +58,14 @@ def _has_task_gang() -> bool:
 def test_the_quick_start_dag_completes_on_the_demo_scenario_and_logs_rank_0(tmp_path: Path) -> None:
     dags = _dags_folder(tmp_path, OPERATOR_DAG)
     run = run_first_dag("docs/quickstart.md", "first_gang", work=tmp_path, bin_dir=BIN, env=_environment(dags))
-    assert run.returncode == 0, tail(run.output, 80)
+    assert_succeeded(run, "first_gang")
     assert "[rank 0] rank 0 of 2" in run.output, tail(run.output, 80)  # rank 0's log, copied into the task log
     assert "[rank 1]" not in run.output  # log_ranks defaults to [0]
-    finished = [line for line in run.output.splitlines() if "DagRun Finished: dag_id=first_gang" in line]
-    assert len(finished) == 1 and "state=success" in finished[0], tail(run.output, 80)
-    assert run.pods_left == []  # on_finish="delete": nothing left in the cluster
 
 
 @pytest.mark.skipif(not _has_task_gang(), reason="@task.gang is not registered by this provider yet (issue 33)")
 def test_the_readme_dag_runs_3_ranks_and_hands_rank_0s_dict_to_the_next_task(tmp_path: Path) -> None:
     dags = _dags_folder(tmp_path, TASKFLOW_DAG)
     run = run_first_dag("README.md", "first_gang_taskflow", work=tmp_path, bin_dir=BIN, env=_environment(dags))
-    assert run.returncode == 0, tail(run.output, 80)
+    assert_succeeded(run, "first_gang_taskflow")
     assert "rank 0 returned {'rank': 0, 'size': 3, 'steps': 100}" in run.output, tail(run.output, 80)
-    finished = [line for line in run.output.splitlines() if "DagRun Finished: dag_id=first_gang_taskflow" in line]
-    assert len(finished) == 1 and "state=success" in finished[0], tail(run.output, 80)
-    assert run.pods_left == []
