@@ -111,6 +111,8 @@ class TryRun:
             client_options=self.settings.client_options.to_dict(),
             try_number=plan.attempt,
             unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),
+            heartbeat_seconds=self.settings.heartbeat_seconds,
+            watch_timeout_seconds=self.settings.watch_timeout_seconds,
             tries_allowed=tries_allowed(self.context["ti"]),
             step_description=plan.step,
         )
