@@ -111,7 +111,7 @@ def test_a_log_line_of_any_length_is_kept_whole(sim_cluster: Callable[..., SimCl
     cluster.core.create_namespaced_pod("default", _python_pod("long-0", code))
     pod = _wait_for_phase(cluster, "long-0", {"Failed", "Succeeded"})
     assert pod.status.phase == "Succeeded"
-    assert _log(cluster, "long-0").split("\n") == ["start", "x" * (3 * 1024 * 1024), "end"]
+    assert _log(cluster, "long-0").splitlines() == ["start", "x" * (3 * 1024 * 1024), "end"]
 
 
 def test_pods_behind_a_headless_service_reach_each_other_by_hostname(sim_cluster: Callable[..., SimCluster]) -> None:
