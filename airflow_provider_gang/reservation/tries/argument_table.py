@@ -53,7 +53,7 @@ def _rows(arguments: Sequence[Argument]) -> list[list[str]]:
             f"``{argument.name}``",
             f"``{argument.annotation}``",
             describe_default(argument),
-            "yes" if argument.templated else "",
+            "yes" if argument.templated else "no",
             argument.doc,
         ]
         for argument in arguments

@@ -61,7 +61,7 @@ def test_a_markdown_table_of_one_group_escapes_its_pipes() -> None:
     table = argument_table.argument_table("markdown", group="time")
     lines = table.splitlines()
     assert lines[0] == "| Argument | Type | Default | Templated | Meaning |" and lines[1] == "|---|---|---|---|---|"
-    assert "| `run_timeout` | `timedelta \\| float \\| None` | `None` |  |" in table
+    assert "| `run_timeout` | `timedelta \\| float \\| None` | `None` | no |" in table
     assert len(lines) == 2 + 5
 
 
