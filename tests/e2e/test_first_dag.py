@@ -21,7 +21,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
 
 from tests.docs.emulator_session import assert_succeeded, run_first_dag
 from tests.docs.pages import DOCS
@@ -48,13 +47,6 @@ def _dags_folder(tmp_path: Path, dag_file: Path) -> Path:
     return dags
 
 
-def _has_task_gang() -> bool:
-    """Whether the provider registers ``@task.gang`` (its metadata's ``task-decorators``)."""
-    from airflow_provider_gang.get_provider_info import get_provider_info
-
-    return any(item["name"] == "gang" for item in get_provider_info().get("task-decorators", []))
-
-
 def test_the_quick_start_dag_completes_on_the_demo_scenario_and_logs_rank_0(tmp_path: Path) -> None:
     dags = _dags_folder(tmp_path, OPERATOR_DAG)
     run = run_first_dag("docs/quickstart.md", "first_gang", work=tmp_path, bin_dir=BIN, env=_environment(dags))
@@ -63,7 +55,6 @@ def test_the_quick_start_dag_completes_on_the_demo_scenario_and_logs_rank_0(tmp_
     assert "[rank 1]" not in run.output  # log_ranks defaults to [0]
 
 
-@pytest.mark.skipif(not _has_task_gang(), reason="@task.gang is not registered by this provider yet (issue 33)")
 def test_the_readme_dag_runs_3_ranks_and_hands_rank_0s_dict_to_the_next_task(tmp_path: Path) -> None:
     dags = _dags_folder(tmp_path, TASKFLOW_DAG)
     run = run_first_dag("README.md", "first_gang_taskflow", work=tmp_path, bin_dir=BIN, env=_environment(dags))
