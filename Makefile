@@ -1,4 +1,4 @@
-# The two set-up commands of the README:
+# The two set-up commands of the README (docs/quickstart.md):
 #   make test   - create .venv if missing, install the emulator (gang-sim/) and the provider with its
 #                 test extra, both editable, run every check
 #   make demo   - run the demo DAG on the embedded Kubernetes emulator
@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint unit reservation-coverage versions test-lane-airflow test-lane-real standalone production real real-shared-cluster real-own-clusters real-cluster demo bench clean
+.PHONY: test lint docs release unit reservation-coverage versions test-lane-airflow test-lane-real standalone production real real-shared-cluster real-own-clusters real-cluster demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,8 @@ $(STAMP): pyproject.toml gang-sim/pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check airflow_provider_gang gang-sim demo tests bench dags
-	$(BIN)/ruff format --check airflow_provider_gang gang-sim demo tests bench dags
+	$(BIN)/ruff check airflow_provider_gang gang-sim demo tests bench dags docs
+	$(BIN)/ruff format --check airflow_provider_gang gang-sim demo tests bench dags docs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -35,7 +35,7 @@ lint: $(STAMP)
 # the scheduler's requeues) and the production-shaped burst (about 5 minutes). GANG_STANDALONE=0 make
 # test skips the real-Airflow suite, GANG_PRODUCTION=0 the burst, for quick local runs.
 test: lint reservation-coverage
-	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real --ignore=tests/production -n 2
+	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real --ignore=tests/production --ignore=tests/release -n 2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 	$(MAKE) --no-print-directory --output-sync=target -j2 test-lane-airflow test-lane-real
 
@@ -44,9 +44,11 @@ test-lane-airflow:
 	$(MAKE) --no-print-directory standalone
 	$(MAKE) --no-print-directory real-own-clusters
 
-test-lane-real: real-shared-cluster production
+# The doc set and the release artifacts lead the second lane: neither needs a cluster, and the first
+# lane's Airflow releases and real-Airflow suite mostly wait on processes meanwhile.
+test-lane-real: docs release real-shared-cluster production
 
-# The other supported Airflow minor releases (README: Supported Airflow versions; the main venv has
+# The other supported Airflow minor releases (docs/installation.md: Supported Airflow versions; the main venv has
 # the newest): one venv each, .venv-airflow-<minor>, with the newest patch release, the provider and
 # gang-sim editable and the `versions` extra, under tests/versions/constraints-<minor>.txt; each runs
 # its subset below (the try store; dag.test() main and retry paths; the pages; real components). The cncf-kubernetes provider is
@@ -86,6 +88,17 @@ standalone: $(STAMP)
 production: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/production
 
+# The doc set (docs/, docs/conf.py): warnings are errors, every cross-reference must resolve (-n).
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -n -q -b html docs build/docs/html
+
+# The release artifacts (tests/release): python -m build makes the sdists and wheels of the provider
+# and of gang-sim into build/release, twine checks their metadata, and the provider's wheel is
+# installed with Airflow and gang-sim's wheel into a fresh venv (build/release/venv, pip's cache
+# reused) that runs the quick start's DAG against gang-sim serve.
+release: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/release
+
 # The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Kueue
 # and, where it could be built, the cluster-autoscaler), built from Go modules into a cache outside
 # the repository (hack/real-cluster/build.sh; about 16 minutes and 11 GB on 2 cores, once).
@@ -109,7 +122,7 @@ real-shared-cluster: $(STAMP)
 	@if $(BIN)/python -c '$(REAL_AUTOSCALER)' 2>/dev/null; then \
 		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 tests/real $(addprefix --ignore=,$(REAL_OWN_CLUSTERS)); \
 	elif $(BIN)/python -c '$(REAL_BUILT)' 2>/dev/null; then \
-		echo "tests/real skipped: no cluster-autoscaler in the real control plane's cache (README: The real control plane)"; \
+		echo "tests/real skipped: no cluster-autoscaler in the real control plane's cache (docs/control-planes.md: The real control plane)"; \
 	fi
 
 real-own-clusters: $(STAMP)
@@ -126,7 +139,7 @@ demo: $(STAMP)
 	$(BIN)/python -m demo --dags-folder dags
 
 bench: $(STAMP)
-	$(BIN)/python bench/emulator.py
+	$(BIN)/python -m bench.emulator
 
 clean:
 	rm -rf $(VENV) .venv-airflow-* .mypy_cache .ruff_cache
