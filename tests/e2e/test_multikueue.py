@@ -39,6 +39,7 @@ from tests.e2e.multikueue_clusters import (
     nothing_left,
 )
 from tests.e2e.test_rbac import Grant, connect_as, grants_of
+from tests.e2e.test_ui_state import gang_page
 
 TRAINER = Path(__file__).resolve().parents[2] / "dags" / "trainer" / "ddp_train.py"
 TRAIN_THEN_LINGER = (
@@ -94,6 +95,23 @@ def test_a_distributed_gang_trains_on_the_worker_that_admits_it(
     nothing_left(clusters)
 
 
+def gangs_page() -> str:
+    """The Gangs page (every gang task instance), as a viewer gets it from the api-server."""
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    from airflow_provider_gang.plugin.routes import gang_app
+
+    gang_app.dependency_overrides[get_user] = lambda: SimpleAuthManagerUser(username="viewer", role="viewer")
+    try:
+        response = TestClient(gang_app).get("/ui/gangs")
+    finally:
+        gang_app.dependency_overrides.clear()
+    assert response.status_code == 200, response.text
+    return str(response.text)
+
+
 def test_a_worker_without_a_connection_is_followed_through_the_managers_mirror(
     cluster_factory: Any, run_dag: Any, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -107,6 +125,11 @@ def test_a_worker_without_a_connection_is_followed_through_the_managers_mirror(
     assert summary["exit_codes"] == {}  # no member detail at this distance
     assert "MultiKueue worker 'worker-2' has no connection in multikueue_connections" in logs, logs[-3000:]
     assert "through the status of Job" in logs and "(rank 0: log unavailable - MultiKueue worker" in logs
+    page = gang_page(dag_run.dag_id, dag_run.run_id)  # the Gang view, as the api-server serves it
+    assert "as configured (MultiKueue worker worker-2, no connection)" in page, page[-3000:]
+    assert "Not visible: MultiKueue worker &#39;worker-2&#39; has no connection" in page, page[-3000:]
+    gangs = gangs_page()
+    assert "queue team · worker worker-2" in gangs, gangs[-3000:]
     nothing_left(clusters)
 
 

@@ -177,6 +177,8 @@ def summary(
         "zone": spec.zone,
         "queue": spec.queue,
         "provisioning_class": spec.provisioning_class,
+        "worker_cluster": record.worker_cluster,
+        "worker_kubernetes_conn_id": record.worker_kubernetes_conn_id,
         "reservation_name": spec.reservation_name,
         "queue_seconds": record.queue_seconds,
         "provisioning_seconds": record.provisioning_seconds,
