@@ -5,11 +5,14 @@ development") reads two ConfigMaps in ``POD_NAMESPACE``: ``kwok-provider-config`
 where templates come from, which node label groups nodes, which label names a GPU) and
 ``kwok-provider-templates`` (key ``templates``: one template Node per group, its bounds in the
 ``cluster-autoscaler.kwok.nodegroup/{min,max}-count`` annotations). Outside a cluster it needs
-``KWOK_PROVIDER_MODE=local``. Nodes it creates are annotated ``kwok.x-k8s.io/node: fake``, so the
-kwok controller runs them. ``--enable-provisioning-requests`` turns on the ProvisioningRequest
-processor (classes ``check-capacity.autoscaling.x-k8s.io`` and
-``best-effort-atomic-scale-up.autoscaling.x-k8s.io``); the scenario's autoscaler settings map to
-the flags of the same meaning (``cluster-autoscaler/FAQ.md``, "What are the parameters to CA?").
+``KWOK_PROVIDER_MODE=local``. Nodes it creates are copies of their group's template, renamed
+(``kwok_nodegroups.go``, ``IncreaseSize``) and annotated ``kwok.x-k8s.io/node: fake``, so the kwok
+controller runs them; the templates carry no ``kubernetes.io/hostname``, which a kwok stage then sets
+to each node's own name (:func:`gang_sim.testing.real.stages.node_hostname_stage`).
+``--enable-provisioning-requests`` turns on the ProvisioningRequest processor (classes
+``check-capacity.autoscaling.x-k8s.io`` and ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``);
+the scenario's autoscaler settings map to the flags of the same meaning (``cluster-autoscaler/FAQ.md``,
+"What are the parameters to CA?").
 """
 
 from __future__ import annotations
