@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from gang_sim.testing.eventually import eventually
 from gang_sim.testing.real import apiserver, autoscaler, controllers, etcd, kubeconfigs, kueue, kwok, nodes
 from gang_sim.testing.real.binaries import Binaries, find
 from gang_sim.testing.real.certificates import cluster_authority
@@ -42,6 +43,12 @@ from gang_sim.world.scenario import Scenario, load_scenario
 
 START_TIMEOUT_SECONDS = 120.0
 _ADMIN = "gang-admin"
+
+
+def is_established(definition: dict[str, Any]) -> bool:
+    """Whether a CustomResourceDefinition's ``Established`` condition is True (none yet: not)."""
+    conditions = (definition.get("status") or {}).get("conditions") or []
+    return any(item.get("type") == "Established" and item.get("status") == "True" for item in conditions)
 
 
 class RealCluster:
@@ -167,6 +174,22 @@ class RealCluster:
             raise RuntimeError("the cluster is not started")
         return self._write_kubeconfig(self._workspace, user, tuple(groups), f"users/{user}.kubeconfig")
 
+    def wait_established(self, names: Sequence[str] = (), timeout: float = 60.0) -> None:
+        """Until the CustomResourceDefinitions ``names`` (all of them when empty) exist and are Established.
+
+        Not ``kubectl wait --for=condition=Established``: it fails at once on a definition the
+        apiextensions controllers have not yet given conditions (``status.conditions: null`` just after
+        the create, ``k8s.io/apiextensions-apiserver pkg/apis/apiextensions/v1/types.go``; the same
+        failure in pingcap/tidb-operator#1511), which loses the race under load.
+        """
+
+        def all_established() -> bool:
+            definitions = {item["metadata"]["name"]: item for item in self.get("customresourcedefinitions")["items"]}
+            return all(is_established(definitions.get(name, {})) for name in names or definitions)
+
+        what = f"CustomResourceDefinitions Established: {', '.join(names) or 'all'}"
+        eventually(all_established, timeout=timeout, what=what, interval=0.5)
+
     def get(self, resource: str, name: str = "", namespace: str | None = None) -> Any:
         """``kubectl get -o json`` as a dict (a List when ``name`` is empty)."""
         arguments = ["get", resource, *([name] if name else []), "-o", "json"]
@@ -185,9 +208,7 @@ class RealCluster:
         # The ProvisioningRequest CRD of the autoscaler API module: Kueue's admission check and the
         # cluster-autoscaler both need it before they start.
         self.kubectl("create", "-f", str(self.binaries.manifests / "autoscaling.x-k8s.io_provisioningrequests.yaml"))
-        self.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", "crd/provisioningrequests.autoscaling.x-k8s.io"
-        )
+        self.wait_established(["provisioningrequests.autoscaling.x-k8s.io"])
         if self.with_kueue:
             self._start_kueue(workspace, admin)
         if self.with_autoscaler:
@@ -223,7 +244,7 @@ class RealCluster:
         definitions = kueue.custom_resource_definitions(manifests, launch.url, ca_pem)
         # Created, not applied: server-side apply of Kueue's large schemas takes the apiserver longer.
         self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(definitions, sort_keys=False))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        self.wait_established([definition["metadata"]["name"] for definition in definitions])
         self._run(launch)
         self.apply(kueue.webhook_configurations(manifests, launch.url, ca_pem))
 
