@@ -30,7 +30,7 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
 staging_version="v0.${KUBERNETES_VERSION#v1.}"
-log() { printf '[real-cluster] %s\n' "$*" >&2; }
+log() { printf '[real-cluster %s] %s\n' "$(date +%T)" "$*" >&2; }
 
 wrapper() {  # wrapper DIR MODULE-LINES...: a fresh go.mod in DIR
     local dir="$1"; shift
