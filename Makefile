@@ -94,7 +94,7 @@ production: $(STAMP)
 # The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and Kueue
 # from Go modules, the cluster-autoscaler from its upstream source: GANG_CLUSTER_AUTOSCALER_SRC, README
 # "The real control plane"), built into a cache outside the repository (hack/real-cluster/build.sh;
-# about 25 minutes and 12 GB on 2 cores, once; then it only prints the versions).
+# about 20 minutes on 2 idle cores (28 CPU-minutes) and 11 GB, once; then it only prints the versions).
 real-cluster:
 	bash hack/real-cluster/build.sh
 

@@ -68,6 +68,6 @@ def find(kubernetes_version: str = KUBERNETES_VERSION) -> Binaries:
     if missing:
         raise BinariesMissing(
             f"the real control plane is not built ({', '.join(missing)} missing in {binaries.bin}): "
-            f"run `{BUILD_COMMAND}` (about 25 minutes on 2 cores, once)"
+            f"run `{BUILD_COMMAND}` (about 20 minutes on 2 cores and 11 GB, once)"
         )
     return binaries
