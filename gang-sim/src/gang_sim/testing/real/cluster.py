@@ -232,7 +232,7 @@ class RealCluster:
         started = [(self._begin(launch), launch) for launch in launches]
         for component, launch in started:
             self._await(component, launch)
-        return admin, started[-1][0]
+        return admin, self._named("kwok")
 
     def _start_kueue(self, workspace: Workspace, admin: Path) -> None:
         """Kueue's CRDs (converting through its webhook), Kueue, then its webhook configurations."""
