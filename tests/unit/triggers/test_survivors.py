@@ -66,7 +66,7 @@ def test_survivors_report_on_sigterm_and_one_that_outlives_its_grace_period_is_g
 ) -> None:
     # The emulator's clock is manual: its kubelet never reaches the grace period until advanced, so
     # rank 1 outlives the drain's wait (1 s + 0.5 s margin of real time) - a kubelet slower than promised.
-    with ClusterHarness(load_scenario("small"), graceful_pod_deletion=True) as cluster:
+    with ClusterHarness(load_scenario("small")) as cluster:
         store = cluster.store
         cluster.create("v1/pods", _member(0, SAVES_ON_SIGTERM, grace=1), namespace="default")
         cluster.create("v1/pods", _member(1, IGNORES_SIGTERM, grace=1), namespace="default")
@@ -134,7 +134,7 @@ def _drain(cluster: ClusterHarness, pods: list[dict[str, Any]], memory: RunMemor
 
 @pytest.mark.parametrize("log_fault", [None, "get/pods/log:1.0:500"], ids=["logs-readable", "log-reads-fail"])
 def test_the_log_ranks_tails_are_saved_before_the_members_are_stopped(log_fault: str | None) -> None:
-    with ClusterHarness(load_scenario("small"), graceful_pod_deletion=True, faults=log_fault) as cluster:
+    with ClusterHarness(load_scenario("small"), faults=log_fault) as cluster:
         pods = _two_saving_members(cluster)
         memory = RunMemory()
         drain = _drain(cluster, pods, memory, log_ranks=[0])
