@@ -33,10 +33,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from gang_sim.apiserver import errors
+from gang_sim.apiserver import errors, pod_grace
 from gang_sim.apiserver.owner_index import ObjectId, owner_uids
 from gang_sim.apiserver.registry import ResourceType
 
@@ -315,61 +314,24 @@ class DeletionPlan:
         return (*self.before, *(() if self.own is None else (self.own,)), *self.after)
 
 
-def _pod_grace_seconds(pod: Object, requested: int | None) -> int:
-    """Seconds of graceful deletion for a pod (0: remove now), as upstream's pod strategy decides
-    (``CheckGracefulDelete``, ``pkg/registry/core/pod/strategy.go``): the request's
-    ``gracePeriodSeconds``, else the pod's ``terminationGracePeriodSeconds``; 0 for a pod not bound to
-    a node or already finished; a negative request counts as 1 (``rest.BeforeDelete``)."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
-        return 0
-    period = int(requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30))
-    return 1 if period < 0 else period
-
-
-def _stamped(obj: Object, deletion_timestamp: str, grace_seconds: int, **changes: Any) -> Object:
-    stamped = dict(obj)
-    stamped["metadata"] = dict(
-        obj["metadata"], deletionTimestamp=deletion_timestamp, deletionGracePeriodSeconds=grace_seconds, **changes
-    )
-    return stamped
-
-
-def _seconds(stamp: str) -> int:
-    """An RFC 3339 time as the apiserver writes it (UTC, whole seconds) in seconds since the epoch."""
-    return int(datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp())
-
-
-def _first_mark(obj: Object) -> dict[str, Any]:
-    """What a pod's first deletion changes besides the stamp: its ``generation`` goes up
-    (``rest.BeforeDelete``: controllers of an object being deleted change their behaviour)."""
-    generation = obj["metadata"].get("generation")
-    return {"generation": int(generation) + 1} if generation else {}
-
-
 def _plan_pod_deleted_again(
     view: ObjectsView, resource_type: ResourceType, pod: Object, requested: int | None
 ) -> DeletionPlan:
-    """A delete of a pod already being deleted (``rest.BeforeDelete``, apiserver
-    ``pkg/registry/rest/delete.go``): the grace period may only be shortened. ``deletionTimestamp``
-    moves back by the difference (not before now); a shortened period of 0 removes the pod unless
-    finalizers hold it, and a pod whose period is 0 already goes at once when no finalizer is left."""
+    """A delete of a pod already being deleted: one whose grace period is 0 goes at once unless
+    finalizers hold it; otherwise only a shorter period changes it (:func:`.pod_grace.shortened`), and
+    a period shortened to 0 removes it unless finalizers hold it."""
     metadata = pod["metadata"]
-    current = int(metadata.get("deletionGracePeriodSeconds") or 0)
     finalizers = metadata.get("finalizers")
-    if current == 0:
-        removed = None if finalizers else Remove(resource_type, pod, pod)
-        return DeletionPlan((), removed, (), pod)
-    if requested is None or requested >= current:
+    if not metadata.get("deletionGracePeriodSeconds"):
+        return DeletionPlan((), None if finalizers else Remove(resource_type, pod, pod), (), pod)
+    change = pod_grace.shortened(metadata, requested, view.timestamp())
+    if change is None:
         return DeletionPlan((), None, (), pod)
-    period = max(0, requested)
-    remaining = _seconds(metadata["deletionTimestamp"]) - current + period - _seconds(view.timestamp())
-    if remaining < 0:  # the whole grace period has passed: the shortest period, still graceful
-        remaining, period = 0, min(period, 1)
-    shortened = _stamped(pod, view.timestamp(remaining), period)
+    period, remaining = change
+    new = pod_grace.stamped(pod, view.timestamp(remaining), period)
     if period == 0 and not finalizers:
-        return DeletionPlan((), Remove(resource_type, shortened, pod), (), pod)
-    return DeletionPlan((), Commit(resource_type, copy.deepcopy(shortened), pod), (), pod)
+        return DeletionPlan((), Remove(resource_type, new, pod), (), pod)
+    return DeletionPlan((), Commit(resource_type, copy.deepcopy(new), pod), (), pod)
 
 
 def _namespace_contents(view: ObjectsView, namespace: str) -> tuple[Step, ...]:
@@ -387,7 +349,7 @@ def plan_delete(
 ) -> DeletionPlan:
     """How to delete the stored ``obj`` with a propagation policy (one of :data:`POLICIES`).
 
-    Pods are deleted gracefully, with the period upstream's pod strategy gives (:func:`_pod_grace_seconds`):
+    Pods are deleted gracefully, with the period upstream's pod strategy gives (:mod:`.pod_grace`):
     a pod bound to a node and not finished is only marked - ``deletionTimestamp`` = now + grace
     period, ``deletionGracePeriodSeconds``, ``generation`` + 1 - until a delete with
     ``grace_period_seconds=0`` (its kubelet's, once the containers stopped and their statuses are
@@ -416,13 +378,13 @@ def plan_delete(
         after = (OrphanDependents(uid), ReleaseFinalizer(object_id, ORPHAN))
     elif policy == "Foreground":
         after = (DeleteDependentsInForeground(uid), FinishForeground(uid))
-    grace = _pod_grace_seconds(obj, grace_period_seconds) if is_pod else 0
+    grace = pod_grace.grace_seconds(obj, grace_period_seconds) if is_pod else 0
     if grace > 0:  # marked: the kubelet's delete with grace 0 removes it
         held = {"finalizers": finalizers} if finalizers else {}
-        marked = _stamped(obj, view.timestamp(grace), grace, **_first_mark(obj), **held)
+        marked = pod_grace.stamped(obj, view.timestamp(grace), grace, **pod_grace.first_mark(obj), **held)
         return DeletionPlan(before, Commit(resource_type, copy.deepcopy(marked), obj), after, obj)
     if not finalizers:
-        last = _stamped(obj, view.timestamp(), 0, **_first_mark(obj)) if is_pod else obj
+        last = pod_grace.stamped(obj, view.timestamp(), 0, **pod_grace.first_mark(obj)) if is_pod else obj
         return DeletionPlan(before, Remove(resource_type, last, obj), (), obj)
     return DeletionPlan(before, MarkDeleting(object_id, tuple(finalizers)), after, obj)
 
