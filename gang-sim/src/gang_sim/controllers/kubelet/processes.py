@@ -88,7 +88,8 @@ class PodProcesses:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     started: bool = False
     kill_at: float | None = None
-    """While stopping: when (the clock's seconds) what still runs gets SIGKILL."""
+    """When stopping (the clock's seconds), what still runs gets SIGKILL; set by the stop, or earlier
+    by :meth:`ProcessRuntime.shorten`."""
     kill_moved: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when :attr:`kill_at` moved earlier (:meth:`ProcessRuntime.shorten`)."""
 
@@ -229,20 +230,19 @@ class ProcessRuntime:
         if running is None:
             return {}
         self.stopping[uid] = running
-        try:
-            return await self._stop(running, grace_seconds)
-        finally:
-            self.stopping.pop(uid, None)
+        codes = await self._stop(running, grace_seconds)
+        self.stopping.pop(uid, None)  # a cancelled stop stays there: close() kills what it left running
+        return codes
 
     def shorten(self, uid: str, grace_seconds: float) -> None:
         """A pod being stopped gets SIGKILL at most ``grace_seconds`` from now: its grace period was
         shortened (the kubelet's pod workers only ever shorten it, ``calculateEffectiveGracePeriod``
         in ``pkg/kubelet/pod_workers.go``)."""
-        running = self.stopping.get(uid)
-        if running is None or running.kill_at is None:
+        running = self.stopping.get(uid) or self.pods.get(uid)  # a stop not begun yet keeps it too
+        if running is None:
             return
         kill_at = self.clock.now() + max(0.0, grace_seconds)
-        if kill_at < running.kill_at:
+        if running.kill_at is None or kill_at < running.kill_at:
             running.kill_at = kill_at
             running.kill_moved.set()
 
@@ -266,8 +266,13 @@ class ProcessRuntime:
                 os.killpg(process.pid, signal.SIGTERM)
         if alive:
             waiting: asyncio.Future[Any] = asyncio.gather(*(process.wait() for process in alive))
-            running.kill_at = self.clock.now() + grace
-            await self._until_kill_time(running, waiting)
+            kill_at = self.clock.now() + grace
+            running.kill_at = kill_at if running.kill_at is None else min(kill_at, running.kill_at)
+            try:
+                await self._until_kill_time(running, waiting)
+            except asyncio.CancelledError:
+                waiting.cancel()  # the runtime is closing: close() kills what still runs
+                raise
             for process in alive:
                 if process.returncode is None:
                     with contextlib.suppress(ProcessLookupError):
