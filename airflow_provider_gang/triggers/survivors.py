@@ -10,7 +10,8 @@ for a gang with a ``checkpoint``, before the event is sent (and the try recorded
    pod's log goes with it, before the operator copies logs. They travel in the event
    (``GangEvent.logs``);
 2. a :class:`kube.watch.Reflector` LISTs the members (the watch then resumes from that LIST, so no
-   event after the deletes is missed); a survivor the LIST no longer shows is gone already;
+   event after the deletes is missed; the LIST is bounded by the wait of step 4); a survivor the
+   LIST no longer shows is gone already;
 3. every survivor is deleted - all at once, each with the client's retries - with its own grace
    period (no ``gracePeriodSeconds``: the pod's ``terminationGracePeriodSeconds``, default 30 s) and
    the precondition of its uid, so a pod that replaced it is not touched. The API server only marks
@@ -21,8 +22,9 @@ for a gang with a ``checkpoint``, before the event is sent (and the try recorded
 4. every state the watch shows of a member - the one its ``DELETED`` event carries too - is read for
    its checkpoint report (:func:`reservation.checkpoint.report_of_pod`; the newest kept in
    ``RunMemory.checkpoint``) until every survivor is seen terminated or gone, or until the longest
-   grace period plus :data:`MARGIN_SECONDS` has passed since the deletes. The watch resumes after a
-   cut and relists after ``410 Gone``, as the reflector does.
+   grace period plus :data:`MARGIN_SECONDS` has passed since the deletes, in ``reservation.clock``'s
+   time (:func:`within`). The watch resumes after a cut and relists after ``410 Gone``, as the
+   reflector does.
 
 A survivor whose report could not be read is recorded with why
 (:class:`reservation.unread_reports.UnreadReport`): in the trigger's log, in the event
