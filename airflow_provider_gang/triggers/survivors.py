@@ -162,7 +162,7 @@ class Drain:
         self.killed: list[int | None] = []
         """Ranks of survivors killed at the end of their grace period (exit code 137)."""
         self.unread: list[UnreadReport] = []
-        """The survivors whose report could not be read, and why (module docstring)."""
+        """The survivors whose report could not be read, and why (module docstring), by rank."""
 
     async def run(self, pods: Sequence[Mapping[str, Any]]) -> None:
         """Delete the survivors among ``pods`` gracefully and read their reports (see module docstring)."""
@@ -189,6 +189,7 @@ class Drain:
             self._timed_out(reflector, budget)
         except errors.KubeError as error:
             self._lose_pending(ReportGap.WATCH_FAILED, str(error))
+        self.unread.sort(key=lambda item: _order(item.rank))  # the deletes ran concurrently
         self._log_outcome(reflector, reservation_clock.current().now() - started_at)
 
     async def _save_logs(self, ranks: Sequence[int]) -> None:

@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
+REPORT_WIDTH = 64
+"""Bytes of every report (JSON padded with spaces, which a JSON reader skips)."""
+
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -62,8 +65,13 @@ class Trainer:
         self.saved = self.done
 
     def report(self) -> None:
+        """One write of a fixed width over the last report, never a truncation: a SIGKILL (the end of
+        the grace period) leaves the old report or the new one, not an empty file. (Renaming a file
+        over the path would not do: a container's termination-message file is a bind mount.)"""
         if self.rank == 0:
-            Path(self.message_path).write_text(json.dumps({"checkpoint_step": self.saved, "step": self.done}))
+            message = json.dumps({"checkpoint_step": self.saved, "step": self.done}).ljust(REPORT_WIDTH)
+            with Path(self.message_path).open("r+b") as file:
+                file.write(message.encode())
 
     def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         print(f"rank {self.rank}: SIGTERM at step {self.done}", flush=True)
