@@ -70,8 +70,11 @@ class Trainer:
         over the path would not do: a container's termination-message file is a bind mount.)"""
         if self.rank == 0:
             message = json.dumps({"checkpoint_step": self.saved, "step": self.done}).ljust(REPORT_WIDTH)
-            with Path(self.message_path).open("r+b") as file:
-                file.write(message.encode())
+            descriptor = os.open(self.message_path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(descriptor, message.encode(), 0)
+            finally:
+                os.close(descriptor)
 
     def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         print(f"rank {self.rank}: SIGTERM at step {self.done}", flush=True)
