@@ -80,7 +80,8 @@ def validate_name(name: str, rule: str = "subdomain", field: str = "metadata.nam
     return [] if DNS1123_SUBDOMAIN.fullmatch(name) else [invalid_value(field, name, SUBDOMAIN_MESSAGE)]
 
 
-def _validate_qualified_key(key: str, field: str) -> list[Cause]:
+def validate_qualified_key(key: str, field: str) -> list[Cause]:
+    """A label key (``[prefix/]name``, upstream ``IsQualifiedName``): causes, empty when valid."""
     prefix, _, name = key.rpartition("/")
     causes: list[Cause] = []
     if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
@@ -105,7 +106,7 @@ def validate_metadata(metadata: dict[str, Any], storage_key: str, namespaced: bo
     if namespaced and metadata.get("namespace"):
         causes.extend(validate_name(metadata["namespace"], "label", "metadata.namespace"))
     for key, value in (metadata.get("labels") or {}).items():
-        causes.extend(_validate_qualified_key(key, "metadata.labels"))
+        causes.extend(validate_qualified_key(key, "metadata.labels"))
         if not isinstance(value, str):
             causes.append(invalid_value("metadata.labels", value, "must be a string"))
         elif len(value) > 63:
@@ -114,7 +115,7 @@ def validate_metadata(metadata: dict[str, Any], storage_key: str, namespaced: bo
             causes.append(invalid_value("metadata.labels", value, LABEL_VALUE_MESSAGE))
     annotations = metadata.get("annotations") or {}
     for key in annotations:
-        causes.extend(_validate_qualified_key(key, "metadata.annotations"))
+        causes.extend(validate_qualified_key(key, "metadata.annotations"))
     total = sum(len(str(key)) + len(str(value)) for key, value in annotations.items())
     if total > ANNOTATIONS_SIZE_LIMIT:  # why client-side `kubectl apply` of a huge CRD fails upstream
         causes.append(
