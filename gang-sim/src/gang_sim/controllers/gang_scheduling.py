@@ -16,14 +16,32 @@ A pod names its group in ``spec.schedulingGroup.podGroupName``; the PodGroup's
   terminal and never reverts (``scheduling/v1beta1/types.go``), so later passes leave it alone.
 - A PodGroup whose policy is ``basic`` (or a pod whose group has no gang policy) is scheduled pod by
   pod like any other pod.
+- **Topology** (KEP-5732, gate ``TopologyAwareWorkloadScheduling``, alpha, off by default: the
+  apiserver drops ``spec.schedulingConstraints`` without it, ``gang_sim.apiserver.feature_gates``):
+  a gang whose PodGroup has ``spec.schedulingConstraints.topology: [{key: <node label>}]`` is placed
+  whole in one domain of that label or not at all (:func:`plan_topology_group`). The
+  ``TopologyPlacementGenerator`` plugin makes one *placement* per value of the label among the nodes
+  (only the value of the group's already bound pods, if any; nodes without the label belong to
+  none, ``pkg/scheduler/framework/plugins/topologyaware/topology_placement.go``); the group is
+  tried in each (``podGroupSchedulingPlacementAlgorithm``, ``schedule_one_podgroup.go``); of the
+  placements where ``minCount`` fit, the best score wins: ``PodGroupPodsCount`` (the group's pods
+  placed, normalised to 0-100 by the best) plus ``NodeResourcesFit`` *MostAllocated* over the
+  placement's nodes (cpu and memory requested, the group's included, over allocatable, 0-100), weight
+  1 each. None: every queued pod is unschedulable with ``0/<n> placements are available, first
+  placement status: pod group is unschedulable`` (no node with the label: ``no feasible placements
+  found``), and so is the PodGroup's condition.
 
 Not modelled: the Permit stage's 5-minute wait (``permitTimeoutDuration``) - this emulator places the
 whole group in one pass, so no pod ever waits at Permit for a peer; workload-aware preemption (the
-``DisruptionTarget`` condition) and CompositePodGroups; topology constraints; the apiserver's
-defaulting of a PodGroup's ``spec.disruptionMode`` (``{single: {}}``) and ``spec.priority`` (0),
-which a real v1.37 apiserver adds on create (read back from one started with the gate).
+``DisruptionTarget`` condition) and CompositePodGroups; the apiserver's defaulting of a PodGroup's
+``spec.disruptionMode`` (``{single: {}}``) and ``spec.priority`` (0), which a real v1.37 apiserver adds
+on create (read back from one started with the gate); of topology placement, the random tie-break
+between equally scored placements (here: the domain value first in name order), which placement's
+failure the message reports (upstream: the first in map order, here: in name order), and
+``NonZeroRequested`` defaults for pods without requests in the score.
 
-:func:`plan_group` is pure: it takes the pods, nodes and usage and returns what to write.
+:func:`plan_group` and :func:`plan_topology_group` are pure: they take the pods, nodes and usage and
+return what to write.
 """
 
 from __future__ import annotations
@@ -31,12 +49,19 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
+
+from gang_sim.controllers import fit
+from gang_sim.world.resources import Resources, pod_requests
 
 Obj = dict[str, Any]
 
 POD_GROUPS = "scheduling.k8s.io/v1beta1/podgroups"
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
+NO_PLACEMENT = "no feasible placements found"
+GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+MAX_SCORE = 100
 
 
 def group_name(pod: Mapping[str, Any]) -> str | None:
@@ -52,6 +77,13 @@ def gang_min_count(pod_group: Mapping[str, Any]) -> int | None:
     if not isinstance(gang, Mapping):
         return None
     return int(gang.get("minCount") or 0)
+
+
+def topology_key(pod_group: Mapping[str, Any]) -> str | None:
+    """The node label of the PodGroup's topology constraint (``spec.schedulingConstraints.topology[0]``)."""
+    constraints = ((pod_group.get("spec") or {}).get("schedulingConstraints")) or {}
+    topology = constraints.get("topology") or []
+    return str(topology[0]["key"]) if topology and topology[0].get("key") else None
 
 
 def initially_scheduled(pod_group: Mapping[str, Any]) -> bool:
@@ -105,3 +137,124 @@ def plan_group(
     rejected = tuple(placement if placement in gated else unschedulable(placement, message) for placement in placements)
     condition = None if initially_scheduled(pod_group) else ("False", "Unschedulable", message)
     return GroupPlan(rejected, usage, condition)
+
+
+def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def placements(
+    key: str, nodes: Sequence[Obj], bound_nodes: Sequence[str]
+) -> tuple[list[tuple[str, list[Obj]]], str | None]:
+    """``TopologyPlacementGenerator``: ``(domain value, its nodes)`` in name order, or why none can be
+    made (the bound pods' nodes are gone, lack the label or span two domains: a scheduler error)."""
+    by_name = {node["metadata"]["name"]: node for node in nodes}
+    required: str | None = None
+    for name in bound_nodes:
+        node = by_name.get(name)
+        if node is None:
+            return [], f"getting node for pod: nodeinfo not found for node name {name!r}"
+        domain = _labels(node).get(key)
+        if domain is None:
+            return [], "no topology domain found for pod"
+        if required is not None and domain != required:
+            return [], f"more than 1 domain found for pod group: {required}, {domain}"
+        required = domain
+    domains: dict[str, list[Obj]] = {}
+    for node in nodes:
+        domain = _labels(node).get(key)
+        if domain is not None and required in (None, domain):
+            domains.setdefault(domain, []).append(node)
+    return sorted(domains.items()), None
+
+
+def _most_allocated(nodes: Sequence[Obj], proposed: Sequence[Obj], usage: Mapping[str, Resources]) -> int:
+    """``NodeResourcesFit``'s placement score, MostAllocated over cpu and memory (weight 1 each)."""
+    scores = []
+    for resource in ("cpu", "memory"):
+        allocatable = sum((fit.allocatable(node).get(resource, Fraction(0)) for node in nodes), Fraction(0))
+        if allocatable == 0:
+            continue
+        requested = sum(
+            (usage.get(node["metadata"]["name"], {}).get(resource, Fraction(0)) for node in nodes), Fraction(0)
+        )
+        requested += sum(
+            (pod_requests(pod.get("spec") or {}).get(resource, Fraction(0)) for pod in proposed), Fraction(0)
+        )
+        scores.append(int(min(requested, allocatable) * MAX_SCORE / allocatable))
+    return sum(scores) // len(scores) if scores else 0
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A placement where the gang fits: its domain, how many of the group's pods it holds, its
+    ``NodeResourcesFit`` score, the scheduler's placements and the usage after them."""
+
+    domain: str
+    pods: int
+    fit_score: int
+    placements: tuple[Any, ...]
+    usage: dict[str, Any]
+
+
+def plan_topology_group(
+    pod_group: Mapping[str, Any],
+    queued: Sequence[Obj],
+    bound_nodes: Sequence[str],
+    nodes: Sequence[Obj],
+    *,
+    place: Callable[[list[Obj], list[Obj], dict[str, Any]], list[Any]],
+    usage: dict[str, Any],
+    unschedulable: Callable[[Any, str], Any],
+) -> GroupPlan:
+    """One cycle for a gang with a topology constraint (module docstring): ``bound_nodes`` are the
+    nodes of its pods already bound; ``place(pods, nodes, usage)`` places pods on ``nodes`` only."""
+    min_count = gang_min_count(pod_group) or 0
+    domains, error = placements(topology_key(pod_group) or "", nodes, bound_nodes)
+    if error is not None:
+        return _rejected(pod_group, queued, usage, unschedulable, ("False", "SchedulerError", error))
+    if not domains:
+        return _rejected(pod_group, queued, usage, unschedulable, ("False", "Unschedulable", NO_PLACEMENT))
+    candidates = []
+    for domain, members in domains:
+        trial = copy.deepcopy(usage)
+        tried = place(list(queued), members, trial)
+        proposed = [placement.pod for placement in tried if placement.node is not None]
+        if len(bound_nodes) + len(proposed) >= min_count:
+            score = _most_allocated(members, proposed, usage)
+            candidates.append(_Candidate(domain, len(bound_nodes) + len(proposed), score, tuple(tried), trial))
+    if not candidates:
+        message = f"0/{len(domains)} placements are available, first placement status: {GROUP_UNSCHEDULABLE}"
+        return _rejected(pod_group, queued, usage, unschedulable, ("False", "Unschedulable", message))
+    most = max(candidate.pods for candidate in candidates)
+    # max() keeps the first of equal scores: the domain first in name order (upstream draws at random)
+    best = max(candidates, key=lambda item: item.pods * MAX_SCORE // most + item.fit_score)
+    condition = None if initially_scheduled(pod_group) else ("True", "Scheduled", "")
+    return GroupPlan(best.placements, best.usage, condition)
+
+
+def _rejected(
+    pod_group: Mapping[str, Any],
+    queued: Sequence[Obj],
+    usage: dict[str, Any],
+    unschedulable: Callable[[Any, str], Any],
+    outcome: tuple[str, str, str],
+) -> GroupPlan:
+    """Nothing bound: every queued pod unschedulable with the outcome's message (gated ones stay as
+    they are: scheduling gates keep a pod out of the queue)."""
+    message = outcome[2]
+    rejected = tuple(
+        unschedulable(_Unplaced(pod), message) for pod in queued if not (pod.get("spec") or {}).get("schedulingGates")
+    )
+    condition = None if initially_scheduled(pod_group) else outcome
+    return GroupPlan(rejected, usage, condition)
+
+
+@dataclass(frozen=True)
+class _Unplaced:
+    """A pod no placement took (what ``unschedulable`` turns into the scheduler's Placement)."""
+
+    pod: Obj
+    node: None = None
+    reason: str = "Unschedulable"
+    message: str = ""
