@@ -33,6 +33,9 @@ Not modelled (differences from a real apiserver a test could notice):
   cache's start is this server's start (older resourceVersions get 410 from the beginning);
 - Go zero values a real server prints (``creationTimestamp: null`` in templates, ``source: {}`` in
   Events, empty ``nodeInfo``) are absent; JSON key order differs;
+- feature gates: only ``TopologyAwareWorkloadScheduling`` (the PodGroup and Workload fields it guards,
+  :mod:`.feature_gates`) and the Workload API as a whole (``serve_workload_api``); every other gate is
+  as a v1.37 apiserver's default;
 - admission plugins beyond DefaultTolerationSeconds (e.g. TaintNodesByCondition's ``not-ready``
   taint on new Nodes, ServiceAccount, LimitRanger, ResourceQuota, PodSecurity);
 - protobuf request bodies other than SelfSubjectAccessReview, Namespace, ConfigMap and Secret get
