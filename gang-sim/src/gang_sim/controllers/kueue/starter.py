@@ -19,6 +19,7 @@ read by the manager (:class:`~.snapshot.Owner`): :func:`finished` and :func:`rea
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,10 @@ from gang_sim.controllers.kueue import tas
 from gang_sim.controllers.kueue import workloads as wl
 from gang_sim.controllers.kueue.patches import DeleteObject, Patch, PatchObject
 from gang_sim.controllers.kueue.snapshot import Owner
+
+LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
+CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def merge_pod_spec(spec: dict[str, Any], flavor: Obj | None, update: Obj | None) -> dict[str, Any]:
@@ -101,18 +106,29 @@ def _pod_set_update(workload: Obj, pod_set: str) -> Obj:
 
 def pod_set_info(workload: Obj, pod_set: Obj) -> Obj:
     """What starting puts on a podSet's pods (``getPodSetsInfoFromStatus``): the admission checks'
-    ``podSetUpdates`` (:func:`_pod_set_update`), the label ``kueue.x-k8s.io/podset``, the annotation
+    ``podSetUpdates`` (:func:`_pod_set_update`), the labels ``kueue.x-k8s.io/podset`` and the queues'
+    (:func:`_queue_labels`), the annotation
     ``kueue.x-k8s.io/workload``; with a topology assignment the gate ``kueue.x-k8s.io/topology``
     (``topology: True``) and, for a podSet that did not ask for TAS (implied by a TAS-only
     ClusterQueue), ``kueue.x-k8s.io/podset-unconstrained-topology: "true"`` (``podset.FromAssignment``)."""
     name = pod_set["name"]
     info = _pod_set_update(workload, name)
-    info["labels"] = {**(info.get("labels") or {}), tas.PODSET_LABEL: name}
+    info["labels"] = {**(info.get("labels") or {}), tas.PODSET_LABEL: name, **_queue_labels(workload)}
     info["annotations"] = {**info["annotations"], tas.WORKLOAD_ANNOTATION: workload["metadata"]["name"]}
     info["topology"] = bool(wl.pod_set_assignment(workload, name).get("topologyAssignment"))
     if info["topology"] and not tas.is_explicit(pod_set):
         info["annotations"][tas.UNCONSTRAINED] = "true"
     return info
+
+
+def _queue_labels(workload: Obj) -> dict[str, str]:
+    """``kueue.x-k8s.io/local-queue-name`` and ``cluster-queue-name`` (``AssignQueueLabelsForPods``,
+    beta and on in Kueue 0.17: ``assignQueueLabels``; the ClusterQueue's only when it is a DNS-1123 label)."""
+    labels = {LOCAL_QUEUE_LABEL: str((workload.get("spec") or {}).get("queueName", ""))}
+    cluster_queue = str(((workload.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
+    if _DNS_LABEL.fullmatch(cluster_queue):
+        labels[CLUSTER_QUEUE_LABEL] = cluster_queue
+    return labels
 
 
 def _pod_set_of(workload: Obj, pod: Obj) -> Obj:
