@@ -89,17 +89,28 @@ def test_a_gang_of_four_with_a_rack_constraint_binds_in_the_one_rack_that_holds_
 def test_a_gang_no_rack_holds_binds_nothing_and_says_so(topology: Callable[..., ClusterHarness]) -> None:
     cluster = topology()
     start_gang(cluster, "seven", 7)
-    message = "0/3 placements are available, first placement status: pod group is unschedulable"
+    # the first placement (rack-a1, in name order; the real scheduler's is random) stopped when two had
+    # fit and four were left: six, never seven
+    message = (
+        "pod group is unschedulable, 0/3 placements are available, first placement status: minCount (7) cannot "
+        "be satisfied: 2 scheduled, 4 remaining, pod group preemption: No preemption victims found for incoming "
+        "preemptor"
+    )
     assert racks(cluster, "seven") == {}
     assert outcome(cluster, "seven") == ("False", "Unschedulable", message)
-    assert pod_messages(cluster, "seven") == {message}
+    assert pod_messages(cluster, "seven") == {f"pod group is unschedulable, {message}"}
 
 
 def test_a_label_no_node_has_gives_no_placement(topology: Callable[..., ClusterHarness]) -> None:
     cluster = topology()
     start_gang(cluster, "nowhere", 2, key="example.com/row")
     assert racks(cluster, "nowhere") == {}
-    assert outcome(cluster, "nowhere") == ("False", "Unschedulable", "no feasible placements found")
+    assert outcome(cluster, "nowhere") == (
+        "False",
+        "Unschedulable",
+        "no feasible placements found, pod group preemption: No preemption victims found for incoming preemptor",
+    )
+    assert pod_messages(cluster, "nowhere") == {"no feasible placements found"}
 
 
 def test_of_the_racks_that_hold_it_the_gang_takes_a_fuller_one(topology: Callable[..., ClusterHarness]) -> None:

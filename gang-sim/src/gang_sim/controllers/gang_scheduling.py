@@ -27,9 +27,13 @@ A pod names its group in ``spec.schedulingGroup.podGroupName``; the PodGroup's
   placements where ``minCount`` fit, the best score wins: ``PodGroupPodsCount`` (the group's pods
   placed, normalised to 0-100 by the best) plus ``NodeResourcesFit`` *MostAllocated* over the
   placement's nodes (cpu and memory requested, the group's included, over allocatable, 0-100), weight
-  1 each. None: every queued pod is unschedulable with ``0/<n> placements are available, first
-  placement status: pod group is unschedulable`` (no node with the label: ``no feasible placements
-  found``), and so is the PodGroup's condition.
+  1 each. None: the PodGroup's condition is ``False/Unschedulable`` with the v1.37 message, ``pod group
+  is unschedulable, 0/<n> placements are available, first placement status: minCount (<m>) cannot be
+  satisfied: <s> scheduled, <r> remaining, pod group preemption: No preemption victims found for
+  incoming preemptor`` (the placement-by-placement status, ``GangScheduling.PlacementFeasible``'s
+  message where the first placement's pod loop stopped, the pod group PostFilter's); each queued pod
+  carries ``pod group is unschedulable, `` and that message. No node with the label: ``no feasible
+  placements found`` (the PodGroup: with the PostFilter's words after it).
 
 Not modelled: the Permit stage's 5-minute wait (``permitTimeoutDuration``) - this emulator places the
 whole group in one pass, so no pod ever waits at Permit for a peer; workload-aware preemption (the
@@ -37,7 +41,9 @@ whole group in one pass, so no pod ever waits at Permit for a peer; workload-awa
 ``spec.disruptionMode`` (``{single: {}}``) and ``spec.priority`` (0), which a real v1.37 apiserver adds
 on create (read back from one started with the gate); of topology placement, the random tie-break
 between equally scored placements (here: the domain value first in name order), which placement's
-failure the message reports (upstream: the first in map order, here: in name order), and
+failure the message reports (upstream: the first in map order, here: in name order), the message
+each pod carries (upstream: a pod that did not fit in the reported placement carries its own
+``0/<n> nodes are available`` fit error, and it changes with every retried cycle), and
 ``NonZeroRequested`` defaults for pods without requests in the score.
 
 :func:`plan_group` and :func:`plan_topology_group` are pure: they take the pods, nodes and usage and
@@ -61,6 +67,8 @@ POD_GROUPS = "scheduling.k8s.io/v1beta1/podgroups"
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 NO_PLACEMENT = "no feasible placements found"
 GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
+"""What the pod group PostFilter (``DefaultPreemption``) appends when preempting would not help."""
 MAX_SCORE = 100
 
 
@@ -212,10 +220,11 @@ def plan_topology_group(
     min_count = gang_min_count(pod_group) or 0
     domains, error = placements(topology_key(pod_group) or "", nodes, bound_nodes)
     if error is not None:
-        return _rejected(pod_group, queued, usage, unschedulable, ("False", "SchedulerError", error))
+        return _rejected(pod_group, queued, usage, unschedulable, ("False", "SchedulerError", error), error)
     if not domains:
-        return _rejected(pod_group, queued, usage, unschedulable, ("False", "Unschedulable", NO_PLACEMENT))
-    candidates = []
+        outcome = ("False", "Unschedulable", f"{NO_PLACEMENT}, {NO_VICTIMS}")
+        return _rejected(pod_group, queued, usage, unschedulable, outcome, NO_PLACEMENT)
+    candidates, first_failure = [], ""
     for domain, members in domains:
         trial = copy.deepcopy(usage)
         tried = place(list(queued), members, trial)
@@ -223,14 +232,33 @@ def plan_topology_group(
         if len(bound_nodes) + len(proposed) >= min_count:
             score = _most_allocated(members, proposed, usage)
             candidates.append(_Candidate(domain, len(bound_nodes) + len(proposed), score, tuple(tried), trial))
+        elif not first_failure:
+            first_failure = _min_count_failure(tried, len(bound_nodes), min_count)
     if not candidates:
-        message = f"0/{len(domains)} placements are available, first placement status: {GROUP_UNSCHEDULABLE}"
-        return _rejected(pod_group, queued, usage, unschedulable, ("False", "Unschedulable", message))
+        failed = (
+            f"{GROUP_UNSCHEDULABLE}, 0/{len(domains)} placements are available, first placement status: {first_failure}"
+        )
+        outcome = ("False", "Unschedulable", f"{failed}, {NO_VICTIMS}")
+        return _rejected(pod_group, queued, usage, unschedulable, outcome, f"{GROUP_UNSCHEDULABLE}, {outcome[2]}")
     most = max(candidate.pods for candidate in candidates)
     # max() keeps the first of equal scores: the domain first in name order (upstream draws at random)
     best = max(candidates, key=lambda item: item.pods * MAX_SCORE // most + item.fit_score)
     condition = None if initially_scheduled(pod_group) else ("True", "Scheduled", "")
     return GroupPlan(best.placements, best.usage, condition)
+
+
+def _min_count_failure(tried: Sequence[Any], scheduled: int, min_count: int) -> str:
+    """``GangScheduling.PlacementFeasible``'s message where the placement's pod-by-pod loop stopped:
+    ``minCount (7) cannot be satisfied: 2 scheduled, 4 remaining`` (``gangscheduling.go``)."""
+    queued = [placement for placement in tried if placement.reason != "SchedulingGated"]
+    remaining = len(queued)
+    for placement in [None, *queued]:
+        if placement is not None:
+            remaining -= 1
+            scheduled += placement.node is not None
+        if scheduled + remaining < min_count:
+            break
+    return f"minCount ({min_count}) cannot be satisfied: {scheduled} scheduled, {remaining} remaining"
 
 
 def _rejected(
@@ -239,10 +267,10 @@ def _rejected(
     usage: dict[str, Any],
     unschedulable: Callable[[Any, str], Any],
     outcome: tuple[str, str, str],
+    message: str,
 ) -> GroupPlan:
-    """Nothing bound: every queued pod unschedulable with the outcome's message (gated ones stay as
-    they are: scheduling gates keep a pod out of the queue)."""
-    message = outcome[2]
+    """Nothing bound: every queued pod unschedulable with ``message``, the PodGroup with ``outcome``
+    (gated pods stay as they are: scheduling gates keep a pod out of the queue)."""
     rejected = tuple(
         unschedulable(_Unplaced(pod), message) for pod in queued if not (pod.get("spec") or {}).get("schedulingGates")
     )
