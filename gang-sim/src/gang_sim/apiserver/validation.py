@@ -81,16 +81,30 @@ def validate_name(name: str, rule: str = "subdomain", field: str = "metadata.nam
 
 
 def validate_qualified_key(key: str, field: str) -> list[Cause]:
-    """A label key (``[prefix/]name``, upstream ``IsQualifiedName``): causes, empty when valid."""
-    prefix, _, name = key.rpartition("/")
+    """A label key (``[prefix/]name``, apimachinery ``content.IsLabelKey``): causes, empty when valid.
+    As upstream, an empty or too long name part is also checked against the name pattern."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        detail = QUALIFIED_NAME_MESSAGE.replace("name part ", "a valid label key ", 1)
+        return [
+            invalid_value(
+                field, key, f"{detail} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )
+        ]
+    prefix, name = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
     causes: list[Cause] = []
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
-        causes.append(invalid_value(field, key, "prefix part " + SUBDOMAIN_MESSAGE))
+    if prefix is not None and not prefix:
+        causes.append(invalid_value(field, key, "prefix part must be non-empty"))
+    elif prefix is not None:
+        if len(prefix) > 253:
+            causes.append(invalid_value(field, key, "prefix part must be no more than 253 characters"))
+        if not DNS1123_SUBDOMAIN.fullmatch(prefix):
+            causes.append(invalid_value(field, key, "prefix part " + SUBDOMAIN_MESSAGE))
     if not name:
         causes.append(invalid_value(field, key, "name part must be non-empty"))
     elif len(name) > 63:
         causes.append(invalid_value(field, key, "name part must be no more than 63 characters"))
-    elif not _QUALIFIED_NAME.fullmatch(name):
+    if not _QUALIFIED_NAME.fullmatch(name):
         causes.append(invalid_value(field, key, QUALIFIED_NAME_MESSAGE))
     return causes
 
