@@ -9,11 +9,13 @@ completion index; a PodSet no domain holds keeps its Job suspended with Kueue's 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from gang_sim.controllers.kueue import tas
 from gang_sim.testing.pytest_plugin import SimCluster
@@ -138,3 +140,21 @@ def test_a_gang_without_annotations_in_the_tas_queue_is_placed_unconstrained(clu
     pods = cluster.pods(selector="gang=any")
     assert {pod.metadata.annotations.get(tas.UNCONSTRAINED) for pod in pods} == {"true"}
     assert racks_of(cluster, "any") == {"rack-b1": 2}  # the fullest host that holds both: rack-b1's half-full one
+
+
+def test_a_job_with_contradicting_tas_annotations_is_refused_by_kueues_webhook_and_not_created(
+    cluster: SimCluster,
+) -> None:
+    with pytest.raises(ApiException) as raised:
+        create_job(cluster, "both", 2, {tas.REQUIRED: SUBBLOCK_LABEL, tas.PREFERRED: SUBBLOCK_LABEL})
+    assert raised.value.status == 403
+    body = json.loads(raised.value.body)
+    assert body["reason"] == "Forbidden"
+    assert body["message"].startswith('admission webhook "vjob.kb.io" denied the request: ')
+    assert cluster.batch.list_namespaced_job("default").items == []
+
+
+def test_the_apiservers_own_refusal_comes_before_the_webhooks(cluster: SimCluster) -> None:
+    with pytest.raises(ApiException) as raised:
+        create_job(cluster, "Bad_Name", 2, {tas.REQUIRED: SUBBLOCK_LABEL, tas.PREFERRED: SUBBLOCK_LABEL})
+    assert raised.value.status == 422

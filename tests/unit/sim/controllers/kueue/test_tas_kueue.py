@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gang_sim.controllers.kueue import scheduler, tas, ungater
+from gang_sim.apiserver.errors import ApiError
+from gang_sim.controllers.kueue import job_validation, scheduler, tas, ungater
 from gang_sim.controllers.kueue.patches import AssumeUsage, Condition, WorkloadStatus
 from gang_sim.controllers.kueue.snapshot import QueueSnapshot, ReservationSnapshot, TopologyState
 from gang_sim.controllers.kueue.tas_placement import Placement
@@ -302,3 +303,74 @@ def test_a_workload_not_admitted_or_other_workloads_pods_are_left_alone() -> Non
     stranger = member(0)
     stranger["metadata"]["annotations"][tas.WORKLOAD_ANNOTATION] = "another"
     assert ungater.ungate(admitted([("r2-a", 4)]), [stranger]) == []
+
+
+# -- Kueue's Job webhook: the TAS annotations -----------------------------------------------------
+
+LABEL_KEY_NAME = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+    "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+SUBDOMAIN = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
+    "and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+REQUIRED_AT = "spec.template.metadata.annotations[kueue.x-k8s.io/podset-required-topology]"
+
+
+def queued_job(annotations: dict[str, str], count: int = 2) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "j", "labels": {"kueue.x-k8s.io/queue-name": "tas"}},
+        "spec": {"parallelism": count, "completions": count, "template": {"metadata": {"annotations": annotations}}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        pytest.param(
+            {tas.REQUIRED: RACK, tas.PREFERRED: RACK},
+            "spec.template.metadata.annotations: Invalid value: must not contain more than one topology annotation: "
+            '["kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology", '
+            '"kueue.x-k8s.io/podset-unconstrained-topology"]',
+            id="required-and-preferred",
+        ),
+        pytest.param(
+            {tas.REQUIRED: "not a label/"},
+            f'[{REQUIRED_AT}: Invalid value: "not a label/": prefix part {SUBDOMAIN}, '
+            f'{REQUIRED_AT}: Invalid value: "not a label/": name part must be non-empty, '
+            f'{REQUIRED_AT}: Invalid value: "not a label/": {LABEL_KEY_NAME}]',
+            id="level-not-a-label-key",
+        ),
+        pytest.param(
+            {tas.UNCONSTRAINED: "maybe"},
+            "spec.template.metadata.annotations[kueue.x-k8s.io/podset-unconstrained-topology]: Invalid value: "
+            '"maybe": must be a boolean value',
+            id="unconstrained-not-a-boolean",
+        ),
+        pytest.param(
+            {tas.REQUIRED: RACK, "kueue.x-k8s.io/podset-slice-required-topology": RACK},
+            "spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Required value: must be set when "
+            "'kueue.x-k8s.io/podset-slice-required-topology' is specified",
+            id="slice-without-size",
+        ),
+    ],
+)
+def test_kueues_job_webhook_refuses_contradicting_tas_annotations_as_real_kueue_does(
+    annotations: dict[str, str], message: str
+) -> None:
+    """The messages are what real Kueue 0.17's ``vjob.kb.io`` answered on the real tier."""
+    with pytest.raises(ApiError) as raised:
+        job_validation.validate_on_create("batch/v1/jobs", queued_job(annotations))
+    assert (raised.value.code, raised.value.reason) == (403, "Forbidden")
+    assert raised.value.message == f'admission webhook "vjob.kb.io" denied the request: {message}'
+
+
+def test_the_webhook_lets_valid_and_unqueued_jobs_through() -> None:
+    job_validation.validate_on_create("batch/v1/jobs", queued_job({tas.REQUIRED: RACK}))
+    job_validation.validate_on_create("batch/v1/jobs", queued_job({tas.UNCONSTRAINED: "True"}))
+    unqueued = queued_job({tas.REQUIRED: RACK, tas.PREFERRED: RACK})
+    del unqueued["metadata"]["labels"]
+    job_validation.validate_on_create("batch/v1/jobs", unqueued)
