@@ -255,7 +255,9 @@ class RealCluster:
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
                 "--v=1",
-                *feature_gates.workload_api_flags(self.with_workload_api, apiserver=True),
+                *feature_gates.workload_api_flags(
+                    self.with_workload_api, apiserver=True, gates=self.scenario.feature_gates
+                ),
             ],
         )
         apiserver.wait_healthy(f"{self.url}/readyz", context, timeout=self._start_timeout)
@@ -309,7 +311,9 @@ class RealCluster:
                     f"--tls-cert-file={certificate}",
                     f"--tls-private-key-file={key}",
                     *extra,
-                    *feature_gates.workload_api_flags(self.with_workload_api, apiserver=False),
+                    *feature_gates.workload_api_flags(
+                        self.with_workload_api, apiserver=False, gates=self.scenario.feature_gates
+                    ),
                 ],
             )
             waits.append((component, f"https://127.0.0.1:{port}/healthz"))
