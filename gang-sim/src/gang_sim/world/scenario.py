@@ -42,7 +42,7 @@ A scenario is a YAML document (see ``gang_sim/world/scenarios/*.yaml`` for the n
       requeueMaxSeconds: 3600
       requeueLimit: null             # null = requeue forever
     localProcessImages: ["python:*"]  # fnmatch globs: images run as local subprocesses by the kubelet
-    featureGates:                    # alpha gates of the control plane, default off
+    featureGates:                    # alpha gates of the control plane (both backends), default off
       TopologyAwareWorkloadScheduling: true   # PodGroup topology constraints (KEP-5732)
     objects:                         # manifests created at start (validated: scenario_objects)
     - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: l4}, spec: {}}
