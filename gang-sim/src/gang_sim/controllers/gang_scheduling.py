@@ -233,7 +233,7 @@ def plan_topology_group(
             score = _most_allocated(members, proposed, usage)
             candidates.append(_Candidate(domain, len(bound_nodes) + len(proposed), score, tuple(tried), trial))
         elif not first_failure:
-            first_failure = _min_count_failure(tried, len(bound_nodes), min_count)
+            first_failure = min_count_failure(tried, len(bound_nodes), min_count)
     if not candidates:
         failed = (
             f"{GROUP_UNSCHEDULABLE}, 0/{len(domains)} placements are available, first placement status: {first_failure}"
@@ -247,7 +247,7 @@ def plan_topology_group(
     return GroupPlan(best.placements, best.usage, condition)
 
 
-def _min_count_failure(tried: Sequence[Any], scheduled: int, min_count: int) -> str:
+def min_count_failure(tried: Sequence[Any], scheduled: int, min_count: int) -> str:
     """``GangScheduling.PlacementFeasible``'s message where the placement's pod-by-pod loop stopped:
     ``minCount (7) cannot be satisfied: 2 scheduled, 4 remaining`` (``gangscheduling.go``)."""
     queued = [placement for placement in tried if placement.reason != "SchedulingGated"]
