@@ -41,3 +41,6 @@ RESERVATION_XCOM_KEY = "gang_reservation"
 
 SUMMARY_XCOM_KEY = "return_value"
 """XCom holding the final summary of a successful gang (the operator's return value)."""
+
+GANG_SUMMARY_XCOM_KEY = "gang_summary"
+"""XCom holding the summary of a successful ``@task.gang`` task, whose ``return_value`` is rank 0's."""

@@ -14,7 +14,7 @@ every Kubernetes API request (watches included):
   deadline and the watch length are divided by ``--scale`` (10 min -> 6 s, 5 min watches -> 3 s at
   the default 100), so the request count equals that of a real 10-minute wait with 5-minute watches.
 
-Run: ``.venv/bin/python bench/api_cost.py [--anchor-seconds 30] [--scale 100]``.
+Run: ``.venv/bin/python -m bench.api_cost [--anchor-seconds 30] [--scale 100]``.
 """
 
 from __future__ import annotations

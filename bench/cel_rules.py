@@ -5,7 +5,7 @@ every write) against the anchor measured in the same run: the same PATCHes of a 
 copy of that CRD (group ``bench.example.com``) with every rule removed. The ratio is what evaluating the
 rules costs per write.
 
-Usage: ``python bench/cel_rules.py [--writes 300]``.
+Usage: ``.venv/bin/python -m bench.cel_rules [--writes 300]``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Anchor, measured in the same run: ``GET /version`` (TLS + HTTP + auth round trip
 Targets: >= 1,000 creates/s and watch fan-out p99 < 50 ms (a kube-apiserver's SLOs: mutating calls
 p99 <= 1 s, https://github.com/kubernetes/community/blob/master/sig-scalability/slos/api_call_latency.md;
 the emulator must stay far below them so that tests measure the provider, not the emulator).
-Usage: ``python bench/emulator.py [--creates 2000] [--watchers 200] [--events 40] [--by-name 3000]``.
+Usage: ``.venv/bin/python -m bench.emulator [--creates 2000] [--watchers 200] [--events 40] [--by-name 3000]``.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ nodes of 4 GPUs, all up at start). No autoscaler provisions anything: the bench 
 on a connection of its own). "API only" has no real counterpart (the real apiserver always runs
 with its scheduler here). ``--backend both`` runs both backends.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/launch.py [--sizes 8,64,256] [--modes provisioning_request,gates]
+Run: ``.venv/bin/python -m bench.launch [--sizes 8,64,256] [--modes provisioning_request,gates]
 [--backend emulator|real|both] [--profile]``; ``--modes gates,workload --sizes 64,256`` puts the
 two all-at-once modes side by side.
 """

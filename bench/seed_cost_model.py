@@ -21,7 +21,7 @@ nothing is created until the whole capacity is provisioned). GPU-hours are what 
 billed: every node's GPUs from its creation to its deletion (the autoscaler removes it after
 10 idle minutes). Nothing is hard-coded: the seed's figures are printed beside the measurement.
 
-Usage: ``python bench/seed_cost_model.py [--restock-minutes 40] [--seed 0] [--smoke]``. Simulated time
+Usage: ``.venv/bin/python -m bench.seed_cost_model [--restock-minutes 40] [--seed 0] [--smoke]``. Simulated time
 is stepped on a ManualClock (deterministic; about three minutes of CPU; ``--smoke`` runs the
 small ``SMOKE`` story in seconds, the one ``tests/integration/control_plane/test_seed_cost_model.py`` checks).
 """

@@ -39,7 +39,7 @@ of WATCH requests the process holds open (``apiserver_longrunning_requests``) an
 control plane's own requests per minute in the window. ``--backend both`` runs both and prints the
 real figures beside the emulator's.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/triggerer_load.py [--gangs 10,100,1000,10000]
+Run: ``.venv/bin/python -m bench.triggerer_load [--gangs 10,100,1000,10000]
 [--anchor-gangs 10,100] [--previous-gangs 1000] [--previous main] [--window 30] [--flips 100]
 [--backend emulator|real|both] [--startup-limit 600]``; ``--smoke``
 runs 3 gangs per mode for 2 s.

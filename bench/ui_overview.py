@@ -25,7 +25,7 @@ the number of rows (``plugin.overview_live``).
 
 Run::
 
-    .venv/bin/python bench/ui_overview.py --rows 1000
+    .venv/bin/python -m bench.ui_overview --rows 1000
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ kube-scheduler places them all in one scheduling cycle or none: no member holds 
 wait, and no other pod can take a node between one member's binding and the next. No
 ProvisioningRequest is made: the gang runs on the nodes the cluster has (or grows by ordinary
 scale-up). Needs Kubernetes 1.37+ with the ``GenericWorkload`` feature gate and
-``scheduling.k8s.io/v1beta1`` served (README, "Kubernetes gang scheduling (Workload API)"); the
+``scheduling.k8s.io/v1beta1`` served (docs/operators/workload.md); the
 precheck refuses another cluster and names them.
 
 The members run the public ``python:3.11-slim`` image and print their rank; every rank's output is in

@@ -68,17 +68,26 @@ def run_example_dag(
 
 
 def _outcome(dag_run: Any, task_id: str) -> tuple[str, dict[str, Any] | None]:
+    """The gang task's state and its summary: a ``@task.gang`` task's XCom ``gang_summary`` (its
+    ``return_value`` is rank 0's), else the operator's ``return_value``; ``None`` if it failed."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
+    from airflow_provider_gang.links import GANG_SUMMARY_XCOM_KEY, SUMMARY_XCOM_KEY
+
     with create_session() as session:
         ti = session.scalars(
-            select(TaskInstance).where(TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id)
+            select(TaskInstance).where(
+                TaskInstance.dag_id == dag_run.dag_id,
+                TaskInstance.run_id == dag_run.run_id,
+                TaskInstance.task_id == task_id,
+            )
         ).one()
-        row = session.scalars(
-            XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids=task_id, dag_ids=dag_run.dag_id)
-        ).first()
-        summary = XComModel.deserialize_value(row) if row is not None else None
-        return str(ti.state), summary
+        for key in (GANG_SUMMARY_XCOM_KEY, SUMMARY_XCOM_KEY):
+            query = XComModel.get_many(run_id=dag_run.run_id, key=key, task_ids=task_id, dag_ids=dag_run.dag_id)
+            row = session.scalars(query).first()
+            if row is not None:
+                return str(ti.state), XComModel.deserialize_value(row)
+        return str(ti.state), None

@@ -10,22 +10,23 @@ defaults, never rename one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.rate_limit import TokenBucket
 from airflow_provider_gang.kube.retry import RetryPolicy
 from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.reservation import deployment
+from airflow_provider_gang.reservation.deployment import CLIENT_DEFAULTS
 
-MAX_PARALLEL_REQUESTS = 64
-"""Upper bound of ``max_parallel_requests``: kubernetes_asyncio's ``connection_pool_maxsize`` (100
-connections per client) less room for watch streams and log reads."""
+MAX_PARALLEL_REQUESTS = deployment.MAX_PARALLEL_REQUESTS
 
 
 @dataclass(frozen=True)
 class ClientOptions:
-    """Fields:
+    """Fields (defaults: ``reservation.deployment.CLIENT_DEFAULTS``, which the ``[gang] client_*``
+    options of Airflow's configuration override deployment-wide):
     request_timeout: seconds one request (connect, send, read the whole answer) may take.
     retry_attempts: tries per request, the first included (429, 5xx and transport errors are
         retried; ``kube.errors`` says which errors are retryable). The default 10 with the default
@@ -46,38 +47,26 @@ class ClientOptions:
         queued for a connection of the pool.
     """
 
-    request_timeout: float = 30.0
-    retry_attempts: int = 10
-    retry_base_delay: float = 0.5
-    retry_max_delay: float = 30.0
-    qps: float = 1000.0
-    burst: int = 1000
-    max_parallel_requests: int = 32
+    request_timeout: float = float(CLIENT_DEFAULTS["request_timeout"])
+    retry_attempts: int = int(CLIENT_DEFAULTS["retry_attempts"])
+    retry_base_delay: float = float(CLIENT_DEFAULTS["retry_base_delay"])
+    retry_max_delay: float = float(CLIENT_DEFAULTS["retry_max_delay"])
+    qps: float = float(CLIENT_DEFAULTS["qps"])
+    burst: int = int(CLIENT_DEFAULTS["burst"])
+    max_parallel_requests: int = int(CLIENT_DEFAULTS["max_parallel_requests"])
 
     def __post_init__(self) -> None:
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{item.name} must be a number >= 0, not {value!r}")
-        for name in ("retry_attempts", "burst", "max_parallel_requests"):
-            value = getattr(self, name)
-            if value < 1 or int(value) != value:
-                raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
-        if self.max_parallel_requests > MAX_PARALLEL_REQUESTS:
-            raise ValueError(
-                f"max_parallel_requests must be <= {MAX_PARALLEL_REQUESTS}, not {self.max_parallel_requests!r}"
-            )
-        if self.request_timeout <= 0:
-            raise ValueError(f"request_timeout must be > 0, not {self.request_timeout!r}")
+        problem = deployment.client_option_problem(asdict(self))
+        if problem is not None:
+            raise ValueError(problem)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> ClientOptions:
         """From the plain form; ``ValueError`` names an unknown key and lists the known ones."""
         values = dict(values or {})
-        known = {item.name for item in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown client option(s) {unknown}; known: {sorted(known)}")
+        problem = deployment.client_option_problem(values)
+        if problem is not None:
+            raise ValueError(problem)
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,80 +9,44 @@ a try may choose (``reservation.tries.auto_mode``) and planned as ``gates``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from airflow_provider_gang.operators.settings import DEFAULT_PROVISIONING_CLASS, cloud_profile
 from airflow_provider_gang.reservation import checkpoint as checkpoints
-from airflow_provider_gang.reservation.checkpoint import PersistentVolumeCheckpoint
 from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.spec import GangSpec, GangSpecError, MemberResources, ReservationMode
-from airflow_provider_gang.reservation.tries import auto_mode
-from airflow_provider_gang.reservation.tries.arguments import GangArgumentError, has_jinja
+from airflow_provider_gang.reservation.tries import argument_record, auto_mode
+from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 from airflow_provider_gang.reservation.tries.member_template import build_member_template
 
 
 class GangArguments(Protocol):
-    """What of a ``GangTrainingOperator`` describes its gang (the operator's attributes, as given)."""
+    """What of a ``GangTrainingOperator`` describes its gang: its arguments' values by name, as given
+    or rendered (``reservation.tries.argument_record.names()``)."""
 
-    template_fields: Sequence[str]
-    size: int
-    min_size: int | None
-    image: str | None
-    pod_template: Mapping[str, Any] | None
-    pod_template_file: str | None
-    gpus: int
-    cpu: str | None
-    memory: str | None
-    gpu_resource: str
-    distributed: str | None
-    master_port: int
-    reservation: str
-    provisioning_class: str | None
-    provisioning_parameters: dict[str, str]
-    strict_zone: bool
-    spot: bool
-    use_reservation: str | None
-    cloud: str | CloudProfile | None
-    checkpoint: str | PersistentVolumeCheckpoint | None
-    retry_on_exit_codes: Any
-    fail_on_exit_codes: Any
-    kubernetes_conn_id: str
+    def argument_values(self) -> Mapping[str, Any]: ...
 
 
-ARGUMENT_OF_FIELD = {"mode": "reservation", "queue": "kueue_queue", "reservation_name": "use_reservation"}
-"""GangSpec field -> the operator argument a user wrote."""
+def argument_of_field(field: str) -> str:
+    """GangSpec field -> the operator argument a user wrote (``queue`` -> ``kueue_queue``)."""
+    return argument_record.argument_of_spec_field(field)
 
 
-def templated_values(operator: GangArguments, *, stand_ins: bool) -> dict[str, Any]:
-    """The templated fields' values; with ``stand_ins``, a valid neutral value replaces any that
-    still holds Jinja, so every other argument can be checked at parse time."""
-    values = {name: getattr(operator, name) for name in operator.template_fields}
+def described_values(operator: GangArguments, *, stand_ins: bool) -> dict[str, Any]:
+    """Every argument's value; with ``stand_ins``, each templated one through its record's stand-in
+    (a value that still holds Jinja becomes a valid neutral one), so every other argument can be
+    checked at parse time. A pod source that stood in (a templated ``pod_template`` or file path)
+    leaves a stand-in image: its content is checked after rendering."""
+    values = dict(operator.argument_values())
     if not stand_ins:
         return values
-    neutral: dict[str, Any] = {
-        "namespace": "default",
-        "image": "image",
-        "command": None,
-        "args": None,
-        "env": None,
-        "kueue_queue": "queue",
-        "zone": "zone",
-        "labels": {},
-        "pod_template_file": None,
-        "checkpoint": None,
-    }
-    for name, value in values.items():
-        if has_jinja(value):
-            values[name] = neutral[name]
-    values["checkpoint"] = checkpoints.stand_in(operator.checkpoint)
-    if (
-        values["pod_template_file"] is None
-        and operator.pod_template_file is not None
-        and operator.image is None
-        and operator.pod_template is None
-    ):
-        values["image"] = "image"  # a templated file path: its content is checked after rendering
+    sources = ("image", "pod_template", "pod_template_file")
+    had_source = any(values[name] is not None for name in sources)
+    for name in argument_record.templated_names():
+        values[name] = argument_record.BY_NAME[name].stand_in(values[name])
+    if had_source and all(values[name] is None for name in sources):
+        values["image"] = "image"
     return values
 
 
@@ -91,14 +55,14 @@ def candidate_specs(
 ) -> tuple[GangSpec, ...]:
     """The gang in every mode a try may run in (``auto``: ``gates``, then ``workload``; else the
     one mode), each checked; the first is the one a try is planned with."""
-    modes = auto_mode.CANDIDATE_MODES if operator.reservation == auto_mode.AUTO else (None,)
+    modes = auto_mode.CANDIDATE_MODES if operator.argument_values()["reservation"] == auto_mode.AUTO else (None,)
     return tuple(build_spec(operator, name, stand_ins=stand_ins, cloud=cloud, mode=mode) for mode in modes)
 
 
 def refusal(operator: GangArguments, argument: str, mode: ReservationMode | None, message: str) -> GangArgumentError:
     """The error for ``argument`` of the gang in ``mode``, saying so when only ``auto``'s choice of
     that mode refuses it."""
-    if operator.reservation == auto_mode.AUTO and mode not in (None, auto_mode.CONFIGURED_MODE):
+    if operator.argument_values()["reservation"] == auto_mode.AUTO and mode not in (None, auto_mode.CONFIGURED_MODE):
         assert mode is not None
         return GangArgumentError(
             argument,
@@ -119,47 +83,34 @@ def build_spec(
     """The gang as the arguments describe it, before any fallback step, named ``name``, on ``cloud``
     (default: the ``cloud`` argument's profile, else GKE's until the connection is read), in
     ``mode`` (default: the ``reservation`` argument's; ``auto`` is planned as ``gates``)."""
-    values = templated_values(operator, stand_ins=stand_ins)
-    cloud = cloud or cloud_profile(operator.cloud or "gke", operator.kubernetes_conn_id)
-    provisioning_class = operator.provisioning_class
-    if operator.reservation == auto_mode.AUTO:
+    values = described_values(operator, stand_ins=stand_ins)
+    cloud = cloud or cloud_profile(values["cloud"] or "gke", values["kubernetes_conn_id"])
+    provisioning_class = values["provisioning_class"]
+    if values["reservation"] == auto_mode.AUTO:
         mode = mode or auto_mode.CONFIGURED_MODE
         provisioning_class = DEFAULT_PROVISIONING_CLASS if mode.uses_provisioning_request else None
+    as_they_are = {
+        argument.spec_field: values[argument.name] for argument in argument_record.ARGUMENTS if argument.spec_field
+    }
     try:
         return GangSpec(
+            **{**as_they_are, "mode": mode or values["reservation"], "provisioning_class": provisioning_class},
             name=name,
-            namespace=values["namespace"],
-            size=operator.size,
-            min_size=operator.min_size,
             pod_template=build_member_template(
                 image=values["image"],
                 command=values["command"],
                 args=values["args"],
                 env=values["env"],
-                pod_template=operator.pod_template,
+                pod_template=values["pod_template"],
                 pod_template_file=values["pod_template_file"],
-                gpus=operator.gpus,
-                gpu_resource=operator.gpu_resource,
+                gpus=values["gpus"],
+                gpu_resource=values["gpu_resource"],
             ),
             resources=MemberResources(
-                gpus=operator.gpus, cpu=operator.cpu, memory=operator.memory, gpu_resource=operator.gpu_resource
+                gpus=values["gpus"], cpu=values["cpu"], memory=values["memory"], gpu_resource=values["gpu_resource"]
             ),
-            mode=mode or operator.reservation,  # type: ignore[arg-type]  # GangSpec converts the string
-            provisioning_class=provisioning_class,
-            provisioning_parameters=operator.provisioning_parameters,
-            queue=values["kueue_queue"],
-            zone=values["zone"],
-            strict_zone=operator.strict_zone,
-            spot=operator.spot,
-            labels=values["labels"],
-            distributed=operator.distributed,  # type: ignore[arg-type]  # GangSpec converts the string
-            master_port=operator.master_port,
             checkpoint=None if values["checkpoint"] is None else checkpoints.from_argument(values["checkpoint"]),
-            reservation_name=operator.use_reservation,
-            retry_on_exit_codes=operator.retry_on_exit_codes,  # type: ignore[arg-type]  # GangSpec checks them
-            fail_on_exit_codes=operator.fail_on_exit_codes,  # type: ignore[arg-type]
             cloud=cloud,
         )
     except GangSpecError as error:
-        argument = ARGUMENT_OF_FIELD.get(error.field, error.field)
-        raise refusal(operator, argument, mode, error.message) from error
+        raise refusal(operator, argument_of_field(error.field), mode, error.message) from error

@@ -56,7 +56,7 @@ RENAMED = {
     **{f"{PREFIX}.{stage}": f"{PREFIX}.{name}" for stage, name in TIMERS.items()},
     **{f"{PREFIX}.gpu_seconds_{spent}": f"{PREFIX}.{name}" for spent, name in GPU_COUNTERS.items()},
 }
-"""Old metric name -> the name it is sent under now (the README's list of renamed metrics)."""
+"""Old metric name -> the name it is sent under now (the list of renamed metrics in docs/metrics.md)."""
 
 
 def tag_value(value: object) -> str:

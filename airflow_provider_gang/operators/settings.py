@@ -15,6 +15,7 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_gang.airflow_compat import AirflowNotFoundException
 from airflow_provider_gang.kube.options import ClientOptions
+from airflow_provider_gang.operators import configuration
 from airflow_provider_gang.reservation import cloud, fallback, validation
 from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.errors import GangSpecError
@@ -36,6 +37,12 @@ class TrySettings:
     refused before it had a spec; ``ladder`` is the fallback ladder the sequence walks when it has
     none stored yet. ``auto_reservation``: ``reservation="auto"``, ``configured`` is in ``gates``
     mode and each new try chooses its mode on its cluster (``reservation.tries.auto_mode``).
+    The fields named like an operator argument are that argument as it is
+    (``reservation.tries.argument_record.try_settings``; ``mode`` is ``reservation``);
+    ``client_options`` lays the argument over the deployment's ``[gang] client_*`` options, and
+    ``heartbeat_seconds`` / ``watch_timeout_seconds`` are ``[gang] heartbeat_interval`` /
+    ``watch_timeout`` (``operators.configuration``). ``rank_zero_returns``: the task's return value
+    is rank 0's (``@task.gang``), read from its log when the gang succeeded (``member.function_call``).
     """
 
     kubernetes_conn_id: str
@@ -54,8 +61,11 @@ class TrySettings:
     on_finish: str
     log_ranks: Sequence[int] | str
     client_options: ClientOptions
+    heartbeat_seconds: float
+    watch_timeout_seconds: int
     log: Any
     """The operator's logger (Airflow's structlog logger, or a stdlib one)."""
+    rank_zero_returns: bool = False
 
 
 CLOUD_EXTRA = "cloud"
@@ -64,11 +74,13 @@ CLOUD_EXTRA = "cloud"
 
 def cloud_profile(argument: str | CloudProfile | None, kubernetes_conn_id: str) -> CloudProfile:
     """The gang's cloud profile: the operator's ``cloud`` argument when given, else the connection's
-    extra ``cloud`` (a profile name or a ``CloudProfile.to_dict()`` mapping), else GKE's.
+    extra ``cloud`` (a profile name or a ``CloudProfile.to_dict()`` mapping), else the deployment's
+    ``[gang] default_cloud`` (GKE's unless configured).
 
     Read on the worker when a try starts, before anything is created. A connection that does not
-    exist yields GKE's profile here; the try then fails on the connection itself. Raises
-    :class:`GangArgumentError` naming ``cloud`` and the connection for a value no profile matches.
+    exist yields the default profile here; the try then fails on the connection itself. Raises
+    :class:`GangArgumentError` naming ``cloud`` and the connection (or the option) for a value no
+    profile matches.
     """
     if argument is not None:
         try:
@@ -78,12 +90,20 @@ def cloud_profile(argument: str | CloudProfile | None, kubernetes_conn_id: str) 
     try:
         extra = BaseHook.get_connection(kubernetes_conn_id).extra_dejson.get(CLOUD_EXTRA)
     except AirflowNotFoundException:
-        return cloud.GKE
+        extra = None
     if extra is None:
-        return cloud.GKE
+        return _default_cloud()
     try:
         return cloud.profile_of(extra)
     except GangSpecError as error:
         raise GangArgumentError(
             "cloud", f"connection {kubernetes_conn_id!r} extra {CLOUD_EXTRA!r}: {error.message}"
         ) from error
+
+
+def _default_cloud() -> CloudProfile:
+    named = configuration.default_cloud()
+    try:
+        return cloud.profile_of(named)
+    except GangSpecError as error:
+        raise GangArgumentError("cloud", f"[gang] default_cloud: {error.message}") from error

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from airflow_provider_gang.airflow_compat import AirflowTaskTerminated
@@ -21,6 +21,8 @@ from airflow_provider_gang.hooks import deletion, inspection, member_logs
 from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.links import GANG_SUMMARY_XCOM_KEY
+from airflow_provider_gang.member import function_call
 from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.lifecycle import TryLifecycle
 from airflow_provider_gang.operators.settings import TrySettings
@@ -36,6 +38,15 @@ from airflow_provider_gang.reservation.tries import results
 from airflow_provider_gang.reservation.tries.results import TryEnding
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReturnValue:
+    """Rank 0's return value (``None`` is a value too)."""
+
+    value: Any
+
+
 KILLED = TryEnding.failed(Reason.KILLED, "on_kill deleted the gang")
 """How a try ends once ``on_kill`` ran, whatever the trigger saw of the deletion."""
 
@@ -111,6 +122,8 @@ class TryRun:
             client_options=self.settings.client_options.to_dict(),
             try_number=plan.attempt,
             unreachable_seconds=self.settings.unreachable_timeout.total_seconds(),
+            heartbeat_seconds=self.settings.heartbeat_seconds,
+            watch_timeout_seconds=self.settings.watch_timeout_seconds,
             tries_allowed=tries_allowed(self.context["ti"]),
             step_description=plan.step,
         )
@@ -137,8 +150,9 @@ class TryRun:
         self, reservation_event: GangEvent | None, run_event: GangEvent | None, ending: TryEnding | None = None
     ) -> Any:
         """Close the try: logs, teardown (always on failure; on success unless ``on_finish="keep"``),
-        record; the summary on success, else the typed exception is raised. ``ending`` defaults to
-        what the last event says."""
+        record; the task's return value on success - the summary, or rank 0's return value with the
+        summary pushed as ``links.GANG_SUMMARY_XCOM_KEY`` (``settings.rank_zero_returns``) - else the
+        typed exception is raised. ``ending`` defaults to what the last event says."""
         assert self.state is not None
         state = self.state
         spec = state.plan.spec
@@ -152,7 +166,14 @@ class TryRun:
             ending = TryEnding.of_event(last)
         succeeded = ending.succeeded and run_event is not None
         ranks = results.ranks_to_log(self.settings.log_ranks, state.size_run or spec.size)
-        logs, notes = self._read_logs(spec, ranks, run_event)
+        returns = succeeded and self.settings.rank_zero_returns
+        logs, notes = self._read_logs(spec, sorted({*ranks, 0}) if returns else ranks, run_event)
+        returned: ReturnValue | None = None
+        if returns:
+            returned, failure_of_rank_0 = self._rank_zero_return_value(spec, logs)
+            if failure_of_rank_0 is not None:
+                succeeded, ending = False, failure_of_rank_0
+        logs = {rank: function_call.without_return_value(text) for rank, text in logs.items() if rank in ranks}
         state = self._tearing_down(state)
         deleted = self._teardown(spec, keep_members=succeeded and self.settings.on_finish == "keep")
         for rank, text in sorted(logs.items()):
@@ -176,9 +197,24 @@ class TryRun:
             )
         for line in results.story(records):
             self.log.info("%s", line)
-        if succeeded:
-            return results.summary(state.plan, record, records, logs)
-        return self._raise_ended(record, records, killed)
+        if not succeeded:
+            return self._raise_ended(record, records, killed)
+        summary = results.summary(state.plan, record, records, logs)
+        if returned is None:
+            return summary
+        self.context["ti"].xcom_push(key=GANG_SUMMARY_XCOM_KEY, value=summary)
+        return returned.value
+
+    def _rank_zero_return_value(
+        self, spec: GangSpec, logs: Mapping[int, str]
+    ) -> tuple[ReturnValue | None, TryEnding | None]:
+        """Rank 0's return value from its log, or the ending of a try whose rank 0 wrote none that can
+        be read (``member.function_call.read_return_value``)."""
+        try:
+            return ReturnValue(function_call.read_return_value(logs.get(0, ""))), None
+        except function_call.ReturnValueError as problem:
+            self.log.error("Gang %s: %s", spec.name, problem)
+            return None, TryEnding.failed(Reason.MEMBER_FAILED, f"@task.gang: {problem}")
 
     def _read_logs(
         self, spec: GangSpec, ranks: list[int], run_event: GangEvent | None

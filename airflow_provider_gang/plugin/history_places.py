@@ -37,12 +37,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_gang.operators.try_store import history_name
+from airflow_provider_gang.reservation.tries import argument_record
 from airflow_provider_gang.sweep.serialized_tasks import serialized_tasks
 
 Key = tuple[str, str, str, int]
-DEFAULT_CONN_ID = "kubernetes_default"
+DEFAULT_CONN_ID = argument_record.default("kubernetes_conn_id")
 """``GangTrainingOperator``'s default ``kubernetes_conn_id``."""
-DEFAULT_NAMESPACE = "default"
+DEFAULT_NAMESPACE = argument_record.default("namespace")
 """``GangTrainingOperator``'s default ``namespace``."""
 HISTORY_CLIENT_OPTIONS = {"request_timeout": 4.0, "retry_attempts": 2, "retry_base_delay": 0.2, "retry_max_delay": 0.5}
 """How the pages read history ConfigMaps (``kube.options.ClientOptions``): a failing call is reported

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_provider_gang.links import RESERVATION_XCOM_KEY, SUMMARY_XCOM_KEY
+from airflow_provider_gang.links import GANG_SUMMARY_XCOM_KEY, RESERVATION_XCOM_KEY, SUMMARY_XCOM_KEY
 from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY
 
 log = logging.getLogger(__name__)
@@ -110,13 +110,21 @@ def read_past_try_numbers(dag_id: str, run_id: str, task_id: str, map_index: int
 
 def read_gang_xcoms(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
     """``{"reservation": ..., "summary": ...}``: the deserialized values of the XComs
-    ``links.RESERVATION_XCOM_KEY`` and ``links.SUMMARY_XCOM_KEY``; a key whose XCom is missing is left out."""
+    ``links.RESERVATION_XCOM_KEY`` and of ``links.GANG_SUMMARY_XCOM_KEY`` (a ``@task.gang`` task's
+    summary), else ``links.SUMMARY_XCOM_KEY`` (the operator's); a missing XCom is left out."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
+    wanted = (
+        ("reservation", RESERVATION_XCOM_KEY),
+        ("summary", GANG_SUMMARY_XCOM_KEY),
+        ("summary", SUMMARY_XCOM_KEY),
+    )
     found: dict[str, Any] = {}
     with create_session() as session:
-        for name, key in (("reservation", RESERVATION_XCOM_KEY), ("summary", SUMMARY_XCOM_KEY)):
+        for name, key in wanted:
+            if name in found:
+                continue
             query = XComModel.get_many(
                 run_id=run_id, key=key, task_ids=task_id, dag_ids=dag_id, map_indexes=map_index, limit=1
             )

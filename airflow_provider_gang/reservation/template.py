@@ -108,8 +108,14 @@ def check_pod_template(template: Mapping[str, Any], *, gpu_resource: str, gpus: 
 
 def _check_container_resources(container: Mapping[str, Any], where: str) -> None:
     resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise GangSpecError(f"{where}.resources", f"must be a mapping of requests and limits, got {resources!r}")
     for section in ("requests", "limits"):
-        for name, value in (resources.get(section) or {}).items():
+        amounts = resources.get(section) or {}
+        if not isinstance(amounts, Mapping):
+            problem = f"must map resource names to quantities, got {amounts!r}"
+            raise GangSpecError(f"{where}.resources.{section}", problem)
+        for name, value in amounts.items():
             if not quantity.is_quantity(value):
                 raise GangSpecError(f"{where}.resources.{section}[{name!r}]", f"{value!r} is not a Kubernetes quantity")
 

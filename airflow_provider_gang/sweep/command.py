@@ -26,9 +26,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from airflow_provider_gang.kube import errors
+from airflow_provider_gang.reservation.tries import argument_record
 from airflow_provider_gang.sweep import airflow_state, withdrawal
 
-DEFAULT_CONN_ID = "kubernetes_default"
+DEFAULT_CONN_ID = argument_record.default("kubernetes_conn_id")
 ARGUMENTS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (
         ("--conn-id",),

@@ -29,12 +29,13 @@ import threading
 from typing import Any
 
 from airflow_provider_gang.reservation.records.task_state import FINAL_TASK_STATES
+from airflow_provider_gang.reservation.tries import argument_record
 from airflow_provider_gang.sweep import airflow_state, serialized_tasks, withdrawal
 from airflow_provider_gang.sweep.verdict import TaskInstanceKey
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONN_ID = "kubernetes_default"
+DEFAULT_CONN_ID = argument_record.default("kubernetes_conn_id")
 """``GangTrainingOperator``'s default ``kubernetes_conn_id`` (a DAG serialized before the
 connection id was serialized has none)."""
 _RUNNING_WITHDRAWALS: set[threading.Thread] = set()

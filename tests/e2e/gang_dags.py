@@ -8,7 +8,16 @@ from typing import Any
 import pendulum
 
 from airflow_provider_gang.operators import GangTrainingOperator
+from airflow_provider_gang.reservation import naming
 
+GANG_KINDS = (
+    "v1/pods",
+    "v1/configmaps",
+    "v1/podtemplates",
+    "v1/services",
+    "autoscaling.x-k8s.io/v1/provisioningrequests",
+)
+"""The kinds of a gang's objects in provisioning_request and gates modes."""
 SIM_RUN = "sim.gang.dev/run-seconds"
 SIM_START = "sim.gang.dev/start-seconds"
 SIM_EXIT = "sim.gang.dev/exit-code"
@@ -20,6 +29,16 @@ def simulated_pod(run_seconds: float = 30, exit_code: int = 0) -> dict[str, Any]
         "metadata": {"annotations": {SIM_RUN: str(run_seconds), SIM_EXIT: str(exit_code)}},
         "spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]},
     }
+
+
+def gang_objects(cluster: Any, gang: str | None = None) -> dict[str, list[str]]:
+    """The names of gang ``gang``'s objects (``None``: of every gang) left on ``cluster``, by kind."""
+    selector = naming.GANG_LABEL if gang is None else f"{naming.GANG_LABEL}={gang}"
+    found = {
+        kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)]
+        for kind in GANG_KINDS
+    }
+    return {kind: names for kind, names in found.items() if names}
 
 
 def gang_dag(dag_id: str, *, retries: int = 0, **operator_arguments: Any) -> Any:

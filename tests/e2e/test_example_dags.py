@@ -88,6 +88,7 @@ EXAMPLES = [
     ("gang_jax_job", "collectives", "small", "ghcr.io/example/jax-trainer:*"),
     ("gang_reserved_capacity", "train", "reserved", None),
     ("gang_spot_checkpoint", "train", "reserved", "ghcr.io/example/ddp-trainer:*"),
+    ("gang_task_decorator", "train", "small", None),
 ]
 EXAMPLE_TIME_SCALE = 60.0
 
@@ -131,3 +132,20 @@ def test_every_example_dag_completes_on_its_scenario(
         bound = {pod["spec"].get("nodeName") for _, pod in cluster.changes("v1/pods")} - {None}
         assert bound and bound <= spot, (bound, spot)
         assert summary["tries"][-1]["checkpoint_step"] == 20, summary["tries"]
+    if dag_id == "gang_task_decorator":  # rank 0's dict reached the next task
+        assert summary["size_run"] == 3
+        assert task_return_value(dag_id, "train") == {"rank": 0, "world_size": 3, "loss": 0.125}
+        assert task_return_value(dag_id, "report") == "3 ranks trained; rank 0's loss is 0.125"
+
+
+def task_return_value(dag_id: str, task_id: str) -> Any:
+    """The XCom ``return_value`` of ``task_id`` in the DAG's newest run."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    (dag_run, *_) = sorted(DagRun.find(dag_id=dag_id), key=lambda run: run.id, reverse=True)
+    with create_session() as session:
+        query = XComModel.get_many(run_id=dag_run.run_id, key="return_value", task_ids=task_id, dag_ids=dag_id)
+        row = session.scalars(query).first()
+        return None if row is None else XComModel.deserialize_value(row)

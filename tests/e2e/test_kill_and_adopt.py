@@ -23,24 +23,7 @@ from demo.cluster import CONN_ID
 from gang_sim.testing import ClusterHarness
 from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, delete_like_on_kill, first_event
-from tests.e2e.gang_dags import simulated_pod
-
-GANG_KINDS = (
-    "v1/pods",
-    "v1/configmaps",
-    "v1/podtemplates",
-    "v1/services",
-    "autoscaling.x-k8s.io/v1/provisioningrequests",
-)
-
-
-def gang_objects(cluster: ClusterHarness, gang: str) -> dict[str, list[str]]:
-    selector = f"{naming.GANG_LABEL}={gang}"
-    found = {
-        kind: [item["metadata"]["name"] for item in cluster.objects(kind, label_selector=selector)]
-        for kind in GANG_KINDS
-    }
-    return {kind: names for kind, names in found.items() if names}
+from tests.e2e.gang_dags import gang_objects, simulated_pod
 
 
 def running_pods(cluster: ClusterHarness, gang: str) -> int:

@@ -30,7 +30,7 @@ Gangs page lists that DAG alone and the other DAGs' Gang pages answer 403.
 
 Screenshots and DOM dumps stay in ``$GANG_ARTIFACTS`` (default ``build/test-artifacts/ui`` of the
 checkout, ignored by git): ``waiting.png``, ``waiting.html``, ``failed.png``, ``overview.png`` ...;
-with ``GANG_SCREENSHOTS_TO_DOCS=1`` the PNGs are also copied to ``docs/screenshots/`` (the README's).
+with ``GANG_SCREENSHOTS_TO_DOCS=1`` the PNGs are also copied to ``docs/screenshots/`` (docs/airflow-ui.md shows them).
 
 Run (about 2.5 minutes on 2 cores)::
 

@@ -26,6 +26,7 @@ from gang_sim.cli import build_parser
 from gang_sim.controllers.kubelet.simulated_runtime import ANNOTATIONS, RUNS_UNTIL_DELETED
 from gang_sim.world.scenario import load_scenario, named_scenarios, parse_scenario
 from gang_sim.world.scenario_objects import create_objects
+from tests.docs.pages import name_of, shown_commands
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 EMULATOR = DOCS / "emulator.md"
@@ -84,12 +85,9 @@ def test_the_gke_manifests_are_what_the_kueue_and_dws_scenarios_create() -> None
 def test_every_gang_sim_command_line_parses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "my-cluster.yaml").write_text(scenario_blocks()[0])
     monkeypatch.chdir(tmp_path)
+    pages = {name_of(EMULATOR), name_of(KUEUE_AND_DWS)}
     lines = [
-        line.strip()
-        for path in (EMULATOR, KUEUE_AND_DWS)
-        for block in blocks(path, "bash")
-        for line in block.splitlines()
-        if line.strip().startswith("gang-sim ")
+        command.text for command in shown_commands() if command.page in pages and command.text.startswith("gang-sim ")
     ]
     assert len(lines) >= 5
     for line in lines:

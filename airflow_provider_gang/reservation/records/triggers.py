@@ -46,13 +46,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_gang.reservation import cloud
+from airflow_provider_gang.reservation import cloud, deployment
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.reading import CURRENT_VERSION, RecordError, record_values
 from airflow_provider_gang.reservation.spec import ReservationMode
 
-DEFAULT_HEARTBEAT_SECONDS = 300.0
-"""At least one log line every five minutes while a gang waits."""
+DEFAULT_HEARTBEAT_SECONDS = float(deployment.BY_NAME["heartbeat_interval"].default)
+"""At least one log line every five minutes while a gang waits (``[gang] heartbeat_interval``)."""
+DEFAULT_WATCH_TIMEOUT_SECONDS = int(deployment.BY_NAME["watch_timeout"].default)
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,9 @@ class TriggerArguments:
     preemption_taints: tuple[str, ...] = cloud.GKE.preemption_taints
     delete_on_kill: tuple[DeleteTarget, ...] = ()
     client_options: Mapping[str, Any] = field(default_factory=dict)
-    watch_timeout_seconds: int = 300
+    watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS
     try_number: int | None = None
-    unreachable_seconds: float = 600.0
+    unreachable_seconds: float = 600.0  # stored format: what triggers serialized without it meant
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
     tries_allowed: int | None = None
     step_description: str | None = None

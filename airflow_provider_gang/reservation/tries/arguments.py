@@ -4,24 +4,25 @@
 class, parameters). This module validates what only the operator has: time limits, ``start_by``, the
 fallback ladder's fit to the mode, ``on_finish``, ``log_ranks``, ``deferrable``, ``distributed`` (and
 ``"jax"`` refused with Kueue partial admission, ``min_size < size``), the source of the pod
-(``image`` / ``pod_template`` / ``pod_template_file``), ``command``/``args``/``env`` shapes and the
-connection id. ``reservation.template`` checks the pod template's content.
+(``image`` / ``pod_template`` / ``pod_template_file``), ``command``/``args``/``env`` shapes, the
+client options and the connection id. ``reservation.template`` checks the pod template's content.
 
-The checks run twice: in ``__init__`` at DAG parse time, skipping values that
-still hold Jinja, and again after ``render_template_fields`` with every value final. Each failure is a
-``GangArgumentError`` naming the argument, what is wrong and how to fix it; nothing has been created
-in the cluster when it is raised.
+Each check is a :data:`Check` that the argument record (``reservation.tries.argument_record``) attaches
+to the argument its error names, and runs in the record's order. The checks run twice: in
+``__init__`` at DAG parse time, skipping values that still hold Jinja, and again after
+``render_template_fields`` with every value final. Each failure is a ``GangArgumentError`` naming the
+argument, what is wrong and how to fix it; nothing has been created in the cluster when it is raised.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_gang.reservation import deployment, fallback
 from airflow_provider_gang.reservation.fallback import FallbackStep
 from airflow_provider_gang.reservation.manifests.rank_env import PROVIDER_VARIABLES
 
@@ -63,6 +64,17 @@ class GangArgumentError(ValueError):
         self.fix = fix
 
 
+class GangConfigurationError(GangArgumentError):
+    """A ``[gang]`` option of Airflow's configuration that a try reads is malformed
+    (``reservation.deployment.ConfigurationError``); ``argument`` is ``"[gang] <option>"``."""
+
+    def __init__(self, error: deployment.ConfigurationError) -> None:
+        ValueError.__init__(self, str(error))
+        self.argument = f"[{deployment.SECTION}] {error.option}"
+        self.problem = str(error)
+        self.fix = ""
+
+
 def has_jinja(value: Any) -> bool:
     """Whether ``value`` (or any string inside it) still holds a Jinja expression or statement."""
     if isinstance(value, str):
@@ -74,32 +86,33 @@ def has_jinja(value: Any) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class OperatorArguments:
-    """The operator-level arguments, as given (parse time) or rendered (execution time)."""
+class OperatorArguments(Mapping[str, Any]):
+    """Every operator argument's value by name, as given (parse time) or rendered (execution time),
+    read as attributes (``arguments.size``) by the checks below. Built with the record's defaults for
+    what was not given: ``reservation.tries.argument_record.arguments_of``."""
 
-    size: int
-    min_size: Any = None
-    image: str | None = None
-    command: Any = None
-    args: Any = None
-    env: Any = None
-    pod_template: Any = None
-    pod_template_file: Any = None
-    distributed: Any = None
-    reservation: Any = "provisioning_request"
-    provisioning_class: Any = None
-    reservation_timeout: Any = timedelta(minutes=30)
-    startup_timeout: Any = timedelta(minutes=5)
-    run_timeout: Any = None
-    start_by: Any = None
-    unreachable_timeout: Any = timedelta(minutes=10)
-    on_finish: Any = "delete"
-    log_ranks: Any = (0,)
-    deferrable: Any = False
-    kubernetes_conn_id: Any = "kubernetes_default"
-    fallback_modes: Sequence[tuple[str, str]] = field(default_factory=tuple)
-    """(step description, the reservation mode it requires or "") for each fallback step."""
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+Check = Callable[[OperatorArguments, bool], None]
+"""A parse-time check: ``check(arguments, rendered)`` raises ``GangArgumentError`` naming the argument.
+With ``rendered=False`` (parse time) a value that still holds Jinja is not judged."""
 
 
 def as_duration(value: Any) -> Any:
@@ -140,32 +153,54 @@ def check_fallbacks_shape(fallbacks: Any) -> tuple[Any, ...]:
                 f"step {index} is the string {step!r}, not a step",
                 f"write a step, e.g. OtherZone({step!r}) or OtherQueue({step!r})",
             )
+        if not isinstance(step, FallbackStep):
+            raise GangArgumentError(
+                "fallbacks",
+                f"step {index} is {step!r}, not a reservation.fallback step",
+                "pass e.g. fallbacks=[OtherZone('us-central1-b'), ShrinkTo(4)]",
+            )
     return tuple(fallbacks)
 
 
-def _check_timedelta(argument: str, value: Any, *, optional: bool, example: str) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, timedelta):
-        raise GangArgumentError(
-            argument, f"must be a datetime.timedelta or a number of seconds, got {value!r}", f"use {example}"
-        )
-    if value <= timedelta(0):
-        raise GangArgumentError(argument, f"must be positive, got {value}", f"use {example}")
+def duration_check(argument: str, *, optional: bool, example: str) -> Check:
+    """The check of a time limit: a positive ``timedelta`` (numbers were converted by
+    :func:`as_duration`), or ``None`` when ``optional``."""
+
+    def check(arguments: OperatorArguments, rendered: bool) -> None:
+        value = arguments[argument]
+        if value is None and optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, timedelta):
+            raise GangArgumentError(
+                argument, f"must be a datetime.timedelta or a number of seconds, got {value!r}", f"use {example}"
+            )
+        if value <= timedelta(0):
+            raise GangArgumentError(argument, f"must be positive, got {value}", f"use {example}")
+
+    return check
 
 
-def _check_string_list(argument: str, value: Any, example: str) -> None:
-    if value is None:
-        return
-    if isinstance(value, str):
-        raise GangArgumentError(
-            argument, "is a single string; Kubernetes would not split it into words", f"pass a list, e.g. {example}"
-        )
-    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
-        raise GangArgumentError(argument, f"must be a list of strings, got {value!r}", f"pass e.g. {example}")
+def string_list_check(argument: str, example: str) -> Check:
+    """The check of ``command`` / ``args``: a list of strings (a single string is refused: Kubernetes
+    would not split it into words)."""
+
+    def check(arguments: OperatorArguments, rendered: bool) -> None:
+        value = arguments[argument]
+        if value is None or (not rendered and has_jinja(value)):
+            return
+        if isinstance(value, str):
+            raise GangArgumentError(
+                argument, "is a single string; Kubernetes would not split it into words", f"pass a list, e.g. {example}"
+            )
+        if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+            raise GangArgumentError(argument, f"must be a list of strings, got {value!r}", f"pass e.g. {example}")
+
+    return check
 
 
-def _check_env(env: Any, distributed: Any, *, rendered: bool) -> None:
+def check_env(arguments: OperatorArguments, rendered: bool) -> None:
+    """``env``: a mapping of valid names to strings, none of them a variable the provider sets."""
+    env, distributed = arguments.env, arguments.distributed
     if env is None or (not rendered and isinstance(env, str) and has_jinja(env)):
         return
     if not isinstance(env, Mapping):
@@ -197,11 +232,9 @@ def _check_env(env: Any, distributed: Any, *, rendered: bool) -> None:
             )
 
 
-def _check_pod_source(arguments: OperatorArguments) -> None:
+def check_pod_source(arguments: OperatorArguments, rendered: bool) -> None:
     """Exactly one of image / pod_template / pod_template_file; GangSpec checks the template itself."""
-    sources = [
-        name for name in ("image", "pod_template", "pod_template_file") if getattr(arguments, name) not in (None, "")
-    ]
+    sources = [name for name in ("image", "pod_template", "pod_template_file") if arguments[name] not in (None, "")]
     if not sources:
         raise GangArgumentError(
             "image",
@@ -221,8 +254,16 @@ def _check_pod_source(arguments: OperatorArguments) -> None:
         raise GangArgumentError("pod_template_file", f"must be a path, got {path!r}", "pass a YAML file path")
 
 
-def _check_mode(arguments: OperatorArguments) -> None:
-    """Mode checks GangSpec cannot make: it never sees a class in kueue mode, nor the ladder."""
+def check_distributed(arguments: OperatorArguments, rendered: bool) -> None:
+    if arguments.distributed not in (None, *DISTRIBUTED_FRAMEWORKS):
+        raise GangArgumentError(
+            "distributed", f"unknown framework {arguments.distributed!r}", "use 'torch', 'jax' or None"
+        )
+
+
+def check_mode(arguments: OperatorArguments, rendered: bool) -> None:
+    """Mode checks GangSpec cannot make: it never sees a class in kueue mode, nor the ladder.
+    ``provisioning_class`` is the one the user gave (the operator fills in the default later)."""
     mode = arguments.reservation
     if mode not in RESERVATION_MODES:
         raise GangArgumentError("reservation", f"unknown mode {mode!r}", f"use one of {', '.join(RESERVATION_MODES)}")
@@ -244,7 +285,7 @@ def _check_mode(arguments: OperatorArguments) -> None:
             "does not apply to reservation='auto': it may choose 'workload', which creates no ProvisioningRequest",
             "remove it, or use reservation='gates' to choose the class",
         )
-    for description, required_mode in arguments.fallback_modes:
+    for description, required_mode in fallback.required_modes(arguments.fallbacks):
         if required_mode and required_mode != mode:
             raise GangArgumentError(
                 "fallbacks",
@@ -253,7 +294,7 @@ def _check_mode(arguments: OperatorArguments) -> None:
             )
 
 
-def _check_jax_partial_admission(arguments: OperatorArguments) -> None:
+def check_jax_partial_admission(arguments: OperatorArguments, rendered: bool) -> None:
     """JAX cannot run under Kueue partial admission: ``jax.distributed.initialize`` takes a fixed
     ``num_processes`` and has no elastic rendezvous, and a JAX program's device mesh and sharding
     are usually written for one process count, so a gang that may start with fewer members than
@@ -271,7 +312,17 @@ def _check_jax_partial_admission(arguments: OperatorArguments) -> None:
     )
 
 
-def _check_log_ranks(log_ranks: Any, size: Any) -> None:
+def check_on_finish(arguments: OperatorArguments, rendered: bool) -> None:
+    if arguments.on_finish not in ON_FINISH_CHOICES:
+        raise GangArgumentError(
+            "on_finish",
+            f"must be 'delete' or 'keep', got {arguments.on_finish!r}",
+            "use on_finish='delete' (default) or 'keep' to inspect pods afterwards",
+        )
+
+
+def check_log_ranks(arguments: OperatorArguments, rendered: bool) -> None:
+    log_ranks, size = arguments.log_ranks, arguments.size
     if log_ranks == "all":
         return
     if isinstance(log_ranks, (str, bytes)) or not isinstance(log_ranks, (list, tuple, set, frozenset)):
@@ -293,63 +344,16 @@ def _check_log_ranks(log_ranks: Any, size: Any) -> None:
             )
 
 
-def check_arguments(arguments: OperatorArguments, *, rendered: bool) -> None:
-    """Raise ``GangArgumentError`` for the first invalid operator-level argument.
-
-    With ``rendered=False`` (parse time) a value that still holds Jinja is not judged; it is checked
-    again after rendering.
-    """
-
-    def final(value: Any) -> bool:
-        return rendered or not has_jinja(value)
-
-    _check_pod_source(arguments)
-    if final(arguments.command):
-        _check_string_list("command", arguments.command, "['python', 'train.py']")
-    if final(arguments.args):
-        _check_string_list("args", arguments.args, "['--epochs', '3']")
-    _check_env(arguments.env, arguments.distributed, rendered=rendered)
-    if arguments.distributed not in (None, *DISTRIBUTED_FRAMEWORKS):
-        raise GangArgumentError(
-            "distributed", f"unknown framework {arguments.distributed!r}", "use 'torch', 'jax' or None"
-        )
-    _check_mode(arguments)
-    _check_jax_partial_admission(arguments)
-    _check_timedelta(
-        "reservation_timeout",
-        arguments.reservation_timeout,
-        optional=False,
-        example="reservation_timeout=timedelta(minutes=30)",
-    )
-    _check_timedelta(
-        "startup_timeout", arguments.startup_timeout, optional=False, example="startup_timeout=timedelta(minutes=5)"
-    )
-    _check_timedelta("run_timeout", arguments.run_timeout, optional=True, example="run_timeout=timedelta(hours=6)")
-    _check_timedelta(
-        "unreachable_timeout",
-        arguments.unreachable_timeout,
-        optional=False,
-        example="unreachable_timeout=timedelta(minutes=10)",
-    )
-    _check_timedelta(
-        "start_by",
-        arguments.start_by,
-        optional=True,
-        example="start_by=timedelta(hours=4) (after the data interval end)",
-    )
-    if arguments.on_finish not in ON_FINISH_CHOICES:
-        raise GangArgumentError(
-            "on_finish",
-            f"must be 'delete' or 'keep', got {arguments.on_finish!r}",
-            "use on_finish='delete' (default) or 'keep' to inspect pods afterwards",
-        )
-    _check_log_ranks(arguments.log_ranks, arguments.size)
+def check_deferrable(arguments: OperatorArguments, rendered: bool) -> None:
     if arguments.deferrable not in (True, False):
         raise GangArgumentError(
             "deferrable",
             f"must be True or False, got {arguments.deferrable!r}",
             "pass a bool; the default comes from [operators] default_deferrable",
         )
+
+
+def check_connection_id(arguments: OperatorArguments, rendered: bool) -> None:
     conn_id = arguments.kubernetes_conn_id
     if not isinstance(conn_id, str) or not conn_id.strip():
         raise GangArgumentError(
@@ -357,3 +361,19 @@ def check_arguments(arguments: OperatorArguments, *, rendered: bool) -> None:
             f"must be a non-empty connection id, got {conn_id!r}",
             "use 'kubernetes_default' or the id of your Kubernetes connection",
         )
+
+
+def check_client_options(arguments: OperatorArguments, rendered: bool) -> None:
+    """``client_options``: ``None`` or a mapping of known client options (``reservation.deployment``)
+    to numbers."""
+    options = arguments.client_options
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise GangArgumentError(
+            "client_options", f"must be a mapping, got {options!r}", "pass e.g. {'request_timeout': 60}"
+        )
+    problem = deployment.client_option_problem(options)
+    if problem is not None:
+        keys = ", ".join(deployment.CLIENT_DEFAULTS)
+        raise GangArgumentError("client_options", problem, f"use the keys {keys}, each a number")

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_gang.reservation import template as pod_templates
+from airflow_provider_gang.reservation.spec import DEFAULT_GPU_RESOURCE
 
 TRAINER_CONTAINER = "trainer"
 
@@ -27,7 +28,7 @@ def build_member_template(
     pod_template: Mapping[str, Any] | None,
     pod_template_file: str | None,
     gpus: int = 0,
-    gpu_resource: str = "nvidia.com/gpu",
+    gpu_resource: str = DEFAULT_GPU_RESOURCE,
 ) -> dict[str, Any]:
     """A PodTemplateSpec dict (``{"metadata": ..., "spec": ...}``) with the arguments applied.
 

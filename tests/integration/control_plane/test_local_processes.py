@@ -100,6 +100,20 @@ def test_process_gets_the_pod_env_and_its_output_is_the_pod_log(sim_cluster: Cal
     assert log.strip() == f"name worker-3 rank 3 ip {pod.status.pod_ip}"
 
 
+def test_a_log_line_of_any_length_is_kept_whole(sim_cluster: Callable[..., SimCluster]) -> None:
+    """A real kubelet joins the runtime's 16 KiB pieces of a long line when the log is read; the
+    emulator keeps the line whole (``@task.gang`` writes rank 0's return value on one line)."""
+    cluster = sim_cluster(_scenario())
+    code = """
+        import sys
+        sys.stdout.write("start\\n" + "x" * (3 * 1024 * 1024) + "\\nend")
+    """
+    cluster.core.create_namespaced_pod("default", _python_pod("long-0", code))
+    pod = _wait_for_phase(cluster, "long-0", {"Failed", "Succeeded"})
+    assert pod.status.phase == "Succeeded"
+    assert _log(cluster, "long-0").splitlines() == ["start", "x" * (3 * 1024 * 1024), "end"]
+
+
 def test_pods_behind_a_headless_service_reach_each_other_by_hostname(sim_cluster: Callable[..., SimCluster]) -> None:
     cluster = sim_cluster(_scenario())
     _create_headless_service(cluster)

@@ -110,3 +110,17 @@ GPU_CASES = [
 def test_container_gpus(resources, expected):
     value = {"spec": {"containers": [{"name": "w", "image": "i", "resources": resources}]}}
     assert template.container_gpus(value, "nvidia.com/gpu") == expected
+
+
+@pytest.mark.parametrize(
+    ("resources", "field", "fragment"),
+    [
+        pytest.param("{{ params.resources }}", "resources", "must be a mapping of requests and limits", id="string"),
+        pytest.param({"limits": ["cpu"]}, "resources.limits", "must map resource names to quantities", id="list"),
+    ],
+)
+def test_resources_of_the_wrong_shape_are_named(resources, field, fragment):
+    value = {"spec": {"containers": [{"name": "w", "image": "i", "resources": resources}]}}
+    with pytest.raises(GangSpecError) as caught:
+        template.check_pod_template(value, gpu_resource="nvidia.com/gpu", gpus=0)
+    assert caught.value.field == f"pod_template.spec.containers[0].{field}" and fragment in caught.value.message

@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.reservation.fallback import OtherZone, ShrinkTo
+from airflow_provider_gang.reservation.fallback import OtherQueue, OtherZone, ShrinkTo
+from airflow_provider_gang.reservation.tries.argument_record import arguments_of, check_arguments
 from airflow_provider_gang.reservation.tries.arguments import (
     GangArgumentError,
-    OperatorArguments,
     as_duration,
     as_exit_codes,
-    check_arguments,
     check_fallbacks_shape,
     has_jinja,
 )
@@ -39,7 +38,7 @@ REFUSED = [
     ("class-with-kueue", {"reservation": "kueue", "provisioning_class": "x"}, "provisioning_class", "kueue"),
     ("class-with-workload", {"reservation": "workload", "provisioning_class": "x"}, "provisioning_class", "workload"),
     ("class-with-auto", {"reservation": "auto", "provisioning_class": "x"}, "provisioning_class", "'gates'"),
-    ("step-of-another-mode", {"fallback_modes": (("other queue q", "kueue"),)}, "fallbacks", "needs reservation"),
+    ("step-of-another-mode", {"fallbacks": (OtherQueue("q"),)}, "fallbacks", "needs reservation"),
     (
         "jax-partial-admission",
         {"reservation": "kueue", "distributed": "jax", "min_size": 2},
@@ -58,6 +57,8 @@ REFUSED = [
     ("log-ranks-beyond-size", {"log_ranks": [4]}, "log_ranks", "does not exist in a gang of size 4"),
     ("deferrable", {"deferrable": "yes"}, "deferrable", "True or False"),
     ("connection-id", {"kubernetes_conn_id": " "}, "kubernetes_conn_id", "non-empty connection id"),
+    ("client-options-a-list", {"client_options": [("qps", 1)]}, "client_options", "must be a mapping"),
+    ("client-options-unknown", {"client_options": {"retries": 3}}, "client_options", "unknown client option"),
 ]
 
 
@@ -66,7 +67,7 @@ REFUSED = [
 )
 def test_an_invalid_argument_is_named_with_its_fix(arguments: dict[str, Any], argument: str, said: str) -> None:
     with pytest.raises(GangArgumentError, match=said) as caught:
-        check_arguments(OperatorArguments(**{**GOOD, **arguments}), rendered=True)
+        check_arguments(arguments_of(GOOD, **arguments), rendered=True)
     assert caught.value.argument == argument and caught.value.fix
 
 
@@ -76,25 +77,24 @@ ACCEPTED = [
     ("env-and-torch", {"env": {"EPOCHS": "3"}, "distributed": "torch", "command": ["python"], "args": ["-u"]}),
     ("jax-fixed-size-kueue", {"reservation": "kueue", "distributed": "jax", "min_size": 4}),
     ("jax-templated-size", {"reservation": "kueue", "distributed": "jax", "min_size": "{{ params.floor }}"}),
-    ("step-of-this-mode", {"fallback_modes": (("shrink", ""), ("other queue q", "provisioning_request"))}),
+    ("step-of-this-mode", {"reservation": "kueue", "fallbacks": (ShrinkTo(2), OtherQueue("q"))}),
     ("every-rank", {"log_ranks": "all", "run_timeout": timedelta(hours=6), "start_by": timedelta(hours=1)}),
     ("ranks-of-a-templated-size", {"size": "{{ params.size }}", "log_ranks": {0, 7}}),
+    ("client-options", {"client_options": {"request_timeout": 5, "retry_attempts": 3}}),
 ]
 
 
 @pytest.mark.parametrize("arguments", [row[1] for row in ACCEPTED], ids=[row[0] for row in ACCEPTED])
 def test_valid_arguments_pass(arguments: dict[str, Any]) -> None:
-    check_arguments(OperatorArguments(**{**GOOD, **arguments}), rendered=True)
+    check_arguments(arguments_of(GOOD, **arguments), rendered=True)
 
 
 def test_jinja_is_judged_only_once_rendered() -> None:
-    templated = OperatorArguments(
-        **GOOD, command="{{ params.command }}", args="{{ params.args }}", env="{{ params.env }}"
-    )
+    templated = arguments_of(GOOD, command="{{ params.command }}", args="{{ params.args }}", env="{{ params.env }}")
     check_arguments(templated, rendered=False)
     with pytest.raises(GangArgumentError, match="argument 'command'"):
         check_arguments(templated, rendered=True)
-    values = OperatorArguments(**GOOD, env={"EPOCHS": "{{ params.epochs }}"})
+    values = arguments_of(GOOD, env={"EPOCHS": "{{ params.epochs }}"})
     check_arguments(values, rendered=False)
 
 
@@ -128,6 +128,7 @@ def test_durations_and_exit_codes_are_normalised_and_anything_else_left_for_the_
         pytest.param({"zone": "b"}, "must be a list", id="a-mapping"),
         pytest.param(None, "must be a list", id="none"),
         pytest.param(["zone-b"], "step 1 is the string", id="a-zone-name"),
+        pytest.param([OtherZone("b"), 3], "step 2 is 3, not a reservation.fallback step", id="not-a-step"),
     ],
 )
 def test_the_ladder_must_be_a_list_of_steps(fallbacks: Any, said: str) -> None:
@@ -137,3 +138,12 @@ def test_the_ladder_must_be_a_list_of_steps(fallbacks: Any, said: str) -> None:
 
 def test_a_ladder_becomes_a_tuple() -> None:
     assert check_fallbacks_shape([OtherZone("b"), ShrinkTo(2)]) == (OtherZone("b"), ShrinkTo(2))
+
+
+def test_a_malformed_configuration_option_is_an_argument_error_naming_the_option() -> None:
+    from airflow_provider_gang.reservation.deployment import ConfigurationError
+    from airflow_provider_gang.reservation.tries.arguments import GangConfigurationError
+
+    error = GangConfigurationError(ConfigurationError("heartbeat_interval", "'soon' is not a number"))
+    assert isinstance(error, GangArgumentError) and error.argument == "[gang] heartbeat_interval"
+    assert str(error).startswith("Airflow configuration [gang] heartbeat_interval: 'soon' is not a number")

@@ -49,7 +49,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,24 @@ def _exit_code(returncode: int | None) -> int:
     if returncode is None:
         return 137
     return 128 - returncode if returncode < 0 else returncode
+
+
+OUTPUT_CHUNK = 64 * 1024
+
+
+async def output_lines(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """The lines of ``stream`` (each with its ``\\n``; the last one may lack it), however long: a
+    container runtime splits a long line into 16 KiB pieces and the kubelet joins them when the log
+    is read (CRI log format, ``P``/``F`` tags; ``pkg/kubelet/kuberuntime/logs/logs.go``), so a log
+    line has no length limit - unlike ``StreamReader.readline``, which fails past its 64 KiB limit."""
+    pending = b""
+    while chunk := await stream.read(OUTPUT_CHUNK):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line + b"\n"
+    if pending:
+        yield pending
 
 
 class ProcessRuntime:
@@ -200,7 +218,7 @@ class ProcessRuntime:
     async def _collect(self, running: PodProcesses, container: str, process: asyncio.subprocess.Process) -> None:
         logs = getattr(self.store, "logs", None)
         assert process.stdout is not None
-        async for line in process.stdout:
+        async for line in output_lines(process.stdout):
             if logs is not None:
                 logs.append(running.namespace, running.name, container, line.decode(errors="replace"))
         running.exit_codes[container] = _exit_code(await process.wait())

@@ -1,0 +1,1 @@
+"""TaskFlow decorators: ``@task.gang`` (:mod:`.gang`), registered in ``get_provider_info``."""

@@ -1,0 +1,1 @@
+"""What runs inside a member container: standard-library programs whose source the provider sends."""
