@@ -120,7 +120,8 @@ real-cluster:
 # `make real-cluster`; GANG_REAL=0 skips it on purpose, except under CI=true, where it always runs.
 # .ci/run builds the real control plane in the background and says so in GANG_REAL_CLUSTER_BUILD_LOG:
 # then real-ready waits for that build (the build script's lock) before the real tier starts.
-REAL_OWN_CLUSTERS := tests/real/test_workload_api.py tests/real/test_workload_api_autoscaler.py tests/real/test_harness.py
+REAL_OWN_CLUSTERS := tests/real/test_workload_api.py tests/real/test_workload_api_autoscaler.py tests/real/test_harness.py \
+	tests/real/test_topology.py
 real: real-shared-cluster real-own-clusters
 
 real-preflight: $(STAMP)
