@@ -34,8 +34,17 @@ from typing import Any
 import yaml
 
 from gang_sim.world.cloud import HOSTNAME_LABEL
+from gang_sim.world.node_topology import BLOCK_LABEL, HOST_LABEL
 
 ANNOTATION = "sim.gang.dev/"
+_HOSTNAME_PATCH = (
+    f"labels:\n  {HOSTNAME_LABEL}: {{{{ .metadata.name | Quote }}}}\n"
+    f'{{{{- if index .metadata.labels "{BLOCK_LABEL}" }}}}\n'
+    f"  {HOST_LABEL}: {{{{ .metadata.name | Quote }}}}\n"
+    "{{- end }}\n"
+)
+"""The ``node-hostname`` patch, a Go template kwok renders over the node (``.metadata.labels`` a map:
+``index`` of a missing label is empty)."""
 _HOSTNAME = f'.metadata.labels["{HOSTNAME_LABEL}"]'
 _NODE_INITIALIZE = "node-initialize"
 _INITIALIZED = '.status.conditions.[] | select( .type == "Initialized" ) | .status'
@@ -144,7 +153,10 @@ def _stage(
 
 
 def node_hostname_stage() -> dict[str, Any]:
-    """``kubernetes.io/hostname: <the node's name>`` on a node that has no such label.
+    """``kubernetes.io/hostname: <the node's name>`` on a node that has no such label, and on a node
+    of a pool with a GKE ``topology`` (it has ``cloud.google.com/gce-topology-block``) also
+    ``cloud.google.com/gce-topology-host: <its name>``, as gang-sim labels its nodes
+    (:mod:`gang_sim.world.node_topology`: one VM per host).
 
     A kubelet labels its node with its hostname (``pkg/kubelet/kubelet_node_status.go``,
     ``initialNode``); kwok does not, and the nodes the cluster-autoscaler's kwok provider adds are
@@ -160,11 +172,7 @@ def node_hostname_stage() -> dict[str, Any]:
         "spec": {
             "resourceRef": {"apiGroup": "v1", "kind": "Node"},
             "selector": {"matchExpressions": [{"key": _HOSTNAME, "operator": "DoesNotExist"}]},
-            "next": {
-                "patches": [
-                    {"root": "metadata", "template": f"labels:\n  {HOSTNAME_LABEL}: {{{{ .metadata.name | Quote }}}}\n"}
-                ]
-            },
+            "next": {"patches": [{"root": "metadata", "template": _HOSTNAME_PATCH}]},
         },
     }
 
