@@ -154,7 +154,8 @@ class GangTrigger(BaseTrigger):
         return f"<{type(self).__qualname__} gang={self.gang_name} namespace={self.namespace} try={self.try_number}>"
 
     def _event(self, observed: Observed, decision: Decision, clock: PhaseClock, **extra: Any) -> GangEvent:
-        """The event that reports ``decision`` now; ``extra``: ``api_error``, ``checkpoint``, ``logs``."""
+        """The event that reports ``decision`` now; ``extra``: ``api_error``, ``checkpoint``, ``logs``,
+        ``unread_reports``."""
         event_at = reservation_clock.current().now()
         clock.saw(decision.phase, event_at)
         return GangEvent.of_decision(
@@ -262,23 +263,19 @@ class GangTrigger(BaseTrigger):
                     memory.remember(decision.members)
                     if decision.terminal:
                         decision = replace(decision, members=memory.ended(decision.members, now=now))
-                        saved: tuple[tuple[int, str], ...] = ()
-                        if memory.read_checkpoints and objects.pod_selector:  # the survivors' reports too
-                            drain = survivors.Drain(
-                                client,
-                                self.namespace,
-                                objects.pod_selector,
-                                memory,
-                                self.log,
-                                self.gang_name,
-                                log_ranks=arguments.log_ranks,
-                            )
-                            await drain.run(observed.pods)
-                            saved = tuple(sorted(drain.saved_logs.items()))
-                        elif ended_tails is not None:  # a MultiKueue worker: the rest of the log ranks now
+                        drain = await self.drain(client, memory, observed)
+                        saved = dict(drain.saved_logs)
+                        if ended_tails is not None:  # a MultiKueue worker: the rest of the log ranks now
                             await ended_tails.read(client, observed.pods, at_end=True)
-                            saved = tuple(sorted(ended_tails.saved.items()))
-                        return self._event(observed, decision, clock, checkpoint=memory.checkpoint, logs=saved)
+                            saved = {**ended_tails.saved, **saved}
+                        return self._event(
+                            observed,
+                            decision,
+                            clock,
+                            checkpoint=memory.checkpoint,
+                            logs=tuple(sorted(saved.items())),
+                            unread_reports=tuple(drain.unread),
+                        )
         except errors.KubeError as error:
             if error.retryable:
                 raise
@@ -288,6 +285,22 @@ class GangTrigger(BaseTrigger):
             refusal = ApiRefusal(type=type(error).__name__, code=getattr(error, "code", None))
             return self._event(observed, refused, clock, api_error=refusal)
         raise RuntimeError("the watch ended without a terminal decision")  # views() never ends on its own
+
+    async def drain(self, client: KubeClient, memory: member_history.RunMemory, observed: Observed) -> survivors.Drain:
+        """A checkpointed gang's members still running are stopped and their reports read into
+        ``memory`` (:mod:`.survivors`); the drain tells what else it read and what it could not."""
+        drain = survivors.Drain(
+            client,
+            self.namespace,
+            self.objects.pod_selector or "",
+            memory,
+            self.log,
+            self.gang_name,
+            log_ranks=self.arguments.log_ranks,
+        )
+        if memory.read_checkpoints and self.objects.pod_selector:
+            await drain.run(observed.pods)
+        return drain
 
     def members_client(self) -> KubeClient:
         """The shared client of the cluster the members' pods are watched on (their nodes, logs and

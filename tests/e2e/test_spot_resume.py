@@ -254,7 +254,7 @@ def test_an_8_rank_gang_resumes_from_rank_0_when_a_non_zero_ranks_node_is_reclai
     tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    cluster = cluster_factory(dataclasses.replace(WIDE_SCENARIO), time_scale=10, graceful_pod_deletion=True)
+    cluster = cluster_factory(dataclasses.replace(WIDE_SCENARIO), time_scale=10)
     steps, every = 12, 4
 
     class ReclaimRank3(Preempter):

@@ -22,6 +22,7 @@ from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.events import GangEvent
 from airflow_provider_gang.reservation.records.reading import CURRENT_VERSION, optional_text, record_values
 from airflow_provider_gang.reservation.spec import GangSpec
+from airflow_provider_gang.reservation.unread_reports import UnreadReport
 
 
 @dataclass(frozen=True)
@@ -316,6 +317,9 @@ class TryRecord:
     gang, or only what holds the reservation with ``on_finish="keep"``. ``None``: no teardown ran
     in the try (refused before a gang existed; withdrawn by a later try), or a record written
     before this was kept."""
+    unread_reports: tuple[UnreadReport, ...] = ()
+    """Members still running when the try ended whose checkpoint report could not be read, and why
+    (``reservation.unread_reports``): a checkpoint newer than ``checkpoint_step`` may exist."""
     worker_cluster: str | None = None
     """The Kueue MultiKueue worker cluster (MultiKueueCluster name) the try's gang was admitted on;
     ``None``: not dispatched by MultiKueue (or a record written before this was kept)."""
@@ -324,6 +328,7 @@ class TryRecord:
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
+        values["unread_reports"] = [item.to_dict() for item in self.unread_reports]
         values["exit_codes"] = dict(self.exit_codes)
         values["ladder"] = None if self.ladder is None else ladder_format.ladder_to_plain(self.ladder)
         values["exit_code_decision"] = None if self.exit_code_decision is None else dict(self.exit_code_decision)
@@ -352,6 +357,7 @@ class TryRecord:
                     "provisioning_class": optional_text,
                     "teardown_started_at": float,
                     "teardown_ended_at": float,
+                    "unread_reports": lambda items: tuple(UnreadReport.from_dict(item) for item in items),
                     "worker_cluster": optional_text,
                     "worker_kubernetes_conn_id": optional_text,
                 },

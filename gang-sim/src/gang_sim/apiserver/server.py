@@ -10,9 +10,10 @@ validation, pod logs, token auth with per-user rules, fault injection and reques
 
 Not modelled (differences from a real apiserver a test could notice):
 
-- no scheduler, kubelet or controllers here (see ``gang_sim.controllers`` for the simulated ones); pods
-  stay Pending and are removed at once on delete unless ``graceful_pod_deletion`` is on (then a
-  bound pod stays Terminating until deleted with grace 0, the kubelet's part);
+- no scheduler, kubelet or controllers here (see ``gang_sim.controllers`` for the simulated ones): pods
+  stay Pending; a deleted pod bound to a node stays Terminating (``deletionTimestamp``) until a
+  delete with grace 0 - the kubelet's part, which only the simulated control plane plays - and an
+  unbound or finished one is removed at once, as upstream (:func:`.garbage.plan_delete`);
 - CEL ``x-kubernetes-validations``: no Kubernetes CEL library functions, no optional syntax, no cost
   budget (``sim.cel_expressions``, ``gang_sim.apiserver.kinds.cel_rules``); validating/mutating webhooks,
   CRD conversion webhooks (versions share storage, only ``apiVersion`` differs); CRD schema
@@ -33,6 +34,9 @@ Not modelled (differences from a real apiserver a test could notice):
   cache's start is this server's start (older resourceVersions get 410 from the beginning);
 - Go zero values a real server prints (``creationTimestamp: null`` in templates, ``source: {}`` in
   Events, empty ``nodeInfo``) are absent; JSON key order differs;
+- feature gates: only ``TopologyAwareWorkloadScheduling`` (the PodGroup and Workload fields it guards,
+  :mod:`.feature_gates`) and the Workload API as a whole (``serve_workload_api``); every other gate is
+  as a v1.37 apiserver's default;
 - admission plugins beyond DefaultTolerationSeconds (e.g. TaintNodesByCondition's ``not-ready``
   taint on new Nodes, ServiceAccount, LimitRanger, ResourceQuota, PodSecurity);
 - protobuf request bodies other than SelfSubjectAccessReview, Namespace, ConfigMap and Secret get
@@ -55,6 +59,7 @@ from aiohttp import web
 
 from gang_sim.apiserver import kubeconfig, tls
 from gang_sim.apiserver.crds import install_bundled_crds
+from gang_sim.apiserver.feature_gates import enable as enable_feature_gates
 from gang_sim.apiserver.http.app import build_app
 from gang_sim.apiserver.http.auth import ALLOW_ALL, Authorizer, Rule
 from gang_sim.apiserver.http.context import ApiContext
@@ -73,6 +78,9 @@ class Emulator:
     Build it, add routes under ``/_sim/`` to :attr:`app` and coroutines to :attr:`on_startup` /
     :attr:`on_cleanup` (each called with the emulator, after the port is bound / before the server
     stops), then ``await start()``; ``await stop()`` ends it. ``store`` is usable before start.
+    ``serve_workload_api=False`` is a cluster without the ``GenericWorkload`` gate (no
+    ``scheduling.k8s.io/v1beta1``); ``feature_gates`` are the alpha gates that are on
+    (:mod:`.feature_gates`: ``TopologyAwareWorkloadScheduling``), an unknown one is a ValueError.
     """
 
     def __init__(
@@ -88,17 +96,18 @@ class Emulator:
         preload_crds: bool = True,
         admin_token: str | None = None,
         store: Store | None = None,
-        graceful_pod_deletion: bool = False,
         serve_kueue_v1beta1: bool = False,
         serve_workload_api: bool = True,
+        feature_gates: Iterable[str] = (),
     ) -> None:
         self.host, self.port, self.use_tls = host, port, use_tls
-        self.store = store or Store(seed=seed, history_limit=history_limit, graceful_pod_deletion=graceful_pod_deletion)
+        self.store = store or Store(seed=seed, history_limit=history_limit)
         if preload_crds:
             install_bundled_crds(self.store, kueue_v1beta1=serve_kueue_v1beta1)
         if not serve_workload_api:  # a cluster without the GenericWorkload feature gate
             for storage_key in WORKLOAD_API_STORAGE_KEYS:
                 self.store.registry.remove_storage(storage_key)
+        enable_feature_gates(self.store.registry, feature_gates)  # alpha gates (:mod:`.feature_gates`)
         # A real apiserver's watch cache starts at its own start: older resourceVersions get 410.
         self.store.compact_history()
         self.authorizer = Authorizer()

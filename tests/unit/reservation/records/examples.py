@@ -19,9 +19,13 @@ from airflow_provider_gang.reservation.records.tries import (
 )
 from airflow_provider_gang.reservation.records.triggers import DeleteTarget, TriggerArguments
 from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.reservation.unread_reports import ReportGap, UnreadReport
 from tests.builders import gang_spec
 
 GANG = "nightly-train-t2-5f3a"
+UNREAD = UnreadReport(
+    rank=3, gap=ReportGap.NOT_SEEN_STOPPED, detail="waited 45 s: the longest grace period 30 s + 15 s"
+)
 LADDER = (RetryAsIs(times=2), OtherZone("europe-west4-b"), ShrinkTo(2))
 
 RUN_EVENT = GangEvent(
@@ -56,6 +60,7 @@ RUN_EVENT = GangEvent(
     ),
     checkpoint=CheckpointReport(step=400, progress=450, pod=f"{GANG}-0", rank=0),
     logs=((0, "step 449 loss 0.21\nSIGTERM: saving a checkpoint\n"),),
+    unread_reports=(UNREAD,),
 )
 
 REFUSED_EVENT = GangEvent(
@@ -152,6 +157,7 @@ RECORD = TryRecord(
     provisioning_class="check-capacity.autoscaling.x-k8s.io",
     teardown_started_at=1_800_000_702.5,
     teardown_ended_at=1_800_000_704.0,
+    unread_reports=(UNREAD,),
 )
 
 TRIGGER_ARGUMENTS = TriggerArguments(

@@ -12,6 +12,8 @@ and priority and fairness is off: tests burst requests that a shared cluster wou
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from gang_sim.testing.real import feature_gates
 from gang_sim.testing.real.certificates import service_account_signer
 from gang_sim.testing.real.ports import LOOPBACK
@@ -23,8 +25,9 @@ SERVICE_ACCOUNT_KEY = "pki/service-account.key"
 _SERVING_HOSTS = (LOOPBACK, "localhost", "10.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
 
 
-def launch(workspace: Workspace, etcd_url: str, *, workload_api: bool) -> Launch:
-    """The apiserver on a held port; its ``url`` is the cluster's, ``/readyz`` its health."""
+def launch(workspace: Workspace, etcd_url: str, *, workload_api: bool, gates: Iterable[str] = ()) -> Launch:
+    """The apiserver on a held port; its ``url`` is the cluster's, ``/readyz`` its health; the Workload
+    API and the alpha ``gates`` as :func:`.feature_gates.workload_api_flags` says."""
     serving_certificate, serving_key = workspace.serving_files("kube-apiserver", _SERVING_HOSTS)
     signer_private, signer_public = service_account_signer()
     signing_key = workspace.file(SERVICE_ACCOUNT_KEY, signer_private)
@@ -53,6 +56,6 @@ def launch(workspace: Workspace, etcd_url: str, *, workload_api: bool) -> Launch
         "--enable-priority-and-fairness=false",
         "--profiling=false",
         "--v=1",
-        *feature_gates.workload_api_flags(workload_api, apiserver=True),
+        *feature_gates.workload_api_flags(workload_api, apiserver=True, gates=gates),
     ]
     return Launch("kube-apiserver", command, url=url, health_url=f"{url}/readyz")

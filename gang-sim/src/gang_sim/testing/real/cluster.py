@@ -56,7 +56,8 @@ class RealCluster:
     cluster-autoscaler, on loopback, for one scenario. ``kubeconfig_path`` (admin, client
     certificate) is written once the apiserver is healthy; ``url`` is the apiserver's.
     ``kueue=False`` leaves Kueue out and ``autoscaler=False`` the autoscaler (faster, for tests that
-    need neither); ``workload_api=False`` leaves the Workload / PodGroup API off (:mod:`.feature_gates`).
+    need neither); ``workload_api=False`` leaves the Workload / PodGroup API off; the scenario's
+    ``featureGates`` are on in the apiserver, the scheduler and the controller-manager (:mod:`.feature_gates`).
     """
 
     def __init__(
@@ -221,12 +222,13 @@ class RealCluster:
         kubeconfig and kwok's process."""
         store = etcd.launch(workspace)
         self._run(store)
-        server = apiserver.launch(workspace, store.url, workload_api=self.with_workload_api)
+        gates = self.scenario.feature_gates
+        server = apiserver.launch(workspace, store.url, workload_api=self.with_workload_api, gates=gates)
         self._run(server)
         self.url = server.url
         admin = self._write_admin_kubeconfig(workspace)
         launches = [
-            *controllers.launches(workspace, admin, workload_api=self.with_workload_api),
+            *controllers.launches(workspace, admin, workload_api=self.with_workload_api, gates=gates),
             kwok.launch(workspace, admin),
         ]
         started = [(self._begin(launch), launch) for launch in launches]

@@ -10,6 +10,7 @@ scheduler get higher client rates than their defaults, as tests create gangs in 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from gang_sim.testing.real import apiserver, feature_gates
@@ -37,8 +38,9 @@ def _scheduler_flags(workspace: Workspace) -> list[str]:
 _FLAGS = {"kube-controller-manager": _controller_manager_flags, "kube-scheduler": _scheduler_flags}
 
 
-def launches(workspace: Workspace, kubeconfig: Path, *, workload_api: bool) -> list[Launch]:
-    """The controller-manager and the scheduler, each healthy once ``/healthz`` answers 200."""
+def launches(workspace: Workspace, kubeconfig: Path, *, workload_api: bool, gates: Iterable[str] = ()) -> list[Launch]:
+    """The controller-manager and the scheduler, each healthy once ``/healthz`` answers 200, with the
+    Workload API and the alpha ``gates`` (:func:`.feature_gates.workload_api_flags`)."""
     started = []
     for name, flags in _FLAGS.items():
         port = workspace.ports.reserve()
@@ -54,7 +56,7 @@ def launches(workspace: Workspace, kubeconfig: Path, *, workload_api: bool) -> l
             f"--tls-cert-file={certificate}",
             f"--tls-private-key-file={key}",
             *flags(workspace),
-            *feature_gates.workload_api_flags(workload_api, apiserver=False),
+            *feature_gates.workload_api_flags(workload_api, apiserver=False, gates=gates),
         ]
         started.append(Launch(name, command, health_url=f"https://{LOOPBACK}:{port}/healthz"))
     return started
