@@ -140,7 +140,7 @@ def build_row(row: GangTaskRow, *, now: float, condition: str | None, unread: st
             size=units.members(current.size_run or spec.size),
             waited=units.duration(waited) + ("" if launched else " so far"),
             waited_seconds=max(0.0, waited),
-            place=timeline.place_of(spec.zone, spec.queue, spec.provisioning_class),
+            place=timeline.place_of(spec.zone, spec.queue, spec.provisioning_class, timeline.worker_of(current)),
             condition=condition or stored_condition,
             gpu_hours=units.gpu_hours(used) + " used",
         )
@@ -171,7 +171,7 @@ def finished_place(record: TryRecord) -> str:
     before the place was kept (``TryRecord.requested_at`` marks a record that has it)."""
     if record.requested_at is None:
         return f"step: {record.step}"
-    return timeline.place_of(record.zone, record.queue, record.provisioning_class)
+    return timeline.place_of(record.zone, record.queue, record.provisioning_class, record.worker_cluster)
 
 
 def build_overview(

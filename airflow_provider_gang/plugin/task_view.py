@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow_provider_gang.plugin import units
+from airflow_provider_gang.reservation import multikueue
 from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 
 BAR_WIDTH = 240
@@ -177,8 +178,12 @@ def members_section(
         rows = members(pods, {}, logged_ranks, link_of(active.plan.attempt), active.plan.gang)
         return rows, f"Members of try {active.plan.attempt} (live)", ""
     if active is not None:
+        dispatch = active.multikueue
+        unseen = _not_seen(dispatch.worker if dispatch is not None and not dispatch.worker_conn_id else None)
         if task_finished:
             note = "Not recorded: the try ended before it recorded its members."
+        elif unseen:
+            note = unseen
         elif active.launched_at is None:
             note = "None launched yet: the members start once the reservation is granted."
         else:
@@ -187,8 +192,15 @@ def members_section(
     if records:
         last = records[-1]
         rows = members(None, exit_codes, logged_ranks, link_of(last.attempt), last.gang)
-        return rows, f"Members of try {last.attempt}", "No member ran in this try (no exit codes recorded)."
+        unmapped = last.worker_cluster if last.worker_cluster and not last.worker_kubernetes_conn_id else None
+        note = _not_seen(unmapped) or "No member ran in this try (no exit codes recorded)."
+        return rows, f"Members of try {last.attempt}", note
     return (), "", ""
+
+
+def _not_seen(worker: str | None) -> str:
+    """What the members table cannot show of a gang on a MultiKueue worker without a connection."""
+    return "" if worker is None else f"Not visible: {multikueue.not_seen_note(worker)}."
 
 
 def headline(

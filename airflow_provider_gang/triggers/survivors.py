@@ -81,6 +81,58 @@ class Log(Protocol):
     def warning(self, event: str, *args: Any) -> Any: ...
 
 
+async def save_tails(
+    client: KubeClient,
+    namespace: str,
+    pod_selector: str,
+    ranks: Sequence[int],
+    log: Log,
+    gang_name: str,
+    *,
+    why: str,
+) -> dict[int, str]:
+    """The tails of ``ranks``' logs that can be read now (:func:`hooks.member_logs.save_tails`), best
+    effort within ``LOG_READ_TIMEOUT``: a failure is logged (saying ``why`` they were read) and gives
+    what was read, or nothing. Also used when a run on a Kueue MultiKueue worker ends, whose copies
+    MultiKueue deletes - pods and logs with them - as soon as the manager learns the gang finished."""
+    if not ranks:
+        return {}
+    try:
+        return await asyncio.wait_for(
+            member_logs.save_tails(client, namespace, pod_selector, ranks), timeout=member_logs.LOG_READ_TIMEOUT
+        )
+    except (errors.KubeError, TimeoutError) as error:
+        log.warning("Gang %s: could not read the logs of ranks %s %s (%s)", gang_name, list(ranks), why, error)
+        return {}
+
+
+class EndedTails:
+    """The log ranks' tails of a run on a Kueue MultiKueue worker, read as soon as each such member is
+    seen ended (Succeeded or Failed), and the rest when the run ends: MultiKueue deletes its copies on
+    the worker - pods and logs with them - once the manager learns the gang finished, which may be
+    before the operator reads logs. ``saved`` goes into the event (``GangEvent.logs``)."""
+
+    def __init__(self, namespace: str, pod_selector: str, ranks: Sequence[int], log: Log, gang_name: str) -> None:
+        self.namespace, self.pod_selector, self.ranks = namespace, pod_selector, tuple(ranks)
+        self.log, self.gang_name = log, gang_name
+        self.saved: dict[int, str] = {}
+
+    async def read(self, client: KubeClient, pods: Iterable[Mapping[str, Any]], *, at_end: bool = False) -> None:
+        """Read the tails of the wanted ranks whose pod in ``pods`` ended (every wanted rank ``at_end``)
+        and not read yet."""
+        ended = {
+            members.member_rank(pod)
+            for pod in pods
+            if at_end or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+        }
+        wanted = [rank for rank in self.ranks if rank in ended and rank not in self.saved]
+        if wanted:
+            why = "before MultiKueue removes them"
+            self.saved.update(
+                await save_tails(client, self.namespace, self.pod_selector, wanted, self.log, self.gang_name, why=why)
+            )
+
+
 def survivors(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The member pods that have not reached a terminal phase."""
     return [pod for pod in pods if (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES]
@@ -193,17 +245,9 @@ class Drain:
         self._log_outcome(reflector, reservation_clock.current().now() - started_at)
 
     async def _save_logs(self, ranks: Sequence[int]) -> None:
-        if not ranks:
-            return
-        try:
-            self.saved_logs = await asyncio.wait_for(
-                member_logs.save_tails(self.client, self.namespace, self.pod_selector, ranks),
-                timeout=member_logs.LOG_READ_TIMEOUT,
-            )
-        except (errors.KubeError, asyncio.TimeoutError) as error:
-            self.log.warning(
-                "Gang %s: could not read the logs of ranks %s before stopping them (%s)", self.gang_name, ranks, error
-            )
+        self.saved_logs = await save_tails(
+            self.client, self.namespace, self.pod_selector, ranks, self.log, self.gang_name, why="before stopping them"
+        )
 
     def _retry(self, reflector: Reflector, error: errors.KubeError, delay: float) -> None:
         self.log.warning(

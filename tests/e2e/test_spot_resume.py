@@ -321,7 +321,7 @@ def test_an_8_rank_gang_resumes_from_rank_0_when_a_non_zero_ranks_node_is_reclai
     logged = rank_0_steps(task_log)
     # Try 1's rank 0 was drained (stopped and removed) before the operator copied logs: its log is the
     # tail the run trigger read before stopping it, carried in the event.
-    assert "[rank 0] (rank 0: read before its pod was stopped)" in task_log, task_log[-4000:]
+    assert "[rank 0] (rank 0: read before its pod was removed)" in task_log, task_log[-4000:]
     assert "rank 0: log unavailable" not in task_log
     assert len(logged) == 2 and logged[0][0][0] == 1 and logged[0][-1][0] >= every + 2, logged
     # try 2 starts after rank 0's checkpoint

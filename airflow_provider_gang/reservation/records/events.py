@@ -16,8 +16,10 @@ Fields (``to_dict()`` writes them as plain JSON values)::
     checkpoint      null, or the latest checkpoint a member's termination message reported during the
                     wait: reservation.checkpoint.CheckpointReport ({"step", "progress", "pod", "rank"})
     logs            {<rank>: <tail of its log>} of the log ranks, read by a run wait before it stopped
-                    the survivors of a checkpointed gang (their pods are gone by the time the operator
-                    reads logs); {} otherwise. Each tail is at most hooks.inspection.SAVED_LOG_BYTES (its end)
+                    the survivors of a checkpointed gang, or when a run on a Kueue MultiKueue worker
+                    ended (MultiKueue deletes the worker's copies then): their pods are gone by the
+                    time the operator reads logs; {} otherwise. Each tail is at most
+                    hooks.inspection.SAVED_LOG_BYTES (its end)
     unread_reports  [{"rank", "gap", "detail"}]: the survivors of a checkpointed gang whose checkpoint
                     report the run wait could not read while it stopped them, and why
                     (reservation.unread_reports.UnreadReport; gap a ReportGap value); [] otherwise

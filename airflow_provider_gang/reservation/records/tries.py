@@ -135,6 +135,50 @@ class ReservationFacts:
 
 
 @dataclass(frozen=True)
+class MultiKueueDispatch:
+    """Where a gang queued on a Kueue MultiKueue manager runs (``reservation.multikueue``).
+
+    Fields:
+        admission_check: the MultiKueue admission check of the gang's ClusterQueue (on the manager,
+            the cluster of the try's plan), found by the precheck.
+        worker: the MultiKueueCluster that admitted the gang (the manager Workload's
+            ``status.clusterName``); ``None`` until it is admitted.
+        worker_conn_id: the Airflow connection mapped to ``worker`` (``multikueue_connections``);
+            ``None``: not mapped, the gang is followed through the manager's mirrored Job status.
+        worker_job_uid: uid of the Job's copy on the worker (what the rendezvous Service there is
+            owned by); ``None`` until read, or without a connection.
+    """
+
+    admission_check: str
+    worker: str | None = None
+    worker_conn_id: str | None = None
+    worker_job_uid: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "admission_check": self.admission_check,
+            "worker": self.worker,
+            "worker_conn_id": self.worker_conn_id,
+            "worker_job_uid": self.worker_job_uid,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> MultiKueueDispatch:
+        return cls(
+            **record_values(
+                cls,
+                data,
+                {
+                    "admission_check": str,
+                    "worker": optional_text,
+                    "worker_conn_id": optional_text,
+                    "worker_job_uid": optional_text,
+                },
+            )
+        )
+
+
+@dataclass(frozen=True)
 class TryState:
     """The try in progress (task state key ``gang.current``).
 
@@ -152,6 +196,7 @@ class TryState:
         teardown_started_at: UNIX time the try began deleting its gang (``operators.try_run``), set
             just before the deletion; a state left with it set is a try whose worker stopped while
             tearing down.
+        multikueue: where a gang queued on a MultiKueue manager runs; ``None``: not dispatched.
     """
 
     plan: TryPlan
@@ -162,6 +207,7 @@ class TryState:
     launched_at: float | None = None
     size_run: int | None = None
     teardown_started_at: float | None = None
+    multikueue: MultiKueueDispatch | None = None
 
     def with_changes(self, **changes: Any) -> TryState:
         return replace(self, **changes)
@@ -177,6 +223,7 @@ class TryState:
             "launched_at": self.launched_at,
             "size_run": self.size_run,
             "teardown_started_at": self.teardown_started_at,
+            "multikueue": None if self.multikueue is None else self.multikueue.to_dict(),
         }
 
     @classmethod
@@ -194,6 +241,7 @@ class TryState:
                     "launched_at": float,
                     "size_run": int,
                     "teardown_started_at": float,
+                    "multikueue": MultiKueueDispatch.from_dict,
                 },
             )
         )
@@ -272,6 +320,11 @@ class TryRecord:
     unread_reports: tuple[UnreadReport, ...] = ()
     """Members still running when the try ended whose checkpoint report could not be read, and why
     (``reservation.unread_reports``): a checkpoint newer than ``checkpoint_step`` may exist."""
+    worker_cluster: str | None = None
+    """The Kueue MultiKueue worker cluster (MultiKueueCluster name) the try's gang was admitted on;
+    ``None``: not dispatched by MultiKueue (or a record written before this was kept)."""
+    worker_kubernetes_conn_id: str | None = None
+    """The Airflow connection the try followed that worker through; ``None``: none mapped (or none)."""
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
@@ -305,6 +358,8 @@ class TryRecord:
                     "teardown_started_at": float,
                     "teardown_ended_at": float,
                     "unread_reports": lambda items: tuple(UnreadReport.from_dict(item) for item in items),
+                    "worker_cluster": optional_text,
+                    "worker_kubernetes_conn_id": optional_text,
                 },
             )
         )

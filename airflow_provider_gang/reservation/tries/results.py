@@ -156,6 +156,8 @@ def try_record(
         teardown_started_at=state.teardown_started_at,
         teardown_ended_at=None if state.teardown_started_at is None else max(now, state.teardown_started_at),
         unread_reports=() if run_event is None else run_event.unread_reports,
+        worker_cluster=None if state.multikueue is None else state.multikueue.worker,
+        worker_kubernetes_conn_id=None if state.multikueue is None else state.multikueue.worker_conn_id,
     )
 
 
@@ -176,6 +178,8 @@ def summary(
         "zone": spec.zone,
         "queue": spec.queue,
         "provisioning_class": spec.provisioning_class,
+        "worker_cluster": record.worker_cluster,
+        "worker_kubernetes_conn_id": record.worker_kubernetes_conn_id,
         "reservation_name": spec.reservation_name,
         "queue_seconds": record.queue_seconds,
         "provisioning_seconds": record.provisioning_seconds,

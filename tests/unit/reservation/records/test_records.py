@@ -115,6 +115,19 @@ def test_missing_optional_keys_take_their_defaults(name: str, optional: list[str
             id="try-record",
         ),
         pytest.param("try_state_v1_without_teardown", "try_state", ["teardown_started_at"], id="try-state"),
+        pytest.param(
+            "try_record_v1_without_worker",
+            "try_record",
+            ["worker_cluster", "worker_kubernetes_conn_id"],
+            id="try-record-without-worker",
+        ),
+        pytest.param("try_state_v1_without_multikueue", "try_state", ["multikueue"], id="try-state-without-multikueue"),
+        pytest.param(
+            "trigger_arguments_v1_without_members",
+            "trigger_arguments",
+            ["members_kubernetes_conn_id", "job_name"],
+            id="trigger-arguments-without-members",
+        ),
     ],
 )
 def test_a_record_stored_before_the_teardown_and_place_were_kept_still_reads(
