@@ -67,6 +67,15 @@ def test_a_markdown_table_of_one_group_escapes_its_pipes() -> None:
     assert len(lines) == 2 + 5
 
 
+def test_a_group_whose_every_argument_is_left_out_loses_its_title_too() -> None:
+    time_group = [argument.name for argument in argument_record.ARGUMENTS if argument.group == "time"]
+    tables = argument_table.argument_tables("markdown", without=time_group)
+    assert f"**{argument_record.GROUPS['time']}**" not in tables
+    assert f"**{argument_record.GROUPS['pod']}**" in tables and "`run_timeout`" not in tables
+    with pytest.raises(ValueError, match="no such argument"):
+        argument_table.argument_tables(without=["nope"])
+
+
 def test_a_wrong_style_or_group_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown table style 'html'"):
         argument_table.argument_table("html")
