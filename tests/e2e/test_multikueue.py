@@ -234,6 +234,17 @@ def rbac_arguments() -> dict[str, Any]:
     )
 
 
+def refused_beyond_optional_reads(cluster: Any) -> list[dict[str, Any]]:
+    """The requests ``cluster`` answered 403, but for ``get nodes``: ``hooks.member_logs.read_logs``
+    reads a log rank's node only to word its note when MultiKueue removed the worker's pod before its
+    log was read (a race under load), and takes a refusal as "its pod was removed"."""
+    return [
+        entry
+        for entry in cluster.emulator.context.requests.snapshot()
+        if entry["code"] == 403 and (entry["verb"], entry["resource"]) != ("get", "nodes")
+    ]
+
+
 def test_a_gang_runs_with_the_kueue_role_on_the_manager_and_the_worker_role_on_the_workers(
     cluster_factory: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,7 +256,7 @@ def test_a_gang_runs_with_the_kueue_role_on_the_manager_and_the_worker_role_on_t
     assert task_instance(dag_run).state == "success"
     assert summary_of(dag_run)["tries"][0]["worker_cluster"] == WORKER_2
     for place, cluster in clusters.all().items():
-        assert "403" not in cluster.emulator.metrics.snapshot()["codes"], place  # type: ignore[union-attr]
+        assert refused_beyond_optional_reads(cluster) == [], place
     used = clusters.manager.emulator.metrics.snapshot()["requests"]  # type: ignore[union-attr]
     assert used["get"]["admissionchecks.kueue.x-k8s.io"] == 1  # the queue's one check, read by the precheck
     assert used["watch"]["jobs.batch"] >= 1  # the manager's mirror of the worker's Job, followed
