@@ -75,20 +75,32 @@ def create_job(
     count: int = 4,
     run_seconds: int = 300,
     annotations: dict[str, str] | None = None,
+    *,
+    queue: str = "lq",
+    template_annotations: dict[str, str] | None = None,
 ) -> Any:
+    """An Indexed Job of ``count`` 1-GPU pods in LocalQueue ``queue``, its pods labelled ``gang: <name>``;
+    ``annotations`` on the Job, ``template_annotations`` on its pod template."""
     return cluster.batch.create_namespaced_job(
         "default",
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq"}, "annotations": annotations or {}},
+            "metadata": {
+                "name": name,
+                "labels": {"kueue.x-k8s.io/queue-name": queue},
+                "annotations": annotations or {},
+            },
             "spec": {
                 "parallelism": count,
                 "completions": count,
                 "completionMode": "Indexed",
                 "backoffLimit": 0,
                 "template": {
-                    "metadata": {"annotations": {"sim.gang.dev/run-seconds": str(run_seconds)}},
+                    "metadata": {
+                        "labels": {"gang": name},
+                        "annotations": {**(template_annotations or {}), "sim.gang.dev/run-seconds": str(run_seconds)},
+                    },
                     "spec": gpu_pod_spec(),
                 },
             },

@@ -10,6 +10,10 @@ from tests.builders import gpu_pod_spec, pod
 from tests.integration.control_plane.conftest import gpu_scenario
 from tests.integration.control_plane.kueue_setup import condition_map, resource_groups, setup_queues
 
+KUEUE_GATES = ["kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology"]
+"""Kueue 0.17's pod webhook, TAS on: both gates; starting a pod without a topology assignment
+removes both (pkg/controller/jobs/pod/pod_webhook.go, pod_controller.go ``prepare``)."""
+
 
 def kueue_pod(name: str, *, group: str | None = None, total: int = 0, run_seconds: int | None = None) -> dict[str, Any]:
     """A plain GPU pod in LocalQueue ``lq``; with ``group``, a member of a pod group of ``total`` pods."""
@@ -34,7 +38,7 @@ def test_plain_pod_group_is_gated_then_admitted_together(sim_cluster: Callable[.
         assert pod.metadata.labels["kueue.x-k8s.io/managed"] == "true"
         assert "kueue.x-k8s.io/managed" in pod.metadata.finalizers
         if index < 2:  # the third pod completes the group: Kueue admits and ungates at once
-            assert [gate.name for gate in pod.spec.scheduling_gates] == ["kueue.x-k8s.io/admission"]
+            assert [gate.name for gate in pod.spec.scheduling_gates] == KUEUE_GATES
             cluster.advance(1)
             assert cluster.workloads() == []  # fewer runnable pods than the total count
             scheduled = next(
@@ -81,9 +85,9 @@ def test_single_plain_pod_gets_its_own_workload(sim_cluster: Callable[..., SimCl
     assert workload["metadata"]["name"].startswith("pod-solo-")
     assert workload["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == pod.metadata.uid
     assert condition_map(workload)["QuotaReserved"][0] == "False"
-    assert [gate.name for gate in cluster.core.read_namespaced_pod("solo", "default").spec.scheduling_gates] == [
-        "kueue.x-k8s.io/admission"
-    ]
+    assert [gate.name for gate in cluster.core.read_namespaced_pod("solo", "default").spec.scheduling_gates] == (
+        KUEUE_GATES
+    )
     cluster.custom.patch_cluster_custom_object(
         "kueue.x-k8s.io",
         "v1beta2",

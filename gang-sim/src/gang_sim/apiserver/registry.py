@@ -25,7 +25,9 @@ class ResourceType:
     ``subresources`` names the served subresources (``status``, ``log``, ``binding``);
     ``schema`` is the CRD's ``openAPIV3Schema`` for custom resources (``None`` for built-ins);
     ``storage_version`` is the version objects are reported under to ``Store.subscribe`` callbacks;
-    ``printer_columns`` are a CRD version's ``additionalPrinterColumns`` (for ``kubectl get`` tables).
+    ``printer_columns`` are a CRD version's ``additionalPrinterColumns`` (for ``kubectl get`` tables);
+    ``feature_gates`` are the alpha feature gates this server has on that guard fields of the kind
+    (:mod:`.feature_gates`).
     """
 
     group: str
@@ -42,6 +44,7 @@ class ResourceType:
     storage_version: str = ""
     categories: tuple[str, ...] = ()
     printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False, repr=False)
+    feature_gates: frozenset[str] = frozenset()
 
     @property
     def api_version(self) -> str:

@@ -33,6 +33,9 @@ Not modelled (differences from a real apiserver a test could notice):
   cache's start is this server's start (older resourceVersions get 410 from the beginning);
 - Go zero values a real server prints (``creationTimestamp: null`` in templates, ``source: {}`` in
   Events, empty ``nodeInfo``) are absent; JSON key order differs;
+- feature gates: only ``TopologyAwareWorkloadScheduling`` (the PodGroup and Workload fields it guards,
+  :mod:`.feature_gates`) and the Workload API as a whole (``serve_workload_api``); every other gate is
+  as a v1.37 apiserver's default;
 - admission plugins beyond DefaultTolerationSeconds (e.g. TaintNodesByCondition's ``not-ready``
   taint on new Nodes, ServiceAccount, LimitRanger, ResourceQuota, PodSecurity);
 - protobuf request bodies other than SelfSubjectAccessReview, Namespace, ConfigMap and Secret get
@@ -55,6 +58,7 @@ from aiohttp import web
 
 from gang_sim.apiserver import kubeconfig, tls
 from gang_sim.apiserver.crds import install_bundled_crds
+from gang_sim.apiserver.feature_gates import enable as enable_feature_gates
 from gang_sim.apiserver.http.app import build_app
 from gang_sim.apiserver.http.auth import ALLOW_ALL, Authorizer, Rule
 from gang_sim.apiserver.http.context import ApiContext
@@ -73,6 +77,9 @@ class Emulator:
     Build it, add routes under ``/_sim/`` to :attr:`app` and coroutines to :attr:`on_startup` /
     :attr:`on_cleanup` (each called with the emulator, after the port is bound / before the server
     stops), then ``await start()``; ``await stop()`` ends it. ``store`` is usable before start.
+    ``serve_workload_api=False`` is a cluster without the ``GenericWorkload`` gate (no
+    ``scheduling.k8s.io/v1beta1``); ``feature_gates`` are the alpha gates that are on
+    (:mod:`.feature_gates`: ``TopologyAwareWorkloadScheduling``), an unknown one is a ValueError.
     """
 
     def __init__(
@@ -91,6 +98,7 @@ class Emulator:
         graceful_pod_deletion: bool = False,
         serve_kueue_v1beta1: bool = False,
         serve_workload_api: bool = True,
+        feature_gates: Iterable[str] = (),
     ) -> None:
         self.host, self.port, self.use_tls = host, port, use_tls
         self.store = store or Store(seed=seed, history_limit=history_limit, graceful_pod_deletion=graceful_pod_deletion)
@@ -99,6 +107,7 @@ class Emulator:
         if not serve_workload_api:  # a cluster without the GenericWorkload feature gate
             for storage_key in WORKLOAD_API_STORAGE_KEYS:
                 self.store.registry.remove_storage(storage_key)
+        enable_feature_gates(self.store.registry, feature_gates)  # alpha gates (:mod:`.feature_gates`)
         # A real apiserver's watch cache starts at its own start: older resourceVersions get 410.
         self.store.compact_history()
         self.authorizer = Authorizer()

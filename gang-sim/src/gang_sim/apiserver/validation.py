@@ -80,16 +80,31 @@ def validate_name(name: str, rule: str = "subdomain", field: str = "metadata.nam
     return [] if DNS1123_SUBDOMAIN.fullmatch(name) else [invalid_value(field, name, SUBDOMAIN_MESSAGE)]
 
 
-def _validate_qualified_key(key: str, field: str) -> list[Cause]:
-    prefix, _, name = key.rpartition("/")
+def validate_qualified_key(key: str, field: str) -> list[Cause]:
+    """A label key (``[prefix/]name``, apimachinery ``content.IsLabelKey``): causes, empty when valid.
+    As upstream, an empty or too long name part is also checked against the name pattern."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        detail = QUALIFIED_NAME_MESSAGE.replace("name part ", "a valid label key ", 1)
+        return [
+            invalid_value(
+                field, key, f"{detail} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )
+        ]
+    prefix, name = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
     causes: list[Cause] = []
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
-        causes.append(invalid_value(field, key, "prefix part " + SUBDOMAIN_MESSAGE))
+    if prefix is not None and not prefix:
+        causes.append(invalid_value(field, key, "prefix part must be non-empty"))
+    elif prefix is not None:
+        if len(prefix) > 253:
+            causes.append(invalid_value(field, key, "prefix part must be no more than 253 characters"))
+        if not DNS1123_SUBDOMAIN.fullmatch(prefix):
+            causes.append(invalid_value(field, key, "prefix part " + SUBDOMAIN_MESSAGE))
     if not name:
         causes.append(invalid_value(field, key, "name part must be non-empty"))
     elif len(name) > 63:
         causes.append(invalid_value(field, key, "name part must be no more than 63 characters"))
-    elif not _QUALIFIED_NAME.fullmatch(name):
+    if not _QUALIFIED_NAME.fullmatch(name):
         causes.append(invalid_value(field, key, QUALIFIED_NAME_MESSAGE))
     return causes
 
@@ -105,7 +120,7 @@ def validate_metadata(metadata: dict[str, Any], storage_key: str, namespaced: bo
     if namespaced and metadata.get("namespace"):
         causes.extend(validate_name(metadata["namespace"], "label", "metadata.namespace"))
     for key, value in (metadata.get("labels") or {}).items():
-        causes.extend(_validate_qualified_key(key, "metadata.labels"))
+        causes.extend(validate_qualified_key(key, "metadata.labels"))
         if not isinstance(value, str):
             causes.append(invalid_value("metadata.labels", value, "must be a string"))
         elif len(value) > 63:
@@ -114,7 +129,7 @@ def validate_metadata(metadata: dict[str, Any], storage_key: str, namespaced: bo
             causes.append(invalid_value("metadata.labels", value, LABEL_VALUE_MESSAGE))
     annotations = metadata.get("annotations") or {}
     for key in annotations:
-        causes.extend(_validate_qualified_key(key, "metadata.annotations"))
+        causes.extend(validate_qualified_key(key, "metadata.annotations"))
     total = sum(len(str(key)) + len(str(value)) for key, value in annotations.items())
     if total > ANNOTATIONS_SIZE_LIMIT:  # why client-side `kubectl apply` of a huge CRD fails upstream
         causes.append(

@@ -1,7 +1,9 @@
 """Attach the simulated control plane to an :class:`~gang_sim.apiserver.server.Emulator`.
 
-:func:`attach` must be called before ``Emulator.start()``: it adds the ``/_sim/clock`` control
-endpoint and startup/cleanup hooks that run the controllers on the server's event loop.
+:func:`attach` must be called before ``Emulator.start()``: it turns on the scenario's
+``featureGates`` in the API server (:mod:`gang_sim.apiserver.feature_gates`), adds the
+``/_sim/clock`` control endpoint and startup/cleanup hooks that run the controllers on the server's
+event loop.
 
 ``/_sim/clock`` (no token, like the other ``/_sim/`` endpoints):
 
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from gang_sim.apiserver.errors import ApiError
+from gang_sim.apiserver.feature_gates import enable as enable_feature_gates
 from gang_sim.controllers import plane
 from gang_sim.controllers.preemption import NodeTerminationController
 from gang_sim.world.clock import Clock, ManualClock
@@ -89,6 +92,7 @@ class AttachedControlPlane:
 def attach(emulator: Emulator, scenario: Scenario, clock: Clock) -> AttachedControlPlane:
     """Run ``scenario``'s controllers with ``clock`` while ``emulator`` serves."""
     attached = AttachedControlPlane(scenario=scenario, clock=clock)
+    enable_feature_gates(emulator.store.registry, scenario.feature_gates)
 
     async def start(server: Emulator) -> None:
         attached.running = plane.start(server.store, scenario, clock)

@@ -12,7 +12,9 @@ scheduling queue's FIFO for equal priorities) and each is
   ``FitError`` message, plus a ``FailedScheduling`` Warning Event when the message changes.
 
 Pods of a PodGroup with a gang policy (``spec.schedulingGroup``) are placed all together or not at
-all, before the other pods of the pass (:mod:`.gang_scheduling`).
+all, before the other pods of the pass (:mod:`.gang_scheduling`); with the
+``TopologyAwareWorkloadScheduling`` gate on (the API server's, :mod:`gang_sim.apiserver.feature_gates`)
+a PodGroup's topology constraint places them all in one domain.
 
 Capacity used by pods bound earlier in the same pass is accounted immediately. Pods consuming a
 ProvisioningRequest are scheduled like any other pod: booking only protects capacity from *other
@@ -24,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gang_sim.apiserver.feature_gates import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING, is_enabled
 from gang_sim.controllers import fit, gang_scheduling
 from gang_sim.controllers.base import Controller, Obj, condition, same_conditions, set_condition
 from gang_sim.world.resources import Resources, add, pod_requests
@@ -132,7 +135,9 @@ class Scheduler(Controller):
         """Run one pod group scheduling cycle per gang with pending pods, in queue order
         (:mod:`.gang_scheduling`); ``usage`` takes what they bind. Returns the pods of groups without
         a gang policy, to be scheduled one by one."""
-        served = self.store.registry.lookup("scheduling.k8s.io/v1beta1", "podgroups") is not None
+        served_type = self.store.registry.lookup("scheduling.k8s.io/v1beta1", "podgroups")
+        served = served_type is not None
+        topology_on = is_enabled(served_type, TOPOLOGY_AWARE_WORKLOAD_SCHEDULING)
         by_group: dict[tuple[str, str], list[Obj]] = {}
         for pod in sorted(grouped, key=_queue_order):
             by_group.setdefault((pod["metadata"]["namespace"], str(gang_scheduling.group_name(pod))), []).append(pod)
@@ -155,15 +160,21 @@ class Scheduler(Controller):
             ]
             if len(members) < min_count:
                 continue  # PreEnqueue: "waiting for minCount pods from a gang to appear in scheduling queue"
-            bound = sum(1 for pod in members if (pod.get("spec") or {}).get("nodeName"))
-            plan = gang_scheduling.plan_group(
-                pod_group,
-                queued,
-                bound,
-                place=lambda batch, trial: place(batch, nodes, trial),
-                usage=usage,
-                unschedulable=lambda placement, message: Placement(placement.pod, None, "Unschedulable", message),
-            )
+            bound_nodes = [str(pod["spec"]["nodeName"]) for pod in members if (pod.get("spec") or {}).get("nodeName")]
+            unschedulable = _unschedulable
+            if topology_on and gang_scheduling.topology_key(pod_group) is not None:
+                plan = gang_scheduling.plan_topology_group(
+                    pod_group, queued, bound_nodes, nodes, place=place, usage=usage, unschedulable=unschedulable
+                )
+            else:
+                plan = gang_scheduling.plan_group(
+                    pod_group,
+                    queued,
+                    len(bound_nodes),
+                    place=lambda batch, trial: place(batch, nodes, trial),
+                    usage=usage,
+                    unschedulable=unschedulable,
+                )
             usage.clear()
             usage.update(plan.usage)
             for placement in plan.placements:
@@ -217,6 +228,10 @@ class Scheduler(Controller):
         )
         if placement.reason == "Unschedulable" and (previous or {}).get("message") != placement.message:
             self.plane.record_event(pod, "FailedScheduling", placement.message, warning=True, component=self.component)
+
+
+def _unschedulable(placement: Any, message: str) -> Placement:
+    return Placement(placement.pod, None, "Unschedulable", message)
 
 
 def _find(objects: list[Obj], name: str) -> Obj | None:

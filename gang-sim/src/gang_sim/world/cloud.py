@@ -14,7 +14,8 @@
 
 It does no I/O. Node objects are built by :func:`node_manifest` with the labels GKE puts on nodes
 (a pool consuming a specific reservation: ``cloud.google.com/reservation-name``; its ``maxNodes`` is
-the reservation's VM count).
+the reservation's VM count; a pool with a ``topology``: the ``gce-topology-*`` labels of
+:mod:`.node_topology`, the host being the node's name, as ``kubernetes.io/hostname`` is).
 """
 
 from __future__ import annotations
@@ -216,6 +217,8 @@ def node_manifest(pool: NodePool, record: NodeRecord) -> dict[str, Any]:
         labels[RESERVATION_LABEL] = pool.reservation
     if record.provisioning_request:
         labels[PROVISIONING_REQUEST_LABEL] = record.provisioning_request
+    if pool.topology is not None:
+        labels.update(pool.topology.labels(host=record.name))
     return {
         "apiVersion": "v1",
         "kind": "Node",

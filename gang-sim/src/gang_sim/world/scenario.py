@@ -26,6 +26,8 @@ A scenario is a YAML document (see ``gang_sim/world/scenarios/*.yaml`` for the n
       queuedProvisioning: false      # scales only through queued-provisioning.gke.io requests
       reservation: null              # a specific reservation's name: only pods selecting it (label
                                      # cloud.google.com/reservation-name) use the pool; maxNodes = its VMs
+      topology: {block: b1, subblock: b1-r1}  # GKE's gce-topology-block/-subblock labels on every node,
+                                     # gce-topology-host = the node's name (:mod:`.node_topology`)
     autoscaler:
       scanIntervalSeconds: 10        # CA --scan-interval
       incrementalNodesPerMinute: 1   # how fast ordinary pending pods get nodes (the no-gang baseline)
@@ -40,6 +42,8 @@ A scenario is a YAML document (see ``gang_sim/world/scenarios/*.yaml`` for the n
       requeueMaxSeconds: 3600
       requeueLimit: null             # null = requeue forever
     localProcessImages: ["python:*"]  # fnmatch globs: images run as local subprocesses by the kubelet
+    featureGates:                    # alpha gates of the control plane (both backends), default off
+      TopologyAwareWorkloadScheduling: true   # PodGroup topology constraints (KEP-5732)
     objects:                         # manifests created at start (validated: scenario_objects)
     - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: l4}, spec: {}}
     events:                          # timed events, ``at`` in simulated seconds since start
@@ -65,7 +69,9 @@ from typing import Any
 
 import yaml
 
+from gang_sim.apiserver.feature_gates import GUARDED_KINDS
 from gang_sim.world import images, node_clouds
+from gang_sim.world.node_topology import PoolTopology, parse_pool_topology
 from gang_sim.world.scenario_fields import Fields
 from gang_sim.world.scenario_fields import (
     ScenarioError as ScenarioError,  # re-exported: the public name
@@ -110,6 +116,8 @@ class NodePool:
     queued_provisioning: bool = False
     reservation: str | None = None
     cloud: str = node_clouds.DEFAULT_CLOUD
+    topology: PoolTopology | None = None
+    """GKE's topology labels of the pool's nodes (:mod:`.node_topology`)."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +166,8 @@ class Scenario:
     """Manifests created when the control plane starts (:mod:`.scenario_objects`)."""
     preemptions: tuple[PreemptionSpec, ...] = ()
     """Spot termination notices (:mod:`.scenario_preemptions`)."""
+    feature_gates: frozenset[str] = frozenset()
+    """Alpha feature gates turned on in the control plane (``gang_sim.apiserver.feature_gates``)."""
 
     def pool(self, name: str) -> NodePool:
         for pool in self.node_pools:
@@ -216,9 +226,25 @@ def parse_scenario(document: object, *, default_name: str = "scenario") -> Scena
             parse_preemption(item, f"preemptions[{index}]", names)
             for index, item in enumerate(root.list("preemptions"))
         ),
+        feature_gates=_feature_gates(root.child("featureGates")),
     )
     root.reject_unknown()
     return scenario
+
+
+def _feature_gates(fields: Fields) -> frozenset[str]:
+    """The gates set ``true``; a gate the emulator does not model is refused, naming the ones it does."""
+    enabled = set()
+    for gate in GUARDED_KINDS:
+        if fields.boolean(gate, default=False):
+            enabled.add(gate)
+    try:
+        fields.reject_unknown()
+    except ScenarioError as error:
+        raise ScenarioError(
+            error.field, f"unknown feature gate; modelled: {', '.join(sorted(GUARDED_KINDS))}"
+        ) from None
+    return frozenset(enabled)
 
 
 def _image_patterns(items: list[object]) -> tuple[str, ...]:
@@ -278,6 +304,7 @@ def _parse_pool(item: object, path: str, cloud: str = node_clouds.DEFAULT_CLOUD)
         queued_provisioning=fields.boolean("queuedProvisioning", default=False),
         reservation=fields.optionalstring_value("reservation"),
         cloud=_cloud(fields.string("cloud", default=cloud), f"{path}.cloud"),
+        topology=parse_pool_topology(fields, path),
     )
     fields.reject_unknown()
     if pool.reservation is not None and not node_clouds.CLOUDS[pool.cloud].reservations:

@@ -56,6 +56,10 @@ class Fields:
         if unknown:
             raise ScenarioError(self._at(unknown[0]), "unknown field")
 
+    def has(self, key: str) -> bool:
+        """Whether ``key`` is given (present and not ``null``)."""
+        return self._value.get(key) is not None
+
     def child(self, key: str) -> Fields:
         return Fields(self._get(key, False), self._at(key))
 

@@ -51,7 +51,7 @@ def _events(core: client.CoreV1Api, pod: str) -> list[Any]:
 
 
 def test_a_python_image_runs_its_command_on_the_local_interpreter_in_every_shipped_scenario() -> None:
-    assert set(named_scenarios()) == {"demo", "small", "seed-cost", "kueue", "dws", "reserved"}
+    assert set(named_scenarios()) == {"demo", "small", "seed-cost", "kueue", "dws", "reserved", "topology"}
     for name in named_scenarios():
         assert "python:*" in load_scenario(name).local_process_images, name
 

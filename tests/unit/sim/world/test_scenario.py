@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gang_sim.world.cloud import NodeRecord, node_manifest
+from gang_sim.world.node_topology import BLOCK_LABEL, HOST_LABEL, SUBBLOCK_LABEL
 from gang_sim.world.scenario import ScenarioError, load_scenario, named_scenarios, parse_scenario
 
 
@@ -41,6 +43,38 @@ def test_defaults_follow_upstream_flags() -> None:
     assert scenario.autoscaler.booking_seconds == 600
     assert (scenario.autoscaler.initial_backoff_seconds, scenario.autoscaler.max_backoff_seconds) == (60, 600)
     assert scenario.kueue.wait_for_pods_ready_timeout_seconds == 1800
+
+
+def test_a_pool_topology_labels_every_node_with_its_block_subblock_and_own_host() -> None:
+    scenario = parse_scenario({"nodePools": [_pool(topology={"block": "b1", "subblock": "b1-r2"})]})
+    (pool,) = scenario.node_pools
+    labels = [
+        node_manifest(pool, NodeRecord(name=name, pool=pool.name, gpus=1, created_at=0, ready_at=0))["metadata"][
+            "labels"
+        ]
+        for name in ("node-a", "node-b")
+    ]
+    assert [(item[BLOCK_LABEL], item[SUBBLOCK_LABEL], item[HOST_LABEL]) for item in labels] == [
+        ("b1", "b1-r2", "node-a"),
+        ("b1", "b1-r2", "node-b"),
+    ]
+    assert [item["kubernetes.io/hostname"] for item in labels] == ["node-a", "node-b"]
+
+
+def test_a_pool_without_topology_has_no_topology_labels() -> None:
+    (pool,) = parse_scenario({"nodePools": [_pool()]}).node_pools
+    labels = node_manifest(pool, NodeRecord(name="n", pool=pool.name, gpus=1, created_at=0, ready_at=0))["metadata"][
+        "labels"
+    ]
+    assert not {BLOCK_LABEL, SUBBLOCK_LABEL, HOST_LABEL} & set(labels)
+
+
+def test_feature_gates_default_off_and_turn_on_by_name() -> None:
+    assert parse_scenario({"nodePools": [_pool()]}).feature_gates == frozenset()
+    document = {"nodePools": [_pool()], "featureGates": {"TopologyAwareWorkloadScheduling": True}}
+    assert parse_scenario(document).feature_gates == {"TopologyAwareWorkloadScheduling"}
+    document["featureGates"] = {"TopologyAwareWorkloadScheduling": False}
+    assert parse_scenario(document).feature_gates == frozenset()
 
 
 def test_load_by_path(tmp_path: Path) -> None:
@@ -92,6 +126,34 @@ def test_load_by_path(tmp_path: Path) -> None:
         ),
         pytest.param({"nodePools": [_pool()], "kueue": {"requeueLimit": 1.5}}, "kueue.requeueLimit", id="limit-float"),
         pytest.param(["not", "a", "mapping"], "<root>", id="root-not-mapping"),
+        pytest.param(
+            {"nodePools": [_pool(topology={"subblock": "r1"})]}, "nodePools[0].topology.block", id="topology-no-block"
+        ),
+        pytest.param(
+            {"nodePools": [_pool(topology={"block": "b/1"})]},
+            "nodePools[0].topology.block",
+            id="topology-block-not-a-label-value",
+        ),
+        pytest.param(
+            {"nodePools": [_pool(topology={"block": "b1", "subblock": "-r1"})]},
+            "nodePools[0].topology.subblock",
+            id="topology-subblock-not-a-label-value",
+        ),
+        pytest.param(
+            {"nodePools": [_pool(topology={"block": "b1", "rack": "r1"})]},
+            "nodePools[0].topology.rack",
+            id="topology-unknown-field",
+        ),
+        pytest.param(
+            {"nodePools": [_pool()], "featureGates": {"GangScheduling": True}},
+            "featureGates.GangScheduling",
+            id="feature-gate-not-modelled",
+        ),
+        pytest.param(
+            {"nodePools": [_pool()], "featureGates": {"TopologyAwareWorkloadScheduling": "on"}},
+            "featureGates.TopologyAwareWorkloadScheduling",
+            id="feature-gate-not-bool",
+        ),
     ],
 )
 def test_bad_scenario_names_the_field(document: object, field: str) -> None:

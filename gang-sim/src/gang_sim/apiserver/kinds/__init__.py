@@ -13,6 +13,7 @@ from gang_sim.apiserver.kinds.core import (
 from gang_sim.apiserver.kinds.custom import CustomResourceStrategy
 from gang_sim.apiserver.kinds.jobs import JobStrategy
 from gang_sim.apiserver.kinds.pods import PodStrategy, PodTemplateStrategy
+from gang_sim.apiserver.kinds.scheduling import PodGroupStrategy, SchedulingWorkloadStrategy
 from gang_sim.apiserver.registry import ResourceType
 
 _DEFAULT = Strategy()
@@ -26,6 +27,8 @@ _BY_STORAGE_KEY: dict[str, Strategy] = {
     "/nodes": NodeStrategy(),
     "batch/jobs": JobStrategy(),
     "apiextensions.k8s.io/customresourcedefinitions": CustomResourceDefinitionStrategy(),
+    "scheduling.k8s.io/podgroups": PodGroupStrategy(),
+    "scheduling.k8s.io/workloads": SchedulingWorkloadStrategy(),
 }
 
 

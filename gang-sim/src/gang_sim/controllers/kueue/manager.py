@@ -11,20 +11,24 @@ writes status (``pkg/controller/core/workload_controller.go``, ``pkg/workload/wo
 3. every Workload in creation order, each in its own guard: :func:`.lifecycle.wait_for_start`,
    :func:`.lifecycle.settle`; then either
    quota reservation (:func:`.scheduler.reserve`, on the usage of every reserving Workload, those
-   reserved earlier in the pass included) or the ProvisioningRequest checks
-   (:func:`.checks.sync_checks`) and their verdict (:func:`.lifecycle.judge`); an admitted Workload
-   gets its owner started (:func:`.starter.start`) and waitForPodsReady
+   reserved earlier in the pass included, and for Topology Aware Scheduling on the nodes, the non-TAS
+   pods and the TAS usage of the same Workloads: :class:`~.snapshot.TopologyState`) or the
+   ProvisioningRequest checks (:func:`.checks.sync_checks`) and their verdict
+   (:func:`.lifecycle.judge`); an admitted Workload gets its owner started (:func:`.starter.start`),
+   its TAS pods placed and ungated (:func:`.ungater.ungate`) and waitForPodsReady
    (:func:`.lifecycle.wait_for_pods_ready`). Each step reads the Workload as the previous one left it;
 4. ClusterQueue and LocalQueue status (:func:`.queues.status_batches`);
 5. pod finalizers released (:func:`.integrations.finalizer_releases`).
 
 The manager keeps, across passes, when each Workload was admitted (waitForPodsReady counts from it)
-and until when it waits to be requeued. Not modelled: preemption, fair sharing, TAS, priorities,
-StrictFIFO blocking, MultiKueue.
+and until when it waits to be requeued. Not modelled: preemption, fair sharing, priorities,
+StrictFIFO blocking, MultiKueue; of TAS what :mod:`.tas`, :mod:`.tas_placement`,
+:mod:`.tas_admission` and :mod:`.ungater` list.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -47,6 +51,8 @@ from gang_sim.controllers.kueue import (
     quota,
     scheduler,
     starter,
+    tas,
+    ungater,
 )
 from gang_sim.controllers.kueue import workloads as wl
 from gang_sim.controllers.kueue.lifecycle import Next
@@ -69,6 +75,7 @@ from gang_sim.controllers.kueue.snapshot import (
     Owner,
     QueueSnapshot,
     ReservationSnapshot,
+    TopologyState,
     WorkloadSnapshot,
 )
 
@@ -81,6 +88,8 @@ class KueueManager(Controller):
             "v1/pods",
             wl.WORKLOADS,
             pr.PROVISIONING_REQUESTS,
+            "v1/nodes",
+            tas.TOPOLOGIES,
             *wl.RESOURCES.values(),
         }
     )
@@ -93,6 +102,7 @@ class KueueManager(Controller):
         self.recorded_once: set[tuple[str, ...]] = set()
         self.config = QueueSnapshot({}, {}, {}, {}, {})  # read at the start of every pass
         self.usage: quota.Usage = {}  # of the pass: reserving Workloads, and those reserved in it
+        self.topology = TopologyState()  # of the pass: nodes, non-TAS pods, TAS usage as self.usage
 
     def reconcile(self, now: float) -> float | None:
         try:
@@ -111,6 +121,11 @@ class KueueManager(Controller):
         self._apply_each(integrations.workload_creations(owners))
         workloads, _ = self.store.list(wl.WORKLOADS)
         self.usage = scheduler.reserved_usage(workloads)
+        self.topology = TopologyState(
+            tuple(self.store.view("v1/nodes")),
+            tas.non_tas_usage(self.store.view("v1/pods")),
+            scheduler.reserved_topology_usage(workloads),
+        )
         wake: float | None = None
         ordered = sorted(
             workloads, key=lambda item: (item["metadata"].get("creationTimestamp", ""), item["metadata"]["name"])
@@ -147,6 +162,7 @@ class KueueManager(Controller):
         if step.reread:
             workload = self.store.get(wl.WORKLOADS, workload["metadata"]["name"], namespace)
         self._apply(workload, starter.start(workload, self._owner(workload), self.config.flavors))
+        self._apply(workload, ungater.ungate(workload, self.store.view("v1/pods", workload["metadata"]["namespace"])))
         step = lifecycle.wait_for_pods_ready(self._snapshot(workload, self._owner(workload), now))
         self._apply(workload, step.patches)
         return step.wake
@@ -167,7 +183,7 @@ class KueueManager(Controller):
         namespace = self.store.get("v1/namespaces", workload["metadata"]["namespace"])
         labels = (namespace.get("metadata") or {}).get("labels") or {}
         return ReservationSnapshot(
-            workload, self.config, dict(self.usage), labels, self.plane.clock.now(), _wall_clock()
+            workload, self.config, dict(self.usage), labels, self.plane.clock.now(), _wall_clock(), self.topology
         )
 
     # -- reading -------------------------------------------------------------------------------------
@@ -180,7 +196,13 @@ class KueueManager(Controller):
             (item["metadata"]["namespace"], item["metadata"]["name"]): item
             for item in self.store.list(wl.RESOURCES["lqs"])[0]
         }
-        return QueueSnapshot(by_name("flavors"), by_name("cqs"), local_queues, by_name("acs"), by_name("prcs"))
+        try:
+            topologies = {item["metadata"]["name"]: item for item in self.store.list(tas.TOPOLOGIES)[0]}
+        except ApiError:  # Kueue's Topology CRD is not installed
+            topologies = {}
+        return QueueSnapshot(
+            by_name("flavors"), by_name("cqs"), local_queues, by_name("acs"), by_name("prcs"), topologies
+        )
 
     def _owner(self, workload: Obj) -> Owner:
         """The Job, or the pods (of the group, or the single owning pod), that ``workload`` stands for."""
@@ -244,6 +266,9 @@ class KueueManager(Controller):
                 self._record(patch.subject if patch.subject is not None else _required(subject, patch), patch)
             elif isinstance(patch, AssumeUsage):
                 quota.add_usage(self.usage, patch.cluster_queue, list(patch.pod_set_assignments))
+                usage = {flavor: dict(leaves) for flavor, leaves in self.topology.usage.items()}
+                tas.merge_usage(usage, patch.topology_usage)
+                self.topology = dataclasses.replace(self.topology, usage=usage)
             elif isinstance(patch, RecordAdmission):
                 if patch.at is None:
                     self.admitted_at.pop(patch.uid, None)

@@ -103,14 +103,16 @@ class RecordEvent:
 
 @dataclass(frozen=True)
 class AssumeUsage:
-    """Count an admission's ``podSetAssignments`` against ``cluster_queue`` for the rest of the pass.
+    """Count an admission's ``podSetAssignments`` against ``cluster_queue`` for the rest of the pass,
+    and its ``topology_usage`` (flavor -> leaf id -> resources) against the TAS flavors' domains.
 
     Upstream ``pkg/scheduler/scheduler.go`` assumes the workload in the cache before the admission
-    is written, so later workloads of the same cycle see the quota taken.
+    is written, so later workloads of the same cycle see the quota (and the topology) taken.
     """
 
     cluster_queue: str
     pod_set_assignments: tuple[Mapping[str, Any], ...]
+    topology_usage: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

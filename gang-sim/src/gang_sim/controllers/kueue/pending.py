@@ -10,7 +10,11 @@ check. Messages follow
 ``pkg/scheduler/flavorassigner`` (``couldn't assign flavors to pod set main: insufficient quota for
 nvidia.com/gpu in flavor a100, request > maximum capacity (32 > 16)``; ``... insufficient unused quota
 for nvidia.com/gpu in flavor a100, 8 more needed``). Only the first podSet and flavor that fail are
-named (upstream lists every flavor tried). Pure.
+named (upstream lists every flavor tried). Flavors Topology Aware Scheduling refuses to a podSet
+(:attr:`.quota.PodSetRequest.refused`) are named with Kueue 0.17's words, ``NoMatchingFlavor``:
+``couldn't assign flavors to pod set main: Flavor "gpu" does not support TopologyAwareScheduling``.
+A podSet whose quota fits but whose topology does not is not described here but by
+:mod:`.tas_admission`. Pure.
 """
 
 from __future__ import annotations
@@ -41,7 +45,13 @@ def reason_and_message(
             for group in (queue.get("spec") or {}).get("resourceGroups") or []
             for entry in group.get("flavors") or []
         ]
-        if not any(name in flavors and quota.flavor_matches(flavors[name], request.spec) for name in names):
+        if not any(
+            name in flavors and name not in request.refused and quota.flavor_matches(flavors[name], request.spec)
+            for name in names
+        ):
+            if request.refused:
+                reasons = ", ".join(sorted(request.refused.values()))
+                return NO_MATCHING_FLAVOR, f"couldn't assign flavors to pod set {request.name}: {reasons}"
             tried = ", ".join(names) or "none"
             return NO_MATCHING_FLAVOR, (
                 f"couldn't assign flavors to pod set {request.name}: no flavor of ClusterQueue "

@@ -3,9 +3,10 @@
 ``status.pendingWorkloads`` / ``reservingWorkloads`` / ``admittedWorkloads`` (what ``kubectl get cq``
 and ``kubectl get lq`` print) and the ``Active`` condition: a ClusterQueue is inactive when a
 referenced ResourceFlavor or AdmissionCheck is missing (reasons ``FlavorNotFound``,
-``AdmissionCheckNotFound``); a LocalQueue is inactive when its ClusterQueue is missing
-(``ClusterQueueDoesNotExist``). ProvisioningRequest AdmissionChecks get ``Active=True/Active``, or
-``Active=False/BadParametersRef`` when their ProvisioningRequestConfig is missing.
+``AdmissionCheckNotFound``) or a TAS flavor's Topology is (``TopologyNotFound``); a LocalQueue is
+inactive when its ClusterQueue is missing (``ClusterQueueDoesNotExist``). ProvisioningRequest
+AdmissionChecks get ``Active=True/Active``, or ``Active=False/BadParametersRef`` when their
+ProvisioningRequestConfig is missing.
 
 Pure: :func:`status_batches` and :func:`check_activity` read a :class:`~.snapshot.QueueSnapshot`
 and return the status patches (:mod:`.patches`), as kubernetes-sigs/kueue's
@@ -21,7 +22,7 @@ from functools import partial
 from typing import Any
 
 from gang_sim.controllers.base import Obj, condition, is_true, same_conditions, set_condition
-from gang_sim.controllers.kueue import checks
+from gang_sim.controllers.kueue import checks, tas
 from gang_sim.controllers.kueue import workloads as wl
 from gang_sim.controllers.kueue.patches import Batch, Patch, PatchObject
 from gang_sim.controllers.kueue.snapshot import QueueSnapshot
@@ -67,8 +68,11 @@ def cohort_of(queue: Obj) -> str | None:
     return spec.get("cohortName") or spec.get("cohort") or None
 
 
-def cluster_queue_activity(queue: Obj, flavors: Mapping[str, Obj], checks: Mapping[str, Obj]) -> tuple[str, str, str]:
-    """``(status, reason, message)`` of the ClusterQueue's ``Active`` condition."""
+def cluster_queue_activity(
+    queue: Obj, flavors: Mapping[str, Obj], checks: Mapping[str, Obj], topologies: Mapping[str, Obj]
+) -> tuple[str, str, str]:
+    """``(status, reason, message)`` of the ClusterQueue's ``Active`` condition
+    (``pkg/cache/scheduler/clusterqueue.go`` ``inactiveReason``; the first reason only)."""
     spec = queue.get("spec") or {}
     for group in spec.get("resourceGroups") or []:
         for flavor in group.get("flavors") or []:
@@ -85,6 +89,9 @@ def cluster_queue_activity(queue: Obj, flavors: Mapping[str, Obj], checks: Mappi
                 "AdmissionCheckNotFound",
                 f"Can't admit new workloads: references missing AdmissionCheck(s): {name}",
             )
+    for topology, flavor in tas.missing_topology(queue, flavors, topologies):
+        message = f'Can\'t admit new workloads: there is no Topology "{topology}" for TAS flavor "{flavor}".'
+        return ("False", "TopologyNotFound", message)
     return ("True", "Ready", "Can admit new workloads")
 
 
@@ -140,7 +147,7 @@ def status_batches(config: QueueSnapshot, workloads: list[Obj]) -> list[Batch]:
 
 
 def _cluster_queue_status(config: QueueSnapshot, name: str, queue: Obj, counts: Counts) -> list[Patch]:
-    active = cluster_queue_activity(queue, config.flavors, config.admission_checks)
+    active = cluster_queue_activity(queue, config.flavors, config.admission_checks, config.topologies)
     patch = status_patch(queue, counts, active)
     return [] if patch is None else [PatchObject(wl.RESOURCES["cqs"], name, {"status": patch}, subresource="status")]
 

@@ -6,7 +6,11 @@ Follows ``pkg/scheduler/flavorassigner`` in simplified form (reference 2.3, 2.7)
   are tried in order and the first one that fits *every* covered resource the podSet requests wins
   (``whenCanBorrow: MayStopSearch``: a flavor that fits by borrowing is taken);
 - a flavor is skipped when its ``nodeLabels`` contradict the pod's ``nodeSelector`` or its
-  ``nodeTaints`` are not tolerated;
+  ``nodeTaints`` are not tolerated, or when Topology Aware Scheduling refuses it for the podSet
+  (:attr:`PodSetRequest.refused`, from :func:`.tas.flavor_refusals`);
+- an ``accept`` callback may refuse a podSet's count on a flavor after its quota fits (the TAS
+  placement, :mod:`.tas_placement`): the podSet then does not fit at that count, and no other flavor
+  is tried for it, as upstream assigns the topology after the flavors;
 - a resource fits when ``requested <=`` what the cohort's nominal quota (all its ClusterQueues, this
   one included) leaves unused for that flavor and resource, capped at ``nominalQuota +
   borrowingLimit - used`` when the queue has a ``borrowingLimit`` (:func:`available`; ``lendingLimit``
@@ -19,8 +23,8 @@ Usage is keyed ``(clusterQueue, flavor, resource)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -36,6 +40,8 @@ class PodSetRequest:
     count: int
     spec: Mapping[str, Any]
     min_count: int | None = None
+    refused: Mapping[str, str] = field(default_factory=dict)
+    """Flavors Topology Aware Scheduling refuses for this podSet, with why."""
 
     def per_pod(self) -> Resources:
         requests = pod_requests(self.spec)
@@ -49,6 +55,10 @@ class PodSetAssignment:
     count: int
     flavors: dict[str, str]  # resource -> flavor
     usage: dict[str, Fraction]  # resource -> total
+
+
+Accept = Callable[[PodSetRequest, PodSetAssignment], bool]
+"""Whether a podSet may take an assignment whose quota fits (the TAS placement)."""
 
 
 def flavor_matches(flavor: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
@@ -115,6 +125,7 @@ def _assign_count(
     cohort: Sequence[Mapping[str, Any]],
     flavors: Mapping[str, Mapping[str, Any]],
     usage: Usage,
+    accept: Accept | None = None,
 ) -> PodSetAssignment | None:
     per_pod = request.per_pod()
     chosen: dict[str, str] = {}
@@ -125,7 +136,7 @@ def _assign_count(
         for entry in group.get("flavors") or []:
             flavor_name = entry.get("name", "")
             flavor = flavors.get(flavor_name)
-            if flavor is None or not flavor_matches(flavor, request.spec):
+            if flavor is None or flavor_name in request.refused or not flavor_matches(flavor, request.spec):
                 continue
             if all(
                 per_pod[resource] * count <= available(queue, cohort, usage, flavor_name, resource)
@@ -137,9 +148,10 @@ def _assign_count(
             return None
     if set(per_pod) - set(chosen):
         return None  # a requested resource no resource group covers
-    return PodSetAssignment(
+    assignment = PodSetAssignment(
         request.name, count, chosen, {resource: amount * count for resource, amount in per_pod.items()}
     )
+    return assignment if accept is None or accept(request, assignment) else None
 
 
 def assign(
@@ -148,18 +160,19 @@ def assign(
     cohort: Sequence[Mapping[str, Any]],
     flavors: Mapping[str, Mapping[str, Any]],
     usage: Usage,
+    accept: Accept | None = None,
 ) -> list[PodSetAssignment] | None:
     """Assign flavors to every podSet (with partial admission when allowed); None if it cannot fit."""
     working = dict(usage)
     result: list[PodSetAssignment] = []
     name = queue["metadata"]["name"]
     for request in requests:
-        assignment = _assign_count(request, request.count, queue, cohort, flavors, working)
+        assignment = _assign_count(request, request.count, queue, cohort, flavors, working, accept)
         if assignment is None and request.min_count is not None and request.min_count < request.count:
             low, high = request.min_count, request.count - 1
             while low <= high:
                 middle = (low + high) // 2
-                candidate = _assign_count(request, middle, queue, cohort, flavors, working)
+                candidate = _assign_count(request, middle, queue, cohort, flavors, working, accept)
                 if candidate is None:
                     high = middle - 1
                 else:

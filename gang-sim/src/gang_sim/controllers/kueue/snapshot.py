@@ -4,10 +4,12 @@ As upstream kubernetes-sigs/kueue's scheduler works on a snapshot of its cache
 (``pkg/cache/snapshot.go``: ClusterQueues, cohorts, ResourceFlavors and their usage, taken once per
 scheduling cycle), each helper here gets one of these and returns patches (:mod:`.patches`):
 
-- :class:`QueueSnapshot`: the ResourceFlavors, ClusterQueues, LocalQueues, AdmissionChecks and
-  ProvisioningRequestConfigs of one pass;
+- :class:`QueueSnapshot`: the ResourceFlavors, ClusterQueues, LocalQueues, AdmissionChecks,
+  ProvisioningRequestConfigs and Topologies of one pass;
+- :class:`TopologyState`: what Topology Aware Scheduling sees of the cluster in one pass (nodes, the
+  non-TAS pods' usage, the TAS usage of Workloads holding quota);
 - :class:`ReservationSnapshot`: what quota reservation needs (the queues, the usage of the pass, the
-  namespace's labels);
+  namespace's labels, the topology state);
 - :class:`CheckSnapshot`: what the ProvisioningRequest admission check needs (the namespace's
   requests by name);
 - :class:`WorkloadSnapshot`: what the workload controller needs (the owner's state, when the
@@ -21,11 +23,12 @@ time, ``wall_clock`` the time object timestamps (``lastTransitionTime``, ``reque
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from gang_sim.controllers.base import Obj
 from gang_sim.controllers.kueue import quota
+from gang_sim.world.resources import Resources
 from gang_sim.world.scenario import KueueSettings
 
 
@@ -43,6 +46,20 @@ class QueueSnapshot:
     local_queues: Mapping[tuple[str, str], Obj]
     admission_checks: Mapping[str, Obj]
     provisioning_configs: Mapping[str, Obj]
+    topologies: Mapping[str, Obj] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopologyState:
+    """The cluster as Topology Aware Scheduling sees it in one pass.
+
+    ``non_tas``: requests of the bound non-TAS pods, by node; ``usage``: the TAS usage of the Workloads
+    holding quota (and of those reserved earlier in the pass), by flavor and leaf id.
+    """
+
+    nodes: tuple[Obj, ...] = ()
+    non_tas: Mapping[str, Resources] = field(default_factory=dict)
+    usage: Mapping[str, Mapping[str, Resources]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,7 @@ class ReservationSnapshot:
     namespace_labels: Mapping[str, str]
     now: float
     wall_clock: datetime
+    topology: TopologyState = TopologyState()
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,13 @@ As kubernetes-sigs/kueue's job reconciler (``pkg/controller/jobframework/reconci
 read by the manager (:class:`~.snapshot.Owner`): :func:`finished` and :func:`ready_pods` report on it,
 :func:`start` and :func:`stop` return the patches (:mod:`.patches`) that run or stop it:
 
-- start a Job: its template gets the flavor's node labels and tolerations and the checks'
-  ``podSetUpdates``; partial admission sets ``parallelism`` (and ``completions`` too when the Job is
-  annotated ``kueue.x-k8s.io/job-completions-equal-parallelism: "true"``); then ``suspend=false``;
-- start a pod group: the same merged into each pod, then the ``kueue.x-k8s.io/admission`` gate removed;
+- start a Job: its template gets the flavor's node labels and tolerations and :func:`pod_set_info`
+  (the checks' ``podSetUpdates``, the podSet label and Workload annotation, the topology gate of a
+  Topology Aware Scheduling admission); partial admission sets ``parallelism`` (and ``completions`` too
+  when the Job is annotated ``kueue.x-k8s.io/job-completions-equal-parallelism: "true"``); then
+  ``suspend=false``;
+- start a pod group: the same merged into each pod, then the ``kueue.x-k8s.io/admission`` gate
+  removed (and ``kueue.x-k8s.io/topology`` too, unless the admission has a topology assignment);
 - stop a Job: ``suspend=true``, template, parallelism (and completions) restored, ``status.startTime``
   cleared; stop a pod group: its pods are deleted.
 """
@@ -16,13 +19,19 @@ read by the manager (:class:`~.snapshot.Owner`): :func:`finished` and :func:`rea
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from gang_sim.controllers.base import Obj, is_true
+from gang_sim.controllers.kueue import tas
 from gang_sim.controllers.kueue import workloads as wl
 from gang_sim.controllers.kueue.patches import DeleteObject, Patch, PatchObject
 from gang_sim.controllers.kueue.snapshot import Owner
+
+LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
+CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def merge_pod_spec(spec: dict[str, Any], flavor: Obj | None, update: Obj | None) -> dict[str, Any]:
@@ -95,36 +104,82 @@ def _pod_set_update(workload: Obj, pod_set: str) -> Obj:
     return merged
 
 
+def pod_set_info(workload: Obj, pod_set: Obj) -> Obj:
+    """What starting puts on a podSet's pods (``getPodSetsInfoFromStatus``): the admission checks'
+    ``podSetUpdates`` (:func:`_pod_set_update`), the labels ``kueue.x-k8s.io/podset`` and the queues'
+    (:func:`_queue_labels`), the annotation
+    ``kueue.x-k8s.io/workload``; with a topology assignment the gate ``kueue.x-k8s.io/topology``
+    (``topology: True``) and, for a podSet that did not ask for TAS (implied by a TAS-only
+    ClusterQueue), ``kueue.x-k8s.io/podset-unconstrained-topology: "true"`` (``podset.FromAssignment``)."""
+    name = pod_set["name"]
+    info = _pod_set_update(workload, name)
+    info["labels"] = {**(info.get("labels") or {}), tas.PODSET_LABEL: name, **_queue_labels(workload)}
+    info["annotations"] = {**info["annotations"], tas.WORKLOAD_ANNOTATION: workload["metadata"]["name"]}
+    info["topology"] = bool(wl.pod_set_assignment(workload, name).get("topologyAssignment"))
+    if info["topology"] and not tas.is_explicit(pod_set):
+        info["annotations"][tas.UNCONSTRAINED] = "true"
+    return info
+
+
+def _queue_labels(workload: Obj) -> dict[str, str]:
+    """``kueue.x-k8s.io/local-queue-name`` and ``cluster-queue-name`` (``AssignQueueLabelsForPods``,
+    beta and on in Kueue 0.17: ``assignQueueLabels``; the ClusterQueue's only when it is a DNS-1123 label)."""
+    labels = {LOCAL_QUEUE_LABEL: str((workload.get("spec") or {}).get("queueName", ""))}
+    cluster_queue = str(((workload.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
+    if _DNS_LABEL.fullmatch(cluster_queue):
+        labels[CLUSTER_QUEUE_LABEL] = cluster_queue
+    return labels
+
+
+def _pod_set_of(workload: Obj, pod: Obj) -> Obj:
+    """The podSet a plain pod belongs to: the one named by its role hash, else the first."""
+    role = ((pod.get("metadata") or {}).get("annotations") or {}).get(wl.ROLE_HASH)
+    pod_sets = workload["spec"]["podSets"]
+    return next((item for item in pod_sets if item["name"] == role), pod_sets[0])
+
+
+def _start_pod(workload: Obj, pod: Obj, flavors: Mapping[str, Obj]) -> PatchObject | None:
+    """Ungate one admitted pod of a group (``prepare`` in ``pkg/controller/jobs/pod/pod_controller.go``):
+    the podSet's info merged in, the admission gate removed, the topology gate too unless the podSet
+    has a topology assignment (the TopologyUngater removes it then)."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    if not any(gate.get("name") == wl.ADMISSION_GATE for gate in gates):
+        return None
+    pod_set = _pod_set_of(workload, pod)
+    info = pod_set_info(workload, pod_set)
+    removed = {wl.ADMISSION_GATE} if info["topology"] else {wl.ADMISSION_GATE, tas.TOPOLOGY_GATE}
+    flavor = wl.assigned_flavor(wl.pod_set_assignment(workload, pod_set["name"]), flavors)
+    spec = merge_pod_spec(pod["spec"], flavor, info)
+    patch: dict[str, Any] = {
+        "metadata": {"annotations": info["annotations"], "labels": info["labels"]},
+        "spec": {
+            "schedulingGates": [gate for gate in gates if gate.get("name") not in removed],
+            **{key: spec[key] for key in ("nodeSelector", "tolerations") if key in spec},
+        },
+    }
+    metadata = pod["metadata"]
+    return PatchObject("v1/pods", metadata["name"], patch, namespace=metadata["namespace"])
+
+
 def start(workload: Obj, owner: Owner, flavors: Mapping[str, Obj]) -> list[Patch]:
     """Run the admitted owner; nothing for pods already ungated or a Job already unsuspended."""
+    if wl.stands_for_pods(workload):
+        return [patch for pod in owner.pods if (patch := _start_pod(workload, pod, flavors)) is not None]
     pod_set = workload["spec"]["podSets"][0]
     assignment = wl.pod_set_assignment(workload, pod_set["name"])
     flavor = wl.assigned_flavor(assignment, flavors)
-    update = _pod_set_update(workload, pod_set["name"])
-    if wl.stands_for_pods(workload):
-        patches: list[Patch] = []
-        for pod in owner.pods:
-            gates = (pod.get("spec") or {}).get("schedulingGates") or []
-            if not any(gate.get("name") == wl.ADMISSION_GATE for gate in gates):
-                continue
-            spec = merge_pod_spec(pod["spec"], flavor, update)
-            patch: dict[str, Any] = {
-                "metadata": {"annotations": update["annotations"], "labels": update.get("labels") or {}},
-                "spec": {
-                    "schedulingGates": [gate for gate in gates if gate.get("name") != wl.ADMISSION_GATE],
-                    **{key: spec[key] for key in ("nodeSelector", "tolerations") if key in spec},
-                },
-            }
-            metadata = pod["metadata"]
-            patches.append(PatchObject("v1/pods", metadata["name"], patch, namespace=metadata["namespace"]))
-        return patches
+    info = pod_set_info(workload, pod_set)
     job = owner.job
     if job is None or not (job.get("spec") or {}).get("suspend"):
         return []
     template = copy.deepcopy(pod_set.get("template") or {})
-    template.setdefault("metadata", {}).setdefault("annotations", {}).update(update["annotations"])
-    template["metadata"].setdefault("labels", {}).update(update.get("labels") or {})
-    template["spec"] = merge_pod_spec(template.get("spec") or {}, flavor, update)
+    template.setdefault("metadata", {}).setdefault("annotations", {}).update(info["annotations"])
+    template["metadata"].setdefault("labels", {}).update(info["labels"])
+    template["spec"] = merge_pod_spec(template.get("spec") or {}, flavor, info)
+    if info["topology"]:
+        gates = template["spec"].setdefault("schedulingGates", [])
+        if not any(gate.get("name") == tas.TOPOLOGY_GATE for gate in gates):
+            gates.append({"name": tas.TOPOLOGY_GATE})
     template["metadata"]["labels"].update(
         ((job["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
     )

@@ -1,13 +1,17 @@
 """Kueue's Job and plain-Pod integrations, as pure functions (reference 2.5, 2.7, 2.8).
 
 - :func:`mutate_on_create` is what Kueue's mutating webhooks do to a new Job (``spec.suspend=true``)
-  or Pod (group member or single pod: label ``kueue.x-k8s.io/managed``, finalizer, gate
-  ``kueue.x-k8s.io/admission``, annotation ``kueue.x-k8s.io/role-hash``) that carries the
-  ``kueue.x-k8s.io/queue-name`` label.
+  or Pod (group member or single pod: label ``kueue.x-k8s.io/managed``, finalizer, gates
+  ``kueue.x-k8s.io/admission`` and - TAS being on - ``kueue.x-k8s.io/topology``, the pod index label
+  ``kueue.x-k8s.io/pod-group-pod-index`` copied from the label the annotation
+  ``kueue.x-k8s.io/pod-group-pod-index-label`` names, annotation ``kueue.x-k8s.io/role-hash``) that
+  carries the ``kueue.x-k8s.io/queue-name`` label (``pkg/controller/jobs/pod/pod_webhook.go``).
 - :func:`workload_name` is ``jobframework.GetWorkloadNameForOwnerWithGVK``: ``<kind>-<name>-<sha1[:5]>``
   over ``kind \\n group \\n name \\n uid``.
 - :func:`job_workload` / :func:`group_workload` / :func:`pod_workload` (a single plain pod) build the
-  Workload objects.
+  Workload objects; each podSet carries its ``topologyRequest`` (:func:`.tas.topology_request`, with
+  the pod index label ``batch.kubernetes.io/job-completion-index`` for a Job,
+  ``kueue.x-k8s.io/pod-group-pod-index`` for pods), as Kueue 0.17 writes it with TAS on.
 - :func:`stands_for_pods`, :func:`pod_set_assignment` and :func:`assigned_flavor` read a Workload.
 """
 
@@ -19,6 +23,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gang_sim.controllers.kueue import tas
+
 QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 JOB_UID = "kueue.x-k8s.io/job-uid"
 MANAGED = "kueue.x-k8s.io/managed"
@@ -28,6 +34,7 @@ ROLE_HASH = "kueue.x-k8s.io/role-hash"
 IS_GROUP = "kueue.x-k8s.io/is-group-workload"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+POD_INDEX_LABEL_ANNOTATION = "kueue.x-k8s.io/pod-group-pod-index-label"
 COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelism"
 PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
 WORKLOADS = "kueue.x-k8s.io/v1beta2/workloads"
@@ -76,13 +83,21 @@ def mutate_on_create(resource: str, body: dict[str, Any]) -> None:
             finalizers.append(MANAGED)
         spec = body.setdefault("spec", {})
         gates = spec.setdefault("schedulingGates", [])
-        if not any(gate.get("name") == ADMISSION_GATE for gate in gates):
-            gates.append({"name": ADMISSION_GATE})
+        for gate_name in (ADMISSION_GATE, tas.TOPOLOGY_GATE):
+            if not any(gate.get("name") == gate_name for gate in gates):
+                gates.append({"name": gate_name})
+        index_label = (metadata.get("annotations") or {}).get(POD_INDEX_LABEL_ANNOTATION)
+        if index_label is not None:
+            labels[tas.GROUP_INDEX_LABEL] = labels.get(index_label, "")
         metadata.setdefault("annotations", {})[ROLE_HASH] = role_hash(spec)
         body["metadata"] = metadata
 
 
-def _pod_set(name: str, count: int, template: Mapping[str, Any], min_count: int | None = None) -> dict[str, Any]:
+def _pod_set(
+    name: str, count: int, template: Mapping[str, Any], index_label: str, min_count: int | None = None
+) -> dict[str, Any]:
+    """A podSet of ``count`` pods like ``template``; its ``topologyRequest`` from the template's
+    annotations, ranks read from ``index_label``."""
     template_metadata = template.get("metadata") or {}
     pod_set: dict[str, Any] = {
         "name": name,
@@ -96,6 +111,7 @@ def _pod_set(name: str, count: int, template: Mapping[str, Any], min_count: int 
     }
     if min_count is not None:
         pod_set["minCount"] = min_count
+    pod_set["topologyRequest"] = tas.topology_request(template_metadata.get("annotations") or {}, index_label)
     return pod_set
 
 
@@ -120,7 +136,8 @@ def job_workload(job: Mapping[str, Any]) -> dict[str, Any]:
         "kueue.x-k8s.io/job-owner-gvk": "batch/v1, Kind=Job",
         "kueue.x-k8s.io/job-owner-name": metadata["name"],
     }
-    pod_set = _pod_set("main", job_pod_count(job), (job.get("spec") or {}).get("template") or {}, min_count)
+    template = (job.get("spec") or {}).get("template") or {}
+    pod_set = _pod_set("main", job_pod_count(job), template, tas.JOB_INDEX_LABEL, min_count)
     return _owned_workload(
         ("batch/v1", "Job"),
         job,
@@ -137,7 +154,14 @@ def pod_workload(pod: Mapping[str, Any]) -> dict[str, Any]:
     spec.pop("schedulingGates", None)
     spec.pop("nodeName", None)
     name = workload_name("Pod", "", metadata["name"], metadata["uid"])
-    return _owned_workload(("v1", "Pod"), pod, name, [_pod_set("main", 1, {"metadata": {}, "spec": spec})])
+    template = {"metadata": {"annotations": _tas_annotations(metadata)}, "spec": spec}
+    return _owned_workload(("v1", "Pod"), pod, name, [_pod_set("main", 1, template, tas.GROUP_INDEX_LABEL)])
+
+
+def _tas_annotations(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """A pod's TAS annotations: what its podSet's ``topologyRequest`` is read from."""
+    annotations = metadata.get("annotations") or {}
+    return {key: value for key, value in annotations.items() if key in tas.TAS_ANNOTATIONS}
 
 
 def _owned_workload(
@@ -185,7 +209,12 @@ def group_workload(group: str, namespace: str, pods: Sequence[Mapping[str, Any]]
         ).append(pod)
     first = pods[0]["metadata"]
     pod_sets = [
-        _pod_set(role, len(members), {"metadata": {}, "spec": members[0]["spec"]})
+        _pod_set(
+            role,
+            len(members),
+            {"metadata": {"annotations": _tas_annotations(members[0]["metadata"])}, "spec": members[0]["spec"]},
+            tas.GROUP_INDEX_LABEL,
+        )
         for role, members in sorted(roles.items())
     ]
     for pod_set in pod_sets:

@@ -49,7 +49,7 @@ class RealCluster:
     cluster-autoscaler, on loopback, for one scenario. ``kubeconfig_path`` (admin, client
     certificate) is written once the apiserver is healthy; ``url`` is the apiserver's.
     ``kueue=False`` leaves Kueue out (faster, for tests that need none); ``workload_api=False``
-    leaves the Workload / PodGroup API off (:mod:`.feature_gates`).
+    leaves the Workload / PodGroup API off; the scenario's ``featureGates`` are on (:mod:`.feature_gates`).
     """
 
     def __init__(
@@ -65,7 +65,7 @@ class RealCluster:
     ) -> None:
         self.scenario = load_scenario(scenario) if isinstance(scenario, str) else scenario
         self.binaries = binaries or find()
-        self.with_kueue, self.with_workload_api = kueue, workload_api
+        self.with_kueue, self.with_workload_api, self.gates = kueue, workload_api, self.scenario.feature_gates
         self.with_autoscaler = self.binaries.has_cluster_autoscaler if autoscaler is None else autoscaler
         self._requested_kubeconfig = Path(kubeconfig_path) if kubeconfig_path is not None else None
         self._start_timeout = start_timeout
@@ -255,7 +255,7 @@ class RealCluster:
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
                 "--v=1",
-                *feature_gates.workload_api_flags(self.with_workload_api, apiserver=True),
+                *feature_gates.workload_api_flags(self.with_workload_api, apiserver=True, gates=self.gates),
             ],
         )
         apiserver.wait_healthy(f"{self.url}/readyz", context, timeout=self._start_timeout)
@@ -309,7 +309,7 @@ class RealCluster:
                     f"--tls-cert-file={certificate}",
                     f"--tls-private-key-file={key}",
                     *extra,
-                    *feature_gates.workload_api_flags(self.with_workload_api, apiserver=False),
+                    *feature_gates.workload_api_flags(self.with_workload_api, apiserver=False, gates=self.gates),
                 ],
             )
             waits.append((component, f"https://127.0.0.1:{port}/healthz"))

@@ -231,7 +231,9 @@ def test_webhook_suspends_queued_jobs_and_gates_group_pods() -> None:
         "spec": pod_spec(),
     }
     workloads.mutate_on_create("v1/pods", pod)
-    assert pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+    # Kueue 0.17 with TAS on gates every managed pod twice; starting it removes the topology gate
+    # unless its admission has a topology assignment (pkg/controller/jobs/pod/pod_webhook.go).
+    assert pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}, {"name": "kueue.x-k8s.io/topology"}]
     assert pod["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
     assert len(pod["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"]) == 8
 

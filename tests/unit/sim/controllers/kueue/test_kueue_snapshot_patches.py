@@ -291,7 +291,15 @@ def test_start_a_partially_admitted_job_and_stop_it() -> None:
     spec = resume.body["spec"]
     assert (spec["suspend"], spec["parallelism"]) == (False, 2)
     assert spec["template"]["spec"]["nodeSelector"] == {"pool": "l4"}
-    assert spec["template"]["metadata"]["labels"] == {"app": "x"}
+    # Kueue's start labels the pods with their podSet and queues and names the Workload (getPodSetsInfoFromStatus)
+    assert spec["template"]["metadata"]["labels"] == {
+        "app": "x",
+        "kueue.x-k8s.io/podset": "main",
+        "kueue.x-k8s.io/local-queue-name": "lq",
+        "kueue.x-k8s.io/cluster-queue-name": "cq",
+    }
+    assert spec["template"]["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == workload["metadata"]["name"]
+    assert "schedulingGates" not in spec["template"]["spec"]  # no topology assignment, no topology gate
     assert starter.start(workload, Owner(job=_job(suspend=False)), _config().flavors) == []
     suspend, restore, start_time = starter.stop(workload, Owner(job=_job()))
     assert suspend.body == {"spec": {"suspend": True}}
