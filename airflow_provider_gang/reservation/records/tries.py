@@ -151,6 +151,9 @@ class TryState:
         teardown_started_at: UNIX time the try began deleting its gang (``operators.try_run``), set
             just before the deletion; a state left with it set is a try whose worker stopped while
             tearing down.
+        topology_note: what the room on the nodes said when the try began, for a gang with a
+            topology (``"no rack has room for 4 members (1 nvidia.com/gpu each); the best, rack-b1,
+            has room for 2: capacity is asked in rack-b1"``); ``None``: no topology, or not read.
     """
 
     plan: TryPlan
@@ -161,6 +164,7 @@ class TryState:
     launched_at: float | None = None
     size_run: int | None = None
     teardown_started_at: float | None = None
+    topology_note: str | None = None
 
     def with_changes(self, **changes: Any) -> TryState:
         return replace(self, **changes)
@@ -176,6 +180,7 @@ class TryState:
             "launched_at": self.launched_at,
             "size_run": self.size_run,
             "teardown_started_at": self.teardown_started_at,
+            "topology_note": self.topology_note,
         }
 
     @classmethod
@@ -193,6 +198,7 @@ class TryState:
                     "launched_at": float,
                     "size_run": int,
                     "teardown_started_at": float,
+                    "topology_note": optional_text,
                 },
             )
         )
@@ -268,10 +274,23 @@ class TryRecord:
     gang, or only what holds the reservation with ``on_finish="keep"``. ``None``: no teardown ran
     in the try (refused before a gang existed; withdrawn by a later try), or a record written
     before this was kept."""
+    required_topology: str | None = None
+    preferred_topology: str | None = None
+    """The node label the try's gang was required to fit in one domain of, or preferred to span few
+    domains of (its spec after the fallback step); ``None``: no topology."""
+    topology_note: str | None = None
+    """What the room on the nodes said when the try began (``TryState.topology_note``)."""
+    rank_nodes: Mapping[str, str] = field(default_factory=dict)
+    """Rank (as a string: JSON keys) -> the node the member ran on, for the ranks that were bound."""
+    rank_domains: Mapping[str, str] = field(default_factory=dict)
+    """Rank -> the value of the topology label on its node: the domain each rank ran in (a gang with a
+    topology; ranks on a node without the label are left out)."""
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
         values["exit_codes"] = dict(self.exit_codes)
+        values["rank_nodes"] = dict(self.rank_nodes)
+        values["rank_domains"] = dict(self.rank_domains)
         values["ladder"] = None if self.ladder is None else ladder_format.ladder_to_plain(self.ladder)
         values["exit_code_decision"] = None if self.exit_code_decision is None else dict(self.exit_code_decision)
         return {"version": CURRENT_VERSION, **values}
@@ -299,6 +318,16 @@ class TryRecord:
                     "provisioning_class": optional_text,
                     "teardown_started_at": float,
                     "teardown_ended_at": float,
+                    "required_topology": optional_text,
+                    "preferred_topology": optional_text,
+                    "topology_note": optional_text,
+                    "rank_nodes": _rank_map,
+                    "rank_domains": _rank_map,
                 },
             )
         )
+
+
+def _rank_map(values: Any) -> dict[str, str]:
+    """A stored ``rank -> text`` mapping, keys and values as strings."""
+    return {str(rank): str(value) for rank, value in dict(values).items()}

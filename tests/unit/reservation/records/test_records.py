@@ -24,6 +24,22 @@ from airflow_provider_gang.reservation.spec import ReservationMode
 from tests.unit.reservation.records.examples import EXAMPLES, RECORD, RUN_EVENT, STATE, TRIGGER_ARGUMENTS
 
 GOLDEN = Path(__file__).parent / "golden"
+TOPOLOGY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "try_record": {
+        "required_topology": None,
+        "preferred_topology": None,
+        "topology_note": None,
+        "rank_nodes": {},
+        "rank_domains": {},
+    },
+    "try_state": {
+        "topology_note": None,
+        "plan": dataclasses.replace(
+            STATE.plan, spec=dataclasses.replace(STATE.plan.spec, required_topology=None, placement=None)
+        ),
+    },
+}
+"""What a record written before topologies were kept reads as, key by key."""
 
 
 def golden(name: str) -> dict[str, Any]:
@@ -113,16 +129,19 @@ def test_missing_optional_keys_take_their_defaults(name: str, optional: list[str
             id="try-record",
         ),
         pytest.param("try_state_v1_without_teardown", "try_state", ["teardown_started_at"], id="try-state"),
+        pytest.param("try_record_v1_without_topology", "try_record", [], id="try-record-topology"),
+        pytest.param("try_state_v1_without_topology", "try_state", [], id="try-state-topology"),
     ],
 )
-def test_a_record_stored_before_the_teardown_and_place_were_kept_still_reads(
+def test_a_record_stored_before_the_teardown_place_and_topology_were_kept_still_reads(
     older: str, name: str, added: list[str]
 ) -> None:
-    """Files an earlier release of version 1 wrote: the keys added since read as ``None``."""
+    """Files an earlier release of version 1 wrote: the keys added since read as ``None`` (the
+    topology's as their defaults: no topology, no ranks placed, a plan without topology)."""
     stored = json.loads((GOLDEN / f"{older}.json").read_text())
-    assert not set(added) & set(stored)
+    assert not (set(added) | {"topology_note", "rank_domains"}) & set(stored)
     read = type(EXAMPLES[name]).from_dict(stored)
-    assert read == dataclasses.replace(EXAMPLES[name], **dict.fromkeys(added))
+    assert read == dataclasses.replace(EXAMPLES[name], **dict.fromkeys(added), **TOPOLOGY_DEFAULTS[name])
 
 
 def _minimal(name: str) -> dict[str, Any]:
