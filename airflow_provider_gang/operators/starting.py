@@ -17,9 +17,18 @@ the discovery of the cluster it runs on (``reservation.tries.auto_mode``), befor
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from airflow_provider_gang.hooks import creation, deletion, inspection, precheck, workload_api_check
+from airflow_provider_gang.hooks import (
+    creation,
+    deletion,
+    inspection,
+    precheck,
+    topology_check,
+    topology_reads,
+    workload_api_check,
+)
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.links import RESERVATION_XCOM_KEY
 from airflow_provider_gang.operators import clusters, launching
@@ -27,7 +36,8 @@ from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.try_run import TryRun
 from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.reservation.records.tries import ReservationFacts, TryPlan, TryRecord, TryState
+from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
+from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.reservation.tries import auto_mode, plan
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
@@ -78,16 +88,22 @@ def start(run: TryRun) -> Any:
     earlier = places.get(here, [])
     elsewhere = clusters.withdraw_elsewhere(run, places, here)
 
-    async def prepare(client: KubeClient) -> ReservationFacts:
+    async def prepare(client: KubeClient) -> tuple[GangSpec, str | None]:
         for warning in await precheck.precheck(client, spec):
             run.log.warning("Gang %s precheck: %s", spec.name, warning)
         withdrawn = await deletion.withdraw(client, spec.namespace, earlier, spec.mode)
         if withdrawn:
             run.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
-        return await creation.ensure_reservation(client, spec, owner_try=try_plan.attempt)
+        return await topology_reads.placed(client, spec)
 
     try:
-        facts = run.cluster(prepare)
+        placed, note = run.cluster(prepare)
+        if note is not None:
+            try_plan = replace(try_plan, spec=placed)
+            run.state = run.lifecycle.update(run.state, plan=try_plan, topology_note=note)
+            run.log.info("Gang %s topology: %s", spec.name, topology_line(placed, note))
+        spec = placed
+        facts = run.cluster(lambda client: creation.ensure_reservation(client, placed, owner_try=try_plan.attempt))
     finally:
         if elsewhere is not None:
             elsewhere.join(timeout=clusters.WITHDRAW_TIMEOUT_SECONDS)
@@ -132,12 +148,28 @@ def start(run: TryRun) -> Any:
     return launching.reserved(run, event)
 
 
+def topology_line(spec: GangSpec, note: str) -> str:
+    """The log line of a gang's topology: the label, what the room said, and the pin (if any)."""
+    kind = "required" if spec.required_topology is not None else "preferred"
+    placement = spec.placement
+    if placement is None:
+        return f"{kind} {spec.topology_label}: {note}"
+    where = ", ".join(placement.domains)
+    pin = f"asking for capacity in {where}" if placement.grows else f"members pinned to {where}"
+    return f"{kind} {spec.topology_label}: {note}; {pin}"
+
+
 def _choose_mode(run: TryRun, new_plan: TryPlan, explanation: str) -> tuple[TryPlan, str]:
     """A new ``auto`` plan in the mode its cluster serves; what was chosen and why joins the
     explanation the task log prints."""
     conn_id = run.conn_id_of(new_plan)
     served = run.cluster(workload_api_check.is_served, conn_id=conn_id)
-    chosen, why = auto_mode.choose(new_plan, pod_groups_served=served, conn_id=conn_id)
+    topology_served = True
+    if served and new_plan.spec.required_topology is not None:
+        workload = auto_mode.as_workload(new_plan.spec)
+        refusal = run.cluster(lambda client: topology_check.serves_workload_topology(client, workload), conn_id=conn_id)
+        topology_served = refusal is None
+    chosen, why = auto_mode.choose(new_plan, pod_groups_served=served, conn_id=conn_id, topology_served=topology_served)
     return chosen, f"{explanation}; {why}"
 
 

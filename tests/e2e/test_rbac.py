@@ -40,6 +40,7 @@ from tests.e2e.test_modes import kueue_queues
 
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
 MODE_LABEL = "airflow-gang.io/reservation-mode"
+TOPOLOGY_LABEL = "airflow-gang.io/topology"
 RBAC_API = "rbac.authorization.k8s.io"
 ROLE_KINDS = ("Role", "ClusterRole")
 MODES = [mode.value for mode in ReservationMode]
@@ -82,7 +83,7 @@ def roles_of(mode: str, kinds: tuple[str, ...] = ROLE_KINDS) -> list[dict[str, A
     return [
         document
         for document in documents()
-        if document["kind"] in kinds and document["metadata"]["labels"][MODE_LABEL] == mode
+        if document["kind"] in kinds and document["metadata"]["labels"].get(MODE_LABEL) == mode
     ]
 
 
@@ -190,6 +191,7 @@ def test_rbac_yaml_is_a_role_and_binding_per_mode_and_a_cluster_role_for_kueue_o
     }
     for index, doc in enumerate(docs):
         _check_model(doc, f"V1{doc['kind']}", f"document {index} ({doc['kind']})")
+    docs = [doc for doc in docs if MODE_LABEL in doc["metadata"]["labels"]]  # the topology ones: below
     for mode in MODES:
         name = f"airflow-gang-{mode.replace('_', '-')}"
         scopes: list[tuple[str, dict[str, str]]] = [("Role", {"namespace": "default"})]
@@ -208,6 +210,13 @@ def test_rbac_yaml_is_a_role_and_binding_per_mode_and_a_cluster_role_for_kueue_o
                 {"kind": "ServiceAccount", "name": "airflow-triggerer", "namespace": "airflow"},
             ]
     assert len(docs) == 2 * len(MODES) + 2
+    topology = [doc for doc in documents() if TOPOLOGY_LABEL in doc["metadata"]["labels"]]
+    assert sorted((doc["kind"], doc["metadata"]["labels"][TOPOLOGY_LABEL]) for doc in topology) == [
+        ("ClusterRole", "all"),
+        ("ClusterRole", "kueue"),
+        ("ClusterRoleBinding", "all"),
+        ("ClusterRoleBinding", "kueue"),
+    ]
 
 
 def test_model_check_refuses_a_misspelled_field() -> None:

@@ -104,6 +104,27 @@ def test_kueue_assignment_ranks_fill_its_domains_in_order() -> None:
     assert kueue_assignment.rank_domains({"status": {}}, SUBBLOCK) == {}
 
 
+def test_an_assignment_of_hosts_only_is_read_through_the_nodes() -> None:
+    """Kueue keeps only the hostname level when it is the Topology's lowest."""
+    nodes, _ = racks({"rack-a1": (4,), "rack-b1": (4, 4)})
+    hosts_only = {
+        "levels": [HOSTNAME],
+        "slices": [
+            {
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"prefix": "rack-", "roots": ["b1-h1", "a1-h0"]}}],
+                "podCounts": {"universal": 2},
+            }
+        ],
+    }
+    assert kueue_assignment.rank_domains(admitted(hosts_only), SUBBLOCK, nodes) == {
+        0: "rack-b1",
+        1: "rack-b1",
+        2: "rack-a1",
+        3: "rack-a1",
+    }
+
+
 def test_a_kueue_assignment_of_an_unknown_shape_raises() -> None:
     broken = {
         "levels": LEVELS,
