@@ -46,7 +46,7 @@ def topology_gang(dag_id: str, size: int, mode: str, **arguments: Any) -> Any:
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_a_gang_of_4_lands_wholly_in_the_one_rack_that_holds_it(
-    mode: str, one_rack: Path, cluster_factory: Any, run_dag: Any
+    mode: str, one_rack: Path, cluster_factory: Any, run_dag: Any, capfd: Any
 ) -> None:
     cluster = cluster_factory(str(one_rack), time_scale=60)
     bindings = Bindings(cluster)
@@ -66,6 +66,10 @@ def test_a_gang_of_4_lands_wholly_in_the_one_rack_that_holds_it(
         '{"0": "rack-y1", "1": "rack-y1", "2": "rack-y1", "3": "rack-y1"}',
     )
     assert gang_objects(cluster) == {}
+    log = capfd.readouterr().out  # the task log: what the room said, where the ranks went and ran
+    assert "rack-y1 holds the 4 members (room: rack-y1 4, rack-x1 3, rack-x2 3, rack-y2 2)" in log
+    assert f"ranks by {RACK}: rack-y1: ranks 0-3" in log
+    assert f"where the ranks ran ({RACK}): rack-y1: ranks 0-3" in log
 
 
 def consecutive_ranks_share_hosts(bindings: Bindings, gang: str) -> bool:
