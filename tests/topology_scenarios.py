@@ -162,6 +162,30 @@ def one_rack_document(*, gate: bool = True) -> dict[str, Any]:
     return document("one-rack", pools, ONE_RACK_FILLERS, gate=gate)
 
 
+HALF_FULL_FILLERS: Mapping[str, Sequence[int]] = {
+    "rack-a1": (4, 4, 4),
+    "rack-a2": (2, 2, 2, 2, 2, 2),
+    "rack-a3": (3, 3, 3, 3),
+    "rack-a4": (4, 4),
+    "rack-b1": (3, 3, 3, 3, 3, 3),
+    "rack-b2": (2, 2, 2, 2, 2, 2),
+    "rack-b3": (4, 4, 4, 2),
+    "rack-b4": (3, 3, 3, 3, 2, 2),
+}
+"""GPUs held by other teams' pods per rack of six 4-GPU hosts: 104 of 192 held; the racks have 12,
+12, 12, 16, 6, 12, 10 and 8 GPUs free, so only ``rack-a4`` holds a gang of 16 one-GPU members."""
+HALF_FULL_HOSTS = 6
+
+
+def half_full_document() -> dict[str, Any]:
+    """The bench's cluster (``bench/topology.py``): two blocks of four racks of six 4-GPU hosts, a bit
+    over half of the GPUs held (:data:`HALF_FULL_FILLERS`), the autoscaler scanning every 2 s."""
+    pools = [gpu_pool(rack, HALF_FULL_HOSTS) for rack in HALF_FULL_FILLERS]
+    scenario = document("half-full", pools, HALF_FULL_FILLERS)
+    scenario["autoscaler"] = {**scenario["autoscaler"], "scanIntervalSeconds": 2}
+    return scenario
+
+
 def write(path: Path, scenario: Mapping[str, Any]) -> Path:
     """``scenario`` as a YAML file at ``path``."""
     path.write_text(yaml.safe_dump(dict(scenario), sort_keys=False))
