@@ -34,7 +34,7 @@ from airflow.sdk.bases.operator import BaseOperator
 
 from airflow_provider_gang.member import function_call
 from airflow_provider_gang.operators.training import GangTrainingOperator
-from airflow_provider_gang.reservation.tries import argument_record
+from airflow_provider_gang.reservation.tries import argument_record, argument_table
 from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 
 GENERATED = ("command", "args")
@@ -104,6 +104,12 @@ def known_arguments() -> frozenset[str]:
     machinery = {"multiple_outputs", "on_failure_fail_dagrun", "kwargs_to_upstream"}
     parameters = inspect.signature(BaseOperator.__init__).parameters
     return frozenset({*argument_record.names(), *parameters, *machinery} - {"self", "kwargs"} - set(GENERATED))
+
+
+def markdown_argument_tables() -> str:
+    """``@task.gang``'s arguments as the docs show them (``docs/decorator.md``): the operator's, group by
+    group, less the :data:`GENERATED` ones."""
+    return argument_table.argument_tables("markdown", without=GENERATED)
 
 
 def gang_task(

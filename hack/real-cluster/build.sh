@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds the real control plane used by tests/real from Go modules only (no containers, no downloads
-# besides the Go module proxy), into a cache outside the repository keyed by versions:
+# Builds the real control plane used by tests/real from Go modules (no containers, no downloads besides
+# the Go module proxy) and the cluster-autoscaler from its upstream source (below), into a cache outside
+# the repository keyed by versions:
 #   ${GANG_REAL_CLUSTER_CACHE:-~/.cache/airflow-provider-gang/real-cluster}/<kubernetes version>/bin
-# Idempotent: a binary that exists is kept; each binary's version is printed at the end.
+# Idempotent: a binary that exists is kept; each binary's version is printed at the end. One build of
+# a cache at a time: a second run waits for the first (flock), then finds its binaries.
+# Usage: build.sh [all|etcd|kubernetes|kwok|kueue|cluster_autoscaler]
 #
 # Recipes follow upstream's own builds:
 # - k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with ./staging paths
@@ -17,7 +20,6 @@ KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 KUEUE_VERSION="${KUEUE_VERSION:-v0.17.0}"
-CLUSTER_AUTOSCALER_MODULE="${CLUSTER_AUTOSCALER_MODULE:-sigs.k8s.io/cluster-autoscaler}"
 
 CACHE_ROOT="${GANG_REAL_CLUSTER_CACHE:-$HOME/.cache/airflow-provider-gang/real-cluster}"
 OUT="$CACHE_ROOT/$KUBERNETES_VERSION"
@@ -28,7 +30,7 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
 staging_version="v0.${KUBERNETES_VERSION#v1.}"
-log() { printf '[real-cluster] %s\n' "$*" >&2; }
+log() { printf '[real-cluster %s] %s\n' "$(date +%T)" "$*" >&2; }
 
 wrapper() {  # wrapper DIR MODULE-LINES...: a fresh go.mod in DIR
     local dir="$1"; shift
@@ -128,31 +130,128 @@ build_kueue() {
     mv "$OUT/manifests/kueue.partial" "$OUT/manifests/kueue"
 }
 
-build_cluster_autoscaler() {
-    [ -x "$BIN/cluster-autoscaler" ] && { log "cluster-autoscaler: cached"; return; }
-    local error
-    if ! error="$(cd "$WORK" && go list -m -versions "$CLUSTER_AUTOSCALER_MODULE" 2>&1)" || \
-        [ "$error" = "$CLUSTER_AUTOSCALER_MODULE" ]; then
-        printf '%s\n' "$error" >"$OUT/cluster-autoscaler.unavailable"
-        log "cluster-autoscaler: not buildable from the module proxy: $error"
-        return 0
-    fi
+# The cluster-autoscaler (its kwok cloud provider's main package, sigs.k8s.io/cluster-autoscaler/kwok)
+# is built from upstream source: the module proxy serves no version of sigs.k8s.io/cluster-autoscaler
+# nor of k8s.io/autoscaler/cluster-autoscaler/apis. The source is a folder, GANG_CLUSTER_AUTOSCALER_SRC,
+# by default the nearest shared/third_party/cluster-autoscaler in a folder above this checkout or above
+# its main checkout (a git worktree's), holding for each of the two trees either the `git archive`
+# tarball or the folder: cluster-autoscaler-*.tar.gz or cluster-autoscaler/ (kubernetes-sigs/
+# cluster-autoscaler at $CLUSTER_AUTOSCALER_COMMIT), autoscaler-apis-*.tar.gz or autoscaler-apis/
+# (the cluster-autoscaler/apis folder of kubernetes/autoscaler). Its go.mod pins Kubernetes release
+# candidates the proxy refuses: every k8s.io module it replaces with a version of itself is retargeted
+# to $staging_version and k8s.io/kubernetes to $KUBERNETES_VERSION, the apis module is replaced by the
+# unpacked folder, `go mod tidy` resolves the rest from the proxy, and `go build ./kwok` builds it as
+# upstream's `make build-kwok` does.
+CLUSTER_AUTOSCALER_COMMIT="${CLUSTER_AUTOSCALER_COMMIT:-33c3f97bf2749b1385d9223f1f8856fe345011f7}"
+CLUSTER_AUTOSCALER_TREES=(cluster-autoscaler autoscaler-apis)
+
+cluster_autoscaler_source() {  # the source folder, or nothing
+    if [ -n "${GANG_CLUSTER_AUTOSCALER_SRC:-}" ]; then echo "$GANG_CLUSTER_AUTOSCALER_SRC"; return; fi
+    local repository common dir
+    repository="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+    common="$(git -C "$repository" rev-parse --path-format=absolute --git-common-dir 2>/dev/null)" || common=""
+    for dir in "$repository" ${common:+"$(dirname "$common")"}; do
+        while [ "$dir" != / ]; do
+            dir="$(dirname "$dir")"
+            [ -d "$dir/shared/third_party/cluster-autoscaler" ] && { echo "$dir/shared/third_party/cluster-autoscaler"; return; }
+        done
+    done
 }
 
-start=$(date +%s)
+CLUSTER_AUTOSCALER_SRC="$(cluster_autoscaler_source)"
+
+has_cluster_autoscaler_source() {  # has_cluster_autoscaler_source: both trees there, else one line naming the variable
+    local tree
+    for tree in "${CLUSTER_AUTOSCALER_TREES[@]}"; do
+        if [ -z "$CLUSTER_AUTOSCALER_SRC" ] || { [ ! -d "$CLUSTER_AUTOSCALER_SRC/$tree" ] && \
+            ! compgen -G "$CLUSTER_AUTOSCALER_SRC/$tree-*.tar.gz" >/dev/null; }; then
+            log "cluster-autoscaler: no source (${CLUSTER_AUTOSCALER_SRC:-no shared/third_party/cluster-autoscaler above this checkout} has no $tree/ nor $tree-*.tar.gz): set GANG_CLUSTER_AUTOSCALER_SRC (README: The real control plane)"
+            return 1
+        fi
+    done
+}
+
+unpack_cluster_autoscaler() {  # unpack_cluster_autoscaler DIR: both trees into DIR/<tree>, without .git
+    local dir="$1" tree
+    rm -rf "$dir"; mkdir -p "$dir"
+    for tree in "${CLUSTER_AUTOSCALER_TREES[@]}"; do
+        if [ -d "$CLUSTER_AUTOSCALER_SRC/$tree" ]; then
+            mkdir "$dir/$tree"
+            tar -C "$CLUSTER_AUTOSCALER_SRC/$tree" --exclude=.git -cf - . | tar -C "$dir/$tree" -xf -
+        else
+            tar -xzf "$(compgen -G "$CLUSTER_AUTOSCALER_SRC/$tree-*.tar.gz" | head -1)" -C "$dir"
+        fi
+    done
+    chmod -R u+w "$dir"
+}
+
+cluster_autoscaler_commit() {  # the source's upstream commit: its git checkout's, else the archive's header
+    local tree="$CLUSTER_AUTOSCALER_SRC/cluster-autoscaler" archive
+    if [ -d "$tree" ]; then
+        [ "$(git -C "$tree" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$tree" && pwd -P)" ] && git -C "$tree" rev-parse HEAD
+        return 0
+    fi
+    archive="$(compgen -G "$CLUSTER_AUTOSCALER_SRC/cluster-autoscaler-*.tar.gz" | head -1)"
+    gzip -dc "$archive" | git get-tar-commit-id || true
+}
+
+build_cluster_autoscaler() {
+    if [ -x "$BIN/cluster-autoscaler" ]; then
+        log "cluster-autoscaler $(cat "$OUT/cluster-autoscaler.commit" 2>/dev/null || echo '(commit unknown)'): cached"
+        return
+    fi
+    has_cluster_autoscaler_source
+    local commit dir="$WORK/cluster-autoscaler"
+    commit="$(cluster_autoscaler_commit)"
+    if [ -n "$commit" ] && [ "$commit" != "$CLUSTER_AUTOSCALER_COMMIT" ]; then
+        log "cluster-autoscaler: $CLUSTER_AUTOSCALER_SRC is at $commit, not $CLUSTER_AUTOSCALER_COMMIT: check it out at that commit, or set CLUSTER_AUTOSCALER_COMMIT=$commit to build it"
+        return 1
+    fi
+    commit="${commit:-unknown}"  # a folder that is not a git checkout
+    log "cluster-autoscaler $commit: unpacking $CLUSTER_AUTOSCALER_SRC"
+    unpack_cluster_autoscaler "$dir"
+    local module edits=()
+    for module in $(sed -nE 's/^\s*(replace\s+)?(k8s\.io\/[a-z0-9-]+) => \2 v\S+\s*$/\2/p' "$dir/cluster-autoscaler/go.mod"); do
+        edits+=("-replace=$module=$module@$staging_version")
+    done
+    (cd "$dir/cluster-autoscaler" && go mod edit "${edits[@]}" \
+        -replace="k8s.io/kubernetes=k8s.io/kubernetes@$KUBERNETES_VERSION" \
+        -require="k8s.io/kubernetes@$KUBERNETES_VERSION" \
+        -replace="k8s.io/autoscaler/cluster-autoscaler/apis=../autoscaler-apis")
+    log "cluster-autoscaler $commit: resolving modules (Kubernetes $KUBERNETES_VERSION, staging modules $staging_version; ${#edits[@]} retargeted)"
+    (cd "$dir/cluster-autoscaler" && go mod tidy >/dev/null)
+    log "cluster-autoscaler $commit: building sigs.k8s.io/cluster-autoscaler/kwok"
+    (cd "$dir/cluster-autoscaler" && go build -trimpath \
+        -ldflags "-s -w -X sigs.k8s.io/cluster-autoscaler/pkg/version.ClusterAutoscalerVersion=$commit" \
+        -o "$BIN/cluster-autoscaler.partial" ./kwok)
+    printf '%s\n' "$commit" >"$OUT/cluster-autoscaler.commit"
+    mv "$BIN/cluster-autoscaler.partial" "$BIN/cluster-autoscaler"
+    rm -f "$OUT/cluster-autoscaler.unavailable"
+}
+
 step="${1:-all}"
+exec 9>"$OUT/build.lock"
+if ! flock -n 9; then
+    log "another build of $OUT is running: waiting for it"
+    flock 9
+fi
+start=$(date +%s)
 case "$step" in
-    all) build_etcd; build_kubernetes; build_kwok; build_kueue; build_cluster_autoscaler ;;
+    all)
+        # The autoscaler's source is checked first: a missing one fails now, not after the rest.
+        [ -x "$BIN/cluster-autoscaler" ] || has_cluster_autoscaler_source
+        build_etcd; build_kubernetes; build_kwok; build_kueue; build_cluster_autoscaler ;;
     etcd|kubernetes|kwok|kueue|cluster_autoscaler) "build_$step" ;;
     *) echo "usage: $0 [all|etcd|kubernetes|kwok|kueue|cluster_autoscaler]" >&2; exit 2 ;;
 esac
 log "done in $(( $(date +%s) - start )) s; $(du -sh "$BIN" | cut -f1) of binaries in $BIN"
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue; do
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kueue cluster-autoscaler; do
     [ -x "$BIN/$b" ] || continue
     case "$b" in
         etcd) printf '%-26s %s\n' "$b" "$("$BIN/$b" --version | head -1)" ;;
         kubectl) printf '%-26s %s\n' "$b" "$("$BIN/$b" version --client 2>/dev/null | head -1)" ;;
         kueue) printf '%-26s %s\n' "$b" "$KUEUE_VERSION (sigs.k8s.io/kueue)" ;;
+        cluster-autoscaler) printf '%-26s %s\n' "$b" "$(cat "$OUT/cluster-autoscaler.commit") (sigs.k8s.io/cluster-autoscaler/kwok)" ;;
         *) printf '%-26s %s\n' "$b" "$("$BIN/$b" --version 2>&1 | head -1)" ;;
     esac
 done

@@ -205,7 +205,7 @@ def real_control_plane() -> Iterator[RealCluster]:
         missing = [crd for crd in bundled_crds() if crd["metadata"]["name"] not in served]
         if missing:
             real.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(missing, sort_keys=False))
-        real.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        real.wait_established()
         yield real
 
 

@@ -6,7 +6,9 @@
 - the README's DAG is ``docs/examples/first_gang_taskflow.py``, and the README stays a front door
   (at most 300 lines);
 - every ``python`` block of every page runs: it builds its operators inside a DAG (the operator checks
-  its arguments then), or defines what it shows.
+  its arguments then), or defines what it shows;
+- the tables of the operator's and the decorator's arguments and of the ``[gang]`` options are
+  generated from their records (``generated-table``), and no page holds a hand-written copy.
 """
 
 from __future__ import annotations
@@ -129,6 +131,20 @@ def test_every_example_dag_is_on_a_page() -> None:
     dags = {path.resolve() for path in (REPOSITORY / "dags").glob("*.py")}
     examples = {path.resolve() for path in (DOCS / "examples").glob("*.py")}
     assert dags | examples <= included, sorted(map(str, (dags | examples) - included))
+
+
+GENERATED_TABLES = {
+    "docs/operators/index.md": "airflow_provider_gang.reservation.tries.argument_table:markdown_argument_tables",
+    "docs/decorator.md": "airflow_provider_gang.decorators.gang:markdown_argument_tables",
+    "docs/installation.md": "airflow_provider_gang.reservation.tries.argument_table:markdown_configuration_table",
+}
+
+
+def test_the_argument_and_option_tables_are_generated_from_their_records() -> None:
+    for page, path in GENERATED_TABLES.items():
+        assert f"```{{generated-table}} {path}\n```" in (REPOSITORY / page).read_text(), page
+    header = re.compile(r"^\| (Argument|Option) \|", flags=re.M)
+    assert [name_of(path) for path in sources() if header.search(path.read_text())] == []
 
 
 def test_the_readme_dag_is_the_example_the_tests_run() -> None:

@@ -21,7 +21,6 @@ import os
 import shutil
 from pathlib import Path
 
-
 from tests.docs.emulator_session import assert_succeeded, run_first_dag
 from tests.docs.pages import DOCS
 from tests.standalone.processes import BIN, tail

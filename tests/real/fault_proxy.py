@@ -38,7 +38,7 @@ from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
 from airflow_provider_gang.reservation import naming
 from gang_sim.apiserver.tls import CertificateAuthority
-from gang_sim.testing.real.processes import free_port
+from gang_sim.testing.real.ports import PortReservations
 
 ANY = "*"
 MUTATING_VERBS = ("create", "update", "patch", "delete", "deletecollection")
@@ -162,7 +162,8 @@ class FaultProxy:
         serving_certificate, serving_key = authority.serving("gang-fault-proxy").write(directory, "proxy")
         self._serving_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self._serving_tls.load_cert_chain(serving_certificate, serving_key)
-        self.port = free_port()
+        self._ports = PortReservations()  # held until __exit__: no other server is handed it meanwhile
+        self.port = self._ports.reserve()
         self.url = f"https://127.0.0.1:{self.port}"
         self.kubeconfig_path = directory / "proxy.kubeconfig"
         self.kubeconfig_path.write_text(self._kubeconfig(authority.certificate_pem))
@@ -217,6 +218,7 @@ class FaultProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
+        self._ports.release()
 
     async def _start(self) -> None:
         self._session = ClientSession(

@@ -17,7 +17,8 @@ gang-sim starts with as many GPU nodes as the real cluster has when this module 
 tests may have grown its pool), and the scenario's hour of scale-down delay keeps every node for the
 module on both. Whether the autoscaler answers ``CapacityIsFound`` (the nodes are there) or
 ``CapacityIsProvisioned`` (it scaled up) therefore agrees; the first compared sequence of each
-scenario is that node count. The counts of matched sequences are written to the terminal at the end.
+scenario is that node count. The counts of matched sequences, in all and per scenario, are written to
+the terminal at the end.
 """
 
 from __future__ import annotations
@@ -85,8 +86,16 @@ SCENARIOS = (
 
 @dataclass
 class Tally:
+    """Matched and compared sequences, in all and per scenario (name -> (matched, compared))."""
+
     matched: int = 0
     total: int = 0
+    by_scenario: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def add(self, scenario: str, matched: int, compared: int) -> None:
+        self.matched += matched
+        self.total += compared
+        self.by_scenario[scenario] = (matched, compared)
 
 
 def gpu_node_count(backend: Any) -> int:
@@ -135,8 +144,13 @@ def tally(pytestconfig: pytest.Config) -> Iterator[Tally]:
     counts = Tally()
     yield counts
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"differential fidelity: {counts.matched} of {counts.total} sequences match")
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        # A fixture's teardown runs captured (shown only when it fails): print past the capture.
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"differential fidelity: {counts.matched} of {counts.total} sequences match")
+            for name, (matched, compared) in counts.by_scenario.items():
+                reporter.write_line(f"  {name}: {matched} of {compared}")
 
 
 def describe(found: dict[str, tuple[sequences.Sequence, sequences.Sequence]]) -> str:
@@ -149,8 +163,8 @@ def test_gang_sim_and_the_real_stack_agree(scenario: Scenario, sim: Any, cluster
     on_sim = run_recorded(sim, sim.kubeconfig_path, scenario, dag_id)
     on_real = run_recorded(cluster, cluster.cluster.kubeconfig_path, scenario, dag_id)
     found = sequences.differences(on_sim, on_real)
-    tally.total += len(set(on_sim) | set(on_real))
-    tally.matched += len(set(on_sim) | set(on_real)) - len(found)
+    compared = len(set(on_sim) | set(on_real))
+    tally.add(scenario.name, compared - len(found), compared)
     print(f"\n{scenario.name}: {len(found)} differences\n  gang-sim: {on_sim!r}\n  real: {on_real!r}")
     verdict = explained.check(scenario.name, found)
     assert not verdict.unexplained, f"differences not in KNOWN_DIFFERENCES:\n{describe(verdict.unexplained)}"

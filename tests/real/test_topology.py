@@ -141,15 +141,21 @@ def test_the_rack_a_provisioning_request_pins_is_the_one_the_autoscaler_grows(ba
     )
 
 
+def created(kubectl: list[str], body: dict[str, Any], *options: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl create -o json -f -`` of ``body`` (with ``options``), its output kept."""
+    command = [*kubectl, "create", *options, "-o", "json", "-f", "-"]
+    return subprocess.run(command, input=yaml.safe_dump(body), capture_output=True, text=True, timeout=60, check=True)
+
+
 def test_with_the_gate_off_the_real_apiserver_drops_the_constraint_as_gang_sim_does() -> None:
     """KEP-5732's field without ``TopologyAwareWorkloadScheduling``: the PodGroup is created, with no
-    error and no warning, without ``schedulingConstraints`` (``pkg/registry/scheduling/podgroup/strategy.go``)."""
+    error and no warning, without ``schedulingConstraints`` (``pkg/registry/scheduling/podgroup/strategy.go``);
+    a server-side dry run answers the same, so a client can learn the gate is off before it creates
+    anything."""
     # the cluster without Kueue (nor its objects): only the apiserver is asked
     scenario = dataclasses.replace(load_scenario("topology"), feature_gates=frozenset(), objects=())
-    spec = {
-        "schedulingPolicy": {"gang": {"minCount": 2}},
-        "schedulingConstraints": {"topology": [{"key": SUBBLOCK_LABEL}]},
-    }
+    constraints = {"topology": [{"key": SUBBLOCK_LABEL}]}
+    spec = {"schedulingPolicy": {"gang": {"minCount": 2}}, "schedulingConstraints": constraints}
     group = {
         "apiVersion": "scheduling.k8s.io/v1beta1",
         "kind": "PodGroup",
@@ -157,30 +163,18 @@ def test_with_the_gate_off_the_real_apiserver_drops_the_constraint_as_gang_sim_d
         "spec": spec,
     }
     with RealCluster(scenario, kueue=False, autoscaler=False) as cluster:
-        answer = subprocess.run(
-            [
-                str(cluster.binaries.path("kubectl")),
-                "--kubeconfig",
-                str(cluster.kubeconfig_path),
-                "create",
-                "-o",
-                "json",
-                "-f",
-                "-",
-            ],
-            input=yaml.safe_dump(group),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        kubectl = [str(cluster.binaries.path("kubectl")), "--kubeconfig", str(cluster.kubeconfig_path)]
+        dry_run = created(kubectl, group, "--dry-run=server")
+        answer = created(kubectl, group)
     with sim_backend(scenario) as sim:
+        simulated_dry_run = sim.run(lambda: sim.store.create(POD_GROUPS, group, "default", dry_run=True))["spec"]
         simulated = sim.create(POD_GROUPS, group, "default")["spec"]
     real = json.loads(answer.stdout)["spec"]
     print(f"\ngate off\n  gang-sim: {simulated}\n  real:     {real}\n  real stderr: {answer.stderr!r}")
-    assert "schedulingConstraints" not in real and "schedulingConstraints" not in simulated
-    assert real["schedulingPolicy"] == simulated["schedulingPolicy"] == spec["schedulingPolicy"]
-    assert answer.stderr == ""  # no Warning: header either
+    for found in (real, simulated, json.loads(dry_run.stdout)["spec"], simulated_dry_run):
+        assert "schedulingConstraints" not in found
+        assert found["schedulingPolicy"] == spec["schedulingPolicy"]
+    assert answer.stderr == dry_run.stderr == ""  # no Warning: header either
 
 
 def test_contradicting_tas_annotations_are_refused_alike(backends: dict[str, Any]) -> None:

@@ -35,7 +35,8 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_provider_gang.reservation import checkpoint as checkpoints
-from airflow_provider_gang.reservation import validation
+from airflow_provider_gang.reservation import cloud, validation
+from airflow_provider_gang.reservation.manifests.rank_env import PROVIDER_VARIABLES
 from airflow_provider_gang.reservation.spec import DEFAULT_GPU_RESOURCE, DEFAULT_MASTER_PORT
 from airflow_provider_gang.reservation.tries import arguments as checks
 from airflow_provider_gang.reservation.tries.arguments import Check, OperatorArguments
@@ -72,6 +73,20 @@ def _neutral(stand_in: Any) -> Callable[[Any], Any]:
         return stand_in if checks.has_jinja(value) else value
 
     return replace
+
+
+def _names(names: Iterable[str]) -> str:
+    """``names`` as the docs list them: ``A``, ``B`` (in the order given)."""
+    return ", ".join(f"``{name}``" for name in names)
+
+
+REFUSED_ENV = (
+    f'{_names(sorted(PROVIDER_VARIABLES))}; with ``distributed="torch"`` also '
+    f'{_names(checks.RANK_ENVIRONMENT["torch"])}; with ``"jax"`` {_names(checks.RANK_ENVIRONMENT["jax"])}'
+)
+"""The ``env`` names the parse-time check refuses (``arguments.check_env``), as the doc lists them."""
+RESERVATION_CLOUDS = [name for name, profile in cloud.PROFILES.items() if profile.reservation_label]
+"""The built-in cloud profiles ``use_reservation`` works with (the others have no reservation label)."""
 
 
 def _as_dict(value: Any) -> Any:
@@ -124,11 +139,13 @@ ARGUMENTS: tuple[Argument, ...] = (
              "The trainer container's command (a list; with a pod template, applied to its first container).",
              "pod", templated=True, stand_in=_neutral(None),
              check=checks.string_list_check("command", "['python', 'train.py']")),
-    Argument("args", "Sequence[str] | None", "The trainer container's arguments (a list).", "pod",
+    Argument("args", "Sequence[str] | None",
+             "The trainer container's arguments (a list; with a pod template, applied to its first container).",
+             "pod",
              templated=True, stand_in=_neutral(None), check=checks.string_list_check("args", "['--epochs', '3']")),
     Argument("env", "Mapping[str, str] | None",
-             "Environment variables of the trainer container. A variable the provider sets (``GANG_*``, the "
-             "rank variables of ``distributed``) is refused.", "pod",
+             "Environment variables of the trainer container (with a pod template, its first container). The "
+             f"variables the provider sets are refused: {REFUSED_ENV}.", "pod",
              templated=True, stand_in=_neutral(None), check=checks.check_env),
     Argument("pod_template", "Mapping[str, Any] | None",
              "The member pod as a dict: a Pod, PodTemplate, PodTemplateSpec or PodSpec. Its strings are "
@@ -143,7 +160,8 @@ ARGUMENTS: tuple[Argument, ...] = (
              "(default: ``size``, all or nothing).", "size",
              check=checks.check_jax_partial_admission, spec_field="min_size"),
     Argument("gpus", "int",
-             "GPUs per member; members with GPUs tolerate the ``<gpu_resource>:NoSchedule`` taint.", "size", 0),
+             "GPUs per member; members with GPUs tolerate the ``<gpu_resource>:NoSchedule`` taint (as GKE's "
+             "``ExtendedResourceToleration`` admission would add).", "size", 0),
     Argument("cpu", "str | None", "CPU per member, a Kubernetes quantity (``\"4\"``, ``\"500m\"``).", "size"),
     Argument("memory", "str | None", "Memory per member, a Kubernetes quantity (``\"16Gi\"``).", "size"),
     Argument("gpu_resource", "str", "The extended resource name of a GPU.", "size", DEFAULT_GPU_RESOURCE),
@@ -191,10 +209,14 @@ ARGUMENTS: tuple[Argument, ...] = (
              "``kueue`` and ``gates``/``provisioning_request`` only: ``workload`` has no preferred form.",
              "reservation", spec_field="preferred_topology"),
     Argument("spot", "bool",
-             "Place members on the cloud's spot capacity; ``False`` requires nodes without the spot label.",
+             "Place members on the cloud's spot capacity (its spot label, tolerating its spot taint if it has "
+             "one); ``False`` requires nodes without the spot label, as GKE leaves spot pools untainted by default.",
              "reservation", False, spec_field="spot"),
     Argument("use_reservation", "str | None",
-             "The name of a specific reservation (GKE) every member must consume; on-demand only.",
+             "The name of a specific reservation every member must consume: a required node affinity "
+             "``<reservation label> In [<name>]`` on every member and on the ProvisioningRequest's PodTemplate. "
+             "Refused with ``spot=True`` (a reservation serves on-demand VMs only) and on a cloud profile "
+             f"without a reservation label (built-in profiles with one: {_names(RESERVATION_CLOUDS)}).",
              "reservation", spec_field="reservation_name"),
     Argument("cloud", "str | CloudProfile | None",
              "``\"gke\"``, ``\"eks\"``, ``\"karpenter\"``, ``\"aks\"`` or a ``reservation.cloud.CloudProfile``: "
@@ -219,7 +241,7 @@ ARGUMENTS: tuple[Argument, ...] = (
              check=checks.duration_check("run_timeout", optional=True, example="timedelta(hours=6)")),
     Argument("start_by", "timedelta | float | None",
              "How long after the run's data interval end the gang may still start, across all tries; past it "
-             "the task fails without retrying.", "time",
+             "the task fails without retrying instead of queueing behind the next run.", "time",
              normalise=checks.as_duration, try_setting="start_by",
              check=checks.duration_check("start_by", optional=True, example="timedelta(hours=4)")),
     Argument("unreachable_timeout", "timedelta | float",
@@ -239,14 +261,17 @@ ARGUMENTS: tuple[Argument, ...] = (
              "learn whether to resume (``GANG_RESUME``).", "retry",
              templated=True, stand_in=checkpoints.stand_in),
     Argument("retry_on_exit_codes", "Iterable[int]",
-             "Exit codes (1..255) that make a try retryable (``member_exit_retryable``).", "retry", (),
+             "Exit codes (1..255, none also in ``fail_on_exit_codes``) that make a try retryable "
+             "(``member_exit_retryable``).", "retry", (),
              normalise=checks.as_exit_codes, spec_field="retry_on_exit_codes"),
     Argument("fail_on_exit_codes", "Iterable[int]",
              "Exit codes (1..255) that end the task without retrying (``member_exit_fails_for_good``).",
              "retry", (), normalise=checks.as_exit_codes, spec_field="fail_on_exit_codes"),
     Argument("on_finish", "str",
              "``\"delete\"``: nothing is left when the task ends; ``\"keep\"``: after a success the finished "
-             "member pods stay for inspection. A failed try is always deleted.", "execution", "delete",
+             "member pods stay for inspection, with the owner ConfigMap ``<gang>`` that owns them (``kueue``: "
+             "the finished Job); deleting that ConfigMap removes the rest. A failed try is always deleted.",
+             "execution", "delete",
              check=checks.check_on_finish, try_setting="on_finish"),
     Argument("log_ranks", "Sequence[int] | str",
              "The members whose logs are copied into the task log (or ``\"all\"``).", "execution", (0,),
@@ -260,7 +285,8 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument("client_options", "Mapping[str, float] | None",
              "How patient and how fast every API call of a try is: ``request_timeout``, ``retry_attempts``, "
              "``retry_base_delay``, ``retry_max_delay``, ``qps``, ``burst``, ``max_parallel_requests``. A key "
-             "not given takes its ``[gang] client_<key>`` option.", "execution",
+             "not given takes its ``[gang] client_<key>`` option.",
+             "execution",
              default_from="[gang] client_*", normalise=_as_dict, check=checks.check_client_options),
 )
 # fmt: on

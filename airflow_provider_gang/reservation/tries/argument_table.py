@@ -4,8 +4,11 @@
   ``GROUPS``, or all) as a reStructuredText ``list-table`` or a Markdown table: argument, type,
   default, whether Airflow renders it with Jinja, and what it means. A Sphinx directive can parse the
   reStructuredText into a page (``docutils.statemachine.StringList`` + ``nested_parse``).
+  :func:`argument_tables` renders every group as a table of its own under the group's title.
 - :func:`configuration_table` renders ``reservation.deployment.OPTIONS`` the same way: option, type,
   default, environment variable, meaning.
+- :func:`markdown_argument_tables` and :func:`markdown_configuration_table` take no argument: they are
+  what the doc set's ``generated-table`` directive (``docs/_ext/gang_docs.py``) calls on its MyST pages.
 - :func:`parameter_fields` renders the arguments as reStructuredText ``:param name:`` fields, the
   parameter list of the operator's docstring.
 
@@ -15,7 +18,7 @@ backticks and escapes ``|``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -77,13 +80,35 @@ def _render(header: list[str], rows: list[list[str]], style: str, widths: str) -
     raise ValueError(f"unknown table style {style!r}; use one of {', '.join(STYLES)}")
 
 
+def _arguments(arguments: Sequence[Argument], style: str) -> str:
+    header = ["Argument", "Type", "Default", "Templated", "Meaning"]
+    return _render(header, _rows(arguments), style, "18 20 16 8 38")
+
+
 def argument_table(style: str = "rst", group: str | None = None) -> str:
     """The operator's arguments (those of ``group``, a key of ``GROUPS``; ``None``: all) as a table."""
     if group is not None and group not in GROUPS:
         raise ValueError(f"unknown group {group!r}; use one of {', '.join(GROUPS)}")
-    chosen = [argument for argument in ARGUMENTS if group is None or argument.group == group]
-    header = ["Argument", "Type", "Default", "Templated", "Meaning"]
-    return _render(header, _rows(chosen), style, "18 20 16 8 38")
+    return _arguments([argument for argument in ARGUMENTS if group is None or argument.group == group], style)
+
+
+def argument_tables(style: str = "rst", *, without: Collection[str] = ()) -> str:
+    """Every group's arguments, less those named in ``without``, as a table under the group's title
+    (strong emphasis, the same markup in both styles: a heading cannot stand inside a directive)."""
+    unknown = sorted(set(without) - {argument.name for argument in ARGUMENTS})
+    if unknown:
+        raise ValueError(f"no such argument(s) to leave out: {', '.join(unknown)}")
+    parts = []
+    for group, title in GROUPS.items():
+        chosen = [argument for argument in ARGUMENTS if argument.group == group and argument.name not in without]
+        if chosen:
+            parts.append(f"**{title}**\n\n{_arguments(chosen, style)}")
+    return "\n".join(parts)
+
+
+def markdown_argument_tables() -> str:
+    """``GangTrainingOperator``'s arguments, group by group, in Markdown (``docs/operators/index.md``)."""
+    return argument_tables("markdown")
 
 
 def configuration_table(style: str = "rst") -> str:
@@ -100,6 +125,11 @@ def configuration_table(style: str = "rst") -> str:
     ]
     header = ["Option", "Type", "Default", "Environment variable", "Meaning"]
     return _render(header, rows, style, "20 8 10 27 35")
+
+
+def markdown_configuration_table() -> str:
+    """The ``[gang]`` options in Markdown (``docs/installation.md``)."""
+    return configuration_table("markdown")
 
 
 def parameter_fields() -> str:

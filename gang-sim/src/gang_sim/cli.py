@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from gang_sim.apiserver.http.faults import Faults
 from gang_sim.apiserver.server import Emulator
 from gang_sim.controllers.attach import attach
-from gang_sim.testing.real import BinariesMissing, RealCluster
+from gang_sim.testing.real import BinariesMissing, RealCluster, find
 from gang_sim.world import images
 from gang_sim.world.clock import ScaledClock
 from gang_sim.world.scenario import Scenario, ScenarioError, load_scenario, named_scenarios
@@ -163,7 +163,19 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _run_real(args: argparse.Namespace) -> int:
-    """Start the real control plane, print ``ready: <url>``, stop everything on SIGTERM/SIGINT."""
+    """Start the real control plane, print ``ready: <url>``, stop everything on SIGTERM/SIGINT; with
+    ``--check``, only say whether it is built (exit 0) or what is missing (exit 2)."""
+    if args.check:
+        try:
+            binaries = find()
+        except BinariesMissing as error:
+            print(f"gang-sim real: {error}", file=sys.stderr)
+            return 2
+        print(f"the real control plane is built: {binaries.bin}")
+        return 0
+    if args.kubeconfig_out is None:
+        print("gang-sim real: --kubeconfig-out is required (where to write the admin kubeconfig)", file=sys.stderr)
+        return 2
     stop = threading.Event()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signal_number, lambda number, frame: stop.set())
@@ -189,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
         "real",
         help="start the real control plane built by `make real-cluster` (etcd, kube-apiserver, kwok, Kueue, ...)",
     )
-    real_parser.add_argument("--kubeconfig-out", required=True, help="where to write the admin kubeconfig")
+    real_parser.add_argument("--kubeconfig-out", help="where to write the admin kubeconfig (required to start)")
+    real_parser.add_argument("--check", action="store_true", help="only check that `make real-cluster` built it")
     real_parser.add_argument("--scenario", type=_scenario, default=None, help="named scenario or file (default small)")
     real_parser.add_argument("--no-kueue", dest="kueue", action="store_false", help="do not start Kueue")
     real_parser.set_defaults(handler=_run_real)

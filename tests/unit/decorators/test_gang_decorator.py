@@ -5,6 +5,7 @@ the same gang as the operator with the same arguments (no cluster in these tests
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -151,3 +152,10 @@ def test_the_decorator_accepts_every_argument_of_the_record() -> None:
     from airflow_provider_gang.decorators import gang
 
     assert set(argument_record.names()) - set(GENERATED) <= gang.known_arguments()
+
+
+def test_the_docs_table_of_the_decorator_lists_every_argument_it_takes_from_the_record() -> None:
+    from airflow_provider_gang.decorators.gang import markdown_argument_tables
+
+    listed = re.findall(r"^\| `(\w+)` \|", markdown_argument_tables(), flags=re.M)
+    assert sorted(listed) == sorted(set(argument_record.names()) - set(GENERATED))

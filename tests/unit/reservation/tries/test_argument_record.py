@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from airflow_provider_gang.reservation import deployment
 from airflow_provider_gang.reservation.tries import argument_record, argument_table
 from airflow_provider_gang.reservation.tries.argument_record import REQUIRED, arguments_of
+from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 
 
 def test_missing_and_unknown_arguments_are_type_errors_naming_them() -> None:
@@ -97,3 +99,56 @@ def test_parameter_fields_group_every_argument() -> None:
     assert fields.count(":param ") == len(argument_record.ARGUMENTS)
     assert ":param namespace: The namespace of every object of the gang. (default: ``'default'``, templated)" in fields
     assert "Time limits (each a timedelta or a number of seconds):" in fields
+
+
+def test_the_tables_of_every_group_list_every_argument_once_under_its_title() -> None:
+    tables = argument_table.argument_tables("markdown")
+    titles = [line.strip("*") for line in tables.splitlines() if line.startswith("**")]
+    assert titles == list(argument_record.GROUPS.values())
+    assert tables.count("\n| `") == len(argument_record.ARGUMENTS)
+    assert argument_table.markdown_argument_tables() == tables
+    assert argument_table.argument_tables("rst").count("   * - ``") == len(argument_record.ARGUMENTS)
+
+
+def test_the_tables_leave_out_the_arguments_named_and_refuse_an_unknown_one() -> None:
+    tables = argument_table.argument_tables("markdown", without=("command", "args"))
+    assert "| `command` |" not in tables and "| `args` |" not in tables and "| `image` |" in tables
+    assert tables.count("\n| `") == len(argument_record.ARGUMENTS) - 2
+    with pytest.raises(ValueError, match="no such argument"):
+        argument_table.argument_tables(without=("comand",))
+
+
+def test_the_markdown_configuration_table_is_the_one_the_docs_show() -> None:
+    assert argument_table.markdown_configuration_table() == argument_table.configuration_table("markdown")
+
+
+def documented_env_names() -> dict[str | None, list[str]]:
+    """The names ``env``'s doc says are refused, by the ``distributed`` value they are refused with."""
+    doc = argument_record.BY_NAME["env"].doc
+    always, torch_part = doc.split('with ``distributed="torch"``')
+    torch, jax = torch_part.split('with ``"jax"``')
+    return {key: re.findall(r"``([A-Z_]+)``", text) for key, text in ((None, always), ("torch", torch), ("jax", jax))}
+
+
+@pytest.mark.parametrize(
+    ("distributed", "name"),
+    [(distributed, name) for distributed, names in documented_env_names().items() for name in names],
+)
+def test_every_env_name_the_doc_lists_is_refused(distributed: str | None, name: str) -> None:
+    arguments = arguments_of(size=2, image="i", distributed=distributed, env={name: "1"})
+    with pytest.raises(GangArgumentError) as refused:
+        argument_record.check_arguments(arguments, rendered=True)
+    assert refused.value.argument == "env"
+    if distributed is not None:  # refused with its framework only
+        argument_record.check_arguments(arguments_of(size=2, image="i", env={name: "1"}), rendered=True)
+
+
+def test_the_env_doc_lists_every_name_the_provider_sets_for_every_framework() -> None:
+    from airflow_provider_gang.reservation.manifests.rank_env import PROVIDER_VARIABLES
+    from airflow_provider_gang.reservation.tries.arguments import RANK_ENVIRONMENT
+
+    documented = documented_env_names()
+    assert set(documented[None]) == PROVIDER_VARIABLES
+    assert {key: set(documented[key]) for key in RANK_ENVIRONMENT} == {
+        key: set(names) for key, names in RANK_ENVIRONMENT.items()
+    }

@@ -44,6 +44,18 @@ def test_gate_off_drops_the_constraint_on_create_without_an_error() -> None:
     assert created["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
 
 
+def test_a_dry_run_tells_a_client_the_gate_is_off_before_anything_is_created() -> None:
+    store = emulator(gate=False).store
+    assert "schedulingConstraints" not in store.create(POD_GROUPS, pod_group(), "default", dry_run=True)["spec"]
+    assert store.list(POD_GROUPS, "default")[0] == []
+    assert (
+        emulator(gate=True).store.create(POD_GROUPS, pod_group(), "default", dry_run=True)["spec"][
+            "schedulingConstraints"
+        ]
+        == RACK
+    )
+
+
 def test_gate_off_drops_the_constraint_added_by_an_update() -> None:
     store = emulator(gate=False).store
     store.create(POD_GROUPS, pod_group(constraints=None), "default")

@@ -5,11 +5,14 @@ development") reads two ConfigMaps in ``POD_NAMESPACE``: ``kwok-provider-config`
 where templates come from, which node label groups nodes, which label names a GPU) and
 ``kwok-provider-templates`` (key ``templates``: one template Node per group, its bounds in the
 ``cluster-autoscaler.kwok.nodegroup/{min,max}-count`` annotations). Outside a cluster it needs
-``KWOK_PROVIDER_MODE=local``. Nodes it creates are annotated ``kwok.x-k8s.io/node: fake``, so the
-kwok controller runs them. ``--enable-provisioning-requests`` turns on the ProvisioningRequest
-processor (classes ``check-capacity.autoscaling.x-k8s.io`` and
-``best-effort-atomic-scale-up.autoscaling.x-k8s.io``); the scenario's autoscaler settings map to
-the flags of the same meaning (``cluster-autoscaler/FAQ.md``, "What are the parameters to CA?").
+``KWOK_PROVIDER_MODE=local``. Nodes it creates are copies of their group's template, renamed
+(``kwok_nodegroups.go``, ``IncreaseSize``) and annotated ``kwok.x-k8s.io/node: fake``, so the kwok
+controller runs them; the templates carry no ``kubernetes.io/hostname``, which a kwok stage then sets
+to each node's own name (:func:`gang_sim.testing.real.stages.node_hostname_stage`).
+``--enable-provisioning-requests`` turns on the ProvisioningRequest processor (classes
+``check-capacity.autoscaling.x-k8s.io`` and ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``);
+the scenario's autoscaler settings map to the flags of the same meaning (``cluster-autoscaler/FAQ.md``,
+"What are the parameters to CA?").
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from typing import Any
 import yaml
 
 from gang_sim.testing.real.nodes import NODE_GROUP_LABEL, autoscaler_templates
+from gang_sim.testing.real.ports import LOOPBACK
+from gang_sim.testing.real.processes import Launch
+from gang_sim.testing.real.workspace import Workspace
 from gang_sim.world.cloud import ACCELERATOR_LABEL
 from gang_sim.world.scenario import Scenario
 
@@ -64,17 +70,19 @@ def configuration_objects(scenario: Scenario) -> list[dict[str, Any]]:
     ]
 
 
-def command(binary: Path, kubeconfig: Path, scenario: Scenario, metrics_port: int) -> list[str]:
-    """The command line: ProvisioningRequests on, the scenario's timings, no leader election."""
+def launch(workspace: Workspace, kubeconfig: Path, scenario: Scenario) -> Launch:
+    """The autoscaler: ProvisioningRequests on, the scenario's timings, no leader election; its
+    ``/health-check`` on a held port answers once it serves."""
     settings = scenario.autoscaler
-    return [
-        str(binary),
+    address = f"{LOOPBACK}:{workspace.ports.reserve()}"
+    command = [
+        str(workspace.binaries.path(BINARY)),
         "--cloud-provider=kwok",
         f"--kubeconfig={kubeconfig}",
         f"--namespace={NAMESPACE}",
         "--enable-provisioning-requests=true",
         "--leader-elect=false",
-        f"--address=127.0.0.1:{metrics_port}",
+        f"--address={address}",
         # At most 2 s: tests wait on the autoscaler's loop in real time (CA's default is 10 s).
         f"--scan-interval={max(1, min(2, int(settings.scan_interval_seconds)))}s",
         f"--scale-down-unneeded-time={int(settings.scale_down_unneeded_seconds)}s",
@@ -86,3 +94,5 @@ def command(binary: Path, kubeconfig: Path, scenario: Scenario, metrics_port: in
         "--logtostderr=true",
         "--v=2",
     ]
+    environment = {"KWOK_PROVIDER_MODE": "local", "KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": NAMESPACE}
+    return Launch(BINARY, command, health_url=f"http://{address}/health-check", environment=environment)

@@ -8,24 +8,33 @@ Service network, so - like controller-runtime's envtest ``ModifyWebhookDefinitio
 one (Kueue's ``config/components/crd/patches/webhook_in_*.yaml``) becomes
 ``url: https://127.0.0.1:<port><path>`` with our CA as ``caBundle``. Internal certificate management
 is off (``internalCertManagement.enable: false``), leader election off, and the serving certificate
-sits in ``webhook.certDir``. With internal certificates off, Kueue also reads a metrics serving
-certificate from the fixed path ``/etc/kueue/metrics/certs`` (``main.go``: ``metricsCertPath``);
-:func:`ensure_metrics_certificate` writes one there when none exists.
+sits in ``webhook.certDir``. With internal certificates off, Kueue also loads a metrics serving
+certificate from the fixed path ``/etc/kueue/metrics/certs`` at start, whether or not it serves
+metrics (``main.go``: ``metricsCertPath``, ``certwatcher.New``); that path is shared by every Kueue on
+the machine, so :func:`ensure_metrics_certificate` writes one pair there, of its own CA, once.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import datetime
+import fcntl
+import os
+import ssl
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gang_sim.apiserver.tls import KeyPair
+from gang_sim.apiserver.tls import CertificateAuthority
+from gang_sim.testing.real.ports import LOOPBACK
+from gang_sim.testing.real.processes import Launch
+from gang_sim.testing.real.workspace import Workspace
 
 NAMESPACE = "kueue-system"
 METRICS_CERTIFICATE_DIRECTORY = Path("/etc/kueue/metrics/certs")
+_METRICS_CERTIFICATE_VALIDITY = datetime.timedelta(days=3650)
 
 
 def configuration(
@@ -101,18 +110,73 @@ def custom_resource_definitions(manifests: Path, base_url: str, ca_pem: bytes) -
     return definitions
 
 
-def ensure_metrics_certificate(serving: KeyPair) -> None:
-    """Write the metrics certificate Kueue insists on, unless one is already there."""
-    if (METRICS_CERTIFICATE_DIRECTORY / "tls.crt").exists() and (METRICS_CERTIFICATE_DIRECTORY / "tls.key").exists():
-        return
+def launch(workspace: Workspace, kubeconfig: Path, *, wait_for_pods_ready_seconds: float | None) -> Launch:
+    """Kueue with its configuration and webhook certificate in the workspace; its ``url`` is the base
+    URL of its webhook server (:func:`custom_resource_definitions`, :func:`webhook_configurations`)."""
+    webhook_port, health_port = workspace.ports.reserve(), workspace.ports.reserve()
+    certificate_directory = workspace.folder("kueue-webhook")
+    workspace.authority.serving("kueue-webhook").write(certificate_directory, "tls")
+    ensure_metrics_certificate()
+    document = configuration(
+        webhook_port=webhook_port,
+        health_port=health_port,
+        certificate_directory=certificate_directory,
+        wait_for_pods_ready_seconds=wait_for_pods_ready_seconds,
+    )
+    configuration_path = workspace.file("kueue.yaml", yaml.safe_dump(document, sort_keys=False))
+    command = [
+        str(workspace.binaries.path("kueue")),
+        f"--config={configuration_path}",
+        "--feature-gates=VisibilityOnDemand=false",
+        "--zap-log-level=info",
+    ]
+    return Launch(
+        "kueue",
+        command,
+        url=f"https://{LOOPBACK}:{webhook_port}",
+        health_url=f"http://{LOOPBACK}:{health_port}/readyz",
+        environment={"KUBECONFIG": str(kubeconfig)},
+    )
+
+
+def _is_key_pair(certificate: Path, key: Path) -> bool:
     try:
-        METRICS_CERTIFICATE_DIRECTORY.mkdir(parents=True, exist_ok=True)
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(certificate, key)
+    except (OSError, ssl.SSLError):
+        return False
+    return True
+
+
+def _replace(path: Path, content: bytes, mode: int) -> None:
+    """Write ``path`` whole or not at all (a Kueue starting meanwhile reads the old file or the new)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_bytes(content)
+    partial.chmod(mode)
+    os.replace(partial, path)
+
+
+def ensure_metrics_certificate(directory: Path = METRICS_CERTIFICATE_DIRECTORY) -> None:
+    """A certificate and its key in ``directory``, written unless a matching pair is there already.
+
+    Under an exclusive lock on ``directory/.lock``, so control planes starting at once in any process
+    write one pair between them. The pair is valid for ten years and of its own CA: Kueue only loads it
+    (the configuration serves no metrics), and every Kueue on the machine shares it.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = (directory / ".lock").open("a")
     except PermissionError:
         raise PermissionError(
-            f"Kueue reads its metrics certificate from {METRICS_CERTIFICATE_DIRECTORY} when it does not manage its own "
+            f"Kueue reads its metrics certificate from {directory} when it does not manage its own "
             "certificates: create that directory writable for this user (or run as root)"
         ) from None
-    (METRICS_CERTIFICATE_DIRECTORY / "tls.crt").write_bytes(serving.certificate_pem)
-    key = METRICS_CERTIFICATE_DIRECTORY / "tls.key"
-    key.write_bytes(serving.key_pem)
-    key.chmod(0o600)
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        certificate, key = directory / "tls.crt", directory / "tls.key"
+        if _is_key_pair(certificate, key):
+            return
+        pair = CertificateAuthority("gang-real-kueue-metrics-ca", _METRICS_CERTIFICATE_VALIDITY).serving(
+            "kueue-metrics"
+        )
+        _replace(key, pair.key_pem, 0o600)
+        _replace(certificate, pair.certificate_pem, 0o644)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gang_sim.world.cloud import NodeRecord, node_manifest
+from gang_sim.world.cloud import HOSTNAME_LABEL, NodeRecord, node_manifest
 from gang_sim.world.scenario import NodePool, Scenario
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -48,11 +48,16 @@ def autoscaler_templates(scenario: Scenario) -> dict[str, Any]:
     the GKE node-pool label) and reads a group's bounds from the template's
     ``cluster-autoscaler.kwok.nodegroup/{min,max,desired}-count`` annotations
     (``kwok_provider.go``, ``kwok_helpers.go``); the desired count is the pool's ``initialNodes``, the
-    nodes :func:`initial_nodes` creates, which carry the group label and so belong to the group.
+    nodes :func:`initial_nodes` creates, which carry the group label and so belong to the group. A
+    node the provider adds is the template renamed, with the template's labels
+    (``kwok_nodegroups.go``, ``IncreaseSize``): the template has no ``kubernetes.io/hostname``, so
+    that each added node gets its own name as its hostname from kwok
+    (:func:`gang_sim.testing.real.stages.node_hostname_stage`), as a kubelet labels its node.
     """
     items = []
     for pool in scenario.node_pools:
         template = kwok_node(pool, f"{pool.name}-template")
+        template["metadata"]["labels"].pop(HOSTNAME_LABEL, None)
         bounds = {
             _MIN_COUNT: str(pool.min_nodes),
             _MAX_COUNT: str(pool.max_nodes),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -24,11 +23,17 @@ _LOG_TAIL_LINES = 30
 _HEALTH_POLL_SECONDS = 0.2
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@dataclass(frozen=True)
+class Launch:
+    """A component to start: its command line, the environment it needs beyond ours, the address its
+    clients use (``url``, empty when it has none) and the URL that answers 200 once it serves
+    (``health_url``; ``None``: a running process is all there is to check)."""
+
+    name: str
+    command: Sequence[str]
+    url: str = ""
+    health_url: str | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 class ComponentFailed(RuntimeError):

@@ -2,8 +2,10 @@
 
 kwok's own stages (copied from its module by ``make real-cluster``: node-initialize, the lease
 heartbeat, pod-create, the init-container stages and pod-delete) bring nodes up, give pods an IP and
-finish deletions. This module adds the stages that decide a gang member's life, so a pod means the
-same on both backends (``docs/emulator.md``, "The ``sim.gang.dev/`` annotations"):
+finish deletions. This module adds ``node-hostname`` (:func:`node_hostname_stage`: a node without
+``kubernetes.io/hostname`` gets its own name, before node-initialize makes it Ready) and the stages
+that decide a gang member's life, so a pod means the same on both backends (``docs/emulator.md``,
+"The ``sim.gang.dev/`` annotations"):
 
 - ``gang-member-start``: ``Running`` and Ready ``sim.gang.dev/start-seconds`` (default 2) after its
   containers were created;
@@ -23,9 +25,13 @@ from typing import Any
 
 import yaml
 
+from gang_sim.world.cloud import HOSTNAME_LABEL
+
 ANNOTATION = "sim.gang.dev/"
+_HOSTNAME = f'.metadata.labels["{HOSTNAME_LABEL}"]'
+_NODE_INITIALIZE = "node-initialize"
 _INITIALIZED = '.status.conditions.[] | select( .type == "Initialized" ) | .status'
-_KWOK_STAGE_FILES = (
+KWOK_STAGE_FILES = (
     "node-initialize.yaml",
     "node-heartbeat-with-lease.yaml",
     "pod-create.yaml",
@@ -101,6 +107,49 @@ def _stage(name: str, expressions: list[dict[str, Any]], delay: dict[str, Any], 
     }
 
 
+def node_hostname_stage() -> dict[str, Any]:
+    """``kubernetes.io/hostname: <the node's name>`` on a node that has no such label.
+
+    A kubelet labels its node with its hostname (``pkg/kubelet/kubelet_node_status.go``,
+    ``initialNode``); kwok does not, and the nodes the cluster-autoscaler's kwok provider adds are
+    copies of a template (:func:`gang_sim.testing.real.nodes.autoscaler_templates`), so without this
+    every added node of a pool would share one hostname, and topology spread or affinity on
+    ``kubernetes.io/hostname`` would see one domain where there are many. A metadata patch (kwok
+    ``StagePatch``, ``root: metadata``, a strategic merge for a Node).
+    """
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": "node-hostname"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Node"},
+            "selector": {"matchExpressions": [{"key": _HOSTNAME, "operator": "DoesNotExist"}]},
+            "next": {
+                "patches": [
+                    {"root": "metadata", "template": f"labels:\n  {HOSTNAME_LABEL}: {{{{ .metadata.name | Quote }}}}\n"}
+                ]
+            },
+        },
+    }
+
+
+def _after_hostname(stage: dict[str, Any]) -> dict[str, Any]:
+    """kwok's node-initialize only once the node has its hostname: a node is Ready with its labels."""
+    if stage.get("metadata", {}).get("name") != _NODE_INITIALIZE:
+        return stage
+    expressions = stage["spec"]["selector"]["matchExpressions"]
+    return {
+        **stage,
+        "spec": {
+            **stage["spec"],
+            "selector": {
+                **stage["spec"]["selector"],
+                "matchExpressions": [*expressions, {"key": _HOSTNAME, "operator": "Exists"}],
+            },
+        },
+    }
+
+
 def gang_member_stages() -> list[dict[str, Any]]:
     """The two stages of a member's life (start, exit), after ``gang-sim``'s simulated kubelet."""
     not_deleted = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
@@ -129,10 +178,14 @@ def gang_member_stages() -> list[dict[str, Any]]:
 
 
 def write_configuration(manifests: Path, target: Path) -> Path:
-    """kwok's ``--config`` file: its own stages from ``manifests/kwok`` and the gang member stages."""
+    """kwok's ``--config`` file: its own stages from ``manifests/kwok`` (node-initialize after
+    node-hostname), node-hostname and the gang member stages."""
     documents: list[Any] = []
-    for name in _KWOK_STAGE_FILES:
-        documents.extend(yaml.safe_load_all((manifests / "kwok" / name).read_text()))
+    for name in KWOK_STAGE_FILES:
+        documents.extend(
+            _after_hostname(stage) for stage in yaml.safe_load_all((manifests / "kwok" / name).read_text()) if stage
+        )
+    documents.append(node_hostname_stage())
     documents.extend(gang_member_stages())
     target.write_text(yaml.safe_dump_all([document for document in documents if document], sort_keys=False))
     return target
