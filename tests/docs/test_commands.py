@@ -79,12 +79,15 @@ PROVISIONING_REQUEST = {
 FIRST_DAG_TEST = "tests/e2e/test_first_dag.py"
 RELEASE_TEST = "tests/release/test_installed_wheels.py"
 
+LANE_WITH_DOCS = "test-lane-real:\n\t$(MAKE) --no-print-directory docs\n\t$(MAKE) --no-print-directory release\n"
+"""The Makefile lane that runs ``make docs`` and ``make release``."""
+
 HOW: list[tuple[str, str, Run | RunBy | NotRun]] = [
     # The set-up commands.
     (r"README\.md|docs/quickstart\.md|docs/development\.md", r"make test", RunBy(".ci/run", "\nmake test\n")),
     (r"README\.md|docs/quickstart\.md", r"make demo", RunBy("tests/release/test_front_door.py", "shown_command(")),
-    (r"docs/development\.md", r"make docs", RunBy("Makefile", "test-lane-real: docs release ")),
-    (r"docs/development\.md", r"make release", RunBy("Makefile", "test-lane-real: docs release ")),
+    (r"docs/development\.md", r"make docs", RunBy("Makefile", LANE_WITH_DOCS)),
+    (r"docs/development\.md", r"make release", RunBy("Makefile", LANE_WITH_DOCS)),
     # The first DAG on the emulator, as the quick start and the README show it.
     (
         r"README\.md|docs/quickstart\.md",

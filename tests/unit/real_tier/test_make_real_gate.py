@@ -1,7 +1,7 @@
-"""``make test``'s gate on the real tier (the Makefile's ``real-preflight`` and the real targets): a
-real control plane not built fails at once naming ``make real-cluster``; ``GANG_REAL=0`` skips it on
-purpose in one line, but not under ``CI=true``; a build under way in the background (``.ci/run``)
-lets it pass, the real lanes then waiting for it."""
+"""``make test``'s gate on the real tier (the Makefile's ``real-preflight`` and the real targets): under
+``CI=true`` a real control plane not built fails at once naming ``make real-cluster``; elsewhere it is
+built in the background, the real lanes waiting for it; ``GANG_REAL=0`` skips it on purpose in one
+line, but not under ``CI=true``; a build under way in the background (``.ci/run``) lets it pass."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 _OUTER = ("CI", "GANG_REAL", "GANG_REAL_CLUSTER_BUILD_LOG", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
 
 
-def make(target: str, cache: Path, environment: Mapping[str, str] = {}) -> subprocess.CompletedProcess[str]:
+def make(
+    target: str, cache: Path, environment: Mapping[str, str] = {}, *arguments: str
+) -> subprocess.CompletedProcess[str]:
     """``make <target>`` in this repository with ``cache`` as the real control plane's cache (the venv
     is taken as up to date: ``-o`` the install stamp)."""
     variables = {k: v for k, v in os.environ.items() if k not in _OUTER}
     variables.update({"GANG_REAL_CLUSTER_CACHE": str(cache), **environment})
     return subprocess.run(
-        ["make", "--no-print-directory", "-s", "-o", ".venv/.installed-stamp", target],
+        ["make", "--no-print-directory", "-s", "-o", ".venv/.installed-stamp", target, *arguments],
         cwd=REPOSITORY, capture_output=True, text=True, env=variables, timeout=120, check=False,
     )  # fmt: skip
 
@@ -31,9 +33,16 @@ def test_ci_with_no_real_control_plane_fails_at_once_naming_the_command(tmp_path
     assert "make real-cluster" in result.stderr and "cluster-autoscaler" in result.stderr
 
 
-def test_a_developer_without_it_is_told_too_not_skipped(tmp_path: Path) -> None:
-    result = make("real-preflight", tmp_path)
-    assert result.returncode != 0 and "make real-cluster" in result.stderr and "GANG_REAL=0" in result.stderr
+def test_a_developer_without_it_gets_it_built_in_the_background_and_the_real_tier_waits(tmp_path: Path) -> None:
+    # No autoscaler source: the background build stops at once, so the real tier then fails with its log.
+    log = tmp_path / "real-cluster.log"
+    no_source = {"GANG_CLUSTER_AUTOSCALER_SRC": str(tmp_path / "none")}
+    started = make("real-preflight", tmp_path / "cache", no_source, f"REAL_BUILD_LOG={log}")
+    assert started.returncode == 0, started.stderr
+    assert "building it in the background" in started.stdout and "GANG_REAL=0" in started.stdout
+    waited = make("real-ready", tmp_path / "cache", no_source, f"REAL_BUILD_LOG={log}")
+    assert waited.returncode != 0
+    assert "GANG_CLUSTER_AUTOSCALER_SRC" in waited.stdout and "building the real control plane failed" in waited.stderr
 
 
 def test_gang_real_0_skips_it_in_one_line_but_not_under_ci(tmp_path: Path) -> None:
