@@ -226,9 +226,15 @@ def report(backend: str, runs: list[Run]) -> list[str]:
                 f"{mine[-1].where}"
             )
         anchor, measured = medians[mode, "anchor"], medians[mode, "topology"]
-        anchor_racks = spread([run.racks for run in runs if (run.mode, run.way) == (mode, "anchor")])
+        spans = {
+            (way, kind): spread([getattr(run, kind) for run in runs if (run.mode, run.way) == (mode, way)])
+            for way in ("anchor", "topology")
+            for kind in ("racks", "blocks")
+        }
         lines.append(
-            f"  {mode}: topology / anchor - median time to all bound {ratio(measured, anchor)}, racks 1/{anchor_racks}"
+            f"  {mode}: topology / anchor - median time to all bound {ratio(measured, anchor)}, racks "
+            f"{spans['topology', 'racks']}/{spans['anchor', 'racks']}, blocks "
+            f"{spans['topology', 'blocks']}/{spans['anchor', 'blocks']}"
         )
     return lines
 
