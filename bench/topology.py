@@ -1,6 +1,6 @@
 """A gang of 16 with ``required_topology`` against the same gang without it, on a half-full cluster.
 
-The cluster (``tests.topology_scenarios.half_full_document``): two blocks of four racks of six 4-GPU
+The cluster (``bench.topology_cluster.half_full_document``): two blocks of four racks of six 4-GPU
 hosts, other teams' pods holding 104 of the 192 GPUs unevenly, so that one rack (``rack-a4``) has room
 for 16 one-GPU members and the others 6 to 12. Per mode, two gangs of 16 run one after the other on the
 same cluster, each torn down (and its pods gone) before the next:
@@ -50,10 +50,10 @@ from airflow_provider_gang.reservation.provisioning import ProvisioningState
 from airflow_provider_gang.reservation.spec import GangSpec, MemberResources, ReservationMode
 from airflow_provider_gang.reservation.validation import BEST_EFFORT_ATOMIC
 from bench.launch import all_bound
+from bench.topology_cluster import BLOCK, GPU_TOLERATION, HALF_FULL_FILLERS, RACK, half_full_document, write
 from gang_sim.testing import ClusterHarness
 from gang_sim.testing.real import RealCluster
 from gang_sim.world.scenario import load_scenario
-from tests.topology_scenarios import BLOCK, GPU_TOLERATION, HALF_FULL_FILLERS, RACK, half_full_document, write
 
 SIZE = 16
 BACKENDS = ("emulator", "real")

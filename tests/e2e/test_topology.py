@@ -1,5 +1,5 @@
 """Topology-aware gangs end to end on gang-sim, through ``dag.test()``, on a cluster the test writes
-(``tests.topology_scenarios.one_rack_document``, no scenario of the repository): exactly one rack,
+(``bench.topology_cluster.one_rack_document``, no scenario of the repository): exactly one rack,
 ``rack-y1``, can hold a gang of 4, so a gang of 4 with ``required_topology`` = rack lands wholly there
 in every mode; a gang of 5, which no rack holds, never has a member bound and runs once
 ``LoosenTopology`` widens it to a block. The real-tier twin (kueue mode) is ``tests/real/test_topology.py``."""
@@ -14,9 +14,9 @@ import pytest
 
 from airflow_provider_gang.reservation.fallback import LoosenTopology
 from airflow_provider_gang.reservation.topology.labels import HOSTNAME
+from bench.topology_cluster import BLOCK, RACK, document, gpu_pool, one_rack_document, write
 from tests.e2e.gang_dags import gang_dag, gang_objects, simulated_pod, summary_of, task_instance
 from tests.e2e.topology_watch import Bindings
-from tests.topology_scenarios import BLOCK, RACK, document, gpu_pool, one_rack_document, write
 
 MODES: dict[str, dict[str, Any]] = {
     "kueue": {"reservation": "kueue", "kueue_queue": "tas"},

@@ -4,7 +4,7 @@ client's retries (``/_sim/faults``), a domain filling between its choice and the
 pod created in it while the reservation waits), a node whose labels cannot be read (written into the
 emulator's store as no API server would accept it), a required topology no node carries.
 
-Driven step by step (``tests.e2e.driving``) on the one-rack cluster of ``tests.topology_scenarios``."""
+Driven step by step (``tests.e2e.driving``) on the one-rack cluster of ``bench.topology_cluster``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangTryFailed
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation.phases import Reason
+from bench.topology_cluster import RACK, filler, one_rack_document, write
 from demo.cluster import CONN_ID
 from gang_sim.apiserver.http.faults import Faults
 from gang_sim.testing import ClusterHarness
@@ -25,7 +26,6 @@ from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_objects, simulated_pod
 from tests.e2e.topology_watch import Bindings
-from tests.topology_scenarios import RACK, filler, one_rack_document, write
 
 QUICK_CLIENT = {"retry_attempts": 2, "retry_base_delay": 0.05, "retry_max_delay": 0.1, "request_timeout": 10.0}
 

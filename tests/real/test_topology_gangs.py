@@ -1,5 +1,5 @@
 """Topology-aware gangs on the real control plane (Kueue 0.17's Topology Aware Scheduling, kube-scheduler
-1.37, kwok nodes), on a cluster the test writes (``tests.topology_scenarios.one_rack_document``: exactly
+1.37, kwok nodes), on a cluster the test writes (``bench.topology_cluster.one_rack_document``: exactly
 one rack, ``rack-y1``, can hold a gang of 4 one-GPU members; no rack one of 5): a gang of 4 with
 ``required_topology`` = rack lands wholly in ``rack-y1``, its ranks' domains recorded; a gang of 5
 never has a member bound, and ``LoosenTopology`` to the block then runs it. The emulator twin is
@@ -20,10 +20,10 @@ import pytest
 
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import LoosenTopology
+from bench.topology_cluster import BLOCK, ONE_RACK_FILLERS, RACK, one_rack_document, write
 from tests.e2e.gang_dags import gang_dag, run_dag_test, simulated_pod, summary_of, task_instance
 from tests.real.backends import RealBackend, real_backend, wait_for
 from tests.real.recording import recording
-from tests.topology_scenarios import BLOCK, ONE_RACK_FILLERS, RACK, one_rack_document, write
 
 pytestmark = pytest.mark.timeout(900)
 GANG_KINDS = ("v1/pods", "v1/configmaps", "batch/v1/jobs", "scheduling.k8s.io/v1beta1/podgroups")
