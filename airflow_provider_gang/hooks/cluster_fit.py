@@ -19,7 +19,7 @@ cluster cannot serve fails in seconds instead of after the whole ``reservation_t
   (https://kubernetes.io/docs/reference/labels-annotations-taints/#topologykubernetesiozone).
 
 The verdicts are pure functions of the objects read (:func:`local_queue_refusal`,
-:func:`cluster_queue_refusal`, :func:`zone_warning`); :func:`queue_refusal` and :func:`zone_warnings`
+:func:`cluster_queue_refusal`, :func:`zone_warning`); :func:`read_queue` and :func:`zone_warnings`
 do the reads. Errors other than a 404 are not caught by the queue checks: the client has retried
 them, and the try ends with a retryable API error as for any other precheck call.
 """
@@ -145,25 +145,27 @@ def cluster_queue_refusal(
     )
 
 
-async def queue_refusal(client: KubeClient, spec: GangSpec) -> str | None:
-    """GET the gang's LocalQueue (LIST them when it is missing) and its ClusterQueue; the first refusal."""
+async def read_queue(client: KubeClient, spec: GangSpec) -> tuple[str | None, dict[str, Any] | None]:
+    """GET the gang's LocalQueue (LIST them when it is missing) and its ClusterQueue: the first refusal
+    (``None``: the queue can admit the gang) and the ClusterQueue as read (``None``: not read)."""
     if spec.queue is None:
-        return None
+        return None, None
     try:
         local_queue = await client.get(LOCAL_QUEUES, spec.queue, spec.namespace)
     except errors.NotFound:
         existing, _ = await client.list(LOCAL_QUEUES, spec.namespace)
         names = [str((item.get("metadata") or {}).get("name", "")) for item in existing]
-        return missing_local_queue(spec.queue, spec.namespace, names)
+        return missing_local_queue(spec.queue, spec.namespace, names), None
     refusal = local_queue_refusal(local_queue, spec.namespace)
     target = target_of(local_queue)
     if refusal is not None or target is None:
-        return refusal
+        return refusal, None
     try:
         cluster_queue: dict[str, Any] | None = await client.get(CLUSTER_QUEUES, target)
     except errors.NotFound:
         cluster_queue = None
-    return cluster_queue_refusal(cluster_queue, f"{spec.namespace}/{spec.queue}", target, requested_resources(spec))
+    local = f"{spec.namespace}/{spec.queue}"
+    return cluster_queue_refusal(cluster_queue, local, target, requested_resources(spec)), cluster_queue
 
 
 def _zone_of(node: Mapping[str, Any]) -> str | None:

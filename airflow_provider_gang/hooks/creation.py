@@ -37,7 +37,7 @@ from airflow_provider_gang.reservation.records.tries import ReservationFacts, Re
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 
-async def _create_or_adopt(
+async def create_or_adopt(
     client: KubeClient, kind: Resource, body: Mapping[str, Any], namespace: str
 ) -> tuple[dict[str, Any], bool]:
     """Create ``body``; if it already exists and belongs to the same owner, return the existing object.
@@ -60,7 +60,7 @@ async def _create_or_adopt(
         await client.delete(
             kind, str(existing["metadata"]["name"]), namespace, preconditions={"uid": str(existing["metadata"]["uid"])}
         )
-    return await _create_or_adopt(client, kind, body, namespace)
+    return await create_or_adopt(client, kind, body, namespace)
 
 
 async def claim_owner(client: KubeClient, spec: GangSpec, owner_try: int) -> tuple[dict[str, Any], bool]:
@@ -90,36 +90,46 @@ async def _create_or_mark(
         return await client.patch(CONFIG_MAPS, str(body["metadata"]["name"]), mark, namespace=namespace), False
 
 
-async def ensure_reservation(client: KubeClient, spec: GangSpec, *, owner_try: int) -> ReservationFacts:
+async def ensure_reservation(
+    client: KubeClient, spec: GangSpec, *, owner_try: int, multikueue: bool = False
+) -> ReservationFacts:
     """Adopt or create the gang's owner and reservation objects as try ``owner_try``; what the later
-    stages need of them."""
+    stages need of them. ``multikueue``: ``spec``'s queue is on a Kueue MultiKueue manager, whose Job
+    runs on a worker cluster (``reservation.multikueue``): the Job is created for MultiKueue, and no
+    rendezvous Service is created here, where no member runs (``hooks.multikueue.prepare_worker``
+    makes it on the worker)."""
     namespace = spec.namespace
     owner, owner_created = await claim_owner(client, spec, owner_try)
     owner_uid = str(owner["metadata"]["uid"])
     made: list[tuple[Resource, tuple[dict[str, Any], bool]]] = [(CONFIG_MAPS, (owner, owner_created))]
-    if spec.distributed is not None:
+    if spec.distributed is not None and not multikueue:
         made.append(
             (
                 SERVICES,
-                await _create_or_adopt(
+                await create_or_adopt(
                     client, SERVICES, manifests.service.headless_service(spec, owner_uid=owner_uid), namespace
                 ),
             )
         )
     if spec.mode is ReservationMode.KUEUE:
         made.append(
-            (JOBS, await _create_or_adopt(client, JOBS, manifests.kueue.job(spec, owner_uid=owner_uid), namespace))
+            (
+                JOBS,
+                await create_or_adopt(
+                    client, JOBS, manifests.kueue.job(spec, owner_uid=owner_uid, multikueue=multikueue), namespace
+                ),
+            )
         )
     elif spec.mode is ReservationMode.WORKLOAD:
         group = manifests.pod_group.pod_group(spec, owner_uid=owner_uid)
-        made.append((POD_GROUPS, await _create_or_adopt(client, POD_GROUPS, group, namespace)))
+        made.append((POD_GROUPS, await create_or_adopt(client, POD_GROUPS, group, namespace)))
         linked = [manifests.pod_group.member_pod(spec, rank, owner_uid=owner_uid) for rank in range(spec.size)]
         made += [(PODS, result) for result in await create_members(client, linked, namespace)]
     else:
         made.append(
             (
                 POD_TEMPLATES,
-                await _create_or_adopt(
+                await create_or_adopt(
                     client, POD_TEMPLATES, manifests.provisioning.pod_template(spec, owner_uid=owner_uid), namespace
                 ),
             )
@@ -127,7 +137,7 @@ async def ensure_reservation(client: KubeClient, spec: GangSpec, *, owner_try: i
         made.append(
             (
                 PROVISIONING_REQUESTS,
-                await _create_or_adopt(
+                await create_or_adopt(
                     client,
                     PROVISIONING_REQUESTS,
                     manifests.provisioning.provisioning_request(spec, owner_uid=owner_uid),
@@ -184,8 +194,8 @@ async def create_members(
 ) -> list[tuple[dict[str, Any], bool]]:
     """Create or adopt every member pod of ``bodies``, ``client.max_parallel_requests`` at a time
     (``parallel.bounded_gather``: the first create failing past its retries stops the others from
-    starting, and is raised). Each result as ``_create_or_adopt``'s."""
-    creates = [functools.partial(_create_or_adopt, client, PODS, body, namespace) for body in bodies]
+    starting, and is raised). Each result as ``create_or_adopt``'s."""
+    creates = [functools.partial(create_or_adopt, client, PODS, body, namespace) for body in bodies]
     return await parallel.bounded_gather(creates, limit=client.max_parallel_requests)
 
 
@@ -208,7 +218,7 @@ async def publish_world(
         return None
     body = manifests.world.world_config_map(spec, size=size, owner_uid=owner_uid, domains=domains)
     name = str(body["metadata"]["name"])
-    existing, created = await _create_or_adopt(client, CONFIG_MAPS, body, spec.namespace)
+    existing, created = await create_or_adopt(client, CONFIG_MAPS, body, spec.namespace)
     told = f"{size} of {spec.size}" if manifests.world.uses_world_config_map(spec) else f"the domains of {size} ranks"
     if created or existing.get("data") == body["data"]:
         return f"ConfigMap {name} tells the members {told} ({'created' if created else 'adopted'})"

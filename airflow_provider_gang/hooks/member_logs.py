@@ -101,7 +101,7 @@ async def read_logs(
     logs = dict(await asyncio.gather(*(one(rank, name) for rank, name in found)))
     missing = sorted(wanted - logs.keys())
     for rank in [rank for rank in missing if rank in (saved or {})]:
-        logs[rank] = f"(rank {rank}: read before its pod was stopped)\n" + (saved or {})[rank]
+        logs[rank] = f"(rank {rank}: read before its pod was removed)\n" + (saved or {})[rank]
     missing = [rank for rank in missing if rank not in logs]
     removed = await asyncio.gather(*(node_removed(rank) for rank in missing))
     notes = [members.missing_log_note(rank, node_removed=gone) for rank, gone in zip(missing, removed, strict=True)]

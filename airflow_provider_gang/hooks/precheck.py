@@ -6,7 +6,9 @@ Kinds are read from discovery (``kube.discovery.served_plurals``, once per API v
 SelfSubjectAccessReview each (``kube.discovery.can_i``,
 https://kubernetes.io/docs/reference/access-authn-authz/authorization/#checking-api-access), which every
 authenticated user may create (``system:basic-user``). A failure names what is missing and how to fix
-it; it is never retried (the same try on the same cluster cannot do better).
+it; it is never retried (the same try on the same cluster cannot do better). A passed precheck says
+whether a kueue gang's ClusterQueue dispatches to worker clusters through Kueue's MultiKueue
+(:class:`PrecheckResult`, ``hooks.multikueue``).
 
 :data:`NEEDS` is the one list of the API calls a try makes - the cluster actions (``hooks.creation``,
 ``hooks.inspection``, ``hooks.deletion``), both triggers (``triggers.base``, ``triggers.kill``) and
@@ -18,11 +20,11 @@ this precheck's own reads - as RBAC verbs on resources
 two agree, that a gang runs with nothing more, and that each single permission removed is caught here.
 Discovery (``/api``, ``/apis``) and SelfSubjectAccessReviews need no grant: the bootstrap ClusterRoles
 ``system:discovery`` and ``system:basic-user`` give them to every authenticated user
-(https://kubernetes.io/docs/reference/access-authn-authz/rbac/#discovery-roles). One call is cluster-scoped:
-a kueue gang's precheck reads its LocalQueue's ClusterQueue (ClusterQueues are cluster-scoped, Kueue
-``clusterqueue_types.go``), so that mode also needs a ClusterRole; the SelfSubjectAccessReview for it is
-asked without a namespace (``ResourceAttributes.namespace`` empty means all namespaces and cluster-scoped
-kinds, https://kubernetes.io/docs/reference/kubernetes-api/authorization-resources/self-subject-access-review-v1/).
+(https://kubernetes.io/docs/reference/access-authn-authz/rbac/#discovery-roles). Two calls are cluster-scoped:
+a kueue gang's precheck reads its LocalQueue's ClusterQueue and that queue's AdmissionChecks (both
+cluster-scoped, Kueue ``clusterqueue_types.go``, ``admissioncheck_types.go``), so that mode also needs a
+ClusterRole; the SelfSubjectAccessReviews for them are asked without a namespace
+(``ResourceAttributes.namespace`` empty means all namespaces and cluster-scoped kinds, https://kubernetes.io/docs/reference/kubernetes-api/authorization-resources/self-subject-access-review-v1/).
 ``list nodes`` (the zone warning) is optional and not in :data:`NEEDS`: without it the check is skipped.
 
 A ``list`` or ``watch`` granted only through a rule's ``resourceNames`` does not cover a LIST or WATCH of
@@ -38,10 +40,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from airflow_provider_gang.hooks import cluster_fit, topology_check, workload_api_check
+from airflow_provider_gang.hooks import cluster_fit, multikueue, topology_check, workload_api_check
 from airflow_provider_gang.kube import discovery
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import (
+    ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     CONFIG_MAPS,
     JOBS,
@@ -156,13 +159,15 @@ NEEDS: tuple[Need, ...] = (
     _need("delete", PROVISIONING_REQUESTS, _REQUEST, "teardown, on_kill"),
     _need("create", JOBS, _KUEUE, "the suspended Job"),
     _need("get", JOBS, _KUEUE, "adopting the Job"),
-    _need("list", JOBS, _KUEUE, "teardown, withdraw and on_kill"),
+    _need("list", JOBS, _KUEUE, "teardown, withdraw and on_kill; the run trigger's watch (MultiKueue)"),
+    _need("watch", JOBS, _KUEUE, "the run trigger follows a MultiKueue manager's mirror of the worker's Job"),
     _need("delete", JOBS, _KUEUE, "teardown, on_kill"),
     _need("list", WORKLOADS, _KUEUE, "the triggers' watches"),
     _need("watch", WORKLOADS, _KUEUE, "the triggers' watches"),
     _need("get", LOCAL_QUEUES, _KUEUE, "precheck: the gang's LocalQueue exists and is active"),
     _need("list", LOCAL_QUEUES, _KUEUE, "precheck: naming the LocalQueues there when it does not"),
     _need("get", CLUSTER_QUEUES, _KUEUE, "precheck: its ClusterQueue is active and covers the resources"),
+    _need("get", ADMISSION_CHECKS, _KUEUE, "precheck: whether the ClusterQueue dispatches through MultiKueue"),
     _need("create", POD_GROUPS, _WORKLOAD, "the gang's PodGroup"),
     _need("get", POD_GROUPS, _WORKLOAD, "adopting it; the recheck before launch"),
     _need("list", POD_GROUPS, _WORKLOAD, "the triggers' watches; teardown, withdraw and on_kill"),
@@ -177,12 +182,31 @@ NEEDS: tuple[Need, ...] = (
 )
 """Every API call of a try, as permissions, and when it is made (see the module docstring)."""
 
+WORKER_NEEDS: tuple[Need, ...] = (
+    _need("get", JOBS, _KUEUE, "the worker's copy of the Job (it owns the rendezvous Service there)"),
+    _need("list", JOBS, _KUEUE, "teardown, withdraw and on_kill there"),
+    _need("delete", JOBS, _KUEUE, "teardown, on_kill there"),
+    _need("list", PODS, _KUEUE, "the run trigger's watch, read_logs, teardown"),
+    _need("watch", PODS, _KUEUE, "the run trigger's watch"),
+    _need("delete", PODS, _KUEUE, "teardown, on_kill there"),
+    _need("get", PODS, _KUEUE, "copying log_ranks' logs into the task log", subresource="log"),
+    _need("create", SERVICES, _KUEUE, "the members' headless Service there", distributed_only=True),
+    _need("get", SERVICES, _KUEUE, "adopting the headless Service", distributed_only=True),
+    _need("list", SERVICES, _KUEUE, "teardown, withdraw and on_kill there"),
+    _need("delete", SERVICES, _KUEUE, "teardown, on_kill there", distributed_only=True),
+    _need("list", CONFIG_MAPS, _KUEUE, "teardown, withdraw and on_kill look for every kind of the gang"),
+    _need("list", WORKLOADS, _KUEUE, "the run trigger's watch of the worker's copy of the Workload"),
+    _need("watch", WORKLOADS, _KUEUE, "the run trigger's watch"),
+)
+"""Every API call of a try on a Kueue MultiKueue worker it follows through a mapped connection
+(``operators.dispatched``); ``deploy/rbac-multikueue-worker.yaml`` grants exactly this list."""
+
 
 def kinds_needed(spec: GangSpec) -> list[Resource]:
     """The API kinds that must be served for ``spec``'s mode (ProvisioningRequest v1, or Kueue)."""
     kinds = [CONFIG_MAPS, PODS, SERVICES]
     if spec.mode is ReservationMode.KUEUE:
-        kinds += [JOBS, WORKLOADS, LOCAL_QUEUES, CLUSTER_QUEUES]
+        kinds += [JOBS, WORKLOADS, LOCAL_QUEUES, CLUSTER_QUEUES, ADMISSION_CHECKS]
     elif spec.mode is ReservationMode.WORKLOAD:
         kinds += [POD_GROUPS]
     else:
@@ -190,23 +214,33 @@ def kinds_needed(spec: GangSpec) -> list[Resource]:
     return kinds
 
 
-def permissions_needed(spec: GangSpec) -> list[Permission]:
-    """Exactly the permissions a try of ``spec`` uses, in :data:`NEEDS` order. Pure."""
+def permissions_needed(spec: GangSpec, needs: tuple[Need, ...] = NEEDS) -> list[Permission]:
+    """Exactly the permissions a try of ``spec`` uses, in ``needs`` order (:data:`NEEDS`, or
+    :data:`WORKER_NEEDS` on a MultiKueue worker). Pure."""
     return [
         need.permission
-        for need in NEEDS
+        for need in needs
         if spec.mode in need.modes
         and (spec.distributed is not None or not need.distributed_only)
         and (spec.topology_label is not None or not need.topology_only)
     ]
 
 
-async def precheck(client: KubeClient, spec: GangSpec) -> list[str]:
+@dataclass(frozen=True)
+class PrecheckResult:
+    """What a passed precheck found: ``warnings`` for the caller to log (a zone no node is in yet),
+    which never refuse the gang, and the name of the MultiKueue admission check of a kueue gang's
+    ClusterQueue (``multikueue_check``; ``None``: the cluster runs the gang itself)."""
+
+    warnings: list[str] = field(default_factory=list)
+    multikueue_check: str | None = None
+
+
+async def precheck(client: KubeClient, spec: GangSpec) -> PrecheckResult:
     """Raise :class:`PrecheckFailed` naming every kind not served (first), every permission of
     :func:`permissions_needed` the connection lacks (as ``get pods/log``; in ``spec.namespace`` or
     cluster-wide), why the gang's Kueue queue cannot admit it, or why its mode cannot honour its
-    topology on this cluster (``hooks.topology_check``); creates nothing. Returns warnings for
-    the caller to log (a zone no node is in yet), which never refuse the gang."""
+    topology on this cluster (``hooks.topology_check``); creates nothing."""
     if spec.mode is ReservationMode.WORKLOAD:
         refusal = await workload_api_check.refusal(client)
         if refusal is not None:
@@ -224,14 +258,36 @@ async def precheck(client: KubeClient, spec: GangSpec) -> list[str]:
             "install the CRD / controller (cluster-autoscaler ProvisioningRequest v1, or Kueue) or change the mode"
         )
     await _check_permissions(client, spec)
+    dispatching = None
     if spec.mode is ReservationMode.KUEUE:
-        refusal = await cluster_fit.queue_refusal(client, spec)
+        refusal, cluster_queue = await cluster_fit.read_queue(client, spec)
         if refusal is not None:
             raise PrecheckFailed(refusal)
+        dispatching = await multikueue.dispatching_check(client, cluster_queue)
     refusal = await topology_check.refusal(client, spec, cluster_fit.requested_resources(spec))
     if refusal is not None:
         raise PrecheckFailed(refusal)
-    return await cluster_fit.zone_warnings(client, spec)
+    return PrecheckResult(await cluster_fit.zone_warnings(client, spec), dispatching)
+
+
+async def worker_refusal(client: KubeClient, spec: GangSpec, worker: str) -> str | None:
+    """Why the connection of MultiKueue worker cluster ``worker`` (``client``'s) cannot follow the gang
+    there - the permissions of :data:`WORKER_NEEDS` it lacks in ``spec.namespace`` - or ``None``."""
+    wanted = permissions_needed(spec, WORKER_NEEDS)
+    answers = await asyncio.gather(
+        *(
+            discovery.can_i(client, need.verb, need.resource, spec.namespace, subresource=need.subresource)
+            for need in wanted
+        )
+    )
+    denied = [f"{need} ({need.used_by})" for need, answer in zip(wanted, answers, strict=True) if not answer.allowed]
+    if not denied:
+        return None
+    return (
+        f"missing permission on MultiKueue worker cluster {worker!r} in namespace {spec.namespace!r}: "
+        f"{', '.join(denied)}; grant them to the identity of its connection (Role + RoleBinding, see "
+        "deploy/rbac-multikueue-worker.yaml)"
+    )
 
 
 async def _check_permissions(client: KubeClient, spec: GangSpec) -> None:

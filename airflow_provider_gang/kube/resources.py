@@ -66,6 +66,8 @@ PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequ
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+ADMISSION_CHECKS = Resource("kueue.x-k8s.io", "v1beta2", "admissionchecks", "AdmissionCheck", namespaced=False)
+"""Read by a kueue gang's precheck: whether its ClusterQueue dispatches through MultiKueue."""
 POD_GROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup")
 """Kubernetes' own gang scheduling (KEP-4671), beta in v1.37 behind the ``GenericWorkload`` gate."""
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
@@ -96,6 +98,7 @@ KNOWN = {
         POD_GROUPS,
         LOCAL_QUEUES,
         CLUSTER_QUEUES,
+        ADMISSION_CHECKS,
     )
 }
 

@@ -52,11 +52,14 @@ class Listed:
 @dataclass(frozen=True)
 class Changed:
     """One watch event changed the cache: the object named ``name`` before (``old``) and after (``new``);
-    ``None`` where it is absent (``ADDED``: no ``old``, ``DELETED``: no ``new``)."""
+    ``None`` where it is absent (``ADDED``: no ``old``, ``DELETED``: no ``new``). ``final``: the object a
+    ``DELETED`` event carried, its last state on the server (newer than ``old`` when an update's event
+    never reached this cache)."""
 
     name: str
     old: dict[str, Any] | None
     new: dict[str, Any] | None
+    final: dict[str, Any] | None = None
 
 
 Change: TypeAlias = Listed | Changed
@@ -280,7 +283,7 @@ class Reflector:
         if self._transform is not None:
             obj = self._transform(obj)
         if event_type == "DELETED":
-            return Changed(name, self.objects.pop(name, None), None)
+            return Changed(name, self.objects.pop(name, None), None, final=obj)
         if event_type in ("ADDED", "MODIFIED"):
             old, self.objects[name] = self.objects.get(name), obj
             return Changed(name, old, obj)

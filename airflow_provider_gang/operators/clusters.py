@@ -41,19 +41,18 @@ class Place:
 
 
 def places_of(run: TryRun, records: Iterable[TryRecord]) -> dict[Place, list[str]]:
-    """The gangs of ``records`` by the place they were created in."""
+    """The gangs of ``records`` by the place they were created in, and the Kueue MultiKueue worker a
+    gang ran on when a connection was mapped to it (Kueue's copies there carry the gang's label)."""
     found: dict[Place, list[str]] = {}
     for record in records:
         if not record.gang:
             continue
-        place = Place(
-            conn_id=record.kubernetes_conn_id or run.settings.kubernetes_conn_id,
-            namespace=record.namespace or run.settings.namespace,
-            mode=ReservationMode(record.mode),
-        )
-        found.setdefault(place, [])
-        if record.gang not in found[place]:
-            found[place].append(record.gang)
+        namespace, mode = record.namespace or run.settings.namespace, ReservationMode(record.mode)
+        conn_ids = [record.kubernetes_conn_id or run.settings.kubernetes_conn_id, record.worker_kubernetes_conn_id]
+        for conn_id in filter(None, conn_ids):
+            gangs = found.setdefault(Place(conn_id=conn_id, namespace=namespace, mode=mode), [])
+            if record.gang not in gangs:
+                gangs.append(record.gang)
     return found
 
 

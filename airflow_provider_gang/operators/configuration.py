@@ -4,7 +4,8 @@ The options, their types and defaults are ``reservation.deployment.OPTIONS``; Ai
 (``airflow.cfg``, ``AIRFLOW__GANG__<OPTION>``) may change them. A task's own argument wins over an option:
 :func:`client_options` lays the task's ``client_options`` over the configured ``client_*`` values, and
 ``operators.settings.cloud_profile`` reads ``default_cloud`` only when neither the task nor its
-connection names a cloud. A malformed value raises ``GangConfigurationError`` naming the option: the
+connection names a cloud, :func:`multikueue_connections` ``multikueue_connections`` only when the task
+maps no worker itself. A malformed value raises ``GangConfigurationError`` naming the option: the
 try then ends ``invalid`` before anything is created.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from airflow_provider_gang.airflow_compat import conf
 from airflow_provider_gang.kube.options import ClientOptions
-from airflow_provider_gang.reservation import deployment
+from airflow_provider_gang.reservation import deployment, multikueue
 from airflow_provider_gang.reservation.tries.arguments import GangArgumentError, GangConfigurationError
 
 
@@ -54,3 +55,14 @@ def watch_timeout_seconds() -> int:
 
 def default_cloud() -> str:
     return str(option("default_cloud"))
+
+
+def multikueue_connections(task_connections: Mapping[str, str] | None) -> dict[str, str]:
+    """The MultiKueue worker connections a try uses: the task's ``multikueue_connections`` (checked when
+    the DAG was parsed) when given, else ``[gang] multikueue_connections`` (a JSON object; empty: none)."""
+    if task_connections is not None:
+        return multikueue.parse_connections(task_connections)
+    try:
+        return multikueue.parse_connections(option("multikueue_connections"))
+    except multikueue.ConnectionsError as error:
+        raise GangConfigurationError(deployment.ConfigurationError("multikueue_connections", str(error))) from error

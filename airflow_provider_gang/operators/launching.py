@@ -8,6 +8,8 @@
                 holding the gang ends the try, topology_domain_full), or read where they went
              ── publish the world size (Kueue partial admission) and the ranks' domains (topology)
              ── launch all members at once (or release the gates) ── wait: GangRunTrigger ──► finished
+             (dispatched by a Kueue MultiKueue manager: follow the worker that admitted it instead,
+             operators.dispatched)
     finished ── TryRun.end: logs, accounting, teardown, record
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 from airflow_provider_gang.hooks import creation, inspection, topology_reads
 from airflow_provider_gang.kube.client import KubeClient
+from airflow_provider_gang.operators import dispatched
 from airflow_provider_gang.operators.settings import UNLIMITED_RUN
 from airflow_provider_gang.operators.try_run import TryRun
 from airflow_provider_gang.reservation import clock
@@ -59,10 +62,18 @@ def reserved(run: TryRun, event: GangEvent) -> Any:
         run.log.info("Gang %s: launched %d members together (%s)", spec.name, size, launched)
         return None
 
-    lost = run.cluster(launch)
-    if lost is not None:
-        run.log.warning("Gang %s: the reservation ended before launch: %s", spec.name, lost.message)
-        return run.end(event, None, TryEnding.failed(lost.reason, lost.message))
+    stage: dict[str, Any] = {"pod_selector": inspection.watch_targets(spec, state.job_uid).member_selector}
+    if state.multikueue is not None:
+        followed = dispatched.follow_worker(run, state, state.multikueue)
+        if isinstance(followed, TryEnding):
+            run.log.warning("Gang %s: the reservation ended before launch: %s", spec.name, followed.message)
+            return run.end(event, None, followed)
+        state, stage = followed
+    else:
+        lost = run.cluster(launch)
+        if lost is not None:
+            run.log.warning("Gang %s: the reservation ended before launch: %s", spec.name, lost.message)
+            return run.end(event, None, TryEnding.failed(lost.reason, lost.message))
     run_limit = run.settings.run_timeout or UNLIMITED_RUN
     deadline = now + (run.settings.startup_timeout + run_limit).total_seconds()
     run.state = state = run.lifecycle.update(state, launched_at=now, size_run=size)
@@ -72,10 +83,10 @@ def reserved(run: TryRun, event: GangEvent) -> Any:
         size=size,
         started_at=now,
         deadline=deadline,
-        pod_selector=inspection.watch_targets(spec, state.job_uid).member_selector,
         startup_deadline=now + run.settings.startup_timeout.total_seconds(),
         read_checkpoints=spec.checkpoint is not None,
         log_ranks=tuple(results.ranks_to_log(run.settings.log_ranks, size)),
+        **stage,
     )
     run_event = run.waiter.wait(GangRunTrigger.of(arguments), deadline=deadline, spec=spec)
     return finished(run, run_event)

@@ -6,8 +6,8 @@ the templated fields; frozen, and holding values only, so a try never reads the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -66,6 +66,9 @@ class TrySettings:
     log: Any
     """The operator's logger (Airflow's structlog logger, or a stdlib one)."""
     rank_zero_returns: bool = False
+    multikueue_connections: Mapping[str, str] = field(default_factory=dict)
+    """The Airflow connection of each Kueue MultiKueue worker cluster, by MultiKueueCluster name: the
+    task's ``multikueue_connections``, else ``[gang] multikueue_connections`` (``operators.configuration``)."""
 
 
 CLOUD_EXTRA = "cloud"

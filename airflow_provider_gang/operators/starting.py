@@ -4,7 +4,8 @@
 
     start ── rendered arguments valid? ── plan (start_by, adopt an intact gang, fallback step)
           ── reservation="auto": the mode, from the discovery of the try's cluster
-          ── precheck ── withdraw earlier tries' objects ── adopt-or-create the reservation
+          ── precheck (and whether a kueue queue dispatches through MultiKueue)
+          ── withdraw earlier tries' objects ── adopt-or-create the reservation
           ── wait: ReservationTrigger ──► reserved (operators.launching)
 
 An earlier try still recorded as in progress is adopted when its gang is intact
@@ -34,9 +35,9 @@ from airflow_provider_gang.links import RESERVATION_XCOM_KEY
 from airflow_provider_gang.operators import clusters, launching
 from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.try_run import TryRun
-from airflow_provider_gang.reservation import clock
+from airflow_provider_gang.reservation import clock, multikueue
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
+from airflow_provider_gang.reservation.records.tries import MultiKueueDispatch, TryPlan, TryRecord, TryState
 from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.reservation.tries import auto_mode, plan
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
@@ -88,25 +89,44 @@ def start(run: TryRun) -> Any:
     earlier = places.get(here, [])
     elsewhere = clusters.withdraw_elsewhere(run, places, here)
 
-    async def prepare(client: KubeClient) -> tuple[GangSpec, str | None]:
-        for warning in await precheck.precheck(client, spec):
+    async def prepare(client: KubeClient) -> tuple[GangSpec, str | None, str | None]:
+        checked = await precheck.precheck(client, spec)
+        for warning in checked.warnings:
             run.log.warning("Gang %s precheck: %s", spec.name, warning)
         withdrawn = await deletion.withdraw(client, spec.namespace, earlier, spec.mode)
         if withdrawn:
             run.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
-        return await topology_reads.placed(client, spec)
+        placed, note = await topology_reads.placed(client, spec)
+        return placed, note, checked.multikueue_check
 
     try:
-        placed, note = run.cluster(prepare)
+        placed, note, dispatching = run.cluster(prepare)
         if note is not None:
             try_plan = replace(try_plan, spec=placed)
             run.state = run.lifecycle.update(run.state, plan=try_plan, topology_note=note)
             run.log.info("Gang %s topology: %s", spec.name, topology_line(placed, note))
         spec = placed
-        facts = run.cluster(lambda client: creation.ensure_reservation(client, placed, owner_try=try_plan.attempt))
+        created = spec if dispatching is None else multikueue.dispatched_spec(spec)
+        facts = run.cluster(
+            lambda client: creation.ensure_reservation(
+                client, created, owner_try=try_plan.attempt, multikueue=dispatching is not None
+            )
+        )
     finally:
         if elsewhere is not None:
             elsewhere.join(timeout=clusters.WITHDRAW_TIMEOUT_SECONDS)
+    if dispatching is not None:
+        run.log.info(
+            "Gang %s: LocalQueue %s dispatches through MultiKueue (admission check %r): the Job runs on the worker "
+            "cluster that admits it",
+            spec.name,
+            spec.queue,
+            dispatching,
+        )
+    if created != spec:
+        run.log.info("Gang %s: %s", spec.name, multikueue.full_size_note(spec))
+        try_plan, spec = replace(try_plan, spec=created), created
+        run.state = run.lifecycle.update(run.state, plan=try_plan)
     run.log.info(
         "Reservation %s (%s, %d members, step: %s, cluster %s): %d objects created, the rest adopted",
         try_plan.gang,
@@ -116,7 +136,13 @@ def start(run: TryRun) -> Any:
         here.conn_id,
         facts.created,
     )
-    run.state = run.lifecycle.update(run.state, owner_uid=facts.owner_uid, job_uid=facts.job_uid, objects=facts.objects)
+    run.state = run.lifecycle.update(
+        run.state,
+        owner_uid=facts.owner_uid,
+        job_uid=facts.job_uid,
+        objects=facts.objects,
+        multikueue=None if dispatching is None else MultiKueueDispatch(admission_check=dispatching),
+    )
     ti.xcom_push(
         key=RESERVATION_XCOM_KEY,
         value={

@@ -116,6 +116,7 @@ class GangTrainingOperator(BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=default("deferrable")),
         kubernetes_conn_id: str = default("kubernetes_conn_id"),
         client_options: Mapping[str, float] | None = default("client_options"),
+        multikueue_connections: Mapping[str, str] | None = default("multikueue_connections"),
         **kwargs: Any,
     ) -> None:
         # Every keyword above is an argument of the record: store each one as the record normalises it.
@@ -196,9 +197,11 @@ class GangTrainingOperator(BaseOperator):
         argument_error: checks.GangArgumentError | None = None
         options = ClientOptions()
         heartbeat, watch_timeout = DEFAULT_HEARTBEAT_SECONDS, DEFAULT_WATCH_TIMEOUT_SECONDS
+        workers: dict[str, str] = {}
         try:
             self.check_arguments(rendered=True)
             options = configuration.client_options(values.client_options)
+            workers = configuration.multikueue_connections(values.multikueue_connections)
             heartbeat, watch_timeout = configuration.heartbeat_seconds(), configuration.watch_timeout_seconds()
             cloud = cloud_profile(values.cloud, values.kubernetes_conn_id)
             configured = self.candidate_specs(PARSE_TIME_NAME, cloud=cloud)[0]
@@ -215,6 +218,7 @@ class GangTrainingOperator(BaseOperator):
             watch_timeout_seconds=watch_timeout,
             log=self.log,
             rank_zero_returns=self.rank_zero_returns,
+            multikueue_connections=workers,
         )
 
     def _waiter(self, options: ClientOptions) -> DeferringWaiter | InlineWaiter:

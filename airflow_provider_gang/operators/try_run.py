@@ -28,7 +28,7 @@ from airflow_provider_gang.operators.lifecycle import TryLifecycle
 from airflow_provider_gang.operators.settings import TrySettings
 from airflow_provider_gang.operators.try_store import store_for
 from airflow_provider_gang.operators.waiting import Waiter
-from airflow_provider_gang.reservation import clock, cost
+from airflow_provider_gang.reservation import clock, cost, multikueue
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.events import GangEvent
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
@@ -96,8 +96,21 @@ class TryRun:
         if state is None or state.plan.attempt != self.lifecycle.try_number:
             raise RuntimeError(f"try {self.lifecycle.try_number} resumed without its state in the task state store")
         self.state = state
-        self.waiter.track(self.connection(), state.plan.spec)
+        self.track(state)
         return state
+
+    def track(self, state: TryState) -> None:
+        """Hand ``state``'s gang to the waiter's kill switch: its cluster and, for a gang a MultiKueue
+        manager dispatched to a worker with a mapped connection, that worker too (a connection that
+        cannot be resolved now is logged and left out: MultiKueue removes the worker's copies)."""
+        elsewhere: list[ConnectionSettings] = []
+        worker_conn_id = None if state.multikueue is None else state.multikueue.worker_conn_id
+        if worker_conn_id is not None:
+            try:
+                elsewhere.append(self.connection(worker_conn_id))
+            except Exception as error:  # the manager's deletion still reaches the worker through Kueue
+                self.log.warning("Gang %s: connection %r not usable (%s)", state.plan.gang, worker_conn_id, error)
+        self.waiter.track(self.connection(self.conn_id_of(state.plan)), state.plan.spec, elsewhere=tuple(elsewhere))
 
     def trigger_arguments(
         self, plan: TryPlan, *, job_uid: str | None, size: int, started_at: float, deadline: float, **stage: Any
@@ -167,7 +180,7 @@ class TryRun:
         succeeded = ending.succeeded and run_event is not None
         ranks = results.ranks_to_log(self.settings.log_ranks, state.size_run or spec.size)
         returns = succeeded and self.settings.rank_zero_returns
-        logs, notes = self._read_logs(spec, sorted({*ranks, 0}) if returns else ranks, run_event)
+        logs, notes = self._read_logs(state, sorted({*ranks, 0}) if returns else ranks, run_event)
         returned: ReturnValue | None = None
         if returns:
             returned, failure_of_rank_0 = self._rank_zero_return_value(spec, logs)
@@ -175,7 +188,7 @@ class TryRun:
                 succeeded, ending = False, failure_of_rank_0
         logs = {rank: function_call.without_return_value(text) for rank, text in logs.items() if rank in ranks}
         state = self._tearing_down(state)
-        deleted = self._teardown(spec, keep_members=succeeded and self.settings.on_finish == "keep")
+        deleted = self._teardown(state, keep_members=succeeded and self.settings.on_finish == "keep")
         for rank, text in sorted(logs.items()):
             for line in text.splitlines():
                 self.log.info("[rank %d] %s", rank, line)
@@ -223,11 +236,17 @@ class TryRun:
             return None, TryEnding.failed(Reason.MEMBER_FAILED, f"@task.gang: {problem}")
 
     def _read_logs(
-        self, spec: GangSpec, ranks: list[int], run_event: GangEvent | None
+        self, state: TryState, ranks: list[int], run_event: GangEvent | None
     ) -> tuple[dict[int, str], list[str]]:
-        """The wanted ranks' logs and notes on those without one, after a run; best effort."""
+        """The wanted ranks' logs and notes on those without one, after a run, from the cluster the
+        members ran on; best effort."""
+        spec = state.plan.spec
         if run_event is None:
             return {}, []
+        dispatch = state.multikueue
+        if dispatch is not None and dispatch.worker is not None and dispatch.worker_conn_id is None:
+            unseen = multikueue.not_seen_note(dispatch.worker)
+            return {}, [f"(rank {rank}: log unavailable - {unseen})" for rank in ranks]
         nodes = {member.rank: member.node for member in run_event.members if member.node}
         saved = dict(run_event.logs)
 
@@ -235,7 +254,7 @@ class TryRun:
             return await member_logs.read_logs(client, spec, ranks, nodes=nodes, saved=saved)
 
         try:
-            return self.cluster(read)
+            return self.cluster(read, conn_id=None if dispatch is None else dispatch.worker_conn_id)
         except Exception as error:  # the try ends all the same, without its members' logs
             self.log.warning("Gang %s: member logs not read (%s)", spec.name, error)
             return {}, []
@@ -265,17 +284,30 @@ class TryRun:
             self.state = started
         return self.state
 
-    def _teardown(self, spec: GangSpec, *, keep_members: bool) -> int:
-        """Delete the gang (``hooks.deletion.teardown``); how many objects were deleted; best effort."""
+    def _teardown(self, state: TryState, *, keep_members: bool) -> int:
+        """Delete the gang (``hooks.deletion.teardown``) on its cluster, then on the MultiKueue worker
+        it ran on when a connection is mapped to it (Kueue removes its copies there once the manager's
+        Workload is gone; this deletes them at once); how many objects were deleted; best effort."""
+        spec = state.plan.spec
 
         async def delete(client: KubeClient) -> int:
             return await deletion.teardown(client, spec, keep_members=keep_members)
 
-        try:
-            return self.cluster(delete)
-        except Exception as error:  # the try ends all the same; what is left is withdrawn by the next try
-            self.log.warning("Gang %s: clean-up incomplete (%s); the next try withdraws what is left", spec.name, error)
-            return 0
+        worker_conn_id = None if state.multikueue is None else state.multikueue.worker_conn_id
+        deleted = 0
+        for conn_id in (self.conn_id_of(state.plan), worker_conn_id):
+            if conn_id is None:
+                continue
+            try:
+                deleted += self.cluster(delete, conn_id=conn_id)
+            except Exception as error:  # the try ends all the same; what is left is withdrawn by the next try
+                self.log.warning(
+                    "Gang %s: clean-up on %s incomplete (%s); the next try withdraws what is left",
+                    spec.name,
+                    conn_id,
+                    error,
+                )
+        return deleted
 
     def _raise_ended(self, record: TryRecord, records: list[TryRecord], killed: bool) -> Any:
         message = f"gang {record.gang}: {record.message}"

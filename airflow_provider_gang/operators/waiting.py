@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -40,8 +40,11 @@ class Waiter(Protocol):
     def killed(self) -> bool:
         """Whether ``on_kill`` ran during this entry point of the try."""
 
-    def track(self, connection: ConnectionSettings, spec: GangSpec) -> None:
-        """The gang the worker works on from now on: what ``on_kill`` deletes."""
+    def track(
+        self, connection: ConnectionSettings, spec: GangSpec, *, elsewhere: Sequence[ConnectionSettings] = ()
+    ) -> None:
+        """The gang the worker works on from now on: what ``on_kill`` deletes, on ``connection``'s
+        cluster and then on each of ``elsewhere`` (a MultiKueue worker the gang runs on)."""
 
     def wait(self, trigger: GangTrigger, *, deadline: float, spec: GangSpec) -> GangEvent:
         """``trigger``'s first event; a deferring waiter raises ``TaskDeferred`` instead."""
@@ -59,15 +62,17 @@ class _KillSwitch:
     def __init__(self, log: Any, client_options: ClientOptions) -> None:
         self._log = log
         self._client_options = client_options
-        self._active: tuple[ConnectionSettings, GangSpec] | None = None
+        self._active: tuple[tuple[ConnectionSettings, ...], GangSpec] | None = None
         self._killed = threading.Event()
 
     @property
     def killed(self) -> bool:
         return self._killed.is_set()
 
-    def track(self, connection: ConnectionSettings, spec: GangSpec) -> None:
-        self._active = (connection, spec)
+    def track(
+        self, connection: ConnectionSettings, spec: GangSpec, *, elsewhere: Sequence[ConnectionSettings] = ()
+    ) -> None:
+        self._active = ((connection, *elsewhere), spec)
 
     def refuse_if_killed(self) -> None:
         """Raise ``AirflowTaskTerminated`` if ``on_kill`` already ran: a killed try must not start a
@@ -80,15 +85,20 @@ class _KillSwitch:
         active = self._active
         if active is None:
             return
-        settings, spec = active
+        places, spec = active
 
-        async def delete() -> int:
+        async def delete(settings: ConnectionSettings) -> int:
             async with await self._client_options.connect(settings) as client:
                 return await deletion.teardown(client, spec)
 
         def run() -> None:
-            deleted = asyncio.run(delete())
-            self._log.info("on_kill: deleted %d objects of gang %s", deleted, spec.name)
+            for settings in places:  # the gang's own cluster first (a MultiKueue manager), then its worker
+                try:
+                    deleted = asyncio.run(delete(settings))
+                except Exception as error:  # the other cluster's deletion is still worth doing
+                    self._log.warning("on_kill: gang %s not deleted on one cluster (%s)", spec.name, error)
+                    continue
+                self._log.info("on_kill: deleted %d objects of gang %s", deleted, spec.name)
 
         worker = threading.Thread(target=run, name="gang-on-kill", daemon=True)
         worker.start()

@@ -140,7 +140,10 @@ def build_row(row: GangTaskRow, *, now: float, condition: str | None, unread: st
             size=units.members(current.size_run or spec.size),
             waited=units.duration(waited) + ("" if launched else " so far"),
             waited_seconds=max(0.0, waited),
-            place=_with(timeline.place_of(spec.zone, spec.queue, spec.provisioning_class), topology_text.pinned(spec)),
+            place=_with(
+                timeline.place_of(spec.zone, spec.queue, spec.provisioning_class, timeline.worker_of(current)),
+                topology_text.pinned(spec),
+            ),
             condition=_with(condition or stored_condition, "" if launched else current.topology_note or ""),
             gpu_hours=units.gpu_hours(used) + " used",
         )
@@ -172,7 +175,8 @@ def finished_place(record: TryRecord) -> str:
     record that has it)."""
     if record.requested_at is None:
         return f"step: {record.step}"
-    return _with(timeline.place_of(record.zone, record.queue, record.provisioning_class), topology_text.ran_in(record))
+    place = timeline.place_of(record.zone, record.queue, record.provisioning_class, record.worker_cluster)
+    return _with(place, topology_text.ran_in(record))
 
 
 def _with(text: str, more: str) -> str:

@@ -28,6 +28,7 @@ from airflow_provider_gang.operators.training import GangTrainingOperator
 from airflow_provider_gang.plugin import task_view, timeline, topology_text, units
 from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow
 from airflow_provider_gang.plugin.stored_records import read_current, read_tries
+from airflow_provider_gang.reservation import multikueue
 from airflow_provider_gang.reservation.records import task_state
 from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 from airflow_provider_gang.triggers.progress import describe_elapsed
@@ -179,11 +180,31 @@ def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, 
         "stage": stage,
         "waiting for": describe_elapsed(max(0.0, now - since)),
         "reservation": "not granted yet" if event is None else f"{event.reason.value}: {event.message}",
+        **({} if current.multikueue is None else {"MultiKueue worker": worker_text(current)}),
         "conditions now": conditions or "not read (no gang trigger to read them from)",
         **topology_text.waiting_rows(current),
         "history": "in the task log (a line on every condition change, a heartbeat every 5 min)",
     }
     return Table("Waiting", tuple((label, text_of(value)) for label, value in rows.items()))
+
+
+def worker_text(current: TryState) -> str:
+    """The MultiKueue worker of the try in progress and how it is followed (``reservation.multikueue``)."""
+    dispatch = current.multikueue
+    assert dispatch is not None
+    if dispatch.worker is None:
+        return f"none admitted it yet (admission check {dispatch.admission_check!r})"
+    if dispatch.worker_conn_id is None:
+        return f"{dispatch.worker} - {multikueue.not_seen_note(dispatch.worker)}"
+    return f"{dispatch.worker}, followed through connection {dispatch.worker_conn_id}"
+
+
+def with_worker(step: str, worker: Any, conn_id: Any) -> str:
+    """A try's step with the MultiKueue worker cluster it ran on (and the connection it was followed
+    through), when its record names one."""
+    if not worker:
+        return step
+    return f"{step} (MultiKueue worker {worker}, {f'connection {conn_id}' if conn_id else 'no connection'})"
 
 
 def scalar_table(title: str, values: Mapping[str, Any]) -> Table:
@@ -218,7 +239,11 @@ def summary_tries(summary: Mapping[str, Any]) -> tuple[SummaryTry, ...]:
     return tuple(
         SummaryTry(
             attempt=text_of(item.get("attempt")),
-            step=with_cluster(text_of(item.get("step")), item.get("kubernetes_conn_id") if several else None),
+            step=with_worker(
+                with_cluster(text_of(item.get("step")), item.get("kubernetes_conn_id") if several else None),
+                item.get("worker_cluster"),
+                item.get("worker_kubernetes_conn_id"),
+            ),
             outcome=text_of(item.get("outcome")),
             message=str(item["message"]) if item.get("message") else None,
         )
@@ -242,7 +267,8 @@ def try_row(record: TryRecord, *, name_cluster: bool = False) -> TryRow:
     values = (record.attempt, record.step, record.mode, record.size, record.outcome, record.message)
     attempt, step, mode, size, outcome, message = (text_of(value) for value in values)
     cluster = record.kubernetes_conn_id if name_cluster else None
-    return TryRow((attempt, with_cluster(step, cluster), mode, size, outcome, message))
+    worker, conn_id = record.worker_cluster, record.worker_kubernetes_conn_id
+    return TryRow((attempt, with_worker(with_cluster(step, cluster), worker, conn_id), mode, size, outcome, message))
 
 
 def status_line(task_instance: TaskInstanceRow, tries: Sequence[TryRecord]) -> str:
@@ -306,9 +332,8 @@ def build_page(
     if isinstance(summary, dict):
         tables.extend(summary_tables(summary))
         if tries:
-            places[tries[-1].attempt] = timeline.place_of(
-                summary.get("zone"), summary.get("queue"), summary.get("provisioning_class")
-            )
+            where = (summary.get(key) for key in ("zone", "queue", "provisioning_class", "worker_cluster"))
+            places[tries[-1].attempt] = timeline.place_of(*where)
         exit_codes = summary.get("exit_codes") or exit_codes
         logged = frozenset(str(rank) for rank in summary.get("rank_logs") or {})
     active = current if current is not None and all(r.attempt != current.plan.attempt for r in tries) else None

@@ -32,7 +32,9 @@ class WatchedReservation:
     the cluster (kwargs of ``triggers.base.GangTrigger``, documented in that module).
 
     Exactly one of ``kubernetes_conn_id`` and ``connection`` (``kube.settings.ConnectionSettings``
-    as a dict) is set; ``client_options`` is ``kube.options.ClientOptions`` as a dict.
+    as a dict) is set; ``client_options`` is ``kube.options.ClientOptions`` as a dict. For a run on a
+    Kueue MultiKueue worker (``TriggerArguments.members_kubernetes_conn_id``) the cluster is the
+    worker's: the members and the Workload the run watches are there.
     """
 
     namespace: str
@@ -55,9 +57,9 @@ def watched_reservation(trigger: TriggerRow | None) -> WatchedReservation | None
         arguments = TriggerArguments.from_dict(trigger.kwargs)
     except RecordError as error:
         raise ValueError(f"{trigger.classpath} does not wait on a gang ({error})") from error
-    return WatchedReservation(
+    return WatchedReservation(  # a run on a MultiKueue worker: its pods and Workload are there
         namespace=arguments.namespace,
-        kubernetes_conn_id=arguments.kubernetes_conn_id,
+        kubernetes_conn_id=arguments.members_kubernetes_conn_id or arguments.kubernetes_conn_id,
         connection=None if arguments.connection is None else dict(arguments.connection),
         provisioning_request=arguments.provisioning_request,
         workload_selector=arguments.workload_selector,

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow_provider_gang.plugin import units
+from airflow_provider_gang.reservation import multikueue
 from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 
 BAR_WIDTH = 240
@@ -191,8 +192,12 @@ def members_section(
         if pods:
             rows = members(pods, {}, logged_ranks, link_of(active.plan.attempt), active.plan.gang, pinned_domain=one)
             return rows, f"Members of try {active.plan.attempt} (live)", "", label
+        dispatch = active.multikueue
+        unseen = _not_seen(dispatch.worker if dispatch is not None and not dispatch.worker_conn_id else None)
         if task_finished:
             note = "Not recorded: the try ended before it recorded its members."
+        elif unseen:
+            note = unseen
         elif active.launched_at is None:
             note = "None launched yet: the members start once the reservation is granted."
         else:
@@ -202,8 +207,15 @@ def members_section(
         last = records[-1]
         rows = members(None, exit_codes, logged_ranks, link_of(last.attempt), last.gang, record=last)
         label = (last.required_topology or last.preferred_topology or "") if last.rank_domains else ""
-        return rows, f"Members of try {last.attempt}", "No member ran in this try (no exit codes recorded).", label
+        unmapped = last.worker_cluster if last.worker_cluster and not last.worker_kubernetes_conn_id else None
+        note = _not_seen(unmapped) or "No member ran in this try (no exit codes recorded)."
+        return rows, f"Members of try {last.attempt}", note, label
     return (), "", "", ""
+
+
+def _not_seen(worker: str | None) -> str:
+    """What the members table cannot show of a gang on a MultiKueue worker without a connection."""
+    return "" if worker is None else f"Not visible: {multikueue.not_seen_note(worker)}."
 
 
 def headline(

@@ -131,14 +131,22 @@ def tone_of(outcome: str) -> str:
     return "succeeded" if outcome in SUCCEEDED_OUTCOMES else "failed"
 
 
-def place_of(zone: str | None, queue: str | None, provisioning_class: str | None) -> str:
-    """``"zone us-central1-b · queue team-a"``; ``"any zone"`` when nothing pins the gang."""
+def place_of(zone: str | None, queue: str | None, provisioning_class: str | None, worker: str | None = None) -> str:
+    """``"zone us-central1-b · queue team-a"``; ``"any zone"`` when nothing pins the gang; ``worker``:
+    the Kueue MultiKueue worker cluster the queue dispatched the gang to (``"... · worker worker-2"``)."""
     parts = [f"zone {zone}" if zone else "any zone"]
     if queue:
         parts.append(f"queue {queue}")
     if provisioning_class:
         parts.append(f"class {provisioning_class}")
+    if worker:
+        parts.append(f"worker {worker}")
     return " · ".join(parts)
+
+
+def worker_of(current: TryState) -> str | None:
+    """The MultiKueue worker cluster the try in progress was admitted on, once known."""
+    return None if current.multikueue is None else current.multikueue.worker
 
 
 @dataclass(frozen=True)
@@ -178,7 +186,7 @@ def _finished(record: TryRecord, summary_place: str | None) -> _Raw:
         stages.append(("teardown", teardown_at, max(0.0, record.teardown_ended_at - record.teardown_started_at)))
     mode = record.mode.replace("_", " ")
     if record.requested_at is not None:  # written with its place (zone / queue / class)
-        summary_place = place_of(record.zone, record.queue, record.provisioning_class)
+        summary_place = place_of(record.zone, record.queue, record.provisioning_class, record.worker_cluster)
     return _Raw(
         attempt=record.attempt,
         tone=tone_of(record.outcome),
@@ -199,7 +207,8 @@ UNRECORDED = "ended unrecorded"
 
 def _in_progress(current: TryState, now: float, *, task_finished: bool = False) -> _Raw:
     plan, spec = current.plan, current.plan.spec
-    place = f"{spec.mode.value.replace('_', ' ')} · {place_of(spec.zone, spec.queue, spec.provisioning_class)}"
+    where = place_of(spec.zone, spec.queue, spec.provisioning_class, worker_of(current))
+    place = f"{spec.mode.value.replace('_', ' ')} · {where}"
     detail = f"{plan.step} · {units.members(current.size_run or spec.size)}"
     limit = _since(plan.start_deadline, plan.requested_at)
     if task_finished:

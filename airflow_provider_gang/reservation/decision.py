@@ -24,7 +24,8 @@ Run stage: first a spot preemption (``running._spot_preemption``: ``spot_preempt
 preempted members' containers stopped), then the reservation objects, if given (a revoked
 ProvisioningRequest, a preempted or evicted Workload, or a preempted PodGroup, ends the run with
 that reason), then
-:func:`members.classify_running_gang`.
+:func:`members.classify_running_gang` - or, for a gang whose pods cannot be read (a MultiKueue worker
+without a mapped connection), :func:`job_status.decide_by_job` on its Job's mirrored status.
 
 Deadlines, checked *after* classification so an object that reports success at the deadline wins:
 ``policy.deadline`` ends any non-terminal decision with ``policy.deadline_reason`` (``DEADLINE`` for

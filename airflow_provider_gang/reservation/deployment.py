@@ -138,6 +138,16 @@ OPTIONS: tuple[ConfigOption, ...] = (
         "whose Kubernetes connection has no cloud extra.",
         "eks",
     ),
+    ConfigOption(
+        "multikueue_connections",
+        "string",
+        "",
+        "A JSON object mapping Kueue MultiKueueCluster names to the Airflow kubernetes connections that reach "
+        "those worker clusters, for every task whose multikueue_connections argument is not set. A worker without "
+        "a connection still runs its gangs; they are followed through the manager's mirrored Job status only "
+        "(no rank logs, no member detail).",
+        '{"worker-1": "kube_worker1", "worker-2": "kube_worker2"}',
+    ),
 )
 BY_NAME: Mapping[str, ConfigOption] = {option.name: option for option in OPTIONS}
 

@@ -40,6 +40,10 @@ class Observed:
     - ``spot_preempted_ranks``: ranks an earlier observation of this wait saw spot-preempted
       (``members.is_spot_preempted``): the node goes away with the pod, so the last view may no longer
       show why the member is missing.
+    - ``job``: the gang's Job (run stage, ``job_status_only``), ``None`` if absent.
+    - ``job_status_only``: the member pods cannot be read (a MultiKueue worker without a mapped
+      connection, ``reservation.multikueue``): the run is judged by ``job``'s status alone
+      (``reservation.job_status``).
     - ``nodes_shutting_down``: spot nodes of members that the trigger read with GKE's termination
       taint, or found deleted, when it checked before deciding a member failure (``members.
       spot_preemption``): the preempted pod's own status says so only once its containers stopped.
@@ -57,3 +61,5 @@ class Observed:
     pods_from_job: bool = False
     spot_preempted_ranks: frozenset[int] = frozenset()
     nodes_shutting_down: frozenset[str] = frozenset()
+    job: Mapping[str, Any] | None = None
+    job_status_only: bool = False

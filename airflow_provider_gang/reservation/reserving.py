@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_gang.reservation import conditions, members, pod_group, provisioning, workload
+from airflow_provider_gang.reservation import conditions, members, multikueue, pod_group, provisioning, workload
 from airflow_provider_gang.reservation.observed import Observed
 from airflow_provider_gang.reservation.outcome import Decision
 from airflow_provider_gang.reservation.phases import Phase, Reason
@@ -65,7 +65,8 @@ def from_provisioning_request(request: Mapping[str, Any] | None, size: int) -> D
 
 
 def from_workload(observed_workload: Mapping[str, Any] | None, size: int) -> Decision:
-    """Decision for a Kueue Workload alone; ``admitted_count`` reflects partial admission."""
+    """Decision for a Kueue Workload alone; ``admitted_count`` reflects partial admission, and the
+    message names the MultiKueue worker that admitted it (``reservation.multikueue.worker_cluster``)."""
     state = workload.classify_workload(observed_workload)
     phase, reason, summary = _WORKLOAD_OUTCOMES[state]
     admitted = None
@@ -73,6 +74,9 @@ def from_workload(observed_workload: Mapping[str, Any] | None, size: int) -> Dec
         admitted = conditions.admitted_count(observed_workload) or size
         if admitted < size:
             summary = f"{summary}, partially: {admitted} of {size} members"
+        worker = multikueue.worker_cluster(observed_workload)
+        if worker is not None:
+            summary = f"{summary} by MultiKueue worker cluster {worker!r}"
     subject = "Workload (not yet created)" if observed_workload is None else f"Workload {_name(observed_workload)}"
     detail = workload.describe(observed_workload)
     if state is WorkloadState.PENDING and detail:  # "waiting for quota: ExceedsMaxQuota - <message>"

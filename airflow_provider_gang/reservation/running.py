@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_gang.reservation import members, pod_group, provisioning, reserving, workload
+from airflow_provider_gang.reservation import job_status, members, pod_group, provisioning, reserving, workload
 from airflow_provider_gang.reservation.members import GangState, MemberState
 from airflow_provider_gang.reservation.observed import Observed
 from airflow_provider_gang.reservation.outcome import Decision
@@ -63,8 +63,24 @@ def _spot_preemption(observed: Observed, gang: members.GangRun) -> Decision | No
     )
 
 
+def _ended_by_its_job(observed: Observed, gang: members.GangRun) -> Decision | None:
+    """The end a Kueue MultiKueue manager's mirror of the worker's Job reports while the pods seen on
+    the worker have not ended (MultiKueue deletes them once it learns the gang finished, maybe before
+    the watch saw them end), or ``None``; the members as last seen are kept."""
+    if observed.job is None or gang.state not in (GangState.STARTING, GangState.RUNNING):
+        return None
+    by_job = job_status.decide_by_job(observed.job, size=observed.size)
+    if by_job.phase not in (Phase.SUCCEEDED, Phase.FAILED):
+        return None
+    return Decision(by_job.phase, True, by_job.reason, by_job.message, members=gang.members)
+
+
 def decide_run(observed: Observed) -> Decision:
-    """The run-stage decision for ``observed``."""
+    """The run-stage decision for ``observed``; by its Job's status alone when no pod can be read
+    (``Observed.job_status_only``, :func:`.job_status.decide_by_job`)."""
+    if observed.job_status_only:
+        ended = _reservation_failure(observed)
+        return ended if ended is not None else job_status.decide_by_job(observed.job, size=observed.size)
     gang = members.classify_running_gang(observed.pods, size=observed.size, missing_is_lost=not observed.pods_from_job)
     preempted = _spot_preemption(observed, gang)
     if preempted is not None:
@@ -72,6 +88,9 @@ def decide_run(observed: Observed) -> Decision:
     ended = _reservation_failure(observed)
     if ended is not None:
         return Decision(ended.phase, True, ended.reason, ended.message, members=gang.members)
+    mirrored = _ended_by_its_job(observed, gang)
+    if mirrored is not None:
+        return mirrored
     total = observed.size
     if gang.state is GangState.MEMBER_FAILED:
         failed = gang.in_state(MemberState.FAILED)

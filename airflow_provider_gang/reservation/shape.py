@@ -10,7 +10,8 @@ instead and the trigger ends the try with ``malformed_answer``.
 
 Field types are the OpenAPI types of ``core/v1`` Pod (``PodStatus``, ``ContainerStatus``),
 ``metav1.Condition`` / ``ObjectMeta``, Node (``NodeSpec``, ``NodeStatus``), Kueue ``v1beta2``
-Workload and cluster-autoscaler ``autoscaling.x-k8s.io/v1`` ProvisioningRequest.
+Workload, ``batch/v1`` Job (``JobStatus``) and cluster-autoscaler ``autoscaling.x-k8s.io/v1``
+ProvisioningRequest.
 """
 
 from __future__ import annotations
@@ -69,6 +70,16 @@ WORKLOAD_RULES: tuple[Rule, ...] = (
         ("status.admission.podSetAssignments", list),
         ("status.admission.podSetAssignments[]", dict),
         ("status.admission.podSetAssignments[].count", int),
+        ("status.clusterName", str),
+    )
+)
+JOB_RULES: tuple[Rule, ...] = (
+    _METADATA
+    + _CONDITIONS
+    + (
+        ("status.ready", int),
+        ("status.succeeded", int),
+        ("status.failed", int),
     )
 )
 POD_GROUP_RULES: tuple[Rule, ...] = (
@@ -163,6 +174,7 @@ RULES_BY_KIND: dict[str, tuple[Rule, ...]] = {
     "PodGroup": POD_GROUP_RULES,
     "Pod": POD_RULES,
     "Node": NODE_RULES,
+    "Job": JOB_RULES,
 }
 
 
@@ -182,5 +194,7 @@ def malformed_in(observed: Observed) -> str | None:
         candidates.append(("Workload", observed.workload))
     if observed.pod_group is not None:
         candidates.append(("PodGroup", observed.pod_group))
+    if observed.job is not None:
+        candidates.append(("Job", observed.job))
     candidates += [("Pod", pod) for pod in observed.pods]
     return next((problem for kind, obj in candidates if (problem := malformed(kind, obj)) is not None), None)

@@ -30,6 +30,7 @@ from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
+from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import Subscription
 from airflow_provider_gang.kube.watch import Objects, Reflector
@@ -44,7 +45,7 @@ from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers import kill, spot_nodes, survivors
 from airflow_provider_gang.triggers.events import PhaseClock
 from airflow_provider_gang.triggers.following import FollowedWatches
-from airflow_provider_gang.triggers.observation import GangObjects
+from airflow_provider_gang.triggers.observation import MEMBERS, GangObjects
 from airflow_provider_gang.triggers.progress import WaitReporter
 
 
@@ -71,6 +72,8 @@ class GangTrigger(BaseTrigger):
             workload_selector=arguments.workload_selector,
             pod_selector=arguments.pod_selector,
             pod_group=naming.GangNames(self.gang_name).pod_group if self.mode is ReservationMode.WORKLOAD else None,
+            job=arguments.job_name,
+            members_elsewhere=arguments.members_kubernetes_conn_id is not None,
         )
         self.fired = False
         self.following = FollowedWatches(self.log, self.gang_name, unreachable_seconds=arguments.unreachable_seconds)
@@ -123,18 +126,26 @@ class GangTrigger(BaseTrigger):
         self.log.info("Gang %s: %s (%s) %s", self.gang_name, event.phase.value, event.reason.value, event.message)
         yield TriggerEvent(event.to_dict())  # type: ignore[no-untyped-call]
 
-    async def connect(self) -> KubeClient:
-        """A new client with the trigger's connection and ``client_options``; the caller closes it."""
+    async def connect(self, conn_id: str | None = None) -> KubeClient:
+        """A new client with the trigger's connection (or ``conn_id``'s) and ``client_options``; the
+        caller closes it."""
         options = ClientOptions.from_dict(self.arguments.client_options)
-        return await options.connect(await self.connection_settings())
+        return await options.connect(await self.connection_settings(conn_id))
 
-    async def connection_settings(self) -> ConnectionSettings:
-        """The cluster to talk to: ``kubernetes_conn_id`` resolved here, in the triggerer, by
-        ``GangHook`` - run in a thread (``sync_to_async``), as the hook reads the connection
-        synchronously (``BaseHook.aget_hook``'s docstring: a sync read on the loop can deadlock)."""
-        if self.arguments.connection is not None:
+    @property
+    def members_kubernetes_conn_id(self) -> str | None:
+        """The connection of the cluster the members run on when it is not the trigger's own (a
+        MultiKueue worker): ``on_kill`` deletes there too."""
+        return self.arguments.members_kubernetes_conn_id
+
+    async def connection_settings(self, conn_id: str | None = None) -> ConnectionSettings:
+        """The cluster to talk to: ``conn_id`` (default: ``kubernetes_conn_id``, or the explicit
+        ``connection``) resolved here, in the triggerer, by ``GangHook`` - run in a thread
+        (``sync_to_async``), as the hook reads the connection synchronously (``BaseHook.aget_hook``'s
+        docstring: a sync read on the loop can deadlock)."""
+        if conn_id is None and self.arguments.connection is not None:
             return ConnectionSettings.from_dict(self.arguments.connection)
-        hook = GangHook(conn_id=self.arguments.kubernetes_conn_id)
+        hook = GangHook(conn_id=conn_id or self.arguments.kubernetes_conn_id)
         settings: ConnectionSettings = await sync_to_async(hook.connection_settings)()
         return settings
 
@@ -143,7 +154,8 @@ class GangTrigger(BaseTrigger):
         return f"<{type(self).__qualname__} gang={self.gang_name} namespace={self.namespace} try={self.try_number}>"
 
     def _event(self, observed: Observed, decision: Decision, clock: PhaseClock, **extra: Any) -> GangEvent:
-        """The event that reports ``decision`` now; ``extra``: ``api_error``, ``checkpoint``, ``logs``."""
+        """The event that reports ``decision`` now; ``extra``: ``api_error``, ``checkpoint``, ``logs``,
+        ``unread_reports``."""
         event_at = reservation_clock.current().now()
         clock.saw(decision.phase, event_at)
         return GangEvent.of_decision(
@@ -190,6 +202,12 @@ class GangTrigger(BaseTrigger):
             step_description=arguments.step_description,
         )
         tick = min(5.0, max(0.05, arguments.unreachable_seconds / 10))  # real seconds; the heartbeat's are the clock's
+        members = arguments.members_kubernetes_conn_id
+        ended_tails = (
+            survivors.EndedTails(self.namespace, objects.pod_selector, arguments.log_ranks, self.log, self.gang_name)
+            if members and objects.pod_selector and self.stage is Stage.RUN
+            else None
+        )
         views = following.views(
             await self.connection_settings(),
             ClientOptions.from_dict(arguments.client_options),
@@ -199,6 +217,7 @@ class GangTrigger(BaseTrigger):
             wake_times=(policy.deadline, policy.startup_deadline),
             tick=tick,
             every=reporter.tick_seconds(),
+            clusters={MEMBERS: await self.connection_settings(members)} if members else None,
         )
         try:
             async with contextlib.aclosing(views):
@@ -219,15 +238,23 @@ class GangTrigger(BaseTrigger):
                             )
                             return self._event(observed, unreadable, clock)
                         observed = self.remembered(memory, observe(view))
+                        if ended_tails is not None:
+                            await ended_tails.read(self.members_client(), observed.pods)
                     elif not seen_any:
                         continue  # nothing listed yet: an empty view would read as "the reservation is gone"
                     decision = decide(observed, now=now, policy=policy)
-                    if decision.terminal and decision.reason == Reason.DEADLINE:
+                    # A deadline is decided on a fresh LIST; so is an end only the manager's mirror of a
+                    # MultiKueue worker's Job reports (two clusters: the pods' watch may lag behind it).
+                    mirrored = (
+                        objects.members_elsewhere
+                        and not decide(replace(observed, job=None), now=now, policy=policy).terminal
+                    )
+                    if decision.terminal and (decision.reason == Reason.DEADLINE or mirrored):
                         fresh = await following.read_now()
                         if fresh is not None and objects.malformed(fresh) is None:
                             observed = self.remembered(memory, observe(fresh))
                             decision = decide(observed, now=now, policy=policy)
-                    client = self.subscriptions[0].reflector.client  # the process's shared client of this connection
+                    client = self.members_client()
                     if await spot_nodes.found_shutting_down(decision, memory, client, self.log, self.gang_name):
                         observed = self.remembered(memory, observed)
                         decision = decide(observed, now=now, policy=policy)
@@ -236,20 +263,19 @@ class GangTrigger(BaseTrigger):
                     memory.remember(decision.members)
                     if decision.terminal:
                         decision = replace(decision, members=memory.ended(decision.members, now=now))
-                        saved: tuple[tuple[int, str], ...] = ()
-                        if memory.read_checkpoints and objects.pod_selector:  # the survivors' reports too
-                            drain = survivors.Drain(
-                                client,
-                                self.namespace,
-                                objects.pod_selector,
-                                memory,
-                                self.log,
-                                self.gang_name,
-                                log_ranks=arguments.log_ranks,
-                            )
-                            await drain.run(observed.pods)
-                            saved = tuple(sorted(drain.saved_logs.items()))
-                        return self._event(observed, decision, clock, checkpoint=memory.checkpoint, logs=saved)
+                        drain = await self.drain(client, memory, observed)
+                        saved = dict(drain.saved_logs)
+                        if ended_tails is not None:  # a MultiKueue worker: the rest of the log ranks now
+                            await ended_tails.read(client, observed.pods, at_end=True)
+                            saved = {**ended_tails.saved, **saved}
+                        return self._event(
+                            observed,
+                            decision,
+                            clock,
+                            checkpoint=memory.checkpoint,
+                            logs=tuple(sorted(saved.items())),
+                            unread_reports=tuple(drain.unread),
+                        )
         except errors.KubeError as error:
             if error.retryable:
                 raise
@@ -259,6 +285,28 @@ class GangTrigger(BaseTrigger):
             refusal = ApiRefusal(type=type(error).__name__, code=getattr(error, "code", None))
             return self._event(observed, refused, clock, api_error=refusal)
         raise RuntimeError("the watch ended without a terminal decision")  # views() never ends on its own
+
+    async def drain(self, client: KubeClient, memory: member_history.RunMemory, observed: Observed) -> survivors.Drain:
+        """A checkpointed gang's members still running are stopped and their reports read into
+        ``memory`` (:mod:`.survivors`); the drain tells what else it read and what it could not."""
+        drain = survivors.Drain(
+            client,
+            self.namespace,
+            self.objects.pod_selector or "",
+            memory,
+            self.log,
+            self.gang_name,
+            log_ranks=self.arguments.log_ranks,
+        )
+        if memory.read_checkpoints and self.objects.pod_selector:
+            await drain.run(observed.pods)
+        return drain
+
+    def members_client(self) -> KubeClient:
+        """The shared client of the cluster the members' pods are watched on (their nodes, logs and
+        drain go there too); the first watch's when no pod is watched."""
+        watching = next((item for item in self.subscriptions if item.resource is PODS), self.subscriptions[0])
+        return watching.reflector.client
 
     def remembered(self, memory: member_history.RunMemory, observed: Observed) -> Observed:
         """``observed`` with what ``memory`` keeps; a malformed termination message is logged, once."""

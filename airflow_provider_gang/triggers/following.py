@@ -53,8 +53,10 @@ class FollowedWatches:
         wake_times: Sequence[float | None] = (),
         tick: float | None = None,
         every: float | None = None,
+        clusters: Mapping[str, ConnectionSettings] | None = None,
     ) -> AsyncGenerator[dict[str, Objects] | None, None]:
-        """List then watch every ``{"resource", "label_selector", "field_selector"}`` of ``watches``.
+        """List then watch every ``{"resource", "label_selector", "field_selector"}`` of ``watches``,
+        on ``settings``' cluster or, for a watch with a ``"cluster"`` key, on ``clusters[that key]``'s.
 
         Yields ``{resource key: {name: object}}`` after every change, and ``None`` when one of
         ``wake_times`` (moments of ``reservation.clock``, e.g. the policy's deadlines) passes with no
@@ -62,14 +64,14 @@ class FollowedWatches:
         (:mod:`.wakeups`), so the caller decides again on the last view. The caller stops iterating
         once it has decided.
         """
-        connection = shared_watches.connection_key(settings.to_dict(), options.to_dict())
         registry = shared_watches.for_running_loop()
         wakeup = shared_watches.Wakeup()
         for watch in watches:
+            where = settings if "cluster" not in watch else (clusters or {})[watch["cluster"]]
             self.subscriptions.append(
                 await registry.subscribe(
-                    connection=connection,
-                    connect=functools.partial(options.connect, settings),
+                    connection=shared_watches.connection_key(where.to_dict(), options.to_dict()),
+                    connect=functools.partial(options.connect, where),
                     resource=by_key(watch["resource"]),
                     namespace=namespace,
                     label_selector=watch.get("label_selector", ""),

@@ -8,8 +8,10 @@ by ``startup_deadline``, or at ``deadline``. The arguments are
 ``reservation.records.triggers.TriggerArguments`` (``size``: the members launched, after partial
 admission the admitted count; ``started_at``: when they were launched; ``pod_selector``, required:
 exactly the gang's member pods; ``provisioning_request`` / ``workload_selector``: the reservation
-object, to notice its loss; ``startup_deadline``, ``pods_from_job``, ``read_checkpoints``). See
-:mod:`.base`.
+object, to notice its loss; ``startup_deadline``, ``pods_from_job``, ``read_checkpoints``; for a gang
+a Kueue MultiKueue manager dispatched: ``members_kubernetes_conn_id``, the worker the pods and the
+Workload are watched on, or ``job_name`` instead of ``pod_selector``: the manager's Job, whose
+mirrored status is all there is to read of a worker without a mapped connection). See :mod:`.base`.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ class GangRunTrigger(GangTrigger):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not self.objects.pod_selector:
-            raise ValueError("GangRunTrigger needs pod_selector: the gang's member pods")
+        if not self.objects.pod_selector and not self.objects.job:
+            raise ValueError("GangRunTrigger needs pod_selector (the gang's member pods) or job_name")
 
     def policy(self) -> Policy:
         return Policy(deadline=self.deadline, startup_deadline=self.arguments.startup_deadline)
 
     def describe_wait(self) -> str:
-        return f"watching {self.size} members ({self.objects.pod_selector})"
+        if not self.objects.pod_selector:
+            return f"watching {self.size} members through the status of Job {self.objects.job}"
+        where = self.arguments.members_kubernetes_conn_id
+        return f"watching {self.size} members ({self.objects.pod_selector})" + (f" on {where}" if where else "")

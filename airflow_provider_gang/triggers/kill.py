@@ -28,7 +28,9 @@ elsewhere. It deletes only when all three hold:
    (``hooks.deletion.delete_owner_if_unchanged``): a try that adopts after the read changes the
    ``resourceVersion`` with its mark, and the API server answers 409 instead of deleting (an atomic
    compare-and-delete). Only then are the ``delete_on_kill`` targets deleted, by the operator's own
-   ``hooks.deletion.delete_gang`` (the garbage collector would delete them too; deleting is idempotent).
+   ``hooks.deletion.delete_gang`` (the garbage collector would delete them too; deleting is idempotent),
+   then the same targets on the cluster the members run on when it is another (a Kueue MultiKueue
+   worker, ``members_kubernetes_conn_id``): the guard is the manager's, which holds the owner.
 
 So "try N+1 adopts" and "try N's ``on_kill`` decides" are safe in either order. Not covered: a try
 that starts *after* the owner is gone creates a new owner, and on a real cluster (asynchronous
@@ -83,9 +85,12 @@ class KillableTrigger(Protocol):
     def own_try(self) -> int | None: ...
 
     @property
+    def members_kubernetes_conn_id(self) -> str | None: ...
+
+    @property
     def log(self) -> Any: ...  # a logging.Logger, or Airflow's structured logger in a triggerer
 
-    async def connect(self) -> KubeClient: ...
+    async def connect(self, conn_id: str | None = None) -> KubeClient: ...
 
     async def task_state(self) -> str: ...
 
@@ -159,14 +164,27 @@ async def _delete_unless_adopted(client: KubeClient, trigger: KillableTrigger, o
             return
         count += int(deleted)
     count += await deletion.delete_gang(client, trigger.namespace, trigger.delete_on_kill)
+    count += await _delete_where_members_run(trigger)
     trigger.log.info("Gang %s: on_kill deleted %d objects", trigger.gang_name, count)
 
 
-async def delete_gang_objects(trigger: KillableTrigger) -> int:
-    """Delete every ``delete_on_kill`` target (idempotent, unguarded) with a client of its own; returns
-    how many objects were deleted."""
-    async with await trigger.connect() as client:
+async def _delete_where_members_run(trigger: KillableTrigger) -> int:
+    """The ``delete_on_kill`` targets on the cluster the members run on, when it is not the trigger's
+    own (a MultiKueue worker: Kueue would remove its copies once the manager's Workload is gone; this
+    does it at once, with the same targets, by the gang's label). ``0`` when there is none."""
+    conn_id = trigger.members_kubernetes_conn_id
+    if conn_id is None:
+        return 0
+    async with await trigger.connect(conn_id) as client:
         return await deletion.delete_gang(client, trigger.namespace, trigger.delete_on_kill)
+
+
+async def delete_gang_objects(trigger: KillableTrigger) -> int:
+    """Delete every ``delete_on_kill`` target (idempotent, unguarded) with a client of its own, on the
+    trigger's cluster and where the members run; returns how many objects were deleted."""
+    async with await trigger.connect() as client:
+        deleted = await deletion.delete_gang(client, trigger.namespace, trigger.delete_on_kill)
+    return deleted + await _delete_where_members_run(trigger)
 
 
 async def task_state(task_instance: Any, log: Any, gang: str) -> str:

@@ -11,12 +11,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_gang.kube.resources import POD_GROUPS, PODS, PROVISIONING_REQUESTS, WORKLOADS
+from airflow_provider_gang.kube.resources import JOBS, POD_GROUPS, PODS, PROVISIONING_REQUESTS, WORKLOADS
 from airflow_provider_gang.kube.shared_values import SharedValues
 from airflow_provider_gang.kube.watch import Objects
 from airflow_provider_gang.reservation import shape
 from airflow_provider_gang.reservation.observed import Observed, Stage
 from airflow_provider_gang.reservation.spec import ReservationMode
+
+MEMBERS = "members"
+"""The ``cluster`` of a watch on the cluster the members run on (:meth:`GangObjects.watches`)."""
 
 
 @dataclass(frozen=True)
@@ -28,26 +31,37 @@ class GangObjects:
       if several match, the most recently created one is the gang's current Workload).
     - ``pod_selector``: label selector matching the gang's member pods.
     - ``pod_group``: name of the gang's PodGroup (``workload`` mode).
+    - ``job``: name of the gang's Job on a Kueue MultiKueue manager, whose status mirrors the worker's
+      Job: all there is to read of the members on a worker without a mapped connection, and the end
+      of a run whose pods MultiKueue removed from the worker before they were seen.
+    - ``members_elsewhere``: the pods and the Workload are watched on the cluster the members run on
+      (a MultiKueue worker), the Job on the trigger's own cluster (:data:`MEMBERS`).
     """
 
     provisioning_request: str | None = None
     workload_selector: str | None = None
     pod_selector: str | None = None
     pod_group: str | None = None
+    job: str | None = None
+    members_elsewhere: bool = False
 
     def watches(self) -> list[dict[str, str]]:
-        """The watches a trigger opens: one per kind, each one LIST + one long WATCH."""
+        """The watches a trigger opens: one per kind, each one LIST + one long WATCH; ``"cluster":
+        MEMBERS`` marks those on the members' cluster (``members_elsewhere``)."""
+        where = {"cluster": MEMBERS} if self.members_elsewhere else {}
         watches = []
         if self.provisioning_request:
             watches.append(
                 {"resource": PROVISIONING_REQUESTS.key, "field_selector": f"metadata.name={self.provisioning_request}"}
             )
         if self.workload_selector:
-            watches.append({"resource": WORKLOADS.key, "label_selector": self.workload_selector})
+            watches.append({"resource": WORKLOADS.key, "label_selector": self.workload_selector, **where})
         if self.pod_group:
             watches.append({"resource": POD_GROUPS.key, "field_selector": f"metadata.name={self.pod_group}"})
         if self.pod_selector:
-            watches.append({"resource": PODS.key, "label_selector": self.pod_selector})
+            watches.append({"resource": PODS.key, "label_selector": self.pod_selector, **where})
+        if self.job:
+            watches.append({"resource": JOBS.key, "field_selector": f"metadata.name={self.job}"})
         return watches
 
     _checked: dict[str, Mapping[str, Mapping[str, Any]]] = field(
@@ -102,6 +116,7 @@ class GangObjects:
         workloads = list(view.get(WORKLOADS.key, {}).values())
         pod_groups = view.get(POD_GROUPS.key, {})
         pods = list(view.get(PODS.key, {}).values())
+        jobs = view.get(JOBS.key, {})
         return Observed(
             mode=mode,
             stage=stage,
@@ -113,6 +128,8 @@ class GangObjects:
             pods=tuple(sorted(pods, key=_name)),
             scheduling_gate=scheduling_gate,
             pods_from_job=pods_from_job,
+            job=jobs.get(self.job) if self.job else None,
+            job_status_only=self.job is not None and not self.pod_selector and stage is Stage.RUN,
         )
 
 
@@ -121,6 +138,7 @@ _KIND_OF_RESOURCE = {
     WORKLOADS.key: "Workload",
     POD_GROUPS.key: "PodGroup",
     PODS.key: "Pod",
+    JOBS.key: "Job",
 }
 
 

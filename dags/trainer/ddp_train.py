@@ -45,6 +45,7 @@ MICRO_BATCH = 16
 FEATURES = 8
 CHECKPOINT_FILE = "model.pt"
 TERMINATED_EXIT_CODE = 143  # 128 + SIGTERM, what a container killed by SIGTERM reports
+REPORT_WIDTH = 64  # bytes of every termination message: JSON padded with spaces, which JSON readers skip
 
 
 def arguments() -> argparse.Namespace:
@@ -94,9 +95,17 @@ class Checkpointing:
         self.saved_step = step
 
     def report(self, step: int) -> None:
-        """Write the termination message: the last checkpoint and the last step completed."""
+        """Write the termination message: the last checkpoint and the last step completed. One write
+        of a fixed width over the last message, never a truncation first: a SIGKILL at the end of the
+        grace period leaves the old message or the new one, not an empty file (the file is a bind
+        mount in a container, so a rename over it would fail)."""
         if self.writes and self.message_path and self.saved_step:
-            Path(self.message_path).write_text(json.dumps({"checkpoint_step": self.saved_step, "step": step}))
+            message = json.dumps({"checkpoint_step": self.saved_step, "step": step}).ljust(REPORT_WIDTH)
+            descriptor = os.open(self.message_path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(descriptor, message.encode(), 0)
+            finally:
+                os.close(descriptor)
 
 
 def batches(rank: int, step: int) -> torch.Generator:

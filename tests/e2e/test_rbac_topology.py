@@ -10,7 +10,9 @@ import pytest
 
 from airflow_provider_gang.hooks.precheck import permissions_needed
 from airflow_provider_gang.operators import GangTrainingOperator
-from tests.e2e.test_rbac import MODES, TOPOLOGY_LABEL, Grant, documents, gang_arguments
+from tests.e2e.test_rbac import MODES, Grant, documents, gang_arguments
+
+TOPOLOGY_LABEL = "airflow-gang.io/topology"
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -39,3 +41,13 @@ def test_the_topology_cluster_roles_grant_exactly_what_a_topology_gang_asks_for_
                     for resource in rule["resources"]
                 }
     assert extra == granted
+
+
+def test_the_topology_roles_are_a_cluster_role_and_binding_for_every_mode_and_for_kueue() -> None:
+    topology = [doc for doc in documents() if TOPOLOGY_LABEL in doc["metadata"]["labels"]]
+    assert sorted((doc["kind"], doc["metadata"]["labels"][TOPOLOGY_LABEL]) for doc in topology) == [
+        ("ClusterRole", "all"),
+        ("ClusterRole", "kueue"),
+        ("ClusterRoleBinding", "all"),
+        ("ClusterRoleBinding", "kueue"),
+    ]

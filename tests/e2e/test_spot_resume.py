@@ -254,7 +254,7 @@ def test_an_8_rank_gang_resumes_from_rank_0_when_a_non_zero_ranks_node_is_reclai
     tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    cluster = cluster_factory(dataclasses.replace(WIDE_SCENARIO), time_scale=10, graceful_pod_deletion=True)
+    cluster = cluster_factory(dataclasses.replace(WIDE_SCENARIO), time_scale=10)
     steps, every = 12, 4
 
     class ReclaimRank3(Preempter):
@@ -321,7 +321,7 @@ def test_an_8_rank_gang_resumes_from_rank_0_when_a_non_zero_ranks_node_is_reclai
     logged = rank_0_steps(task_log)
     # Try 1's rank 0 was drained (stopped and removed) before the operator copied logs: its log is the
     # tail the run trigger read before stopping it, carried in the event.
-    assert "[rank 0] (rank 0: read before its pod was stopped)" in task_log, task_log[-4000:]
+    assert "[rank 0] (rank 0: read before its pod was removed)" in task_log, task_log[-4000:]
     assert "rank 0: log unavailable" not in task_log
     assert len(logged) == 2 and logged[0][0][0] == 1 and logged[0][-1][0] >= every + 2, logged
     # try 2 starts after rank 0's checkpoint

@@ -137,6 +137,7 @@ def test_the_rack_a_provisioning_request_pins_is_the_one_the_autoscaler_grows(ba
             "nodes": 2,
             "blocks": ["block-b"],
             "distinct hostnames": 2,
+            "distinct topology hosts": 2,
         }
     )
 

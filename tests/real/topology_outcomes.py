@@ -20,7 +20,7 @@ import yaml
 
 from gang_sim.apiserver.errors import ApiError
 from gang_sim.controllers.kueue import tas
-from gang_sim.world.node_topology import BLOCK_LABEL, SUBBLOCK_LABEL
+from gang_sim.world.node_topology import BLOCK_LABEL, HOST_LABEL, SUBBLOCK_LABEL
 from tests.real.backends import RealBackend, wait_for
 
 POD_GROUPS = "scheduling.k8s.io/v1beta1/podgroups"
@@ -292,6 +292,7 @@ def autoscaler_outcome(backend: Any) -> dict[str, Any]:
         "nodes": len(grown),
         "blocks": sorted({node["metadata"]["labels"][BLOCK_LABEL] for node in grown}),
         "distinct hostnames": len({node["metadata"]["labels"]["kubernetes.io/hostname"] for node in grown}),
+        "distinct topology hosts": len({node["metadata"]["labels"].get(HOST_LABEL) for node in grown}),
     }
 
 

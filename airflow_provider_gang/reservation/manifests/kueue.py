@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.manifests import common, pods, rank_env
+from airflow_provider_gang.reservation.multikueue import MANAGED_BY
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
@@ -34,10 +35,15 @@ PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
 COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
 
 
-def job(spec: GangSpec, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
+def job(
+    spec: GangSpec, *, owner_uid: str, master_address: str | None = None, multikueue: bool = False
+) -> dict[str, Any]:
     """The suspended Indexed Job of ``size`` completions, ``backoffLimit: 0`` (one member failing
     fails the Job, hence the gang), rank environment from the completion index and, with partial
-    admission, sizes from the world ConfigMap (module docstring)."""
+    admission, sizes from the world ConfigMap (module docstring). ``multikueue``: the queue
+    dispatches to worker clusters, so the Job carries ``spec.managedBy: kueue.x-k8s.io/multikueue``
+    (``reservation.multikueue``): the manager's Job controller leaves it alone and Kueue copies it to
+    the worker that admits it (with ``managedBy`` cleared there)."""
     if spec.mode is not ReservationMode.KUEUE or spec.queue is None:
         raise ValueError("job needs reservation='kueue' with a queue")
     names = naming.GangNames(spec.name)
@@ -59,19 +65,17 @@ def job(spec: GangSpec, *, owner_uid: str, master_address: str | None = None) ->
             MIN_PARALLELISM_ANNOTATION: str(spec.floor),
             COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION: "true",
         }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": metadata,
-        "spec": {
-            "suspend": True,
-            "parallelism": spec.size,
-            "completions": spec.size,
-            "completionMode": "Indexed",
-            "backoffLimit": 0,
-            "template": template,
-        },
+    job_spec: dict[str, Any] = {
+        "suspend": True,
+        "parallelism": spec.size,
+        "completions": spec.size,
+        "completionMode": "Indexed",
+        "backoffLimit": 0,
+        "template": template,
     }
+    if multikueue:
+        job_spec["managedBy"] = MANAGED_BY
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 
 def topology_annotations(spec: GangSpec) -> dict[str, str]:

@@ -16,8 +16,13 @@ Fields (``to_dict()`` writes them as plain JSON values)::
     checkpoint      null, or the latest checkpoint a member's termination message reported during the
                     wait: reservation.checkpoint.CheckpointReport ({"step", "progress", "pod", "rank"})
     logs            {<rank>: <tail of its log>} of the log ranks, read by a run wait before it stopped
-                    the survivors of a checkpointed gang (their pods are gone by the time the operator
-                    reads logs); {} otherwise. Each tail is at most hooks.inspection.SAVED_LOG_BYTES (its end)
+                    the survivors of a checkpointed gang, or when a run on a Kueue MultiKueue worker
+                    ended (MultiKueue deletes the worker's copies then): their pods are gone by the
+                    time the operator reads logs; {} otherwise. Each tail is at most
+                    hooks.inspection.SAVED_LOG_BYTES (its end)
+    unread_reports  [{"rank", "gap", "detail"}]: the survivors of a checkpointed gang whose checkpoint
+                    report the run wait could not read while it stopped them, and why
+                    (reservation.unread_reports.UnreadReport; gap a ReportGap value); [] otherwise
 
 All times are UNIX seconds, read from ``reservation.clock``. The event crosses from the triggerer
 to the worker through Airflow's database (``TaskInstance.next_kwargs``), so it is a stored format:
@@ -38,6 +43,7 @@ from airflow_provider_gang.reservation.outcome import Decision
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.records.reading import CURRENT_VERSION, record_values
 from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.reservation.unread_reports import UnreadReport
 
 SUCCESS_PHASES = frozenset({Phase.RESERVED, Phase.SUCCEEDED})
 """The phases a ``"success"`` event ends in."""
@@ -139,6 +145,7 @@ class GangEvent:
     timings: EventTimings | None = None
     checkpoint: CheckpointReport | None = None
     logs: tuple[tuple[int, str], ...] = ()
+    unread_reports: tuple[UnreadReport, ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -158,6 +165,7 @@ class GangEvent:
         api_error: ApiRefusal | None = None,
         checkpoint: CheckpointReport | None = None,
         logs: tuple[tuple[int, str], ...] = (),
+        unread_reports: tuple[UnreadReport, ...] = (),
     ) -> GangEvent:
         """The event that reports ``decision``."""
         return cls(
@@ -175,6 +183,7 @@ class GangEvent:
             timings=timings,
             checkpoint=checkpoint,
             logs=logs,
+            unread_reports=unread_reports,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,6 +204,7 @@ class GangEvent:
             "timings": None if self.timings is None else self.timings.to_dict(),
             "checkpoint": None if self.checkpoint is None else self.checkpoint.to_dict(),
             "logs": {str(rank): text for rank, text in self.logs},
+            "unread_reports": [item.to_dict() for item in self.unread_reports],
         }
 
     @classmethod
@@ -216,6 +226,7 @@ class GangEvent:
                     "timings": EventTimings.from_dict,
                     "checkpoint": CheckpointReport.from_dict,
                     "logs": lambda logs: tuple(sorted((int(rank), str(text)) for rank, text in logs.items())),
+                    "unread_reports": lambda items: tuple(UnreadReport.from_dict(item) for item in items),
                 },
             )
         )

@@ -22,6 +22,7 @@ from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.events import GangEvent
 from airflow_provider_gang.reservation.records.reading import CURRENT_VERSION, optional_text, record_values
 from airflow_provider_gang.reservation.spec import GangSpec
+from airflow_provider_gang.reservation.unread_reports import UnreadReport
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,50 @@ class ReservationFacts:
 
 
 @dataclass(frozen=True)
+class MultiKueueDispatch:
+    """Where a gang queued on a Kueue MultiKueue manager runs (``reservation.multikueue``).
+
+    Fields:
+        admission_check: the MultiKueue admission check of the gang's ClusterQueue (on the manager,
+            the cluster of the try's plan), found by the precheck.
+        worker: the MultiKueueCluster that admitted the gang (the manager Workload's
+            ``status.clusterName``); ``None`` until it is admitted.
+        worker_conn_id: the Airflow connection mapped to ``worker`` (``multikueue_connections``);
+            ``None``: not mapped, the gang is followed through the manager's mirrored Job status.
+        worker_job_uid: uid of the Job's copy on the worker (what the rendezvous Service there is
+            owned by); ``None`` until read, or without a connection.
+    """
+
+    admission_check: str
+    worker: str | None = None
+    worker_conn_id: str | None = None
+    worker_job_uid: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "admission_check": self.admission_check,
+            "worker": self.worker,
+            "worker_conn_id": self.worker_conn_id,
+            "worker_job_uid": self.worker_job_uid,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> MultiKueueDispatch:
+        return cls(
+            **record_values(
+                cls,
+                data,
+                {
+                    "admission_check": str,
+                    "worker": optional_text,
+                    "worker_conn_id": optional_text,
+                    "worker_job_uid": optional_text,
+                },
+            )
+        )
+
+
+@dataclass(frozen=True)
 class TryState:
     """The try in progress (task state key ``gang.current``).
 
@@ -151,6 +196,7 @@ class TryState:
         teardown_started_at: UNIX time the try began deleting its gang (``operators.try_run``), set
             just before the deletion; a state left with it set is a try whose worker stopped while
             tearing down.
+        multikueue: where a gang queued on a MultiKueue manager runs; ``None``: not dispatched.
         topology_note: what the room on the nodes said when the try began, for a gang with a
             topology (``"no rack has room for 4 members (1 nvidia.com/gpu each); the best, rack-b1,
             has room for 2: capacity is asked in rack-b1"``); ``None``: no topology, or not read.
@@ -164,6 +210,7 @@ class TryState:
     launched_at: float | None = None
     size_run: int | None = None
     teardown_started_at: float | None = None
+    multikueue: MultiKueueDispatch | None = None
     topology_note: str | None = None
 
     def with_changes(self, **changes: Any) -> TryState:
@@ -180,6 +227,7 @@ class TryState:
             "launched_at": self.launched_at,
             "size_run": self.size_run,
             "teardown_started_at": self.teardown_started_at,
+            "multikueue": None if self.multikueue is None else self.multikueue.to_dict(),
             "topology_note": self.topology_note,
         }
 
@@ -198,6 +246,7 @@ class TryState:
                     "launched_at": float,
                     "size_run": int,
                     "teardown_started_at": float,
+                    "multikueue": MultiKueueDispatch.from_dict,
                     "topology_note": optional_text,
                 },
             )
@@ -274,6 +323,14 @@ class TryRecord:
     gang, or only what holds the reservation with ``on_finish="keep"``. ``None``: no teardown ran
     in the try (refused before a gang existed; withdrawn by a later try), or a record written
     before this was kept."""
+    unread_reports: tuple[UnreadReport, ...] = ()
+    """Members still running when the try ended whose checkpoint report could not be read, and why
+    (``reservation.unread_reports``): a checkpoint newer than ``checkpoint_step`` may exist."""
+    worker_cluster: str | None = None
+    """The Kueue MultiKueue worker cluster (MultiKueueCluster name) the try's gang was admitted on;
+    ``None``: not dispatched by MultiKueue (or a record written before this was kept)."""
+    worker_kubernetes_conn_id: str | None = None
+    """The Airflow connection the try followed that worker through; ``None``: none mapped (or none)."""
     required_topology: str | None = None
     preferred_topology: str | None = None
     """The node label the try's gang was required to fit in one domain of, or preferred to span few
@@ -288,6 +345,7 @@ class TryRecord:
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
+        values["unread_reports"] = [item.to_dict() for item in self.unread_reports]
         values["exit_codes"] = dict(self.exit_codes)
         values["rank_nodes"] = dict(self.rank_nodes)
         values["rank_domains"] = dict(self.rank_domains)
@@ -318,6 +376,9 @@ class TryRecord:
                     "provisioning_class": optional_text,
                     "teardown_started_at": float,
                     "teardown_ended_at": float,
+                    "unread_reports": lambda items: tuple(UnreadReport.from_dict(item) for item in items),
+                    "worker_cluster": optional_text,
+                    "worker_kubernetes_conn_id": optional_text,
                     "required_topology": optional_text,
                     "preferred_topology": optional_text,
                     "topology_note": optional_text,

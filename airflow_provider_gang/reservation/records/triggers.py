@@ -11,6 +11,14 @@ Fields (plain values):
   triggerer (credentials never travel in the kwargs: Airflow 3.3 stores them in clear text).
   ``connection``: ``kube.settings.ConnectionSettings.to_dict()`` output instead, for a cluster given
   by explicit settings (tests, tools); exactly one of the two is set.
+- ``members_kubernetes_conn_id``: the connection of the cluster the members run on when it is not
+  ``kubernetes_conn_id``'s (a Kueue MultiKueue worker, ``reservation.multikueue``): the run wait
+  watches the pods and the Workload there, and ``on_kill`` deletes the ``delete_on_kill`` targets
+  there too, after its guarded deletion on ``kubernetes_conn_id``'s cluster (the manager, which holds
+  the owner). ``None``: the members are on ``kubernetes_conn_id``'s cluster.
+- ``job_name``: follow the members through this Job's status alone (a MultiKueue worker without a
+  mapped connection: the manager's Job mirrors the worker's), watched on ``kubernetes_conn_id``'s
+  cluster; ``None``: the member pods are watched (``pod_selector``).
 - ``gang_name``, ``namespace``: identity of the gang (the names of its objects derive from it).
 - ``mode``: the ``ReservationMode``; ``size``: members (requested, or launched after partial
   admission); ``started_at``: UNIX time the wait started (timings, messages).
@@ -48,7 +56,7 @@ from typing import Any
 
 from airflow_provider_gang.reservation import cloud, deployment
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.reservation.records.reading import CURRENT_VERSION, RecordError, record_values
+from airflow_provider_gang.reservation.records.reading import CURRENT_VERSION, RecordError, optional_text, record_values
 from airflow_provider_gang.reservation.spec import ReservationMode
 
 DEFAULT_HEARTBEAT_SECONDS = float(deployment.BY_NAME["heartbeat_interval"].default)
@@ -103,6 +111,8 @@ class TriggerArguments:
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
     tries_allowed: int | None = None
     step_description: str | None = None
+    members_kubernetes_conn_id: str | None = None
+    job_name: str | None = None
 
     def __post_init__(self) -> None:
         if (self.kubernetes_conn_id is None) == (self.connection is None):
@@ -142,6 +152,8 @@ class TriggerArguments:
             "heartbeat_seconds": self.heartbeat_seconds,
             "tries_allowed": self.tries_allowed,
             "step_description": self.step_description,
+            "members_kubernetes_conn_id": self.members_kubernetes_conn_id,
+            "job_name": self.job_name,
         }
 
     @classmethod
@@ -169,6 +181,8 @@ class TriggerArguments:
                     "unreachable_seconds": float,
                     "heartbeat_seconds": float,
                     "tries_allowed": int,
+                    "members_kubernetes_conn_id": optional_text,
+                    "job_name": optional_text,
                 },
             )
         )

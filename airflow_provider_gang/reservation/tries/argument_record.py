@@ -288,6 +288,13 @@ ARGUMENTS: tuple[Argument, ...] = (
              "not given takes its ``[gang] client_<key>`` option.",
              "execution",
              default_from="[gang] client_*", normalise=_as_dict, check=checks.check_client_options),
+    Argument("multikueue_connections", "Mapping[str, str] | None",
+             "On a Kueue MultiKueue manager's ``kueue_queue``: the ``kubernetes`` connection of each worker "
+             "cluster, by MultiKueueCluster name (``{\"worker-1\": \"kube_worker1\"}``); the gang is followed on "
+             "the worker that admitted it through its connection (members, rank logs, exit codes, teardown "
+             "there). A worker without one still runs the gang, followed through the manager's mirrored Job "
+             "status only.", "reservation",
+             default_from="[gang] multikueue_connections", check=checks.check_multikueue_connections),
 )
 # fmt: on
 BY_NAME: Mapping[str, Argument] = {argument.name: argument for argument in ARGUMENTS}

@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_gang.reservation import deployment, fallback
+from airflow_provider_gang.reservation import deployment, fallback, multikueue
 from airflow_provider_gang.reservation.fallback import FallbackStep
 from airflow_provider_gang.reservation.manifests.rank_env import PROVIDER_VARIABLES
 
@@ -377,3 +377,20 @@ def check_client_options(arguments: OperatorArguments, rendered: bool) -> None:
     if problem is not None:
         keys = ", ".join(deployment.CLIENT_DEFAULTS)
         raise GangArgumentError("client_options", problem, f"use the keys {keys}, each a number")
+
+
+def check_multikueue_connections(arguments: OperatorArguments, rendered: bool) -> None:
+    """``multikueue_connections``: ``{MultiKueueCluster name: connection id}``, where Kueue queues the gang."""
+    value, example = arguments.multikueue_connections, "multikueue_connections={'worker-1': 'kube_worker1'}"
+    if value is not None and not isinstance(value, Mapping):
+        raise GangArgumentError("multikueue_connections", f"must map cluster names to connections: {value!r}", example)
+    try:
+        multikueue.parse_connections(value)
+    except multikueue.ConnectionsError as error:
+        raise GangArgumentError("multikueue_connections", str(error), example) from error
+    if value is not None and arguments.reservation != "kueue":
+        raise GangArgumentError(
+            "multikueue_connections",
+            f"applies to reservation='kueue' only (a Kueue MultiKueue manager's queue), not {arguments.reservation!r}",
+            "remove it, or use reservation='kueue' with the manager's LocalQueue",
+        )

@@ -33,7 +33,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from airflow_provider_gang.reservation import fallback, ladder_choice, naming
+from airflow_provider_gang.reservation import fallback, ladder_choice, naming, unread_reports
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord
 from airflow_provider_gang.reservation.spec import GangSpec, GangSpecError
@@ -75,16 +75,19 @@ def with_resume(spec: GangSpec, records: list[TryRecord], try_number: int) -> tu
     (success, or a failure for good) is not resumed from: clearing a finished task trains again."""
     if spec.checkpoint is None:
         return spec, ""
-    reports = [
-        (record.attempt, record.checkpoint_step)
-        for record in sequence_tries(records)
-        if record.checkpoint_step is not None
-    ]
-    if not reports:
-        note = "; no earlier try of this run reported a checkpoint, so members start afresh (GANG_RESUME unset)"
+    sequence = sequence_tries(records)
+    reports = [(record.attempt, record.checkpoint_step) for record in sequence if record.checkpoint_step is not None]
+    attempt, step = reports[-1] if reports else (0, None)
+    unread = unread_reports.since_report(
+        [(record.attempt, record.unread_reports) for record in sequence if record.attempt >= attempt]
+    )
+    if step is None:
+        why = f" ({unread})" if unread else ""
+        note = f"; no earlier try of this run reported a checkpoint{why}, so members start afresh (GANG_RESUME unset)"
         return replace(spec, checkpoint=spec.checkpoint.for_try(try_number, None)), note
-    attempt, step = reports[-1]
     note = f"; members resume from the checkpoint at step {step} that try {attempt} reported (GANG_RESUME=1)"
+    if unread:
+        note += f"; a newer one may exist: {unread}"
     return replace(spec, checkpoint=spec.checkpoint.for_try(try_number, step)), note
 
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_gang.reservation import checkpoint, cost, exit_codes
+from airflow_provider_gang.reservation import checkpoint, cost, exit_codes, unread_reports
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.phases import Phase, Reason, is_retryable
 from airflow_provider_gang.reservation.records.events import GangEvent
@@ -157,6 +157,9 @@ def try_record(
         provisioning_class=spec.provisioning_class,
         teardown_started_at=state.teardown_started_at,
         teardown_ended_at=None if state.teardown_started_at is None else max(now, state.teardown_started_at),
+        unread_reports=() if run_event is None else run_event.unread_reports,
+        worker_cluster=None if state.multikueue is None else state.multikueue.worker,
+        worker_kubernetes_conn_id=None if state.multikueue is None else state.multikueue.worker_conn_id,
         required_topology=spec.required_topology,
         preferred_topology=spec.preferred_topology,
         topology_note=state.topology_note,
@@ -201,6 +204,8 @@ def summary(
         "zone": spec.zone,
         "queue": spec.queue,
         "provisioning_class": spec.provisioning_class,
+        "worker_cluster": record.worker_cluster,
+        "worker_kubernetes_conn_id": record.worker_kubernetes_conn_id,
         "reservation_name": spec.reservation_name,
         "queue_seconds": record.queue_seconds,
         "provisioning_seconds": record.provisioning_seconds,
@@ -269,6 +274,10 @@ def story(records: Sequence[TryRecord]) -> list[str]:
         lines.append(
             f"  checkpoints: {hours['gpu_hours_lost']:.4f} GPU-h lost (work since the last checkpoint, redone), {saved}"
         )
+    for record in records:
+        if record.unread_reports:
+            unread = unread_reports.summarize(record.unread_reports)
+            lines.append(f"  try {record.attempt} could not read the checkpoint reports of {unread}")
     return lines
 
 

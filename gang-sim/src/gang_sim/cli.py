@@ -6,7 +6,10 @@
 times faster; ``--local-images`` adds image globs to the scenario's ``localProcessImages`` for this run,
 see :mod:`.world.images`); ``gang-sim scenarios`` lists the named scenarios.
 ``gang-sim real --scenario NAME|FILE --kubeconfig-out PATH [--no-kueue]`` starts the real control
-plane of ``make real-cluster`` (:mod:`.testing.real`) for the same scenario instead of the emulator.
+plane of ``make real-cluster`` (:mod:`.testing.real`) for the same scenario instead of the emulator;
+``--scenario multikueue`` starts three, a Kueue MultiKueue manager and two workers
+(:mod:`.testing.real.multikueue`), writes one kubeconfig with a context each and prints the
+manager's URL once MultiKueue reports both workers active.
 ``serve`` and ``real`` write
 a kubeconfig (admin token, self-signed CA), prints ``ready: <url>`` once serving, and exits 0 on
 SIGTERM/SIGINT after closing open watches.
@@ -30,6 +33,8 @@ from gang_sim.apiserver.http.faults import Faults
 from gang_sim.apiserver.server import Emulator
 from gang_sim.controllers.attach import attach
 from gang_sim.testing.real import BinariesMissing, RealCluster, find
+from gang_sim.testing.real.multikueue import SETUP as MULTIKUEUE
+from gang_sim.testing.real.multikueue import RealMultiKueue
 from gang_sim.world import images
 from gang_sim.world.clock import ScaledClock
 from gang_sim.world.scenario import Scenario, ScenarioError, load_scenario, named_scenarios
@@ -89,6 +94,12 @@ def _scenario(name_or_path: str) -> Scenario:
         return load_scenario(name_or_path)
     except ScenarioError as error:
         raise argparse.ArgumentTypeError(f"invalid scenario {name_or_path!r}: {error}") from None
+
+
+def _real_scenario(name_or_path: str) -> Scenario | str:
+    """A scenario for ``gang-sim real``, or ``multikueue`` (``testing.real.multikueue.SETUP``): a
+    Kueue MultiKueue manager and two workers."""
+    return MULTIKUEUE if name_or_path == MULTIKUEUE else _scenario(name_or_path)
 
 
 def _local_images(value: str) -> tuple[str, ...]:
@@ -179,8 +190,15 @@ def _run_real(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signal_number, lambda number, frame: stop.set())
+    if args.scenario == MULTIKUEUE and not args.kueue:
+        print("gang-sim real: --scenario multikueue needs Kueue (drop --no-kueue)", file=sys.stderr)
+        return 2
     try:
-        cluster = RealCluster(args.scenario or "small", kueue=args.kueue, kubeconfig_path=args.kubeconfig_out)
+        cluster: RealCluster | RealMultiKueue = (
+            RealMultiKueue(kubeconfig_path=args.kubeconfig_out)
+            if args.scenario == MULTIKUEUE
+            else RealCluster(args.scenario or "small", kueue=args.kueue, kubeconfig_path=args.kubeconfig_out)
+        )
     except BinariesMissing as error:
         print(f"gang-sim real: {error}", file=sys.stderr)
         return 2
@@ -203,7 +221,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     real_parser.add_argument("--kubeconfig-out", help="where to write the admin kubeconfig (required to start)")
     real_parser.add_argument("--check", action="store_true", help="only check that `make real-cluster` built it")
-    real_parser.add_argument("--scenario", type=_scenario, default=None, help="named scenario or file (default small)")
+    real_parser.add_argument(
+        "--scenario",
+        type=_real_scenario,
+        default=None,
+        help="named scenario or file (default small), or `multikueue`: a Kueue MultiKueue manager and two workers "
+        "(kubeconfig contexts manager, worker-1, worker-2)",
+    )
     real_parser.add_argument("--no-kueue", dest="kueue", action="store_false", help="do not start Kueue")
     real_parser.set_defaults(handler=_run_real)
     scenarios_parser = commands.add_parser("scenarios", help="list the named cluster scenarios")

@@ -9,7 +9,7 @@ import contextlib
 import pytest
 
 from airflow_provider_gang.kube.resources import PODS
-from airflow_provider_gang.kube.watch import Reflector
+from airflow_provider_gang.kube.watch import Changed, Reflector
 from gang_sim.testing.eventually import eventually_async
 from tests.builders import pod
 
@@ -43,6 +43,18 @@ async def test_lists_once_then_follows_changes_with_one_watch(sim, client):
         assert set(remaining) == {"two"}
     assert (reflector.stats.lists, reflector.stats.watches, reflector.stats.relists) == (1, 1, 0)
     assert sim.metrics()["requests"]["list"] == {"pods": 1} and sim.metrics()["requests"]["watch"] == {"pods": 1}
+
+
+async def test_a_deleted_objects_change_carries_the_state_its_delete_event_had(sim, client):
+    await client.create(PODS, pod("gone"))
+    reflector = Reflector(client, PODS, watch_timeout_seconds=60)
+    async with contextlib.aclosing(reflector.changes()) as changes:
+        await anext(changes)  # the LIST
+        await client.delete(PODS, "gone")  # unbound: removed at once, its last state stamped
+        change = await asyncio.wait_for(anext(changes), 10)
+    assert isinstance(change, Changed) and change.new is None and change.old is not None
+    assert change.final is not None and change.final["metadata"]["deletionTimestamp"]
+    assert "deletionTimestamp" not in change.old["metadata"]
 
 
 async def test_after_a_cut_the_watch_resumes_from_the_last_version_without_relisting(sim, client):

@@ -73,3 +73,25 @@ def test_a_malformed_option_ends_the_try_before_anything_is_created_naming_it(
     assert settings.configured is None and settings.argument_error is not None
     assert settings.argument_error.argument == argument
     assert said in str(settings.argument_error)
+
+
+KUEUE: dict[str, Any] = {**GOOD, "reservation": "kueue", "kueue_queue": "team"}
+
+
+def test_multikueue_connections_come_from_the_option_unless_the_task_names_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert GangTrainingOperator(**KUEUE).try_settings().multikueue_connections == {}
+    monkeypatch.setenv("AIRFLOW__GANG__MULTIKUEUE_CONNECTIONS", json.dumps({"worker-1": "kube_worker1"}))
+    assert GangTrainingOperator(**KUEUE).try_settings().multikueue_connections == {"worker-1": "kube_worker1"}
+    own = GangTrainingOperator(**KUEUE, multikueue_connections={"worker-2": "kube_worker2"}).try_settings()
+    assert own.multikueue_connections == {"worker-2": "kube_worker2"}
+
+
+def test_a_malformed_multikueue_connections_option_ends_the_try_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__GANG__MULTIKUEUE_CONNECTIONS", '{"worker-1": ')
+    settings = GangTrainingOperator(**KUEUE).try_settings()
+    assert settings.argument_error is not None
+    assert settings.argument_error.argument == "[gang] multikueue_connections"
+    assert "is not a JSON object" in str(settings.argument_error)
+    assert "AIRFLOW__GANG__MULTIKUEUE_CONNECTIONS" in str(settings.argument_error)

@@ -14,6 +14,7 @@ from tests.builders import member
 MESSAGES = [
     ("step-only", '{"checkpoint_step": 20}', (20, 20)),
     ("with-progress", '{"checkpoint_step": 20, "step": 23}', (20, 23)),
+    ("padded-to-a-fixed-width", '{"checkpoint_step": 20, "step": 23}' + " " * 28, (20, 23)),
 ]
 
 

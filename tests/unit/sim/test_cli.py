@@ -81,3 +81,14 @@ def test_real_check_names_what_is_missing_and_the_command_or_says_where_it_is_bu
 def test_real_without_a_kubeconfig_path_is_a_usage_error(tmp_path):
     result = subprocess.run([*COMMAND, "real"], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2 and "--kubeconfig-out" in result.stderr
+
+
+def test_real_multikueue_without_kueue_is_a_usage_error(tmp_path):
+    result = subprocess.run(
+        [*COMMAND, "real", "--scenario", "multikueue", "--no-kueue", "--kubeconfig-out", str(tmp_path / "k")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and "--scenario multikueue needs Kueue" in result.stderr

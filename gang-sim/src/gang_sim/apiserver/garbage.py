@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gang_sim.apiserver import errors
+from gang_sim.apiserver import errors, pod_grace
 from gang_sim.apiserver.owner_index import ObjectId, owner_uids
 from gang_sim.apiserver.registry import ResourceType
 
@@ -55,9 +55,6 @@ class OwnerLookup(Protocol):
 
 class ObjectsView(Protocol):
     """What the planner reads of the store (the stored objects are shared: never mutate them)."""
-
-    @property
-    def graceful_pod_deletion(self) -> bool: ...
 
     @property
     def registry(self) -> Iterable[ResourceType]: ...
@@ -123,7 +120,9 @@ class Remove:
 def _metadata_write(view: ObjectsView, object_id: ObjectId, changes: Iterable[tuple[str, Any]]) -> tuple[Step, ...]:
     """A controller's metadata-only write (no admission); ``None`` values drop the field.
 
-    Clearing the last finalizer of an object being deleted removes its stored state, as upstream.
+    Clearing the last finalizer of an object being deleted removes its stored state, as upstream,
+    unless a graceful deletion is still under way (``deletionGracePeriodSeconds`` > 0: the kubelet's
+    delete with grace 0 removes it; ``ShouldDeleteDuringUpdate`` in apiserver ``registry/store.go``).
     """
     current = view.stored(object_id)
     if current is None:
@@ -136,7 +135,8 @@ def _metadata_write(view: ObjectsView, object_id: ObjectId, changes: Iterable[tu
         else:
             new["metadata"][key] = value
     resource_type = view.type_of(object_id[0])
-    if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+    deleting = new["metadata"].get("deletionTimestamp") and not new["metadata"].get("deletionGracePeriodSeconds")
+    if deleting and not new["metadata"].get("finalizers"):
         return (Remove(resource_type, current, current),)
     return (Commit(resource_type, new, current),)
 
@@ -314,22 +314,24 @@ class DeletionPlan:
         return (*self.before, *(() if self.own is None else (self.own,)), *self.after)
 
 
-def _pod_grace_seconds(view: ObjectsView, pod: Object, requested: int | None) -> int:
-    """Seconds of graceful deletion for a pod (0: remove now), as upstream's pod strategy decides:
-    unscheduled or finished pods go at once; others wait for their kubelet (opt-in, see Store)."""
-    if not view.graceful_pod_deletion or requested == 0:
-        return 0
-    if not (pod.get("spec") or {}).get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-        return 0
-    return int(requested if requested is not None else (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-
-
-def _stamped(obj: Object, deletion_timestamp: str, grace_seconds: int) -> Object:
-    stamped = dict(obj)
-    stamped["metadata"] = dict(
-        obj["metadata"], deletionTimestamp=deletion_timestamp, deletionGracePeriodSeconds=grace_seconds
-    )
-    return stamped
+def _plan_pod_deleted_again(
+    view: ObjectsView, resource_type: ResourceType, pod: Object, requested: int | None
+) -> DeletionPlan:
+    """A delete of a pod already being deleted: one whose grace period is 0 goes at once unless
+    finalizers hold it; otherwise only a shorter period changes it (:func:`.pod_grace.shortened`), and
+    a period shortened to 0 removes it unless finalizers hold it."""
+    metadata = pod["metadata"]
+    finalizers = metadata.get("finalizers")
+    if not metadata.get("deletionGracePeriodSeconds"):
+        return DeletionPlan((), None if finalizers else Remove(resource_type, pod, pod), (), pod)
+    change = pod_grace.shortened(metadata, requested, view.timestamp())
+    if change is None:
+        return DeletionPlan((), None, (), pod)
+    period, remaining = change
+    new = pod_grace.stamped(pod, view.timestamp(remaining), period)
+    if period == 0 and not finalizers:
+        return DeletionPlan((), Remove(resource_type, new, pod), (), pod)
+    return DeletionPlan((), Commit(resource_type, copy.deepcopy(new), pod), (), pod)
 
 
 def _namespace_contents(view: ObjectsView, namespace: str) -> tuple[Step, ...]:
@@ -347,38 +349,43 @@ def plan_delete(
 ) -> DeletionPlan:
     """How to delete the stored ``obj`` with a propagation policy (one of :data:`POLICIES`).
 
-    Pods are removed at once with ``deletionTimestamp`` and ``deletionGracePeriodSeconds: 0`` on
-    their last state, like an unscheduled pod upstream. With ``view.graceful_pod_deletion`` a pod
-    bound to a node is only marked (``deletionTimestamp`` = now + grace period) until a delete
-    with ``grace_period_seconds=0`` (the kubelet's, once its containers stopped) removes it.
+    Pods are deleted gracefully, with the period upstream's pod strategy gives (:mod:`.pod_grace`):
+    a pod bound to a node and not finished is only marked - ``deletionTimestamp`` = now + grace
+    period, ``deletionGracePeriodSeconds``, ``generation`` + 1 - until a delete with
+    ``grace_period_seconds=0`` (its kubelet's, once the containers stopped and their statuses are
+    written) removes it; any other pod is removed at once, ``deletionTimestamp`` and
+    ``deletionGracePeriodSeconds: 0`` on its last state. A delete of a pod already being deleted may
+    only shorten its period (:func:`_plan_pod_deleted_again`).
     Orphan and Foreground deletes always mark first, with the ``orphan`` / ``foregroundDeletion``
-    finalizer (upstream ``deletionFinalizersForGarbageCollection``).
+    finalizer (upstream ``deletionFinalizersForGarbageCollection``); a pod's graceful mark carries it
+    too (``updateForGracefulDeletionAndFinalizers``).
     """
     metadata = obj["metadata"]
     object_id: ObjectId = (resource_type.storage_key, metadata.get("namespace") or "", metadata["name"])
     is_pod = resource_type.storage_key == "/pods"
-    grace = _pod_grace_seconds(view, obj, grace_period_seconds) if is_pod else 0
     if metadata.get("deletionTimestamp"):
-        if is_pod and grace == 0 and grace_period_seconds == 0 and not metadata.get("finalizers"):
-            return DeletionPlan((), Remove(resource_type, _stamped(obj, view.timestamp(), 0), obj), (), obj)
+        if is_pod:
+            return _plan_pod_deleted_again(view, resource_type, obj, grace_period_seconds)
         return DeletionPlan((), None, (), obj)
-    if grace > 0:  # marked only: a direct commit, since no finalizer holds it
-        marked = _stamped(obj, view.timestamp(grace), grace)
-        return DeletionPlan((), Commit(resource_type, copy.deepcopy(marked), obj), (), obj)
     uid = metadata["uid"]
     before = _namespace_contents(view, metadata["name"]) if resource_type.storage_key == "/namespaces" else ()
     finalizers = list(metadata.get("finalizers") or [])
     gc_finalizer = {"Orphan": ORPHAN, "Foreground": FOREGROUND}.get(policy)
     if gc_finalizer and gc_finalizer not in finalizers:  # upstream marks every Orphan/Foreground delete
         finalizers.append(gc_finalizer)
-    if not finalizers:
-        last = _stamped(obj, view.timestamp(), 0) if is_pod else obj
-        return DeletionPlan(before, Remove(resource_type, last, obj), (), obj)
     after: tuple[Step, ...] = ()
     if policy == "Orphan":
         after = (OrphanDependents(uid), ReleaseFinalizer(object_id, ORPHAN))
     elif policy == "Foreground":
         after = (DeleteDependentsInForeground(uid), FinishForeground(uid))
+    grace = pod_grace.grace_seconds(obj, grace_period_seconds) if is_pod else 0
+    if grace > 0:  # marked: the kubelet's delete with grace 0 removes it
+        held = {"finalizers": finalizers} if finalizers else {}
+        marked = pod_grace.stamped(obj, view.timestamp(grace), grace, **pod_grace.first_mark(obj), **held)
+        return DeletionPlan(before, Commit(resource_type, copy.deepcopy(marked), obj), after, obj)
+    if not finalizers:
+        last = pod_grace.stamped(obj, view.timestamp(), 0, **pod_grace.first_mark(obj)) if is_pod else obj
+        return DeletionPlan(before, Remove(resource_type, last, obj), (), obj)
     return DeletionPlan(before, MarkDeleting(object_id, tuple(finalizers)), after, obj)
 
 

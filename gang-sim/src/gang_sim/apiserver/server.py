@@ -10,9 +10,10 @@ validation, pod logs, token auth with per-user rules, fault injection and reques
 
 Not modelled (differences from a real apiserver a test could notice):
 
-- no scheduler, kubelet or controllers here (see ``gang_sim.controllers`` for the simulated ones); pods
-  stay Pending and are removed at once on delete unless ``graceful_pod_deletion`` is on (then a
-  bound pod stays Terminating until deleted with grace 0, the kubelet's part);
+- no scheduler, kubelet or controllers here (see ``gang_sim.controllers`` for the simulated ones): pods
+  stay Pending; a deleted pod bound to a node stays Terminating (``deletionTimestamp``) until a
+  delete with grace 0 - the kubelet's part, which only the simulated control plane plays - and an
+  unbound or finished one is removed at once, as upstream (:func:`.garbage.plan_delete`);
 - CEL ``x-kubernetes-validations``: no Kubernetes CEL library functions, no optional syntax, no cost
   budget (``sim.cel_expressions``, ``gang_sim.apiserver.kinds.cel_rules``); validating/mutating webhooks,
   CRD conversion webhooks (versions share storage, only ``apiVersion`` differs); CRD schema
@@ -95,13 +96,12 @@ class Emulator:
         preload_crds: bool = True,
         admin_token: str | None = None,
         store: Store | None = None,
-        graceful_pod_deletion: bool = False,
         serve_kueue_v1beta1: bool = False,
         serve_workload_api: bool = True,
         feature_gates: Iterable[str] = (),
     ) -> None:
         self.host, self.port, self.use_tls = host, port, use_tls
-        self.store = store or Store(seed=seed, history_limit=history_limit, graceful_pod_deletion=graceful_pod_deletion)
+        self.store = store or Store(seed=seed, history_limit=history_limit)
         if preload_crds:
             install_bundled_crds(self.store, kueue_v1beta1=serve_kueue_v1beta1)
         if not serve_workload_api:  # a cluster without the GenericWorkload feature gate

@@ -45,10 +45,9 @@ class Store:
     """In-memory API objects with admission, deletion and garbage collection (see module docstring).
 
     ``history_limit`` bounds the kept events (older resourceVersions get 410); ``seed`` makes
-    generated names and uids reproducible; ``wall_clock`` stamps timestamps;
-    ``graceful_pod_deletion`` off: pods are removed at once; on: a pod bound to a node is only
-    marked until deleted with grace 0, as a real kubelet does. The default namespaces exist from
-    the start. The store is the :class:`.garbage.ObjectsView` deletions are planned from.
+    generated names and uids reproducible; ``wall_clock`` stamps timestamps. The default
+    namespaces exist from the start. The store is the :class:`.garbage.ObjectsView` deletions are
+    planned from.
     """
 
     def __init__(
@@ -58,10 +57,8 @@ class Store:
         history_limit: int = 10_000,
         seed: int | None = None,
         wall_clock: Callable[[], float] = time.time,
-        graceful_pod_deletion: bool = False,
     ) -> None:
         self.table = ObjectTable(registry=registry, history_limit=history_limit, seed=seed, wall_clock=wall_clock)
-        self.graceful_pod_deletion = graceful_pod_deletion
         self.deleter = Deleter(self.table, self)
         for namespace in DEFAULT_NAMESPACES:
             self.create("v1/namespaces", {"metadata": {"name": namespace}})
@@ -330,7 +327,8 @@ class Store:
         ``propagation_policy`` (Orphan / Background / Foreground) decides what happens to objects whose
         ownerReferences point at it; the default is Background, except batch/v1 Jobs which default to
         Orphan as upstream's ``jobStrategy.DefaultGarbageCollectionPolicy``. ``grace_period_seconds``
-        matters for pods only: see :func:`.garbage.plan_delete` and ``graceful_pod_deletion``.
+        matters for pods only: a pod bound to a node is marked until its kubelet deletes it with
+        grace 0, as :func:`.garbage.plan_delete` says.
         ``dry_run`` (also on create/replace/patch) runs admission and returns the result without
         storing anything (``dryRun=All``).
         """

@@ -19,6 +19,8 @@ Per Job, one pass:
   deletes active pods and gives ``FailureTarget`` then ``Failed``, reason ``BackoffLimitExceeded``,
   message "Job has reached the specified backoff limit" (the 1.31+ condition sequence).
 
+A Job whose ``spec.managedBy`` names another controller is left alone (:func:`is_managed_here`).
+
 Not modelled: pod failure policy, success policy, per-index backoff, pod replacement delay,
 activeDeadlineSeconds, ttlSecondsAfterFinished, orphan adoption.
 """
@@ -122,6 +124,18 @@ def pod_manifest(job: Obj, index: int | None) -> Obj:
     }
 
 
+JOB_CONTROLLER = "kubernetes.io/job-controller"
+"""``spec.managedBy`` of the Jobs this controller runs (absent means the same)."""
+
+
+def is_managed_here(job: Obj) -> bool:
+    """Whether the built-in controller runs ``job``: ``spec.managedBy`` unset or
+    ``kubernetes.io/job-controller`` (the ``JobManagedBy`` feature, GA in v1.35; a Job of a Kueue
+    MultiKueue manager is ``kueue.x-k8s.io/multikueue``'s, and its status is written by MultiKueue)."""
+    managed_by = (job.get("spec") or {}).get("managedBy")
+    return managed_by in (None, "", JOB_CONTROLLER)
+
+
 class JobController(Controller):
     component = "job-controller"
     watches = frozenset({"batch/v1/jobs", "v1/pods"})
@@ -143,7 +157,7 @@ class JobController(Controller):
         return None
 
     def _sync(self, job: Obj, pods: list[Obj]) -> None:
-        if job["metadata"].get("deletionTimestamp"):
+        if job["metadata"].get("deletionTimestamp") or not is_managed_here(job):
             return
         spec = job.get("spec") or {}
         status = dict(job.get("status") or {})

@@ -22,6 +22,7 @@ from gang_sim.controllers.autoscaler.cluster_autoscaler import ClusterAutoscaler
 from gang_sim.controllers.base import Controller, ControlPlane, Obj
 from gang_sim.controllers.jobs import JobController
 from gang_sim.controllers.kubelet.controller import Kubelet
+from gang_sim.controllers.kueue.dispatcher import MultiKueueDispatcher
 from gang_sim.controllers.kueue.manager import KueueManager
 from gang_sim.controllers.node_registration import register_node
 from gang_sim.controllers.preemption import NodeTerminationController
@@ -34,13 +35,27 @@ from gang_sim.world.scenario_objects import create_objects
 
 def default_controllers() -> list[type[Controller]]:
     """The controllers a scenario runs, in start order."""
-    return [Scheduler, Kubelet, JobController, ClusterAutoscaler, KueueManager, NodeTerminationController]
+    return [
+        Scheduler,
+        Kubelet,
+        JobController,
+        ClusterAutoscaler,
+        KueueManager,
+        MultiKueueDispatcher,
+        NodeTerminationController,
+    ]
 
 
 #: The controllers that run in the cluster's control plane (kube-scheduler, kube-controller-manager,
 #: the cluster-autoscaler, Kueue's controller manager) and so go down with it; the kubelets and the
 #: cloud's spot notices live on the nodes and in the cloud, which a control-plane restart leaves running.
-CONTROL_PLANE_CONTROLLERS: tuple[type[Controller], ...] = (Scheduler, JobController, ClusterAutoscaler, KueueManager)
+CONTROL_PLANE_CONTROLLERS: tuple[type[Controller], ...] = (
+    Scheduler,
+    JobController,
+    ClusterAutoscaler,
+    KueueManager,
+    MultiKueueDispatcher,
+)
 
 
 @dataclass

@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from airflow_provider_gang.reservation.checkpoint import Checkpoint, CheckpointReport
 from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs, ShrinkTo
 from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.observed import Stage
 from airflow_provider_gang.reservation.phases import Phase, Reason
 from airflow_provider_gang.reservation.records.events import ApiRefusal, EventTimings, GangEvent
-from airflow_provider_gang.reservation.records.tries import ReservedObject, TryPlan, TryRecord, TryState
+from airflow_provider_gang.reservation.records.tries import (
+    MultiKueueDispatch,
+    ReservedObject,
+    TryPlan,
+    TryRecord,
+    TryState,
+)
 from airflow_provider_gang.reservation.records.triggers import DeleteTarget, TriggerArguments
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.reservation.topology.labels import SUBBLOCK
 from airflow_provider_gang.reservation.topology.pins import Placement
+from airflow_provider_gang.reservation.unread_reports import ReportGap, UnreadReport
 from tests.builders import gang_spec
 
 GANG = "nightly-train-t2-5f3a"
+UNREAD = UnreadReport(
+    rank=3, gap=ReportGap.NOT_SEEN_STOPPED, detail="waited 45 s: the longest grace period 30 s + 15 s"
+)
 LADDER = (RetryAsIs(times=2), OtherZone("europe-west4-b"), ShrinkTo(2))
 ROOM_NOTE = "rack-b1 holds the 2 members (room: rack-b1 6, rack-a2 3, rack-a1 2)"
 
@@ -51,6 +63,7 @@ RUN_EVENT = GangEvent(
     ),
     checkpoint=CheckpointReport(step=400, progress=450, pod=f"{GANG}-0", rank=0),
     logs=((0, "step 449 loss 0.21\nSIGTERM: saving a checkpoint\n"),),
+    unread_reports=(UNREAD,),
 )
 
 REFUSED_EVENT = GangEvent(
@@ -154,6 +167,7 @@ RECORD = TryRecord(
     topology_note=ROOM_NOTE,
     rank_nodes={"0": "node-a", "1": "node-b"},
     rank_domains={"0": "rack-b1", "1": "rack-b1"},
+    unread_reports=(UNREAD,),
 )
 
 TRIGGER_ARGUMENTS = TriggerArguments(
@@ -179,11 +193,85 @@ TRIGGER_ARGUMENTS = TriggerArguments(
     step_description="retry as-is (up to 2 times)",
 )
 
+KUEUE_GANG = "team-train-t1-9c2e"
+MULTIKUEUE_PLAN = TryPlan(
+    attempt=1,
+    gang=KUEUE_GANG,
+    step="as configured",
+    step_index=None,
+    spec=gang_spec(
+        name=KUEUE_GANG, namespace="default", size=2, mode=ReservationMode.KUEUE, queue="team", distributed="torch"
+    ),
+    requested_at=1_800_000_000.0,
+    reservation_deadline=1_800_001_800.0,
+    deadline_reason=Reason.DEADLINE,
+    start_deadline=None,
+    kubernetes_conn_id="kube_manager",
+)
+MULTIKUEUE_STATE = TryState(
+    plan=MULTIKUEUE_PLAN,
+    owner_uid="5e0c1a2b-0000-4000-8000-00000000000a",
+    job_uid="5e0c1a2b-0000-4000-8000-00000000000b",
+    objects=(
+        ReservedObject("v1/configmaps", f"{KUEUE_GANG}-owner", "5e0c1a2b-0000-4000-8000-00000000000a"),
+        ReservedObject("batch/v1/jobs", KUEUE_GANG, "5e0c1a2b-0000-4000-8000-00000000000b"),
+    ),
+    launched_at=1_800_000_030.0,
+    size_run=2,
+    multikueue=MultiKueueDispatch(
+        admission_check="multikueue",
+        worker="worker-2",
+        worker_conn_id="kube_worker2",
+        worker_job_uid="9a8b7c6d-0000-4000-8000-00000000000c",
+    ),
+)
+MULTIKUEUE_RECORD = TryRecord(
+    attempt=1,
+    gang=KUEUE_GANG,
+    step="as configured",
+    step_index=None,
+    mode="kueue",
+    size=2,
+    outcome="all_succeeded",
+    message="all 2 members succeeded",
+    retryable=False,
+    queue_seconds=30.0,
+    kubernetes_conn_id="kube_manager",
+    namespace="default",
+    queue="team",
+    worker_cluster="worker-2",
+    worker_kubernetes_conn_id="kube_worker2",
+)
+MULTIKUEUE_RUN_ARGUMENTS = TriggerArguments(
+    kubernetes_conn_id="kube_manager",
+    gang_name=KUEUE_GANG,
+    namespace="default",
+    deadline=1_800_003_630.0,
+    mode=ReservationMode.KUEUE,
+    size=2,
+    started_at=1_800_000_030.0,
+    workload_selector="kueue.x-k8s.io/job-uid=9a8b7c6d-0000-4000-8000-00000000000c",
+    pod_selector=f"airflow-gang.io/gang={KUEUE_GANG},airflow-gang.io/role=member",
+    startup_deadline=1_800_000_630.0,
+    members_kubernetes_conn_id="kube_worker2",
+)
+UNMAPPED_RUN_ARGUMENTS = replace(
+    MULTIKUEUE_RUN_ARGUMENTS,
+    workload_selector="kueue.x-k8s.io/job-uid=5e0c1a2b-0000-4000-8000-00000000000b",
+    pod_selector=None,
+    members_kubernetes_conn_id=None,
+    job_name=KUEUE_GANG,
+)
+
 EXAMPLES = {
     "run_event": RUN_EVENT,
     "refused_event": REFUSED_EVENT,
     "try_state": STATE,
     "try_record": RECORD,
     "trigger_arguments": TRIGGER_ARGUMENTS,
+    "multikueue_try_state": MULTIKUEUE_STATE,
+    "multikueue_try_record": MULTIKUEUE_RECORD,
+    "multikueue_run_arguments": MULTIKUEUE_RUN_ARGUMENTS,
+    "unmapped_run_arguments": UNMAPPED_RUN_ARGUMENTS,
 }
 """Golden file stem -> the record it holds."""

@@ -89,10 +89,11 @@ def test_nested_records_ignore_added_keys_too() -> None:
                 "provisioning_class",
                 "teardown_started_at",
                 "teardown_ended_at",
+                "unread_reports",
                 "version",
             ],
         ),
-        ("run_event", ["admitted_count", "members", "api_error", "timings", "checkpoint", "status"]),
+        ("run_event", ["admitted_count", "members", "api_error", "timings", "checkpoint", "unread_reports", "status"]),
         ("trigger_arguments", ["connection", "delete_on_kill", "client_options", "try_number", "heartbeat_seconds"]),
         ("try_state", ["owner_uid", "objects", "reservation_event", "launched_at", "size_run", "teardown_started_at"]),
     ],
@@ -125,23 +126,49 @@ def test_missing_optional_keys_take_their_defaults(name: str, optional: list[str
                 "provisioning_class",
                 "teardown_started_at",
                 "teardown_ended_at",
+                "unread_reports",
             ],
             id="try-record",
         ),
         pytest.param("try_state_v1_without_teardown", "try_state", ["teardown_started_at"], id="try-state"),
-        pytest.param("try_record_v1_without_topology", "try_record", [], id="try-record-topology"),
-        pytest.param("try_state_v1_without_topology", "try_state", [], id="try-state-topology"),
+        pytest.param(
+            "try_record_v1_without_worker",
+            "try_record",
+            ["worker_cluster", "worker_kubernetes_conn_id"],
+            id="try-record-without-worker",
+        ),
+        pytest.param("try_state_v1_without_multikueue", "try_state", ["multikueue"], id="try-state-without-multikueue"),
+        pytest.param(
+            "trigger_arguments_v1_without_members",
+            "trigger_arguments",
+            ["members_kubernetes_conn_id", "job_name"],
+            id="trigger-arguments-without-members",
+        ),
+        pytest.param(
+            "try_record_v1_without_topology",
+            "try_record",
+            ["unread_reports", "worker_cluster", "worker_kubernetes_conn_id"],
+            id="try-record-without-topology",
+        ),
+        pytest.param("try_state_v1_without_topology", "try_state", ["multikueue"], id="try-state-without-topology"),
     ],
 )
 def test_a_record_stored_before_the_teardown_place_and_topology_were_kept_still_reads(
     older: str, name: str, added: list[str]
 ) -> None:
-    """Files an earlier release of version 1 wrote: the keys added since read as ``None`` (the
-    topology's as their defaults: no topology, no ranks placed, a plan without topology)."""
+    """Files an earlier release of version 1 wrote: the keys added since read as their defaults (the
+    topology's too: no topology, no ranks placed, a plan without topology)."""
     stored = json.loads((GOLDEN / f"{older}.json").read_text())
     assert not (set(added) | {"topology_note", "rank_domains"}) & set(stored)
     read = type(EXAMPLES[name]).from_dict(stored)
-    assert read == dataclasses.replace(EXAMPLES[name], **dict.fromkeys(added), **TOPOLOGY_DEFAULTS[name])
+    fields = {field.name: field for field in dataclasses.fields(type(EXAMPLES[name]))}
+    defaults = {
+        key: fields[key].default
+        if fields[key].default_factory is dataclasses.MISSING
+        else fields[key].default_factory()
+        for key in added
+    }
+    assert read == dataclasses.replace(EXAMPLES[name], **defaults, **TOPOLOGY_DEFAULTS.get(name, {}))
 
 
 def _minimal(name: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ def test_missing_and_unknown_arguments_are_type_errors_naming_them() -> None:
     with pytest.raises(TypeError, match=r"'sizee' \(did you mean 'size'\?\), 'zzz'"):
         arguments_of(size=1, sizee=2, zzz=3)
     values = arguments_of({"size": 2}, image="i")
-    assert values.size == 2 and values["startup_timeout"] == timedelta(minutes=10) and len(values) == 41
+    assert values.size == 2 and values["startup_timeout"] == timedelta(minutes=10) and len(values) == 42
     assert list(values) == list(argument_record.names())
     with pytest.raises(AttributeError):
         values.sizee  # noqa: B018
@@ -65,6 +65,15 @@ def test_a_markdown_table_of_one_group_escapes_its_pipes() -> None:
     assert lines[0] == "| Argument | Type | Default | Templated | Meaning |" and lines[1] == "|---|---|---|---|---|"
     assert "| `run_timeout` | `timedelta \\| float \\| None` | `None` | no |" in table
     assert len(lines) == 2 + 5
+
+
+def test_a_group_whose_every_argument_is_left_out_loses_its_title_too() -> None:
+    time_group = [argument.name for argument in argument_record.ARGUMENTS if argument.group == "time"]
+    tables = argument_table.argument_tables("markdown", without=time_group)
+    assert f"**{argument_record.GROUPS['time']}**" not in tables
+    assert f"**{argument_record.GROUPS['pod']}**" in tables and "`run_timeout`" not in tables
+    with pytest.raises(ValueError, match="no such argument"):
+        argument_table.argument_tables(without=["nope"])
 
 
 def test_a_wrong_style_or_group_is_refused() -> None:

@@ -59,6 +59,24 @@ REFUSED = [
     ("connection-id", {"kubernetes_conn_id": " "}, "kubernetes_conn_id", "non-empty connection id"),
     ("client-options-a-list", {"client_options": [("qps", 1)]}, "client_options", "must be a mapping"),
     ("client-options-unknown", {"client_options": {"retries": 3}}, "client_options", "unknown client option"),
+    (
+        "multikueue-connections-not-a-mapping",
+        {"reservation": "kueue", "multikueue_connections": '{"worker-1": "kube_worker1"}'},
+        "multikueue_connections",
+        "must map cluster names",
+    ),
+    (
+        "multikueue-connections-bad-cluster",
+        {"reservation": "kueue", "multikueue_connections": {"Worker 1": "kube_worker1"}},
+        "multikueue_connections",
+        "not a MultiKueueCluster name",
+    ),
+    (
+        "multikueue-connections-outside-kueue",
+        {"multikueue_connections": {"worker-1": "kube_worker1"}},
+        "multikueue_connections",
+        "applies to reservation='kueue' only",
+    ),
 ]
 
 
@@ -81,6 +99,7 @@ ACCEPTED = [
     ("every-rank", {"log_ranks": "all", "run_timeout": timedelta(hours=6), "start_by": timedelta(hours=1)}),
     ("ranks-of-a-templated-size", {"size": "{{ params.size }}", "log_ranks": {0, 7}}),
     ("client-options", {"client_options": {"request_timeout": 5, "retry_attempts": 3}}),
+    ("multikueue-connections", {"reservation": "kueue", "multikueue_connections": {"worker-2": "kube_worker2"}}),
 ]
 
 

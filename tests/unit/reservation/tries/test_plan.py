@@ -23,6 +23,7 @@ from airflow_provider_gang.reservation.tries.plan import (
     plan_try,
     start_window_end,
 )
+from airflow_provider_gang.reservation.unread_reports import ReportGap, UnreadReport
 
 NOW = 1_800_000_000.0
 LADDER = (OtherZone("zone-b"), ShrinkTo(4))
@@ -256,6 +257,40 @@ def test_a_checkpointed_gang_resumes_from_the_latest_report(
     chosen, explanation = plan(try_number, records, ladder=(RetryAsIs(),), checkpoint=CHECKPOINT)
     assert chosen.spec.checkpoint == Checkpoint("gs://bucket/run", try_number=try_number, resume_step=resume)
     assert ("GANG_RESUME=1" in explanation) is (resume is not None)
+
+
+def _unread(*reports: tuple[int | None, ReportGap]) -> tuple[UnreadReport, ...]:
+    return tuple(UnreadReport(rank, gap, "detail") for rank, gap in reports)
+
+
+def test_a_try_that_could_not_read_reports_says_so_in_the_next_plan() -> None:
+    lost = dataclasses.replace(record(1, Reason.SPOT_PREEMPTED), unread_reports=_unread((0, ReportGap.DELETE_FAILED)))
+    chosen, explanation = plan(2, [lost], ladder=(RetryAsIs(),), checkpoint=CHECKPOINT)
+    assert chosen.spec.checkpoint is not None and chosen.spec.checkpoint.resume_step is None
+    assert (
+        "no earlier try of this run reported a checkpoint (try 1 could not read the reports of ranks [0] (not "
+        "stopped: the delete failed past the client's retries)), so members start afresh (GANG_RESUME unset)"
+    ) in explanation
+
+
+def test_reports_unread_since_the_last_checkpoint_are_named_beside_the_resume() -> None:
+    reported = dataclasses.replace(
+        record(1, Reason.SPOT_PREEMPTED), checkpoint_step=20, unread_reports=_unread((3, ReportGap.GONE_UNSEEN))
+    )
+    unread = _unread((0, ReportGap.NOT_SEEN_STOPPED), (None, ReportGap.NOT_SEEN_STOPPED), (2, ReportGap.WATCH_FAILED))
+    later = dataclasses.replace(record(2, Reason.SPOT_PREEMPTED), unread_reports=unread)
+    chosen, explanation = plan(3, [reported, later], ladder=(RetryAsIs(times=2),), checkpoint=CHECKPOINT)
+    assert chosen.spec.checkpoint is not None and chosen.spec.checkpoint.resume_step == 20
+    assert explanation.endswith(
+        "members resume from the checkpoint at step 20 that try 1 reported (GANG_RESUME=1); a newer one may "
+        "exist: try 1 could not read the reports of ranks [3] (the pod was removed before its terminated state "
+        "was seen); try 2 could not read the reports of ranks [0, ?] (not seen terminated within the grace period "
+        "and the margin after it); ranks [2] (the members could not be listed or watched)"
+    ), explanation
+    older = dataclasses.replace(record(1, Reason.SPOT_PREEMPTED), unread_reports=_unread((3, ReportGap.GONE_UNSEEN)))
+    newer = dataclasses.replace(record(2, Reason.SPOT_PREEMPTED), checkpoint_step=30)
+    _, explanation = plan(3, [older, newer], ladder=(RetryAsIs(times=2),), checkpoint=CHECKPOINT)
+    assert "could not read" not in explanation  # try 1's unread reports are older than try 2's checkpoint
 
 
 def test_the_start_window_is_anchored_at_the_interval_end_else_the_run_s_start() -> None:

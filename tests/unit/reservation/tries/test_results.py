@@ -22,6 +22,7 @@ from airflow_provider_gang.reservation.tries.results import (
     try_record,
     try_summary,
 )
+from airflow_provider_gang.reservation.unread_reports import ReportGap, UnreadReport
 from tests.builders import gang_event, gang_spec
 
 REQUESTED = 1_000.0
@@ -183,6 +184,28 @@ def test_a_failed_checkpointed_try_splits_its_gpu_time_at_the_reported_step() ->
     made = try_record(state, RESERVED, run, TryEnding.of_event(run), gpus=1, now=1_410.0)
     assert made.gpu_seconds_used == 600.0 and made.gpu_seconds_saved + made.gpu_seconds_lost == 600.0
     assert (made.checkpoint_step, made.checkpoint_progress) == (3, 4)
+
+
+def test_the_reports_a_try_could_not_read_are_kept_in_its_record_and_told_in_the_story() -> None:
+    state = TryState(plan=plan(checkpoint=Checkpoint("/ckpt", try_number=1)), launched_at=1_050.0, size_run=2)
+    unread = (UnreadReport(0, ReportGap.DELETE_FAILED, "503 ServiceUnavailable"),)
+    run = gang_event(
+        Reason.SPOT_PREEMPTED, started_at=1_050.0, event_at=1_400.0, members=members(), unread_reports=unread
+    )
+    made = try_record(state, RESERVED, run, TryEnding.of_event(run), gpus=1, now=1_410.0)
+    assert made.unread_reports == unread and made.checkpoint_step is None
+    assert story([made])[-1] == (
+        "  try 1 could not read the checkpoint reports of ranks [0] (not stopped: the delete failed past the "
+        "client's retries)"
+    )
+    assert unread[0].describe() == (
+        "the checkpoint report of rank 0 was not read: not stopped: the delete failed past the client's retries "
+        "(503 ServiceUnavailable)"
+    )
+    assert UnreadReport(None, ReportGap.GONE_UNSEEN).describe() == (
+        "the checkpoint report of a member without a rank was not read: the pod was removed before its "
+        "terminated state was seen"
+    )
 
 
 def test_a_checkpointed_summary_says_where_and_what_resuming_saved() -> None:

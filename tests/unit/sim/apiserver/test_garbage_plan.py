@@ -113,21 +113,64 @@ def test_a_pod_is_removed_with_a_deletion_stamp_on_its_last_state(store):
     assert "deletionTimestamp" not in current["metadata"]
 
 
-def test_graceful_deletion_marks_a_bound_pod_until_a_delete_with_grace_zero():
-    store = Store(graceful_pod_deletion=True, wall_clock=lambda: 1_800_000_000.0)
+def test_a_bound_pod_is_marked_until_a_delete_with_grace_zero():
+    store = Store(wall_clock=lambda: 1_800_000_000.0)
     store.create(PODS, pod("unbound"))
     store.create(PODS, pod("bound", node_name="node-1"))
+    store.create(PODS, pod("finished", node_name="node-1"))
+    store.patch(PODS, "finished", {"status": {"phase": "Succeeded"}}, subresource="status")
     assert isinstance(plan(store, PODS, "unbound", "Background").own, garbage.Remove)
+    assert isinstance(plan(store, PODS, "finished", "Background").own, garbage.Remove)
     own = plan(store, PODS, "bound", "Background", grace=7).own
     assert isinstance(own, garbage.Commit)
     assert own.new["metadata"]["deletionTimestamp"] == "2027-01-15T08:00:07Z"
     assert own.new["metadata"]["deletionGracePeriodSeconds"] == 7
+    assert own.new["metadata"]["generation"] == own.old["metadata"]["generation"] + 1
+    negative = plan(store, PODS, "bound", "Background", grace=-5).own
+    assert isinstance(negative, garbage.Commit) and negative.new["metadata"]["deletionGracePeriodSeconds"] == 1
     assert isinstance(plan(store, PODS, "bound", "Background", grace=0).own, garbage.Remove)
     store.delete(PODS, "bound")
     assert plan(store, PODS, "bound", "Background").own is None  # terminating: waits for its kubelet
     kubelet = plan(store, PODS, "bound", "Background", grace=0).own
     assert isinstance(kubelet, garbage.Remove)
-    assert kubelet.last["metadata"]["deletionTimestamp"] == NOW
+    assert kubelet.last["metadata"]["deletionGracePeriodSeconds"] == 0
+
+
+def test_a_second_delete_may_only_shorten_a_pods_grace_period():
+    now = [1_800_000_000.0]
+    store = Store(wall_clock=lambda: now[0])
+    store.create(PODS, pod("bound", node_name="node-1"))
+    store.delete(PODS, "bound", grace_period_seconds=30)  # until 08:00:30
+    assert plan(store, PODS, "bound", "Background", grace=30).own is None
+    assert plan(store, PODS, "bound", "Background").own is None
+    now[0] += 10
+    shorter = plan(store, PODS, "bound", "Background", grace=15).own
+    assert isinstance(shorter, garbage.Commit)  # moved back from the first request's end, not from now
+    assert shorter.new["metadata"]["deletionTimestamp"] == "2027-01-15T08:00:15Z"
+    assert shorter.new["metadata"]["deletionGracePeriodSeconds"] == 15
+    past = plan(store, PODS, "bound", "Background", grace=5).own  # 08:00:05 has passed: now, and 1 s
+    assert isinstance(past, garbage.Commit)
+    assert past.new["metadata"]["deletionTimestamp"] == "2027-01-15T08:00:10Z"
+    assert past.new["metadata"]["deletionGracePeriodSeconds"] == 1
+    assert isinstance(plan(store, PODS, "bound", "Background", grace=0).own, garbage.Remove)
+
+
+def test_a_graceful_mark_carries_the_policys_finalizer_and_releasing_it_does_not_end_the_grace_period():
+    store = Store(wall_clock=lambda: 1_800_000_000.0)
+    store.create(PODS, pod("bound", node_name="node-1"))
+    made = plan(store, PODS, "bound", "Orphan")
+    assert isinstance(made.own, garbage.Commit)
+    assert made.own.new["metadata"]["finalizers"] == ["orphan"]
+    assert made.own.new["metadata"]["deletionGracePeriodSeconds"] == 30
+    store.delete(PODS, "bound", propagation_policy="Orphan")  # the orphan finalizer is released at once
+    marked = store.get(PODS, "bound")
+    assert "finalizers" not in marked["metadata"] and marked["metadata"]["deletionGracePeriodSeconds"] == 30
+    store.create(PODS, pod("held", node_name="node-1", finalizers=["example.com/hold"]))
+    store.delete(PODS, "held")
+    store.delete(PODS, "held", grace_period_seconds=0)  # the kubelet's: the finalizer still holds it
+    assert store.get(PODS, "held")["metadata"]["deletionGracePeriodSeconds"] == 0
+    store.patch(PODS, "held", {"metadata": {"finalizers": None}})
+    assert [item["metadata"]["name"] for item in store.list(PODS)[0]] == ["bound"]
 
 
 def test_a_namespace_deletes_its_contents_first_type_by_type(store):

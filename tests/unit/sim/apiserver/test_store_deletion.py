@@ -113,7 +113,7 @@ def test_pods_are_removed_at_once_with_a_deletion_stamp_on_their_last_state(stor
 
 
 def test_graceful_pod_deletion_waits_for_the_kubelet():
-    store = Store(graceful_pod_deletion=True, wall_clock=lambda: 1_800_000_000.0)
+    store = Store(wall_clock=lambda: 1_800_000_000.0)
     store.create(PODS, pod("unbound"))
     store.delete(PODS, "unbound")
     bound = pod("bound")

@@ -4,12 +4,15 @@ without one its own name before it makes the node Ready."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from gang_sim.testing.real import nodes, stages
 from gang_sim.world.cloud import HOSTNAME_LABEL
+from gang_sim.world.node_topology import BLOCK_LABEL, HOST_LABEL
 from gang_sim.world.scenario import load_scenario
 
 NOT_READY = {
@@ -37,6 +40,20 @@ def kwok_manifests(folder: Path) -> Path:
     return folder
 
 
+def rendered(template: str, name: str, labels: dict[str, str]) -> Any:
+    """The patch as kwok renders it for a node ``name`` with ``labels``: the Go template's
+    ``{{- if index .metadata.labels "<key>" }} ... {{- end }}`` blocks (``{{-`` trims the whitespace
+    before it) and ``{{ .metadata.name | Quote }}``, then YAML."""
+
+    def block(match: re.Match[str]) -> str:
+        return match.group(2) if match.group(1) in labels else ""
+
+    text = re.sub(
+        r'\s*\{\{- if index \.metadata\.labels "([^"]+)" \}\}(.*?)\s*\{\{- end \}\}', block, template, flags=re.S
+    )
+    return yaml.safe_load(text.replace("{{ .metadata.name | Quote }}", f'"{name}"'))
+
+
 def test_the_scenario_nodes_have_their_names_as_hostnames_and_the_templates_none() -> None:
     scenario = load_scenario("small")
     initial = nodes.initial_nodes(scenario)
@@ -44,6 +61,9 @@ def test_the_scenario_nodes_have_their_names_as_hostnames_and_the_templates_none
     templates = nodes.autoscaler_templates(scenario)["items"]
     assert len(templates) == len(scenario.node_pools)
     assert all(HOSTNAME_LABEL not in template["metadata"]["labels"] for template in templates)
+    racks = nodes.autoscaler_templates(load_scenario("topology"))["items"]
+    assert all(HOST_LABEL not in template["metadata"]["labels"] for template in racks)  # a host is a node's own
+    assert {template["metadata"]["labels"].get(BLOCK_LABEL) for template in racks} == {None, "block-a", "block-b"}
 
 
 def test_kwok_labels_a_node_without_a_hostname_with_its_name_before_it_makes_it_ready(tmp_path: Path) -> None:
@@ -55,8 +75,9 @@ def test_kwok_labels_a_node_without_a_hostname_with_its_name_before_it_makes_it_
     assert hostname["selector"]["matchExpressions"] == [{"key": label, "operator": "DoesNotExist"}]
     (patch,) = hostname["next"]["patches"]
     assert patch["root"] == "metadata"
-    assert yaml.safe_load(patch["template"].replace("{{ .metadata.name | Quote }}", '"gpu-x7k2p"')) == {
-        "labels": {HOSTNAME_LABEL: "gpu-x7k2p"}
+    assert rendered(patch["template"], "gpu-x7k2p", {}) == {"labels": {HOSTNAME_LABEL: "gpu-x7k2p"}}
+    assert rendered(patch["template"], "rack-b2-x7k2p", {BLOCK_LABEL: "block-b"}) == {
+        "labels": {HOSTNAME_LABEL: "rack-b2-x7k2p", HOST_LABEL: "rack-b2-x7k2p"}
     }
     initialize = by_name["node-initialize"]["spec"]["selector"]["matchExpressions"]
     assert initialize == [NOT_READY, {"key": label, "operator": "Exists"}]

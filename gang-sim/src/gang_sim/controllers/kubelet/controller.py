@@ -30,12 +30,12 @@ Graceful node shutdown (a spot preemption, :mod:`..preemption`): every pod of a 
 termination notice is stopped as :mod:`.shutdown` describes and ends ``Failed``, reason
 ``Terminated``, with ``DisruptionTarget=True``.
 
-Deletion: a pod marked with a grace period (the Store's opt-in ``graceful_pod_deletion``) gets SIGTERM,
-its grace period (``deletionGracePeriodSeconds``) and SIGKILL, then its terminated statuses with their
-termination messages, then the delete with grace period 0 (:mod:`.graceful_deletion`). Any other pod
-with ``deletionTimestamp`` has its containers stopped (exit code 143, the SIGTERM status) and is
-removed with grace period 0. Pods bound
-to a node that no longer exists are removed too (the pod garbage collector's orphan rule).
+Deletion: a pod being deleted (``deletionTimestamp``) gets SIGTERM, its grace period
+(``deletionGracePeriodSeconds``) and SIGKILL, then its terminated statuses with their termination
+messages, then the delete with grace period 0 (:mod:`.graceful_deletion`); a pod whose node is
+shutting down keeps that stop, and is confirmed deleted once its shutdown status is written. Pods
+bound to a node that no longer exists are removed at once (the pod garbage collector's orphan rule:
+a force delete; their local processes get SIGTERM and SIGKILL after their own grace period).
 
 A pod the simulated runtime runs without ``sim.gang.dev/run-seconds`` gets one ``Warning`` Event,
 reason ``RunsUntilDeleted``, when the kubelet admits it: it will never exit by itself, and the
@@ -58,7 +58,6 @@ from typing import Any
 from gang_sim.controllers.base import Controller, Obj, earliest, wall_time
 from gang_sim.controllers.kubelet import container_env, graceful_deletion, pod_status, termination_messages
 from gang_sim.controllers.kubelet.pod_status import container_statuses, pod_conditions, terminated_statuses
-from gang_sim.controllers.kubelet.pod_stopping import TERMINATED_BY_SIGTERM
 from gang_sim.controllers.kubelet.processes import ProcessRuntime
 from gang_sim.controllers.kubelet.shutdown import NodeShutdownStopper
 from gang_sim.controllers.kubelet.simulated_runtime import (  # noqa: F401 (re-exported)
@@ -105,8 +104,8 @@ class Kubelet(Controller):
         images = self.plane.scenario.local_process_images
         self.processes = ProcessRuntime(self.store, self.plane.clock, images, self._dirty.set) if images else None
         self._background: set[asyncio.Task[None]] = set()
-        self.shutdown = NodeShutdownStopper(self.store, self.processes, self._spawn)
-        self.deleting = graceful_deletion.GracefulDeleter(self.store, self.processes, self._spawn)
+        self.shutdown = NodeShutdownStopper(self.store, self.processes, self._spawn, self.plane.clock)
+        self.deleting = graceful_deletion.GracefulDeleter(self.store, self.processes, self._spawn, self.plane.clock)
 
     async def close(self) -> None:
         for task in list(self._background):
@@ -132,11 +131,11 @@ class Kubelet(Controller):
             if not node:
                 continue
             with self.guard(pod):
-                if node in nodes and graceful_deletion.is_graceful(pod) and uid not in self.shutdown.stopping:
-                    self.deleting.stop(pod)
+                if node not in nodes:
+                    self._remove_orphan(pod)
                     continue
-                if node not in nodes or pod["metadata"].get("deletionTimestamp"):
-                    self._stop_and_remove(pod)
+                if pod["metadata"].get("deletionTimestamp"):
+                    self._delete(pod)
                     continue
                 shutdown = self.plane.cloud.shutdown_of(node)
                 if shutdown is not None:
@@ -149,6 +148,7 @@ class Kubelet(Controller):
             del self.runs[uid]
             self.plane.pod_ips.pop(uid, None)
             if self.processes is not None:
+                self.processes.shorten(uid, 0)  # removed while stopping: force-deleted
                 self._spawn(self.processes.kill(uid))
         if self.processes is not None:
             self.processes.update_hosts(pods, self.store.view("v1/services"), self.plane.pod_ips)
@@ -365,18 +365,16 @@ class Kubelet(Controller):
             },
         )
 
-    def _stop_and_remove(self, pod: Obj) -> None:
+    def _delete(self, pod: Obj) -> None:
+        """A pod being deleted: stop it within its grace period (unless its node's shutdown is stopping
+        it), then - its containers stopped and its status terminal - confirm the delete."""
+        if (pod.get("status") or {}).get("phase") in graceful_deletion.TERMINAL_PHASES:
+            graceful_deletion.confirm(self.store, pod)
+        elif pod["metadata"]["uid"] not in self.shutdown.stopping:
+            self.deleting.stop(pod)
+
+    def _remove_orphan(self, pod: Obj) -> None:
         metadata = pod["metadata"]
         if self.processes is not None and metadata.get("uid") in self.processes.pods:
             self._spawn(self.processes.kill(metadata["uid"]))
-        phase = (pod.get("status") or {}).get("phase", "Pending")
-        if phase not in ("Succeeded", "Failed") and metadata.get("deletionTimestamp"):
-            terminated = {"exitCode": TERMINATED_BY_SIGTERM, "reason": "Error", "finishedAt": wall_time()}
-            self._write(
-                pod,
-                {
-                    "phase": "Failed",
-                    "containerStatuses": container_statuses(pod, {"terminated": terminated}, ready=False, restarts=0),
-                },
-            )
         self.store.delete("v1/pods", metadata["name"], metadata["namespace"], grace_period_seconds=0)

@@ -9,7 +9,9 @@ comes from and what is written once the containers stopped - a subclass's :meth:
 - A local-process pod's processes get a real SIGTERM, then SIGKILL when the grace period is over
   (simulated seconds); each container's exit code is the process's (143 after SIGTERM, 137 after
   SIGKILL, as a container runtime reports a signal).
-- A simulated container stops at once on SIGTERM: exit code 143.
+- A simulated container stops at once on SIGTERM (exit code 143), or ``sim.gang.dev/stop-seconds``
+  later (:mod:`.simulated_runtime`); one that would take the whole grace period or more is killed
+  when it ends (137).
 """
 
 from __future__ import annotations
@@ -23,9 +25,19 @@ from gang_sim.controllers.base import Obj
 from gang_sim.controllers.kubelet import termination_messages
 from gang_sim.controllers.kubelet.pod_status import terminated_statuses
 from gang_sim.controllers.kubelet.processes import ProcessRuntime
+from gang_sim.controllers.kubelet.simulated_runtime import runtime_spec
+from gang_sim.world.clock import Clock
 
 TERMINATED_BY_SIGTERM = 143
 TERMINATED_BY_SIGKILL = 137
+
+
+def _stop_seconds(pod: Obj) -> float:
+    """``sim.gang.dev/stop-seconds`` of a simulated pod; 0 when malformed (its admission reported it)."""
+    try:
+        return runtime_spec(pod).stop_seconds
+    except ValueError:
+        return 0.0
 
 
 class PodStopper(ABC):
@@ -36,34 +48,53 @@ class PodStopper(ABC):
         store: Any,
         processes: ProcessRuntime | None,
         spawn: Callable[[Coroutine[Any, Any, None]], None],
+        clock: Clock,
     ) -> None:
         self.store = store
         self.processes = processes
         self.spawn = spawn
-        self.stopping: set[str] = set()
-        """uids of the pods being stopped or stopped (until :meth:`forget` drops the gone ones)."""
+        self.clock = clock
+        self.stopping: dict[str, float] = {}
+        """uid -> grace period of the pods being stopped or stopped (until :meth:`forget` drops the gone ones)."""
 
     def begin(self, pod: Obj, grace_seconds: float) -> None:
-        """Start stopping ``pod`` within ``grace_seconds`` unless that has begun already."""
+        """Start stopping ``pod`` within ``grace_seconds`` unless that has begun already; a stop under
+        way with a longer grace period has it shortened (its local processes' SIGKILL comes sooner)."""
         uid = pod["metadata"]["uid"]
         if uid in self.stopping:
+            if grace_seconds < self.stopping[uid]:
+                self.stopping[uid] = grace_seconds
+                if self.processes is not None:
+                    self.processes.shorten(uid, grace_seconds)
             return
         running = None if self.processes is None else self.processes.pods.get(uid)
         if running is not None and not running.started:
             return  # still starting its processes: stopped at the pass after they started
-        self.stopping.add(uid)
+        self.stopping[uid] = grace_seconds
         if running is not None and self.processes is not None:
             self.spawn(self._stop_processes(pod, self.processes, grace_seconds))
             return
-        names = [container["name"] for container in (pod.get("spec") or {}).get("containers") or []]
-        self._stopped(pod, dict.fromkeys(names, TERMINATED_BY_SIGTERM))
+        stop_seconds = _stop_seconds(pod)
+        if stop_seconds <= 0:
+            self._stopped(pod, self._simulated_codes(pod, TERMINATED_BY_SIGTERM))
+            return
+        self.spawn(self._stop_simulated(pod, stop_seconds, grace_seconds))
 
     def forget(self, live_uids: set[str]) -> None:
-        self.stopping &= live_uids
+        self.stopping = {uid: grace for uid, grace in self.stopping.items() if uid in live_uids}
 
     async def _stop_processes(self, pod: Obj, processes: ProcessRuntime, grace_seconds: float) -> None:
         codes = await processes.stop(pod["metadata"]["uid"], grace_seconds)
         self._stopped(pod, codes)
+
+    async def _stop_simulated(self, pod: Obj, stop_seconds: float, grace_seconds: float) -> None:
+        await self.clock.sleep(min(stop_seconds, grace_seconds))
+        code = TERMINATED_BY_SIGTERM if stop_seconds < grace_seconds else TERMINATED_BY_SIGKILL
+        self._stopped(pod, self._simulated_codes(pod, code))
+
+    @staticmethod
+    def _simulated_codes(pod: Obj, code: int) -> dict[str, int]:
+        return {container["name"]: code for container in (pod.get("spec") or {}).get("containers") or []}
 
     def _stopped(self, pod: Obj, codes: dict[str, int]) -> None:
         """The containers of ``pod`` ended with ``codes``: :meth:`write` the pod as it is now, unless

@@ -30,9 +30,12 @@ Termination messages: each container's ``terminationMessagePath`` is a file of i
 env variable ``GANG_SIM_TERMINATION_MESSAGE_PATH`` names it and env values / command words holding
 the path are rewritten to it (:mod:`.termination_messages`).
 
-stdout and stderr (merged) are appended line by line to the pod log store (``kubectl logs``). On pod
-deletion the processes get SIGTERM, then SIGKILL after ``terminationGracePeriodSeconds`` (default
-30, simulated seconds on the control plane's clock).
+stdout and stderr (merged) are appended line by line to the pod log store (``kubectl logs``). When
+the kubelet stops a pod (its deletion, its node's shutdown) the processes get SIGTERM, then SIGKILL
+when the grace period the kubelet gives is over (simulated seconds on the control plane's clock; a
+shortened grace period brings SIGKILL forward). Upstream's floor of 2 s per container
+(``minimumGracePeriodInSeconds``, ``pkg/kubelet/kuberuntime``) is not modelled: a grace period of 0
+kills at once.
 
 Not supported here: ``restartPolicy`` restarts (an exited process ends the pod), ``envFrom``,
 ``secretKeyRef``/``resourceFieldRef`` env sources, volumes, probes, and resource limits (processes
@@ -84,6 +87,11 @@ class PodProcesses:
     exit_codes: dict[str, int] = field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     started: bool = False
+    kill_at: float | None = None
+    """When stopping (the clock's seconds), what still runs gets SIGKILL; set by the stop, or earlier
+    by :meth:`ProcessRuntime.shorten`."""
+    kill_moved: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when :attr:`kill_at` moved earlier (:meth:`ProcessRuntime.shorten`)."""
 
 
 def _exit_code(returncode: int | None) -> int:
@@ -234,27 +242,55 @@ class ProcessRuntime:
 
     async def stop(self, uid: str, grace_seconds: float | None = None) -> dict[str, int]:
         """SIGTERM every process of the pod, SIGKILL what is left after ``grace_seconds`` (default the
-        pod's ``terminationGracePeriodSeconds``, simulated); the exit code of each container."""
+        pod's ``terminationGracePeriodSeconds``; simulated seconds, :meth:`shorten` may bring it
+        forward); the exit code of each container."""
         running = self.pods.pop(uid, None)
         if running is None:
             return {}
         self.stopping[uid] = running
-        try:
-            return await self._stop(running, grace_seconds)
-        finally:
-            self.stopping.pop(uid, None)
+        codes = await self._stop(running, grace_seconds)
+        self.stopping.pop(uid, None)  # a cancelled stop stays there: close() kills what it left running
+        return codes
+
+    def shorten(self, uid: str, grace_seconds: float) -> None:
+        """A pod being stopped gets SIGKILL at most ``grace_seconds`` from now: its grace period was
+        shortened (the kubelet's pod workers only ever shorten it, ``calculateEffectiveGracePeriod``
+        in ``pkg/kubelet/pod_workers.go``)."""
+        running = self.stopping.get(uid) or self.pods.get(uid)  # a stop not begun yet keeps it too
+        if running is None:
+            return
+        kill_at = self.clock.now() + max(0.0, grace_seconds)
+        if running.kill_at is None or kill_at < running.kill_at:
+            running.kill_at = kill_at
+            running.kill_moved.set()
+
+    async def _until_kill_time(self, running: PodProcesses, waiting: asyncio.Future[Any]) -> None:
+        """Until every process exited or :attr:`PodProcesses.kill_at` came (moved by :meth:`shorten`)."""
+        while not waiting.done() and running.kill_at is not None:
+            timer = asyncio.ensure_future(self.clock.sleep(running.kill_at - self.clock.now()))
+            moved = asyncio.ensure_future(running.kill_moved.wait())
+            done, _ = await asyncio.wait({waiting, timer, moved}, return_when=asyncio.FIRST_COMPLETED)
+            timer.cancel()
+            moved.cancel()
+            if timer in done:
+                return
+            running.kill_moved.clear()
 
     async def _stop(self, running: PodProcesses, grace_seconds: float | None) -> dict[str, int]:
-        grace = running.grace_seconds if grace_seconds is None else min(grace_seconds, running.grace_seconds)
+        grace = running.grace_seconds if grace_seconds is None else grace_seconds
         alive = [process for process in running.processes.values() if process.returncode is None]
         for process in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
         if alive:
             waiting: asyncio.Future[Any] = asyncio.gather(*(process.wait() for process in alive))
-            timer: asyncio.Future[Any] = asyncio.ensure_future(self.clock.sleep(grace))
-            await asyncio.wait({waiting, timer}, return_when=asyncio.FIRST_COMPLETED)
-            timer.cancel()
+            kill_at = self.clock.now() + grace
+            running.kill_at = kill_at if running.kill_at is None else min(kill_at, running.kill_at)
+            try:
+                await self._until_kill_time(running, waiting)
+            except asyncio.CancelledError:
+                waiting.cancel()  # the runtime is closing: close() kills what still runs
+                raise
             for process in alive:
                 if process.returncode is None:
                     with contextlib.suppress(ProcessLookupError):

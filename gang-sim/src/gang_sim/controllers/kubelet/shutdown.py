@@ -1,10 +1,11 @@
 """The kubelet's graceful node shutdown: stopping every pod of a node that got a termination notice.
 
 Upstream ``pkg/kubelet/nodeshutdown`` (https://kubernetes.io/docs/concepts/cluster-administration/node-shutdown/):
-each pod is killed with a grace period of ``min(terminationGracePeriodSeconds, budget)``; once its
-containers stopped its status is ``Failed``, reason ``Terminated``, message "Pod was terminated in
-response to imminent node shutdown." with condition ``DisruptionTarget=True/TerminationByKubelet``
-(:func:`..preemption.shutdown_status`).
+each pod is killed with a grace period of ``min(terminationGracePeriodSeconds, budget)``
+(``nodeshutdown_manager_linux.go``); once its containers stopped its status is ``Failed``, reason
+``Terminated``, message "Pod was terminated in response to imminent node shutdown." with condition
+``DisruptionTarget=True/TerminationByKubelet`` (:func:`..preemption.shutdown_status`). A pod deleted
+meanwhile keeps this stop; the kubelet confirms its delete once it is written (:mod:`.graceful_deletion`).
 
 That status is one write, made when the containers have stopped; until then the pod stays ``Running``
 with running containers and no ``DisruptionTarget``. Upstream, ``SyncTerminatingPod``
@@ -38,7 +39,8 @@ class NodeShutdownStopper(PodStopper):
         """Start stopping ``pod`` unless it is already stopping or finished."""
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
-        self.begin(pod, shutdown.pod_grace_period_seconds)
+        own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        self.begin(pod, min(shutdown.pod_grace_period_seconds, float(own)))
 
     def write(self, current: Obj, codes: dict[str, int]) -> None:
         """The shutdown's terminal status, in one write (see module docstring)."""

@@ -11,6 +11,9 @@ annotation                        default  meaning (simulated seconds)
 ``sim.gang.dev/start-seconds``    ``2``    bound -> Running (image pull and container start)
 ``sim.gang.dev/run-seconds``      absent   Running -> exit; absent means "runs until deleted"
 ``sim.gang.dev/exit-code``        ``0``    the exit code of every container when it exits
+``sim.gang.dev/stop-seconds``     ``0``    SIGTERM -> exit (code 143) when the kubelet stops the pod (its
+                                           deletion, its node's shutdown); at or past the grace period
+                                           the container is killed when that ends (code 137)
 ``sim.gang.dev/termination-       absent   what every container wrote to its ``terminationMessagePath``
 message``                                  (its ``state.terminated.message``, :mod:`.termination_messages`)
 ================================  =======  ==========================================================
@@ -31,8 +34,9 @@ ANNOTATION_PREFIX = "sim.gang.dev/"
 START_SECONDS = ANNOTATION_PREFIX + "start-seconds"
 RUN_SECONDS = ANNOTATION_PREFIX + "run-seconds"
 EXIT_CODE = ANNOTATION_PREFIX + "exit-code"
+STOP_SECONDS = ANNOTATION_PREFIX + "stop-seconds"
 TERMINATION_MESSAGE = ANNOTATION_PREFIX + "termination-message"
-ANNOTATIONS = (START_SECONDS, RUN_SECONDS, EXIT_CODE, TERMINATION_MESSAGE)
+ANNOTATIONS = (START_SECONDS, RUN_SECONDS, EXIT_CODE, STOP_SECONDS, TERMINATION_MESSAGE)
 """Every annotation the simulated runtime reads."""
 DEFAULT_START_SECONDS = 2.0
 RUNS_UNTIL_DELETED = "RunsUntilDeleted"
@@ -46,6 +50,7 @@ class RuntimeSpec:
     start_seconds: float = DEFAULT_START_SECONDS
     run_seconds: float | None = None
     exit_code: int = 0
+    stop_seconds: float = 0.0
 
 
 def runtime_spec(pod: Obj) -> RuntimeSpec:
@@ -63,14 +68,17 @@ def runtime_spec(pod: Obj) -> RuntimeSpec:
             raise ValueError(f"annotation {key} must not be negative, got {annotations[key]!r}")
         return value
 
-    start = number(START_SECONDS)
+    start, stop = number(START_SECONDS), number(STOP_SECONDS)
     exit_code = annotations.get(EXIT_CODE, "0")
     try:
         code = int(exit_code)
     except (TypeError, ValueError):
         raise ValueError(f"annotation {EXIT_CODE} must be an integer, got {exit_code!r}") from None
     return RuntimeSpec(
-        start_seconds=DEFAULT_START_SECONDS if start is None else start, run_seconds=number(RUN_SECONDS), exit_code=code
+        start_seconds=DEFAULT_START_SECONDS if start is None else start,
+        run_seconds=number(RUN_SECONDS),
+        exit_code=code,
+        stop_seconds=0.0 if stop is None else stop,
     )
 
 

@@ -4,7 +4,9 @@ As kubernetes-sigs/kueue ``pkg/controller/jobframework/reconciler.go`` (a Worklo
 Event ``CreatedWorkload``) and ``pkg/controller/jobs/pod/pod_controller.go`` (a pod group gets its
 Workload once ``kueue.x-k8s.io/pod-group-total-count`` runnable pods exist, each member then owned by
 it; until then Event "'<group>' group has fewer runnable pods than expected", once per count; a
-single plain pod gets its own Workload), on an :class:`~.snapshot.IntegrationSnapshot`.
+single plain pod gets its own Workload), on an :class:`~.snapshot.IntegrationSnapshot`. A Job labelled
+``kueue.x-k8s.io/prebuilt-workload-name`` (MultiKueue's copy on a worker) gets no Workload: it takes
+over the one it names (``jobframework.EnsurePrebuiltWorkloadOwnership``).
 
 :func:`finalizer_releases` drops ``kueue.x-k8s.io/managed`` from pods being deleted, or terminal once
 their group finished. Both return one :class:`~.patches.Batch` per object.
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import partial
 
-from gang_sim.controllers.base import Obj, is_true
+from gang_sim.controllers.base import Obj, controlled_by, is_true, owner_reference
 from gang_sim.controllers.kueue import workloads as wl
 from gang_sim.controllers.kueue.patches import Batch, CreateObject, Patch, PatchObject, RecordEvent
 from gang_sim.controllers.kueue.snapshot import IntegrationSnapshot
@@ -28,8 +30,15 @@ def workload_creations(snapshot: IntegrationSnapshot) -> list[Batch]:
     by_job_uid = {(item["metadata"].get("labels") or {}).get(wl.JOB_UID) for item in snapshot.workloads}
     by_name = {(item["metadata"]["namespace"], item["metadata"]["name"]) for item in snapshot.workloads}
     batches: list[Batch] = []
+    workloads = {(item["metadata"]["namespace"], item["metadata"]["name"]): item for item in snapshot.workloads}
     for job in snapshot.jobs:
         labels = job["metadata"].get("labels") or {}
+        prebuilt = labels.get(wl.PREBUILT_WORKLOAD)
+        if prebuilt:
+            named = workloads.get((job["metadata"]["namespace"], prebuilt))
+            if named is not None and not controlled_by(named, job):
+                batches.append(Batch(named, partial(_adopt_prebuilt, named, job)))
+            continue
         if not labels.get(wl.QUEUE_NAME) or job["metadata"]["uid"] in by_job_uid:
             continue
         if is_true(job, "Complete") or is_true(job, "Failed"):
@@ -52,6 +61,19 @@ def workload_creations(snapshot: IntegrationSnapshot) -> list[Batch]:
             continue
         batches.append(Batch(pod, partial(_pod_workload, pod)))
     return batches
+
+
+def _adopt_prebuilt(workload: Obj, job: Obj) -> list[Patch]:
+    """A prebuilt Workload taken over by the Job naming it: a controller reference to the Job and the
+    Job's uid as ``kueue.x-k8s.io/job-uid`` (``jobframework.EnsurePrebuiltWorkloadOwnership``)."""
+    metadata = workload["metadata"]
+    body = {
+        "metadata": {
+            "ownerReferences": [owner_reference(job)],
+            "labels": {**(metadata.get("labels") or {}), wl.JOB_UID: job["metadata"]["uid"]},
+        }
+    }
+    return [PatchObject(wl.WORKLOADS, metadata["name"], body, namespace=metadata["namespace"])]
 
 
 def _job_workload(job: Obj) -> list[Patch]:

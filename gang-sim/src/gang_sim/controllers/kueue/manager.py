@@ -22,8 +22,9 @@ writes status (``pkg/controller/core/workload_controller.go``, ``pkg/workload/wo
 
 The manager keeps, across passes, when each Workload was admitted (waitForPodsReady counts from it)
 and until when it waits to be requeued. Not modelled: preemption, fair sharing, priorities,
-StrictFIFO blocking, MultiKueue; of TAS what :mod:`.tas`, :mod:`.tas_placement`,
-:mod:`.tas_admission` and :mod:`.ungater` list.
+StrictFIFO blocking; of TAS what :mod:`.tas`, :mod:`.tas_placement`, :mod:`.tas_admission` and
+:mod:`.ungater` list. MultiKueue's dispatching of a manager's Workloads to worker clusters is
+:mod:`.dispatcher`'s (its check stays ``Pending`` here until it turns it ``Ready``).
 """
 
 from __future__ import annotations

@@ -36,6 +36,8 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 POD_INDEX_LABEL_ANNOTATION = "kueue.x-k8s.io/pod-group-pod-index-label"
 COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelism"
+PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
+"""A Job labelled so runs as the Workload it names instead of getting one (MultiKueue's copies)."""
 PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
 WORKLOADS = "kueue.x-k8s.io/v1beta2/workloads"
 RESOURCES = {

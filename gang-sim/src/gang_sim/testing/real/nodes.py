@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from gang_sim.world.cloud import HOSTNAME_LABEL, NodeRecord, node_manifest
+from gang_sim.world.node_topology import HOST_LABEL
 from gang_sim.world.scenario import NodePool, Scenario
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -50,14 +51,16 @@ def autoscaler_templates(scenario: Scenario) -> dict[str, Any]:
     (``kwok_provider.go``, ``kwok_helpers.go``); the desired count is the pool's ``initialNodes``, the
     nodes :func:`initial_nodes` creates, which carry the group label and so belong to the group. A
     node the provider adds is the template renamed, with the template's labels
-    (``kwok_nodegroups.go``, ``IncreaseSize``): the template has no ``kubernetes.io/hostname``, so
-    that each added node gets its own name as its hostname from kwok
-    (:func:`gang_sim.testing.real.stages.node_hostname_stage`), as a kubelet labels its node.
+    (``kwok_nodegroups.go``, ``IncreaseSize``): the template has no ``kubernetes.io/hostname`` (nor a
+    pool topology's ``cloud.google.com/gce-topology-host``), so that each added node gets its own name
+    as its hostname from kwok (:func:`gang_sim.testing.real.stages.node_hostname_stage`), as a kubelet
+    labels its node.
     """
     items = []
     for pool in scenario.node_pools:
         template = kwok_node(pool, f"{pool.name}-template")
-        template["metadata"]["labels"].pop(HOSTNAME_LABEL, None)
+        for per_node in (HOSTNAME_LABEL, HOST_LABEL):
+            template["metadata"]["labels"].pop(per_node, None)
         bounds = {
             _MIN_COUNT: str(pool.min_nodes),
             _MAX_COUNT: str(pool.max_nodes),

@@ -11,7 +11,15 @@ that decide a gang member's life, so a pod means the same on both backends (``do
   containers were created;
 - ``gang-member-exit``: exits ``sim.gang.dev/run-seconds`` after it started, with every container's
   exit code ``sim.gang.dev/exit-code`` (default 0: ``Succeeded``, else ``Failed``) and its termination
-  message ``sim.gang.dev/termination-message``; without ``run-seconds`` it runs until deleted.
+  message ``sim.gang.dev/termination-message``; without ``run-seconds`` it runs until deleted;
+- ``gang-member-stop``: a running pod being deleted stops as on SIGTERM, ``sim.gang.dev/stop-seconds``
+  (default 0) after it was marked: ``Failed``, every container terminated with exit code 143 and the
+  termination message ``sim.gang.dev/termination-message`` - what a kubelet writes before it deletes
+  the pod (``pkg/kubelet/status/status_manager.go``). kwok's ``pod-delete`` then removes it within
+  its grace period (its delay runs from 1 s to ``deletionTimestamp``). Both stages match a running
+  pod being deleted and kwok picks one at random by weight, so this one weighs
+  :data:`STOP_WEIGHT` against ``pod-delete``'s 1. Not modelled: SIGKILL at the end of the grace
+  period (a ``stop-seconds`` past it still ends in exit code 143).
 
 Stage format: kwok ``pkg/apis/v1alpha1/stage_types.go`` (selectors and delays are jq expressions over
 the object; ``durationFrom`` strings are parsed by Go's ``time.ParseDuration``, so seconds get an
@@ -26,8 +34,17 @@ from typing import Any
 import yaml
 
 from gang_sim.world.cloud import HOSTNAME_LABEL
+from gang_sim.world.node_topology import BLOCK_LABEL, HOST_LABEL
 
 ANNOTATION = "sim.gang.dev/"
+_HOSTNAME_PATCH = (
+    f"labels:\n  {HOSTNAME_LABEL}: {{{{ .metadata.name | Quote }}}}\n"
+    f'{{{{- if index .metadata.labels "{BLOCK_LABEL}" }}}}\n'
+    f"  {HOST_LABEL}: {{{{ .metadata.name | Quote }}}}\n"
+    "{{- end }}\n"
+)
+"""The ``node-hostname`` patch, a Go template kwok renders over the node (``.metadata.labels`` a map:
+``index`` of a missing label is empty)."""
 _HOSTNAME = f'.metadata.labels["{HOSTNAME_LABEL}"]'
 _NODE_INITIALIZE = "node-initialize"
 _INITIALIZED = '.status.conditions.[] | select( .type == "Initialized" ) | .status'
@@ -93,22 +110,53 @@ phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
 """
 
 
-def _stage(name: str, expressions: list[dict[str, Any]], delay: dict[str, Any], status: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": name},
-        "spec": {
-            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-            "selector": {"matchExpressions": expressions},
-            "delay": delay,
-            "next": {"statusTemplate": status},
-        },
+_STOP_STATUS = """\
+{{ $now := Now }}
+{{ $message := "" }}
+{{ with .metadata.annotations }}{{ $message = or (index . "sim.gang.dev/termination-message") "" }}{{ end }}
+conditions:
+- {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+- {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 143
+      reason: Error
+      message: {{ $message | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+phase: Failed
+"""
+STOP_WEIGHT = 1_000_000_000
+"""``gang-member-stop``'s weight: kwok takes ``pod-delete`` (weight 1) for a running pod being deleted
+once in a billion."""
+
+
+def _stage(
+    name: str, expressions: list[dict[str, Any]], delay: dict[str, Any], status: str, weight: int | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": expressions},
+        "delay": delay,
+        "next": {"statusTemplate": status},
     }
+    if weight is not None:
+        spec["weight"] = weight
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
 
 
 def node_hostname_stage() -> dict[str, Any]:
-    """``kubernetes.io/hostname: <the node's name>`` on a node that has no such label.
+    """``kubernetes.io/hostname: <the node's name>`` on a node that has no such label, and on a node
+    of a pool with a GKE ``topology`` (it has ``cloud.google.com/gce-topology-block``) also
+    ``cloud.google.com/gce-topology-host: <its name>``, as gang-sim labels its nodes
+    (:mod:`gang_sim.world.node_topology`: one VM per host).
 
     A kubelet labels its node with its hostname (``pkg/kubelet/kubelet_node_status.go``,
     ``initialNode``); kwok does not, and the nodes the cluster-autoscaler's kwok provider adds are
@@ -124,11 +172,7 @@ def node_hostname_stage() -> dict[str, Any]:
         "spec": {
             "resourceRef": {"apiGroup": "v1", "kind": "Node"},
             "selector": {"matchExpressions": [{"key": _HOSTNAME, "operator": "DoesNotExist"}]},
-            "next": {
-                "patches": [
-                    {"root": "metadata", "template": f"labels:\n  {HOSTNAME_LABEL}: {{{{ .metadata.name | Quote }}}}\n"}
-                ]
-            },
+            "next": {"patches": [{"root": "metadata", "template": _HOSTNAME_PATCH}]},
         },
     }
 
@@ -151,7 +195,7 @@ def _after_hostname(stage: dict[str, Any]) -> dict[str, Any]:
 
 
 def gang_member_stages() -> list[dict[str, Any]]:
-    """The two stages of a member's life (start, exit), after ``gang-sim``'s simulated kubelet."""
+    """The stages of a member's life (start, exit, stop when deleted), after ``gang-sim``'s simulated kubelet."""
     not_deleted = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
     start = _stage(
         "gang-member-start",
@@ -174,7 +218,17 @@ def gang_member_stages() -> list[dict[str, Any]]:
         {"durationMilliseconds": 0, "durationFrom": _seconds_from("run-seconds")},
         _EXIT_STATUS,
     )
-    return [start, exit_]
+    stop = _stage(
+        "gang-member-stop",
+        [
+            {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+            {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+        ],
+        {"durationMilliseconds": 0, "durationFrom": _seconds_from("stop-seconds")},
+        _STOP_STATUS,
+        weight=STOP_WEIGHT,
+    )
+    return [start, exit_, stop]
 
 
 def write_configuration(manifests: Path, target: Path) -> Path:
