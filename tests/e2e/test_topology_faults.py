@@ -1,8 +1,12 @@
 """The fault paths of a topology gang's cluster reads, each injected from outside the provider and each
-ending the try with a recorded reason and nothing of the gang left: the node list failing past the
-client's retries (``/_sim/faults``), a domain filling between its choice and the bind (another team's
-pod created in it while the reservation waits), a node whose labels cannot be read (written into the
-emulator's store as no API server would accept it), a required topology no node carries.
+ending the try with a recorded reason and nothing of the gang left: every new read failing past the
+client's retries (``/_sim/faults``, the request log ``/_sim/requests`` showing the read answered so) -
+the node list and the pods of every namespace before anything is created, the node list again when
+the ranks are placed at launch in every mode, the Kueue precheck's flavors and Topologies, the
+Workload API's dry run, and the node list read for the record once the gang ran; a domain filling
+between its choice and the bind (another team's pod created in it while the reservation waits); a
+node whose labels cannot be read (written into the emulator's store as no API server would accept
+it); a required topology no node carries.
 
 Driven step by step (``tests.e2e.driving``) on the one-rack cluster of ``bench.topology_cluster``."""
 
@@ -20,12 +24,12 @@ from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.reservation.phases import Reason
 from bench.topology_cluster import RACK, filler, one_rack_document, write
 from demo.cluster import CONN_ID
-from gang_sim.apiserver.http.faults import Faults
 from gang_sim.testing import ClusterHarness
 from gang_sim.testing.eventually import eventually
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.gang_dags import gang_objects, simulated_pod
 from tests.e2e.topology_watch import Bindings
+from tests.reliability.emulator_side import Control, call_target
 
 QUICK_CLIENT = {"retry_attempts": 2, "retry_base_delay": 0.05, "retry_max_delay": 0.1, "request_timeout": 10.0}
 
@@ -38,44 +42,136 @@ def cluster(tmp_path: Path, cluster_factory: Any) -> ClusterHarness:
     return harness
 
 
-def gates_gang(size: int = 4, label: str = RACK) -> GangTrainingOperator:
+MODES: dict[str, dict[str, Any]] = {
+    "gates": {"reservation": "gates"},
+    "provisioning_request": {"reservation": "provisioning_request"},
+    "kueue": {"reservation": "kueue", "kueue_queue": "tas"},
+    "workload": {"reservation": "workload"},
+}
+
+
+def gates_gang(size: int = 4, label: str = RACK, mode: str = "gates", seconds: int = 20) -> GangTrainingOperator:
     return GangTrainingOperator(
         task_id="train",
         size=size,
         gpus=1,
         cpu="1",
-        pod_template=simulated_pod(20),
-        reservation="gates",
+        pod_template=simulated_pod(seconds),
         required_topology=label,
         deferrable=True,
         kubernetes_conn_id=CONN_ID,
         client_options=QUICK_CLIENT,
+        **MODES[mode],
     )
+
+
+ATTEMPTS = QUICK_CLIENT["retry_attempts"]
+
+
+def fail_reads(control: Control, target: str) -> None:
+    """Answer the next ``target`` requests (``list/nodes``) 503, as many as one read's attempts: the
+    read that comes first fails past its retries, and nothing after it is hit."""
+    control.requests(clear=True)
+    control.set_faults(f"{target}:1.0:503:count:{ATTEMPTS}")
+
+
+def failed_reads(control: Control, target: str) -> list[str | None]:
+    """The namespace (``None``: cluster-scoped or every namespace) of each ``target`` request answered 503."""
+    return [entry["namespace"] for entry in control.requests() if call_target(entry) == target and entry["code"] == 503]
 
 
 def outcomes(context: dict[str, Any]) -> list[tuple[int, str]]:
     return [(record.attempt, record.outcome) for record in TryHistory(context).finished()]
 
 
-def test_the_node_list_failing_past_its_retries_ends_the_try_before_anything_is_created(
-    cluster: ClusterHarness,
+@pytest.mark.parametrize(
+    ("mode", "read"),
+    [
+        ("gates", "list/nodes"),
+        ("gates", "list/pods"),
+        ("provisioning_request", "list/nodes"),
+        ("kueue", "get/kueue.x-k8s.io/resourceflavors"),
+        ("kueue", "get/kueue.x-k8s.io/topologies"),
+        ("workload", "create/scheduling.k8s.io/podgroups"),
+    ],
+)
+def test_a_read_before_anything_is_created_failing_past_its_retries_ends_the_try_with_nothing_created(
+    cluster: ClusterHarness, mode: str, read: str
 ) -> None:
-    context = context_for(FakeTaskInstance("topology_nodes_fail", "run-1"))
-    cluster.emulator.faults = Faults.parse("list/nodes:1.0:503")
+    """The room (nodes, the pods of every namespace) of a gang the provider places; the Kueue queue's
+    flavors and Topology; the Workload API's dry-run PodGroup."""
+    control = Control(cluster)
+    context = context_for(FakeTaskInstance(f"topology_read_fails_{mode}_{read.split('/')[-1]}", "run-1"))
+    fail_reads(control, read)
     try:
         with pytest.raises(GangTryFailed) as failed:
-            gates_gang().execute(context)
+            gates_gang(mode=mode).execute(context)
     finally:
-        cluster.emulator.faults = Faults()
+        control.clear_faults()
     assert failed.value.reason is Reason.CLUSTER_UNREACHABLE
+    namespace = "default" if "podgroups" in read else None  # list/pods: the pods of every namespace
+    assert failed_reads(control, read) == [namespace] * ATTEMPTS
     assert outcomes(context) == [(1, "cluster_unreachable")]
+    assert gang_objects(cluster) == {}
+    assert cluster.objects("batch/v1/jobs") == [] and cluster.objects("scheduling.k8s.io/v1beta1/podgroups") == []
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_node_list_failing_past_its_retries_at_launch_ends_the_try_with_nothing_left(
+    cluster: ClusterHarness, mode: str
+) -> None:
+    """Granted, then the ranks' places cannot be read (the room again where the provider places them;
+    the nodes of Kueue's assignment or of the bound members): no gate is released, no member created."""
+    bindings, control = Bindings(cluster), Control(cluster)
+    op = gates_gang(mode=mode)
+    context = context_for(FakeTaskInstance(f"topology_launch_nodes_fail_{mode}", "run-1"))
+    reservation = deferred(op.execute, context)
+    event = first_event(reservation)
+    assert event["status"] == "success", event
+    bound_when_granted = dict(bindings.of(reservation.gang_name))
+    fail_reads(control, "list/nodes")
+    try:
+        with pytest.raises(GangTryFailed) as failed:
+            op.execute_reserved(context, event)
+    finally:
+        control.clear_faults()
+    assert failed.value.reason is Reason.CLUSTER_UNREACHABLE
+    assert failed_reads(control, "list/nodes") == [None] * ATTEMPTS
+    assert outcomes(context) == [(1, "cluster_unreachable")]
+    if mode in ("gates", "provisioning_request"):  # the provider's own release or creation never came
+        assert bound_when_granted == {} and bindings.of(reservation.gang_name) == {}
+    eventually(lambda: gang_objects(cluster) == {}, timeout=30.0, what="nothing of the gang left")
+
+
+def test_the_node_list_failing_when_the_try_is_recorded_keeps_the_outcome_without_the_domains(
+    cluster: ClusterHarness,
+) -> None:
+    """Where the ranks ran is read once the gang has run; a read failing past its retries leaves the
+    record without the domains, never without the record."""
+    control = Control(cluster)
+    op = gates_gang(seconds=1)
+    context = context_for(FakeTaskInstance("topology_record_nodes_fail", "run-1"))
+    run = deferred(op.execute_reserved, context, first_event(deferred(op.execute, context)))
+    event = first_event(run)
+    fail_reads(control, "list/nodes")
+    try:
+        op.execute_finished(context, event)
+    finally:
+        control.clear_faults()
+    assert failed_reads(control, "list/nodes") == [None] * ATTEMPTS
+    (record,) = TryHistory(context).finished()
+    assert (record.outcome, record.required_topology, len(record.rank_nodes)) == ("all_succeeded", RACK, 4)
+    assert record.rank_domains == {}
     assert gang_objects(cluster) == {}
 
 
-def test_a_domain_filling_between_choice_and_bind_ends_the_try_with_no_member_bound(cluster: ClusterHarness) -> None:
+@pytest.mark.parametrize("mode", ["gates", "provisioning_request"])
+def test_a_domain_filling_between_choice_and_bind_ends_the_try_with_no_member_bound(
+    cluster: ClusterHarness, mode: str
+) -> None:
     bindings = Bindings(cluster)
-    op = gates_gang()
-    context = context_for(FakeTaskInstance("topology_domain_full", "run-1"))
+    op = gates_gang(mode=mode)
+    context = context_for(FakeTaskInstance(f"topology_domain_full_{mode}", "run-1"))
     reservation = deferred(op.execute, context)
     event = first_event(reservation)
     assert event["status"] == "success", event
