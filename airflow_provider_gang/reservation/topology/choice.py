@@ -124,13 +124,13 @@ def choose(rooms: Sequence[NodeRoom], *, label: str, required: bool, size: int, 
 
 
 def _fewest(found: Sequence[Domain], size: int) -> tuple[str, ...]:
-    """The fewest domains that hold ``size`` members together, roomiest first."""
+    """The fewest domains that hold ``size`` members together, roomiest first (``found`` holds them:
+    the loop ends before any domain without room)."""
     chosen: list[str] = []
     left = size
     for domain in sorted(found, key=lambda item: (-item.room, item.value)):
         if left <= 0:
             break
-        if domain.room > 0:
-            chosen.append(domain.value)
-            left -= domain.room
+        chosen.append(domain.value)
+        left -= domain.room
     return tuple(chosen)

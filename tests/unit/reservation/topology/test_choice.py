@@ -4,6 +4,7 @@ roomiest; a required topology on no node is refused, a preferred one left unpinn
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 
 import pytest
@@ -81,6 +82,8 @@ def test_a_required_topology_no_node_carries_is_refused_and_a_preferred_one_is_u
     assert refused.value.reason is Reason.NO_TOPOLOGY_DOMAIN
     assert "no node a member may run on carries the label example.com/row" in refused.value.message
     assert choice.choose(rooms, label="example.com/row", required=False, size=2, member=NEEDS) is None
+    copied = pickle.loads(pickle.dumps(refused.value))  # as it crosses a process or thread pool boundary
+    assert (copied.reason, copied.message) == (refused.value.reason, refused.value.message)
 
 
 def test_nodes_a_member_may_not_run_on_are_in_no_domain() -> None:

@@ -123,6 +123,30 @@ def test_an_assignment_of_hosts_only_is_read_through_the_nodes() -> None:
         2: "rack-a1",
         3: "rack-a1",
     }
+    unlabelled = [{"metadata": {"name": "cpu-0", "labels": {HOSTNAME: "cpu-0"}}}, {"metadata": {"name": "bare"}}]
+    assert kueue_assignment.rank_domains(admitted(hosts_only), SUBBLOCK, [*unlabelled, *nodes]) == {
+        0: "rack-b1",
+        1: "rack-b1",
+        2: "rack-a1",
+        3: "rack-a1",
+    }
+
+
+def test_the_first_pod_set_with_an_assignment_is_read() -> None:
+    """A Workload's PodSets without a topology assignment (a launcher's, say) come before the workers'."""
+    one_rack = {
+        "levels": LEVELS,
+        "slices": [
+            {
+                "domainCount": 1,
+                "valuesPerLevel": [{"universal": "block-b"}, {"universal": "rack-b1"}, {"universal": "rack-b1-h0"}],
+                "podCounts": {"universal": 4},
+            }
+        ],
+    }
+    workload = admitted(one_rack)
+    workload["status"]["admission"]["podSetAssignments"].insert(0, {"name": "launcher", "count": 1})
+    assert kueue_assignment.rank_domains(workload, SUBBLOCK) == dict.fromkeys(range(4), "rack-b1")
 
 
 def test_a_kueue_assignment_of_an_unknown_shape_raises() -> None:

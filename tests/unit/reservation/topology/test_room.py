@@ -38,6 +38,13 @@ ELIGIBILITY = [
     ("does-not-exist", {}, with_affinity({"key": "rack", "operator": "DoesNotExist"}), False),
     ("gt", {"labels": {"gen": "5"}}, with_affinity({"key": "gen", "operator": "Gt", "values": ["4"]}), True),
     ("lt", {"labels": {"gen": "5"}}, with_affinity({"key": "gen", "operator": "Lt", "values": ["4"]}), False),
+    (
+        "gt-not-a-number",
+        {"labels": {"gen": "v5"}},
+        with_affinity({"key": "gen", "operator": "Gt", "values": ["4"]}),
+        False,
+    ),
+    ("empty-term", {}, with_affinity(), False),
     ("match-fields", {}, with_affinity(fields=({"key": "metadata.name", "operator": "In", "values": ["n1"]},)), True),
     (
         "match-fields-other",
@@ -51,6 +58,20 @@ ELIGIBILITY = [
         "tolerate-all",
         {"taints": [{"key": "x", "effect": "NoExecute"}]},
         gpu_pod_spec(tolerations=[{"operator": "Exists"}]),
+        True,
+    ),
+    (
+        "toleration-of-another-effect",
+        {"taints": [{"key": "x", "effect": "NoSchedule"}]},
+        gpu_pod_spec(
+            tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}, {"operator": "Exists", "effect": "NoExecute"}]
+        ),
+        False,
+    ),
+    (
+        "equal-toleration",
+        {"taints": [{"key": "x", "value": "a", "effect": "NoSchedule"}]},
+        gpu_pod_spec(tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}, {"key": "x", "value": "a"}]),
         True,
     ),
     (
