@@ -162,22 +162,28 @@ async def ensure_reservation(
     )
 
 
-async def launch(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str) -> str:
+async def launch(
+    client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str, hosts: Sequence[str | None] | None = None
+) -> str:
     """Start the members, all at once: create them (``provisioning_request``), release every gate
     together (``gates``), or nothing (``kueue``: admission unsuspends the Job, its controller creates
     them; ``workload``: the scheduler bound the members created with their PodGroup);
     ``client.max_parallel_requests`` calls at a time, stopping at the first failing past its retries
-    (raised). Returns what was done, for the log."""
+    (raised). ``hosts``: per rank, the ``kubernetes.io/hostname`` a topology gang's member is pinned
+    to as it is created or released (``reservation.topology.ranks``). Returns what was done, for the log."""
     namespace = spec.namespace
+    host_of = (lambda rank: hosts[rank]) if hosts is not None else (lambda rank: None)
     if spec.mode is ReservationMode.KUEUE:
         return "Kueue admitted the Job; its controller creates the members"
     if spec.mode is ReservationMode.WORKLOAD:
         return f"the kube-scheduler bound the {size} members of PodGroup {spec.name} together"
     if spec.mode is ReservationMode.GATES:
-        released = await gate_release.release_gates(client, spec)
+        released = await gate_release.release_gates(client, spec, host_of=host_of)
         return f"released the scheduling gate of {released} members together{_at_a_time(client)}"
     results = await create_members(
-        client, [manifests.pods.launch_pod(spec, rank, owner_uid=owner_uid) for rank in range(size)], namespace
+        client,
+        [manifests.pods.launch_pod(spec, rank, owner_uid=owner_uid, host=host_of(rank)) for rank in range(size)],
+        namespace,
     )
     created = sum(was_created for _, was_created in results)
     return f"created {created} member pods{_at_a_time(client)}, adopted {size - created}"
@@ -198,19 +204,23 @@ def _at_a_time(client: KubeClient) -> str:
     return f", {limit} at a time" if limit else ""
 
 
-async def publish_world(client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str) -> str | None:
-    """Tell the members of a partially admitted Kueue gang how many they are: create (or adopt) the
-    world ConfigMap with ``size``, the admitted count (``reservation.manifests.world``); one that
-    exists with another count (an earlier worker of this try saw another admission) is patched to
-    ``size``. ``None`` when ``spec``'s members read no world ConfigMap; else what was done, for the
-    log. Called first when the reservation is granted: until then no member container can start."""
-    if not manifests.world.uses_world_config_map(spec):
+async def publish_world(
+    client: KubeClient, spec: GangSpec, *, size: int, owner_uid: str, domains: Mapping[int, str] | None = None
+) -> str | None:
+    """Tell the members how many they are and where each rank runs: create (or adopt) the world
+    ConfigMap with ``size``, the admitted count of a partially admitted Kueue gang, and the ranks'
+    ``domains`` of a gang with a topology (``reservation.manifests.world``); one that exists with
+    other data (an earlier worker of this try saw another admission or placement) is patched.
+    ``None`` when there is nothing to tell; else what was done, for the log. Called first when the
+    reservation is granted: until then no member of a partially admitted gang can start."""
+    domains = domains if spec.topology_label is not None else None
+    if not manifests.world.uses_world_config_map(spec) and domains is None:
         return None
-    body = manifests.world.world_config_map(spec, size=size, owner_uid=owner_uid)
+    body = manifests.world.world_config_map(spec, size=size, owner_uid=owner_uid, domains=domains)
     name = str(body["metadata"]["name"])
     existing, created = await create_or_adopt(client, CONFIG_MAPS, body, spec.namespace)
-    told = manifests.world.recorded_size(existing)
-    if created or told == size:
-        return f"ConfigMap {name} tells the members {size} of {spec.size} ({'created' if created else 'adopted'})"
+    told = f"{size} of {spec.size}" if manifests.world.uses_world_config_map(spec) else f"the domains of {size} ranks"
+    if created or existing.get("data") == body["data"]:
+        return f"ConfigMap {name} tells the members {told} ({'created' if created else 'adopted'})"
     await client.patch(CONFIG_MAPS, name, {"data": body["data"]}, namespace=spec.namespace)
-    return f"ConfigMap {name} tells the members {size} of {spec.size} (corrected from {told})"
+    return f"ConfigMap {name} tells the members {told} (corrected from {existing.get('data')})"

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from airflow_provider_gang.hooks import cluster_fit, multikueue, workload_api_check
+from airflow_provider_gang.hooks import cluster_fit, multikueue, topology_check, workload_api_check
 from airflow_provider_gang.kube import discovery
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import (
@@ -49,11 +49,15 @@ from airflow_provider_gang.kube.resources import (
     CONFIG_MAPS,
     JOBS,
     LOCAL_QUEUES,
+    NODES,
     POD_GROUPS,
     POD_TEMPLATES,
     PODS,
+    PODS_OF_EVERY_NAMESPACE,
     PROVISIONING_REQUESTS,
+    RESOURCE_FLAVORS,
     SERVICES,
+    TOPOLOGIES,
     WORKLOADS,
     Resource,
 )
@@ -97,11 +101,13 @@ class Permission:
 @dataclass(frozen=True)
 class Need:
     """A :class:`Permission` and when a try needs it: in which ``modes``, and whether only for a
-    ``distributed`` gang (the only kind of gang with a headless Service)."""
+    ``distributed`` gang (the only kind of gang with a headless Service) or only for a gang with a
+    topology (``required_topology`` / ``preferred_topology``)."""
 
     permission: Permission
     modes: frozenset[ReservationMode]
     distributed_only: bool = False
+    topology_only: bool = False
 
 
 _ALL = frozenset(ReservationMode)
@@ -120,8 +126,9 @@ def _need(
     *,
     subresource: str = "",
     distributed_only: bool = False,
+    topology_only: bool = False,
 ) -> Need:
-    return Need(Permission(verb, resource, subresource, used_by), modes, distributed_only)
+    return Need(Permission(verb, resource, subresource, used_by), modes, distributed_only, topology_only)
 
 
 NEEDS: tuple[Need, ...] = (
@@ -166,6 +173,12 @@ NEEDS: tuple[Need, ...] = (
     _need("list", POD_GROUPS, _WORKLOAD, "the triggers' watches; teardown, withdraw and on_kill"),
     _need("watch", POD_GROUPS, _WORKLOAD, "the triggers' watches"),
     _need("delete", POD_GROUPS, _WORKLOAD, "teardown, on_kill"),
+    _need("list", NODES, _ALL, "topology: the room on the nodes, the domain of every rank", topology_only=True),
+    _need(
+        "list", PODS_OF_EVERY_NAMESPACE, _ALL, "topology: the room the pods of every namespace take", topology_only=True
+    ),
+    _need("get", RESOURCE_FLAVORS, _KUEUE, "precheck: the queue's flavors have a topology", topology_only=True),
+    _need("get", TOPOLOGIES, _KUEUE, "precheck: their Topology has the gang's level", topology_only=True),
 )
 """Every API call of a try, as permissions, and when it is made (see the module docstring)."""
 
@@ -207,7 +220,9 @@ def permissions_needed(spec: GangSpec, needs: tuple[Need, ...] = NEEDS) -> list[
     return [
         need.permission
         for need in needs
-        if spec.mode in need.modes and (spec.distributed is not None or not need.distributed_only)
+        if spec.mode in need.modes
+        and (spec.distributed is not None or not need.distributed_only)
+        and (spec.topology_label is not None or not need.topology_only)
     ]
 
 
@@ -224,7 +239,8 @@ class PrecheckResult:
 async def precheck(client: KubeClient, spec: GangSpec) -> PrecheckResult:
     """Raise :class:`PrecheckFailed` naming every kind not served (first), every permission of
     :func:`permissions_needed` the connection lacks (as ``get pods/log``; in ``spec.namespace`` or
-    cluster-wide), or why the gang's Kueue queue cannot admit it; creates nothing."""
+    cluster-wide), why the gang's Kueue queue cannot admit it, or why its mode cannot honour its
+    topology on this cluster (``hooks.topology_check``); creates nothing."""
     if spec.mode is ReservationMode.WORKLOAD:
         refusal = await workload_api_check.refusal(client)
         if refusal is not None:
@@ -248,6 +264,9 @@ async def precheck(client: KubeClient, spec: GangSpec) -> PrecheckResult:
         if refusal is not None:
             raise PrecheckFailed(refusal)
         dispatching = await multikueue.dispatching_check(client, cluster_queue)
+    refusal = await topology_check.refusal(client, spec, cluster_fit.requested_resources(spec))
+    if refusal is not None:
+        raise PrecheckFailed(refusal)
     return PrecheckResult(await cluster_fit.zone_warnings(client, spec), dispatching)
 
 

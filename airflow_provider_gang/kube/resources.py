@@ -71,8 +71,15 @@ ADMISSION_CHECKS = Resource("kueue.x-k8s.io", "v1beta2", "admissionchecks", "Adm
 POD_GROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup")
 """Kubernetes' own gang scheduling (KEP-4671), beta in v1.37 behind the ``GenericWorkload`` gate."""
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
-"""Read only by the optional checks (the precheck's zone warning, ``triggers.spot_nodes``), so not
-among :data:`KNOWN`'s gang kinds."""
+"""Read by the optional checks (the precheck's zone warning, ``triggers.spot_nodes``) and by a gang
+with a topology (``hooks.topology_reads``), so not among :data:`KNOWN`'s gang kinds."""
+PODS_OF_EVERY_NAMESPACE = Resource("", "v1", "pods", "Pod", namespaced=False)
+"""``/api/v1/pods``: the pods of every namespace, whose requests take room on the nodes a topology
+gang is placed on (``hooks.topology_reads``); as a permission, ``list pods`` cluster-wide."""
+RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
+TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta2", "topologies", "Topology", namespaced=False)
+"""Kueue's ResourceFlavors and Topologies (cluster-scoped): read by a kueue gang's precheck when it
+has a topology (``hooks.topology_check``)."""
 SELF_SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
 )

@@ -2,8 +2,11 @@
 
 ::
 
-    reserved ── failed or killed? end ── publish the world size (Kueue partial admission)
+    reserved ── failed or killed? end
              ── re-check the reservation (a booking may have expired while the task resumed)
+             ── topology: place the ranks over the pinned domains (room read again: a domain no longer
+                holding the gang ends the try, topology_domain_full), or read where they went
+             ── publish the world size (Kueue partial admission) and the ranks' domains (topology)
              ── launch all members at once (or release the gates) ── wait: GangRunTrigger ──► finished
              (dispatched by a Kueue MultiKueue manager: follow the worker that admitted it instead,
              operators.dispatched)
@@ -15,13 +18,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from airflow_provider_gang.hooks import creation, inspection
+from airflow_provider_gang.hooks import creation, inspection, topology_reads
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.operators import dispatched
 from airflow_provider_gang.operators.settings import UNLIMITED_RUN
 from airflow_provider_gang.operators.try_run import TryRun
 from airflow_provider_gang.reservation import clock
 from airflow_provider_gang.reservation.decision import Decision
+from airflow_provider_gang.reservation.errors import PlacementRefused
 from airflow_provider_gang.reservation.phases import Phase
 from airflow_provider_gang.reservation.records.events import GangEvent
 from airflow_provider_gang.reservation.tries import results
@@ -41,13 +45,20 @@ def reserved(run: TryRun, event: GangEvent) -> Any:
     owner_uid = str(state.owner_uid)
 
     async def launch(client: KubeClient) -> Decision | None:
-        told = await creation.publish_world(client, spec, size=size, owner_uid=owner_uid)
-        if told is not None:
-            run.log.info("Gang %s: %s", spec.name, told)
         recheck = await inspection.recheck_reservation(client, spec, started_at=state.plan.requested_at, now=now)
         if recheck is not None and recheck.phase is not Phase.RESERVED:
             return recheck
-        launched = await creation.launch(client, spec, size=size, owner_uid=owner_uid)
+        try:
+            places = await topology_reads.places_at_launch(client, spec, job_uid=state.job_uid)
+        except PlacementRefused as refused:
+            return Decision(phase=Phase.FAILED, terminal=True, reason=refused.reason, message=refused.message)
+        told = await creation.publish_world(client, spec, size=size, owner_uid=owner_uid, domains=places.domains)
+        if told is not None:
+            run.log.info("Gang %s: %s", spec.name, told)
+        if places.domains:
+            where = results.describe_rank_domains({str(rank): domain for rank, domain in places.domains.items()})
+            run.log.info("Gang %s: ranks by %s: %s", spec.name, spec.topology_label, where)
+        launched = await creation.launch(client, spec, size=size, owner_uid=owner_uid, hosts=places.hosts)
         run.log.info("Gang %s: launched %d members together (%s)", spec.name, size, launched)
         return None
 

@@ -22,7 +22,7 @@ from airflow_provider_gang.kube import errors as kube_errors
 from airflow_provider_gang.operators import metrics
 from airflow_provider_gang.operators.history import TryHistory
 from airflow_provider_gang.operators.try_store import TryStore
-from airflow_provider_gang.reservation.errors import GangSpecError
+from airflow_provider_gang.reservation.errors import GangSpecError, MalformedObject, PlacementRefused
 from airflow_provider_gang.reservation.phases import Reason, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
 from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
@@ -41,11 +41,16 @@ def classify(error: BaseException) -> tuple[Reason, str]:
 
     Precheck refusals, invalid arguments and non-retryable API answers (403, 422...) are ``invalid``;
     API errors that survived the client's retries (429, 5xx, transport) are ``cluster_unreachable``;
-    a kill from outside is ``killed``; anything else is ``unexpected_error`` (retryable, as Airflow
-    retries a plain exception).
+    a kill from outside is ``killed``; an answer that cannot be read is ``malformed_answer``; a
+    topology gang that cannot be placed ends with the reason its refusal gives; anything else is
+    ``unexpected_error`` (retryable, as Airflow retries a plain exception).
     """
     if isinstance(error, (PrecheckFailed, GangArgumentError, GangSpecError)):
         return Reason.INVALID, str(error)
+    if isinstance(error, MalformedObject):
+        return Reason.MALFORMED_ANSWER, f"the API server sent an object this provider cannot read: {error}"
+    if isinstance(error, PlacementRefused):
+        return error.reason, error.message
     if isinstance(error, kube_errors.KubeError):
         reason = Reason.CLUSTER_UNREACHABLE if error.retryable else Reason.INVALID
         return reason, f"Kubernetes API: {error}"

@@ -21,7 +21,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from airflow_provider_gang.hooks import creation, deletion, inspection, precheck, workload_api_check
+from airflow_provider_gang.hooks import (
+    creation,
+    deletion,
+    inspection,
+    precheck,
+    topology_check,
+    topology_reads,
+    workload_api_check,
+)
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.links import RESERVATION_XCOM_KEY
 from airflow_provider_gang.operators import clusters, launching
@@ -29,13 +37,7 @@ from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.try_run import TryRun
 from airflow_provider_gang.reservation import clock, multikueue
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.reservation.records.tries import (
-    MultiKueueDispatch,
-    ReservationFacts,
-    TryPlan,
-    TryRecord,
-    TryState,
-)
+from airflow_provider_gang.reservation.records.tries import MultiKueueDispatch, TryPlan, TryRecord, TryState
 from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.reservation.tries import auto_mode, plan
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
@@ -87,22 +89,29 @@ def start(run: TryRun) -> Any:
     earlier = places.get(here, [])
     elsewhere = clusters.withdraw_elsewhere(run, places, here)
 
-    async def prepare(client: KubeClient) -> tuple[ReservationFacts, str | None, GangSpec]:
+    async def prepare(client: KubeClient) -> tuple[GangSpec, str | None, str | None]:
         checked = await precheck.precheck(client, spec)
         for warning in checked.warnings:
             run.log.warning("Gang %s precheck: %s", spec.name, warning)
         withdrawn = await deletion.withdraw(client, spec.namespace, earlier, spec.mode)
         if withdrawn:
             run.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
-        dispatching = checked.multikueue_check
-        created = spec if dispatching is None else multikueue.dispatched_spec(spec)
-        facts = await creation.ensure_reservation(
-            client, created, owner_try=try_plan.attempt, multikueue=dispatching is not None
-        )
-        return facts, dispatching, created
+        placed, note = await topology_reads.placed(client, spec)
+        return placed, note, checked.multikueue_check
 
     try:
-        facts, dispatching, created = run.cluster(prepare)
+        placed, note, dispatching = run.cluster(prepare)
+        if note is not None:
+            try_plan = replace(try_plan, spec=placed)
+            run.state = run.lifecycle.update(run.state, plan=try_plan, topology_note=note)
+            run.log.info("Gang %s topology: %s", spec.name, topology_line(placed, note))
+        spec = placed
+        created = spec if dispatching is None else multikueue.dispatched_spec(spec)
+        facts = run.cluster(
+            lambda client: creation.ensure_reservation(
+                client, created, owner_try=try_plan.attempt, multikueue=dispatching is not None
+            )
+        )
     finally:
         if elsewhere is not None:
             elsewhere.join(timeout=clusters.WITHDRAW_TIMEOUT_SECONDS)
@@ -165,12 +174,28 @@ def start(run: TryRun) -> Any:
     return launching.reserved(run, event)
 
 
+def topology_line(spec: GangSpec, note: str) -> str:
+    """The log line of a gang's topology: the label, what the room said, and the pin (if any)."""
+    kind = "required" if spec.required_topology is not None else "preferred"
+    placement = spec.placement
+    if placement is None:
+        return f"{kind} {spec.topology_label}: {note}"
+    where = ", ".join(placement.domains)
+    pin = f"asking for capacity in {where}" if placement.grows else f"members pinned to {where}"
+    return f"{kind} {spec.topology_label}: {note}; {pin}"
+
+
 def _choose_mode(run: TryRun, new_plan: TryPlan, explanation: str) -> tuple[TryPlan, str]:
     """A new ``auto`` plan in the mode its cluster serves; what was chosen and why joins the
     explanation the task log prints."""
     conn_id = run.conn_id_of(new_plan)
     served = run.cluster(workload_api_check.is_served, conn_id=conn_id)
-    chosen, why = auto_mode.choose(new_plan, pod_groups_served=served, conn_id=conn_id)
+    topology_served = True
+    if served and new_plan.spec.required_topology is not None:
+        workload = auto_mode.as_workload(new_plan.spec)
+        refusal = run.cluster(lambda client: topology_check.serves_workload_topology(client, workload), conn_id=conn_id)
+        topology_served = refusal is None
+    chosen, why = auto_mode.choose(new_plan, pod_groups_served=served, conn_id=conn_id, topology_served=topology_served)
     return chosen, f"{explanation}; {why}"
 
 

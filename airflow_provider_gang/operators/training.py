@@ -95,6 +95,8 @@ class GangTrainingOperator(BaseOperator):
         kueue_queue: str | None = default("kueue_queue"),
         zone: str | None = default("zone"),
         strict_zone: bool = default("strict_zone"),
+        required_topology: str | None = default("required_topology"),
+        preferred_topology: str | None = default("preferred_topology"),
         spot: bool = default("spot"),
         use_reservation: str | None = default("use_reservation"),
         cloud: str | CloudProfile | None = default("cloud"),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from airflow_provider_gang.airflow_compat import AirflowTaskTerminated
-from airflow_provider_gang.hooks import deletion, inspection, member_logs
+from airflow_provider_gang.hooks import deletion, inspection, member_logs, topology_reads
 from airflow_provider_gang.hooks.gang import GangHook
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.settings import ConnectionSettings
@@ -197,7 +197,13 @@ class TryRun:
         if deleted:
             self.log.info("Gang %s: deleted %d objects", spec.name, deleted)
         record = results.try_record(
-            state, reservation_event, run_event, ending, gpus=cost.gpus_per_member(spec), now=clock.current().now()
+            state,
+            reservation_event,
+            run_event,
+            ending,
+            gpus=cost.gpus_per_member(spec),
+            now=clock.current().now(),
+            rank_domains=self._rank_domains(spec, run_event),
         )
         records = self.lifecycle.end(record)
         if record.outcome != ending.reason.value:
@@ -252,6 +258,19 @@ class TryRun:
         except Exception as error:  # the try ends all the same, without its members' logs
             self.log.warning("Gang %s: member logs not read (%s)", spec.name, error)
             return {}, []
+
+    def _rank_domains(self, spec: GangSpec, run_event: GangEvent | None) -> dict[int, str]:
+        """The domain of the topology label each member ran in, read from its node; ``{}`` without a
+        topology or a run; best effort (the try is recorded all the same, without them)."""
+        label = spec.topology_label
+        placed = [(member.rank, member.node) for member in (run_event.members if run_event else ()) if member.node]
+        if label is None or not placed:
+            return {}
+        try:
+            return self.cluster(lambda client: topology_reads.rank_domains(client, label, placed))
+        except Exception as error:  # the record is written all the same, without the domains
+            self.log.warning("Gang %s: where the ranks ran not read (%s)", spec.name, error)
+            return {}
 
     def _tearing_down(self, state: TryState) -> TryState:
         """``state`` with ``teardown_started_at`` now, stored so that the Gang view shows the try

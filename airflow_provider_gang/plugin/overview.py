@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_gang.links import reservation_page_url
-from airflow_provider_gang.plugin import timeline, units
+from airflow_provider_gang.plugin import timeline, topology_text, units
 from airflow_provider_gang.plugin.overview_queries import GangTaskRow
 from airflow_provider_gang.reservation.records import task_state
 from airflow_provider_gang.reservation.records.reading import RecordError
@@ -140,8 +140,11 @@ def build_row(row: GangTaskRow, *, now: float, condition: str | None, unread: st
             size=units.members(current.size_run or spec.size),
             waited=units.duration(waited) + ("" if launched else " so far"),
             waited_seconds=max(0.0, waited),
-            place=timeline.place_of(spec.zone, spec.queue, spec.provisioning_class, timeline.worker_of(current)),
-            condition=condition or stored_condition,
+            place=_with(
+                timeline.place_of(spec.zone, spec.queue, spec.provisioning_class, timeline.worker_of(current)),
+                topology_text.pinned(spec),
+            ),
+            condition=_with(condition or stored_condition, "" if launched else current.topology_note or ""),
             gpu_hours=units.gpu_hours(used) + " used",
         )
     phase = STATE_PHASES.get(row.state or "", "other")
@@ -167,11 +170,18 @@ def build_row(row: GangTaskRow, *, now: float, condition: str | None, unread: st
 
 
 def finished_place(record: TryRecord) -> str:
-    """Where a finished try ran (zone / queue / class), or its fallback step for a record written
-    before the place was kept (``TryRecord.requested_at`` marks a record that has it)."""
+    """Where a finished try ran (zone / queue / class, and where its ranks ran by topology), or its
+    fallback step for a record written before the place was kept (``TryRecord.requested_at`` marks a
+    record that has it)."""
     if record.requested_at is None:
         return f"step: {record.step}"
-    return timeline.place_of(record.zone, record.queue, record.provisioning_class, record.worker_cluster)
+    place = timeline.place_of(record.zone, record.queue, record.provisioning_class, record.worker_cluster)
+    return _with(place, topology_text.ran_in(record))
+
+
+def _with(text: str, more: str) -> str:
+    """``text; more`` (``text`` alone when ``more`` is empty)."""
+    return f"{text}; {more}" if more else text
 
 
 def build_overview(

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_gang.operators.training import GangTrainingOperator
-from airflow_provider_gang.plugin import task_view, timeline, units
+from airflow_provider_gang.plugin import task_view, timeline, topology_text, units
 from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow
 from airflow_provider_gang.plugin.stored_records import read_current, read_tries
 from airflow_provider_gang.reservation import multikueue
@@ -117,6 +117,8 @@ class Page:
     failure: str | None = None
     members_title: str = ""
     members_note: str = ""
+    domain_label: str = ""
+    """The topology label whose domain the members table shows per rank (``""``: no such column)."""
     state: str = "unknown"
     log_url: str | None = None
     history_unread: str | None = None
@@ -180,6 +182,7 @@ def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, 
         "reservation": "not granted yet" if event is None else f"{event.reason.value}: {event.message}",
         **({} if current.multikueue is None else {"MultiKueue worker": worker_text(current)}),
         "conditions now": conditions or "not read (no gang trigger to read them from)",
+        **topology_text.waiting_rows(current),
         "history": "in the task log (a line on every condition change, a heartbeat every 5 min)",
     }
     return Table("Waiting", tuple((label, text_of(value)) for label, value in rows.items()))
@@ -335,7 +338,7 @@ def build_page(
         logged = frozenset(str(rank) for rank in summary.get("rank_logs") or {})
     active = current if current is not None and all(r.attempt != current.plan.attempt for r in tries) else None
     failed = task_instance is not None and task_instance.state in ("failed", "up_for_retry")
-    member_rows, members_title, members_note = task_view.members_section(
+    member_rows, members_title, members_note, domain_label = task_view.members_section(
         pods,
         active,
         tries,
@@ -367,6 +370,7 @@ def build_page(
         members=member_rows,
         members_title=members_title,
         members_note=members_note,
+        domain_label=domain_label,
         failure=task_view.failure_text(tries, active) if failed else None,
         state=(task_instance.state or "none") if task_instance is not None and task_instance.exists else "unknown",
         log_url=log_url,

@@ -43,6 +43,8 @@ class Member:
     exit_code: str
     restarts: str
     log_url: str | None
+    domain: str = ""
+    """The domain of the gang's topology label the member ran in (or is pinned to); ``""``: none."""
 
 
 @dataclass(frozen=True)
@@ -120,10 +122,14 @@ def members(
     logged_ranks: frozenset[str] | None,
     link: str,
     gang: str | None,
+    *,
+    record: TryRecord | None = None,
+    pinned_domain: str = "",
 ) -> tuple[Member, ...]:
-    """The members: from the live pods when they were listed, else from the last try's exit codes
-    (the pods of a finished gang may be gone: ``on_finish``). ``link`` is the log view of that try,
-    set on the ranks of ``logged_ranks`` (the summary's ``rank_logs``), or on every rank when which
+    """The members: from the live pods when they were listed (in ``pinned_domain`` when the try pinned
+    them to one), else from the last try's exit codes, its ``record`` giving each rank's node and
+    domain (the pods of a finished gang may be gone: ``on_finish``). ``link`` is the log view of that
+    try, set on the ranks of ``logged_ranks`` (the summary's ``rank_logs``), or on every rank when which
     ranks the try copied is not recorded (``None``: ``log_ranks`` is not stored outside the summary)."""
 
     def linked(rank: object) -> str | None:
@@ -144,19 +150,23 @@ def members(
                 else "not exited",
                 restarts=str(pod.restarts),
                 log_url=linked(pod.rank),
+                domain=pinned_domain,
             )
             for pod in ordered
         )
+    nodes = dict(record.rank_nodes) if record is not None else {}
+    domains = dict(record.rank_domains) if record is not None else {}
     ordered_codes = sorted(exit_codes.items(), key=lambda item: int(item[0]) if str(item[0]).isdigit() else -1)
     return tuple(
         Member(
             rank=str(rank),
             pod=f"{gang}-{rank}" if gang else "removed",
-            node="pod removed",
+            node=f"{nodes[str(rank)]} (pod removed)" if str(rank) in nodes else "pod removed",
             phase="Succeeded" if int(code) == 0 else "Failed",
             exit_code=str(code),
             restarts="not recorded",
             log_url=linked(rank),
+            domain=domains.get(str(rank), ""),
         )
         for rank, code in ordered_codes
     )
@@ -171,13 +181,17 @@ def members_section(
     link_of: Callable[[int], str],
     *,
     task_finished: bool,
-) -> tuple[tuple[Member, ...], str, str]:
-    """The members table's rows, title and the note shown when it has no rows: the live pods of the
-    try in progress, else the last finished try's exit codes; ``link_of(attempt)`` is a try's log."""
-    if active is not None and pods:
-        rows = members(pods, {}, logged_ranks, link_of(active.plan.attempt), active.plan.gang)
-        return rows, f"Members of try {active.plan.attempt} (live)", ""
+) -> tuple[tuple[Member, ...], str, str, str]:
+    """The members table's rows, title, the note shown when it has no rows, and the topology label of
+    its domain column (``""``: none): the live pods of the try in progress, else the last finished
+    try's exit codes; ``link_of(attempt)`` is a try's log."""
     if active is not None:
+        spec = active.plan.spec
+        label = spec.topology_label or ""
+        one = spec.placement.domains[0] if spec.placement is not None and len(spec.placement.domains) == 1 else ""
+        if pods:
+            rows = members(pods, {}, logged_ranks, link_of(active.plan.attempt), active.plan.gang, pinned_domain=one)
+            return rows, f"Members of try {active.plan.attempt} (live)", "", label
         dispatch = active.multikueue
         unseen = _not_seen(dispatch.worker if dispatch is not None and not dispatch.worker_conn_id else None)
         if task_finished:
@@ -188,14 +202,15 @@ def members_section(
             note = "None launched yet: the members start once the reservation is granted."
         else:
             note = "Launched; the cluster did not list them just now (the page reloads)."
-        return (), f"Members of try {active.plan.attempt}", note
+        return (), f"Members of try {active.plan.attempt}", note, label
     if records:
         last = records[-1]
-        rows = members(None, exit_codes, logged_ranks, link_of(last.attempt), last.gang)
+        rows = members(None, exit_codes, logged_ranks, link_of(last.attempt), last.gang, record=last)
+        label = (last.required_topology or last.preferred_topology or "") if last.rank_domains else ""
         unmapped = last.worker_cluster if last.worker_cluster and not last.worker_kubernetes_conn_id else None
         note = _not_seen(unmapped) or "No member ran in this try (no exit codes recorded)."
-        return rows, f"Members of try {last.attempt}", note
-    return (), "", ""
+        return rows, f"Members of try {last.attempt}", note, label
+    return (), "", "", ""
 
 
 def _not_seen(worker: str | None) -> str:

@@ -24,6 +24,8 @@ Default reasons per step (override with ``applies_to``):
 ``LeaveReservation``        capacity refused, deadline, provisioning failed, revoked
 ``OtherCluster``            capacity refused, deadline, provisioning failed, revoked, Kueue
                             retry/reject, cluster unreachable
+``LoosenTopology``          capacity refused, deadline, provisioning failed, Kueue
+                            retry/reject, no topology domain
 =========================  =================================================================
 
 Non-retryable reasons (invalid spec, start window missed) never choose a step.
@@ -241,6 +243,40 @@ class LeaveReservation(FallbackStep):
 
     def apply(self, spec: GangSpec) -> GangSpec:
         return dataclasses.replace(spec, reservation_name=None, spot=self.spot)
+
+
+@dataclass(frozen=True)
+class LoosenTopology(FallbackStep):
+    """Loosen the gang's topology for the next try: require one domain of the wider label ``to``
+    (``LoosenTopology(BLOCK)`` after a rack: rack -> block), prefer it with ``preferred=True``, or, with
+    ``to=None``, drop the requirement (``preferred=True``: keep the current label as a preference).
+    Refused at parse time for a gang without a topology. Its defaults are the reasons a gang no domain
+    holds ends with: the deadline (Kueue and the Workload API keep such a gang pending), capacity
+    refused or not provisioned in the domain asked (gates, provisioning_request), Kueue's retry or
+    rejection, and ``no_topology_domain``; not ``topology_domain_full`` (another scheduler won the race
+    for the domain: the next try chooses anew without loosening)."""
+
+    to: str | None = None
+    preferred: bool = False
+    default_reasons: ClassVar[frozenset[Reason]] = _CAPACITY | _QUOTA | {Reason.NO_TOPOLOGY_DOMAIN}
+
+    def describe(self) -> str:
+        if self.to is not None:
+            return f"loosen the topology to {'prefer' if self.preferred else 'require'} {self.to}"
+        return "prefer the topology instead of requiring it" if self.preferred else "drop the topology"
+
+    def apply(self, spec: GangSpec) -> GangSpec:
+        current = spec.topology_label
+        if current is None:
+            raise GangSpecError(
+                "fallbacks", f"{self.describe()}: the gang has no topology to loosen; set required_topology"
+            )
+        label = self.to or current
+        if self.to is None and not self.preferred:
+            return dataclasses.replace(spec, required_topology=None, preferred_topology=None)
+        if self.preferred:
+            return dataclasses.replace(spec, required_topology=None, preferred_topology=label)
+        return dataclasses.replace(spec, required_topology=label, preferred_topology=None)
 
 
 CONNECTION_ID = re.compile(r"[\w#!()\-.:/\\]{1,250}")

@@ -7,7 +7,8 @@ that reason:
 
 - a **transient** reason (:data:`TRANSIENT_REASONS`: the API server did not answer, answered
   nonsense, the try raised an error of no known kind, the reservation object vanished, a member was
-  lost while its node stayed) **repeats the step the failed try used**, without using up a step: a
+  lost while its node stayed, another scheduler took the topology domain chosen before the bind)
+  **repeats the step the failed try used**, without using up a step: a
   flaky API server says nothing about capacity, and Airflow's ``retries`` (and ``start_by``) still
   bound how often a task runs, as for every Airflow operator. ``worker_lost`` and ``killed`` tries
   are no input at all (``phases.is_ladder_input``), so the try after them takes the step they had.
@@ -37,10 +38,13 @@ TRANSIENT_REASONS = frozenset(
         Reason.UNEXPECTED_ERROR,
         Reason.RESERVATION_GONE,
         Reason.MEMBER_LOST,
+        Reason.TOPOLOGY_DOMAIN_FULL,
     }
 )
 """Retryable reasons that are not about capacity: a try that ended with one of them and that no
-unused step answers repeats its step. ``member_lost`` only when no lost member's node was reclaimed
+unused step answers repeats its step. ``topology_domain_full`` too: another scheduler's pods won the
+race for the domain chosen, which says nothing about whether the gang fits; the next try chooses anew.
+``member_lost`` only when no lost member's node was reclaimed
 (:attr:`TryOutcome.node_reclaimed`); a removed node is capacity taken away."""
 
 

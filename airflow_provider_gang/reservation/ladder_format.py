@@ -29,6 +29,7 @@ STEP_TYPES: dict[str, type[FallbackStep]] = {
         fallback.UseReservation,
         fallback.LeaveReservation,
         fallback.OtherCluster,
+        fallback.LoosenTopology,
     )
 }
 """Step classes by the name a stored ladder uses for them (a stored format: never rename)."""

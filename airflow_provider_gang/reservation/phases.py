@@ -106,6 +106,14 @@ class Reason(str, Enum):
     MALFORMED_ANSWER = "malformed_answer"
     """The API server sent an object with a field of the wrong type (``reservation.shape``); a new
     try makes new objects."""
+    NO_TOPOLOGY_DOMAIN = "no_topology_domain"
+    """A gang with a required topology found no node it may run on that carries the topology label:
+    no domain to pin it to, nor to grow (``reservation.topology.choice``). A new try may find one (a
+    node pool scaled up), or loosen the topology (``LoosenTopology``)."""
+    TOPOLOGY_DOMAIN_FULL = "topology_domain_full"
+    """The domain a gang was pinned to no longer held it when its members were to be released or
+    created: pods of other schedulers took the room between the choice and the bind. Nothing of the
+    gang was bound (``reservation.topology.ranks``)."""
     UNEXPECTED_ERROR = "unexpected_error"
     """The try raised an error of no known kind (a bug or the worker's environment); Airflow retries
     plain exceptions, and so does the ladder's ``RetryAsIs``."""
@@ -153,6 +161,8 @@ _RETRYABLE = frozenset(
         Reason.MEMBER_EXIT_RETRYABLE,
         Reason.CLUSTER_UNREACHABLE,
         Reason.MALFORMED_ANSWER,
+        Reason.NO_TOPOLOGY_DOMAIN,
+        Reason.TOPOLOGY_DOMAIN_FULL,
         Reason.UNEXPECTED_ERROR,
     }
 )

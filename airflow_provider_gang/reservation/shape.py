@@ -9,8 +9,9 @@ classifiers would read it as "not set" and wait forever, so :func:`find_malforme
 instead and the trigger ends the try with ``malformed_answer``.
 
 Field types are the OpenAPI types of ``core/v1`` Pod (``PodStatus``, ``ContainerStatus``),
-``metav1.Condition`` / ``ObjectMeta``, Kueue ``v1beta2`` Workload, ``batch/v1`` Job (``JobStatus``) and
-cluster-autoscaler ``autoscaling.x-k8s.io/v1`` ProvisioningRequest.
+``metav1.Condition`` / ``ObjectMeta``, Node (``NodeSpec``, ``NodeStatus``), Kueue ``v1beta2``
+Workload, ``batch/v1`` Job (``JobStatus``) and cluster-autoscaler ``autoscaling.x-k8s.io/v1``
+ProvisioningRequest.
 """
 
 from __future__ import annotations
@@ -102,6 +103,19 @@ POD_RULES: tuple[Rule, ...] = (
     + _container_statuses("containerStatuses")
     + _container_statuses("initContainerStatuses")
 )
+NODE_RULES: tuple[Rule, ...] = (
+    _METADATA
+    + _CONDITIONS
+    + (
+        ("spec", dict),
+        ("spec.unschedulable", bool),
+        ("spec.taints", list),
+        ("spec.taints[]", dict),
+        ("spec.taints[].key", str),
+        ("spec.taints[].effect", str),
+        ("status.allocatable", dict),
+    )
+)
 
 
 def _values(value: Any, steps: Sequence[str]) -> Iterator[tuple[str, Any]]:
@@ -159,6 +173,7 @@ RULES_BY_KIND: dict[str, tuple[Rule, ...]] = {
     "Workload": WORKLOAD_RULES,
     "PodGroup": POD_GROUP_RULES,
     "Pod": POD_RULES,
+    "Node": NODE_RULES,
     "Job": JOB_RULES,
 }
 

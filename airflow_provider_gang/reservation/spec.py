@@ -19,6 +19,7 @@ from airflow_provider_gang.reservation import cloud, exit_codes, template, valid
 from airflow_provider_gang.reservation.checkpoint import Checkpoint
 from airflow_provider_gang.reservation.cloud import CloudProfile
 from airflow_provider_gang.reservation.errors import GangSpecError
+from airflow_provider_gang.reservation.topology.pins import Placement
 
 __all__ = ["Distributed", "GangSpec", "GangSpecError", "MemberResources", "ReservationMode"]
 
@@ -109,6 +110,12 @@ class GangSpec:
       (:mod:`reservation.exit_codes`), frozensets of codes 1..255 that share none.
     - ``checkpoint``: where every try of the run saves and whether this one resumes
       (:class:`reservation.checkpoint.Checkpoint`; ``None``: no checkpoint environment).
+    - ``required_topology`` / ``preferred_topology``: a node label (``cloud.google.com/gce-topology-
+      subblock``) whose one domain holds every member, or none starts / which the members span as
+      few domains of as possible (at most one of the two; ``workload`` honours only the required one).
+    - ``placement``: the domains this try's members are pinned to (``gates`` and
+      ``provisioning_request`` with a topology: :class:`reservation.topology.pins.Placement`, chosen
+      by the operator before the gang's objects are created); ``None`` otherwise.
     """
 
     name: str
@@ -133,6 +140,9 @@ class GangSpec:
     fail_on_exit_codes: frozenset[int] = frozenset()
     checkpoint: Checkpoint | None = None
     cloud: CloudProfile = cloud.GKE
+    required_topology: str | None = None
+    preferred_topology: str | None = None
+    placement: Placement | None = None
 
     def __post_init__(self) -> None:
         # Accept enum values given as plain strings (e.g. from serialized trigger kwargs).
@@ -171,9 +181,28 @@ class GangSpec:
         validation.check_reservation_name(
             self.reservation_name, self.spot, self.cloud.reservation_label, self.cloud.name
         )
+        validation.check_topology(self.required_topology, self.preferred_topology, self.mode.value)
+        self._check_placement()
         exit_codes.check_policy(self.retry_on_exit_codes, self.fail_on_exit_codes)
         validation.check_labels(self.labels)
         validation.check_master_port(self.master_port)
+
+    def _check_placement(self) -> None:
+        if self.placement is None:
+            return
+        if self.mode not in (ReservationMode.GATES, ReservationMode.PROVISIONING_REQUEST):
+            raise GangSpecError(
+                "placement", f"only gates and provisioning_request pin members, not {self.mode.value!r}"
+            )
+        if self.placement.label != self.topology_label:
+            raise GangSpecError(
+                "placement", f"pins {self.placement.label!r}, but the gang's topology is {self.topology_label!r}"
+            )
+
+    @property
+    def topology_label(self) -> str | None:
+        """The node label of the gang's topology, required or preferred (``None``: none)."""
+        return self.required_topology or self.preferred_topology
 
     @property
     def floor(self) -> int:
@@ -215,6 +244,9 @@ class GangSpec:
             "fail_on_exit_codes": sorted(self.fail_on_exit_codes),
             "checkpoint": None if self.checkpoint is None else self.checkpoint.to_dict(),
             "cloud": self.cloud.to_dict(),
+            "required_topology": self.required_topology,
+            "preferred_topology": self.preferred_topology,
+            "placement": None if self.placement is None else self.placement.to_dict(),
         }
 
     @classmethod
@@ -224,9 +256,11 @@ class GangSpec:
         resources = values.pop("resources", None) or {}
         distributed = values.pop("distributed", None)
         checkpoint = values.pop("checkpoint", None)
+        placement = values.pop("placement", None)
         values["cloud"] = cloud.profile_of(values.get("cloud") or cloud.GKE)
         return cls(
             checkpoint=None if checkpoint is None else Checkpoint.from_dict(checkpoint),
+            placement=None if placement is None else Placement.from_dict(placement),
             resources=MemberResources(**resources),
             distributed=None if distributed is None else Distributed(distributed),
             **values,

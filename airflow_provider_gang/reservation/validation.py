@@ -225,3 +225,30 @@ def check_flag(field: str, value: object) -> None:
 def check_master_port(port: object) -> None:
     if not (isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535):
         raise GangSpecError("master_port", f"must be a port number 1..65535, got {port!r}")
+
+
+WORKLOAD_PREFERRED_TOPOLOGY = (
+    "reservation='workload' honours only a required topology: the Workload API's topology constraint "
+    "(KEP-5732, a PodGroup's spec.schedulingConstraints.topology) places the whole gang in one domain or "
+    "none and has no preferred form; use required_topology, or reservation='gates' or 'kueue' for a preference"
+)
+
+
+def check_topology(required: str | None, preferred: str | None, mode: str) -> None:
+    """At most one of ``required_topology`` / ``preferred_topology``, each a label key; a preferred
+    one is refused with ``workload`` (:data:`WORKLOAD_PREFERRED_TOPOLOGY`)."""
+    if required is not None and preferred is not None:
+        raise GangSpecError(
+            "preferred_topology",
+            f"conflicts with required_topology={required!r}: a gang either requires one domain of a label or "
+            "prefers as few as possible; keep one of the two",
+        )
+    for field, label in (("required_topology", required), ("preferred_topology", preferred)):
+        if label is not None and (not isinstance(label, str) or not label or not naming.is_qualified_name(label)):
+            raise GangSpecError(
+                field,
+                f"{label!r} is not a node label key ('[prefix/]name', e.g. "
+                "'cloud.google.com/gce-topology-subblock' or 'kubernetes.io/hostname')",
+            )
+    if preferred is not None and mode == "workload":
+        raise GangSpecError("preferred_topology", WORKLOAD_PREFERRED_TOPOLOGY)

@@ -18,6 +18,7 @@ import pytest
 import torch  # noqa: F401
 
 from airflow_provider_gang.plugin.queries import read_gang_xcoms
+from airflow_provider_gang.reservation.naming import GANG_LABEL
 from demo.report import report, training_loss
 from demo.runner import DEMO_TIME_SCALE, demo_scenario, run_example_dag
 from gang_sim.world.scenario import load_scenario
@@ -89,6 +90,7 @@ EXAMPLES = [
     ("gang_reserved_capacity", "train", "reserved", None),
     ("gang_spot_checkpoint", "train", "reserved", "ghcr.io/example/ddp-trainer:*"),
     ("gang_task_decorator", "train", "small", None),
+    ("gang_topology_rack", "train", "topology", None),
 ]
 EXAMPLE_TIME_SCALE = 60.0
 
@@ -113,7 +115,7 @@ def test_every_example_dag_completes_on_its_scenario(
     assert summary is not None and set(summary["exit_codes"].values()) == {0}
     assert summary["tries"][-1]["outcome"] == "all_succeeded"
     assert summary["rank_logs"]["0"].strip(), summary["rank_logs"]  # rank 0's output reached the summary
-    assert cluster.objects("v1/pods") == []
+    assert cluster.objects("v1/pods", label_selector=GANG_LABEL) == []  # the topology scenario has other pods
     if dag_id == "gang_reserved_capacity":  # the reservation held the gang: try 1, on its nodes
         assert [item["step"] for item in summary["tries"]] == ["as configured"], summary["tries"]
         reserved = {
@@ -132,6 +134,9 @@ def test_every_example_dag_completes_on_its_scenario(
         bound = {pod["spec"].get("nodeName") for _, pod in cluster.changes("v1/pods")} - {None}
         assert bound and bound <= spot, (bound, spot)
         assert summary["tries"][-1]["checkpoint_step"] == 20, summary["tries"]
+    if dag_id == "gang_topology_rack":  # every rank in the one rack that holds four, on the first try
+        assert [item["step"] for item in summary["tries"]] == ["as configured"], summary["tries"]
+        assert summary["rank_domains"] == dict.fromkeys(["0", "1", "2", "3"], "rack-b1")
     if dag_id == "gang_task_decorator":  # rank 0's dict reached the next task
         assert summary["size_run"] == 3
         assert task_return_value(dag_id, "train") == {"rank": 0, "world_size": 3, "loss": 0.125}

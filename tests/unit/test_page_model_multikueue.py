@@ -54,9 +54,9 @@ def test_the_waiting_table_names_the_worker_and_what_is_not_seen() -> None:
 def test_the_members_table_says_what_a_worker_without_a_connection_hides() -> None:
     page = running_page(UNMAPPED_STATE)
     assert page.members == () and page.members_note.startswith("Not visible: MultiKueue worker 'worker-2'")
-    rows, _, note = task_view.members_section(None, None, [UNMAPPED_RECORD], {}, None, str, task_finished=True)
+    rows, _, note, _ = task_view.members_section(None, None, [UNMAPPED_RECORD], {}, None, str, task_finished=True)
     assert rows == () and "no rank logs, no member detail" in note
-    rows, _, note = task_view.members_section(None, None, [MULTIKUEUE_RECORD], {}, None, str, task_finished=True)
+    rows, _, note, _ = task_view.members_section(None, None, [MULTIKUEUE_RECORD], {}, None, str, task_finished=True)
     assert note == "No member ran in this try (no exit codes recorded)."
 
 

@@ -30,6 +30,8 @@ from airflow_provider_gang.reservation.multikueue import MANAGED_BY
 from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
 COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
 
 
@@ -49,6 +51,12 @@ def job(
     env = rank_env.rank_environment(spec, None, master_address=master_address)
     template["spec"]["containers"] = [rank_env.with_environment(c, env) for c in template["spec"]["containers"]]
     template["spec"]["subdomain"] = names.service
+    template["metadata"]["annotations"] = {
+        **(template["metadata"].get("annotations") or {}),
+        **topology_annotations(spec),
+    }
+    if not template["metadata"]["annotations"]:
+        del template["metadata"]["annotations"]
     metadata = common.metadata(
         spec, names.job, common.ROLE_RESERVATION, owner_uid, **{pods.KUEUE_QUEUE_LABEL: spec.queue}
     )
@@ -68,3 +76,16 @@ def job(
     if multikueue:
         job_spec["managedBy"] = MANAGED_BY
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+
+
+def topology_annotations(spec: GangSpec) -> dict[str, str]:
+    """The PodSet's Topology Aware Scheduling request: ``kueue.x-k8s.io/podset-required-topology`` or
+    ``-preferred-topology`` with the gang's label on the Job's pod template, from which Kueue builds
+    the PodSet's ``topologyRequest`` (sigs.k8s.io/kueue ``pkg/controller/jobframework/tas.go``); with
+    the Job's completion index as its pod index label, Kueue's TopologyUngater gives consecutive
+    indices the same lowest domains. ``{}`` for a gang without a topology."""
+    if spec.required_topology is not None:
+        return {REQUIRED_TOPOLOGY_ANNOTATION: spec.required_topology}
+    if spec.preferred_topology is not None:
+        return {PREFERRED_TOPOLOGY_ANNOTATION: spec.preferred_topology}
+    return {}

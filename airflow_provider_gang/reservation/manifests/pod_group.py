@@ -28,15 +28,28 @@ VERSIONS = ("v1beta1", "v1alpha3")
 
 
 def pod_group(spec: GangSpec, *, owner_uid: str, api_version: str = f"{GROUP}/{VERSIONS[0]}") -> dict[str, Any]:
-    """The gang's PodGroup: named like the gang, gang policy ``minCount: size``."""
+    """The gang's PodGroup: named like the gang, gang policy ``minCount: size``, and the topology
+    constraint of a ``required_topology``."""
     _require_mode(spec)
     names = naming.GangNames(spec.name)
+    body: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": spec.size}}}
+    if spec.required_topology is not None:
+        body["schedulingConstraints"] = topology_constraint(spec.required_topology)
     return {
         "apiVersion": api_version,
         "kind": "PodGroup",
         "metadata": common.metadata(spec, names.pod_group, common.ROLE_RESERVATION, owner_uid),
-        "spec": {"schedulingPolicy": {"gang": {"minCount": spec.size}}},
+        "spec": body,
     }
+
+
+def topology_constraint(label: str) -> dict[str, Any]:
+    """``spec.schedulingConstraints`` placing the whole group in one domain of ``label`` (KEP-5732,
+    k8s.io/api ``scheduling/v1beta1/types.go`` ``PodGroupSchedulingConstraints``: at most one
+    ``topology`` item, its ``key`` a node label); served only with the feature gate
+    ``TopologyAwareWorkloadScheduling`` (alpha since v1.36) - without it the API server drops the
+    field (``hooks.workload_api_check``)."""
+    return {"topology": [{"key": label}]}
 
 
 def member_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:

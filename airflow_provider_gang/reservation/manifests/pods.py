@@ -15,8 +15,10 @@ from typing import Any
 from airflow_provider_gang.reservation import checkpoint, cloud, members, naming
 from airflow_provider_gang.reservation.manifests import common, rank_env
 from airflow_provider_gang.reservation.spec import GangSpec
+from airflow_provider_gang.reservation.topology import labels
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = labels.HOSTNAME
 SPOT_NODE_SELECTOR = cloud.GKE.spot_node_selector
 """GKE's spot selector; every profile's own is ``CloudProfile.spot_node_selector`` (:mod:`reservation.cloud`)."""
 NOT_SPOT = cloud.GKE.not_spot
@@ -57,7 +59,8 @@ def _resources(container: dict[str, Any], spec: GangSpec) -> dict[str, Any]:
 
 def _place(pod_spec: dict[str, Any], spec: GangSpec) -> None:
     """Spot or on-demand, reservation and zone placement by the gang's cloud profile
-    (:mod:`reservation.cloud`)."""
+    (:mod:`reservation.cloud`), and the topology domains the try's placement pins (a node selector
+    for one domain, a required ``In`` for several: ``reservation.topology.pins``)."""
     selector = dict(pod_spec.get("nodeSelector") or {})
     profile = spec.cloud
     if spec.spot:
@@ -72,6 +75,11 @@ def _place(pod_spec: dict[str, Any], spec: GangSpec) -> None:
         _require(pod_spec, profile.not_spot)
     if spec.reservation_name is not None and profile.reservation_label is not None:  # GangSpec refuses the rest
         _require(pod_spec, {"key": profile.reservation_label, "operator": "In", "values": [spec.reservation_name]})
+    placement = spec.placement
+    if placement is not None and len(placement.domains) == 1:
+        selector[placement.label] = placement.domains[0]
+    elif placement is not None:
+        _require(pod_spec, placement.node_requirement())
     if spec.zone is not None and spec.strict_zone:
         selector[ZONE_LABEL] = spec.zone
     elif spec.zone is not None:
@@ -142,12 +150,18 @@ def _consume(pod: dict[str, Any], spec: GangSpec) -> dict[str, Any]:
     return pod
 
 
-def launch_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
+def launch_pod(
+    spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None, host: str | None = None
+) -> dict[str, Any]:
     """Member ``rank`` consuming the gang's ProvisioningRequest: both consume annotations (CA
-    requires both, ``provisioningrequest/pods/pods.go``), rank environment, hostname/subdomain."""
+    requires both, ``provisioningrequest/pods/pods.go``), rank environment, hostname/subdomain; with
+    ``host``, pinned to the node of that ``kubernetes.io/hostname`` (``reservation.topology.ranks``)."""
     if not spec.mode.uses_provisioning_request:
         raise ValueError(f"launch_pod needs a ProvisioningRequest mode, not {spec.mode.value!r}")
-    return _consume(_pod(spec, rank, owner_uid, master_address=master_address), spec)
+    pod = _consume(_pod(spec, rank, owner_uid, master_address=master_address), spec)
+    if host is not None:
+        pod["spec"]["nodeSelector"] = {**(pod["spec"].get("nodeSelector") or {}), HOSTNAME_LABEL: host}
+    return pod
 
 
 def member_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:
@@ -166,16 +180,29 @@ def gated_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str 
     return pod
 
 
-def release_gate_patch(pod: dict[str, Any], gate: str) -> list[dict[str, Any]]:
+def release_gate_patch(pod: dict[str, Any], gate: str, *, host: str | None = None) -> list[dict[str, Any]]:
     """A JSON patch removing ``gate`` from ``pod`` (other gates, e.g. Kueue's, stay), guarded by a
     ``test`` so a concurrent change fails the patch instead of removing the wrong entry. Empty if
-    the gate is already gone (releasing is idempotent)."""
+    the gate is already gone (releasing is idempotent). With ``host`` the same patch adds
+    ``kubernetes.io/hostname: <host>`` to the pod's node selector, which a gated pod may gain
+    (KEP-3838, https://kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness/),
+    as Kueue's TopologyUngater pins a pod when it ungates it."""
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     for index, entry in enumerate(gates):
         if entry.get("name") == gate:
             path = f"/spec/schedulingGates/{index}"
-            return [{"op": "test", "path": path, "value": entry}, {"op": "remove", "path": path}]
+            return [{"op": "test", "path": path, "value": entry}, {"op": "remove", "path": path}, *_pin(pod, host)]
     return []
+
+
+def _pin(pod: dict[str, Any], host: str | None) -> list[dict[str, Any]]:
+    """The JSON patch operations adding ``kubernetes.io/hostname: host`` to ``pod``'s node selector."""
+    if host is None:
+        return []
+    if not (pod.get("spec") or {}).get("nodeSelector"):
+        return [{"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: host}}]
+    key = HOSTNAME_LABEL.replace("~", "~0").replace("/", "~1")
+    return [{"op": "add", "path": f"/spec/nodeSelector/{key}", "value": host}]
 
 
 def pod_group_pod(spec: GangSpec, rank: int, *, owner_uid: str, master_address: str | None = None) -> dict[str, Any]:

@@ -30,6 +30,8 @@ this applies: the sizes are plain values, as before.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_gang.reservation import naming
@@ -38,6 +40,9 @@ from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 SIZE_KEY = "size"
 """The key holding the admitted member count (a decimal string)."""
+TOPOLOGY_KEY = "topology"
+DOMAINS_KEY = "domains"
+"""The keys holding a topology gang's label and its ranks' domains (module docstring)."""
 NAME_SUFFIX = "-world"
 
 
@@ -59,14 +64,23 @@ def size_reference(spec: GangSpec, variable: str) -> dict[str, Any]:
     return {"name": variable, "valueFrom": {"configMapKeyRef": reference}}
 
 
-def world_config_map(spec: GangSpec, *, size: int, owner_uid: str) -> dict[str, Any]:
-    """The world ConfigMap telling ``size`` (the admitted count) to the members of ``spec``."""
-    if not uses_world_config_map(spec):
-        raise ValueError("world_config_map needs reservation='kueue' with min_size < size")
-    if not spec.floor <= size <= spec.size:
-        raise ValueError(f"admitted size {size} is outside min_size..size ({spec.floor}..{spec.size})")
+def world_config_map(
+    spec: GangSpec, *, size: int, owner_uid: str, domains: Mapping[int, str] | None = None
+) -> dict[str, Any]:
+    """The world ConfigMap telling ``size`` (the admitted count, with partial admission) and the
+    ``domains`` of the ranks (a gang with a topology) to the members of ``spec``."""
+    data: dict[str, str] = {}
+    if uses_world_config_map(spec):
+        if not spec.floor <= size <= spec.size:
+            raise ValueError(f"admitted size {size} is outside min_size..size ({spec.floor}..{spec.size})")
+        data[SIZE_KEY] = str(size)
+    if domains is not None and spec.topology_label is not None:
+        data[TOPOLOGY_KEY] = spec.topology_label
+        data[DOMAINS_KEY] = json.dumps({str(rank): domain for rank, domain in sorted(domains.items())})
+    if not data:
+        raise ValueError("world_config_map needs partial admission (kueue, min_size < size) or a topology's domains")
     metadata = common.metadata(spec, world_config_map_name(spec), common.ROLE_RENDEZVOUS, owner_uid)
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {SIZE_KEY: str(size)}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
 
 
 def recorded_size(config_map: dict[str, Any]) -> int | None:

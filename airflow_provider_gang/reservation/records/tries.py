@@ -197,6 +197,9 @@ class TryState:
             just before the deletion; a state left with it set is a try whose worker stopped while
             tearing down.
         multikueue: where a gang queued on a MultiKueue manager runs; ``None``: not dispatched.
+        topology_note: what the room on the nodes said when the try began, for a gang with a
+            topology (``"no rack has room for 4 members (1 nvidia.com/gpu each); the best, rack-b1,
+            has room for 2: capacity is asked in rack-b1"``); ``None``: no topology, or not read.
     """
 
     plan: TryPlan
@@ -208,6 +211,7 @@ class TryState:
     size_run: int | None = None
     teardown_started_at: float | None = None
     multikueue: MultiKueueDispatch | None = None
+    topology_note: str | None = None
 
     def with_changes(self, **changes: Any) -> TryState:
         return replace(self, **changes)
@@ -224,6 +228,7 @@ class TryState:
             "size_run": self.size_run,
             "teardown_started_at": self.teardown_started_at,
             "multikueue": None if self.multikueue is None else self.multikueue.to_dict(),
+            "topology_note": self.topology_note,
         }
 
     @classmethod
@@ -242,6 +247,7 @@ class TryState:
                     "size_run": int,
                     "teardown_started_at": float,
                     "multikueue": MultiKueueDispatch.from_dict,
+                    "topology_note": optional_text,
                 },
             )
         )
@@ -325,11 +331,24 @@ class TryRecord:
     ``None``: not dispatched by MultiKueue (or a record written before this was kept)."""
     worker_kubernetes_conn_id: str | None = None
     """The Airflow connection the try followed that worker through; ``None``: none mapped (or none)."""
+    required_topology: str | None = None
+    preferred_topology: str | None = None
+    """The node label the try's gang was required to fit in one domain of, or preferred to span few
+    domains of (its spec after the fallback step); ``None``: no topology."""
+    topology_note: str | None = None
+    """What the room on the nodes said when the try began (``TryState.topology_note``)."""
+    rank_nodes: Mapping[str, str] = field(default_factory=dict)
+    """Rank (as a string: JSON keys) -> the node the member ran on, for the ranks that were bound."""
+    rank_domains: Mapping[str, str] = field(default_factory=dict)
+    """Rank -> the value of the topology label on its node: the domain each rank ran in (a gang with a
+    topology; ranks on a node without the label are left out)."""
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
         values["unread_reports"] = [item.to_dict() for item in self.unread_reports]
         values["exit_codes"] = dict(self.exit_codes)
+        values["rank_nodes"] = dict(self.rank_nodes)
+        values["rank_domains"] = dict(self.rank_domains)
         values["ladder"] = None if self.ladder is None else ladder_format.ladder_to_plain(self.ladder)
         values["exit_code_decision"] = None if self.exit_code_decision is None else dict(self.exit_code_decision)
         return {"version": CURRENT_VERSION, **values}
@@ -360,6 +379,16 @@ class TryRecord:
                     "unread_reports": lambda items: tuple(UnreadReport.from_dict(item) for item in items),
                     "worker_cluster": optional_text,
                     "worker_kubernetes_conn_id": optional_text,
+                    "required_topology": optional_text,
+                    "preferred_topology": optional_text,
+                    "topology_note": optional_text,
+                    "rank_nodes": _rank_map,
+                    "rank_domains": _rank_map,
                 },
             )
         )
+
+
+def _rank_map(values: Any) -> dict[str, str]:
+    """A stored ``rank -> text`` mapping, keys and values as strings."""
+    return {str(rank): str(value) for rank, value in dict(values).items()}

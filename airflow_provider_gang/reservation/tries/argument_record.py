@@ -197,6 +197,17 @@ ARGUMENTS: tuple[Argument, ...] = (
              templated=True, stand_in=_neutral("zone"), spec_field="zone"),
     Argument("strict_zone", "bool", "Require ``zone`` instead of preferring it.", "reservation", False,
              spec_field="strict_zone"),
+    Argument("required_topology", "str | None",
+             "A node label (e.g. ``cloud.google.com/gce-topology-subblock``, a rack): every member in one domain "
+             "of it, or none starts. ``kueue``: Kueue's Topology Aware Scheduling (the queue's flavor needs a "
+             "Topology with that level); ``workload``: the PodGroup's topology constraint (feature gate "
+             "``TopologyAwareWorkloadScheduling``); ``gates``, ``provisioning_request``: the operator chooses the "
+             "domain before creating anything and pins the members to it. Not with ``preferred_topology``.",
+             "reservation", spec_field="required_topology"),
+    Argument("preferred_topology", "str | None",
+             "A node label whose domains the members span as few of as possible; never refused for it. "
+             "``kueue`` and ``gates``/``provisioning_request`` only: ``workload`` has no preferred form.",
+             "reservation", spec_field="preferred_topology"),
     Argument("spot", "bool",
              "Place members on the cloud's spot capacity (its spot label, tolerating its spot taint if it has "
              "one); ``False`` requires nodes without the spot label, as GKE leaves spot pools untainted by default.",
@@ -241,7 +252,8 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument("fallbacks", "Sequence[fallback.FallbackStep]",
              "The ladder of ``reservation.fallback`` steps later tries walk down (``RetryAsIs``, ``ShrinkTo``, "
              "``OtherZone``, ``OtherProvisioningClass``, ``OtherQueue``, ``OnDemand``, ``UseReservation``, "
-             "``LeaveReservation``, ``OtherCluster``); set ``retries`` to the tries it uses.", "retry", (),
+             "``LeaveReservation``, ``OtherCluster``, ``LoosenTopology``); set ``retries`` to the tries it uses.",
+             "retry", (),
              normalise=checks.check_fallbacks_shape),
     Argument("checkpoint", "str | PersistentVolumeCheckpoint | None",
              "Where every try of one DAG run saves: a URI or absolute path (e.g. "

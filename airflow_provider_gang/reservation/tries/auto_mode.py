@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from airflow_provider_gang.reservation.records.tries import TryPlan
-from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.reservation.spec import GangSpec, ReservationMode
 
 AUTO = "auto"
 """The operator's ``reservation`` value that chooses per try."""
@@ -33,13 +33,22 @@ CANDIDATE_MODES = (ReservationMode.GATES, ReservationMode.WORKLOAD)
 """The modes an ``auto`` try may run in; the operator's arguments must be valid for both."""
 
 
-def choose(plan: TryPlan, *, pod_groups_served: bool, conn_id: str) -> tuple[TryPlan, str]:
+def as_workload(spec: GangSpec) -> GangSpec:
+    """``spec`` (configured as ``gates``) as the same gang in ``workload`` mode: no ProvisioningRequest,
+    so no class nor parameters."""
+    return replace(spec, mode=ReservationMode.WORKLOAD, provisioning_class=None, provisioning_parameters={})
+
+
+def choose(
+    plan: TryPlan, *, pod_groups_served: bool, conn_id: str, topology_served: bool = True
+) -> tuple[TryPlan, str]:
     """The plan of an ``auto`` try as it runs, and the sentence that says what was chosen and why.
 
-    ``plan`` was made for the ``gates`` spec; with ``pod_groups_served`` its spec becomes the same
-    gang in ``workload`` mode (no ProvisioningRequest, so no class). Raises ``ValueError`` for a
-    plan that is not in the configured mode: only a new plan chooses, a resumed or adopted try keeps
-    the mode it was stored with.
+    ``plan`` was made for the ``gates`` spec; with ``pod_groups_served`` (and, for a gang with a
+    required topology, ``topology_served``: the API server keeps a PodGroup's topology constraint) its
+    spec becomes the same gang in ``workload`` mode. Raises ``ValueError`` for a plan that is not in
+    the configured mode: only a new plan chooses, a resumed or adopted try keeps the mode it was
+    stored with.
     """
     spec = plan.spec
     if spec.mode is not CONFIGURED_MODE:
@@ -50,8 +59,13 @@ def choose(plan: TryPlan, *, pod_groups_served: bool, conn_id: str) -> tuple[Try
             "Kubernetes' own gang scheduling (PodGroups); a ProvisioningRequest books the nodes and the "
             "members are released together"
         )
-    workload = replace(spec, mode=ReservationMode.WORKLOAD, provisioning_class=None, provisioning_parameters={})
-    return replace(plan, spec=workload), (
+    if spec.required_topology is not None and not topology_served:
+        return plan, (
+            f"reservation='auto' chose 'gates' for try {plan.attempt}: cluster {conn_id!r} serves PodGroups "
+            "but drops their topology constraint (feature gate TopologyAwareWorkloadScheduling off); the "
+            "operator pins the members to one domain and releases them together"
+        )
+    return replace(plan, spec=as_workload(spec)), (
         f"reservation='auto' chose 'workload' for try {plan.attempt}: cluster {conn_id!r} serves "
         "Kubernetes' own gang scheduling (PodGroups); the kube-scheduler binds the members all at once or none"
     )

@@ -95,8 +95,10 @@ def try_record(
     *,
     gpus: int,
     now: float,
+    rank_domains: Mapping[int, str] | None = None,
 ) -> TryRecord:
-    """What this try did, for the history and the summary (see the module docstring)."""
+    """What this try did, for the history and the summary (see the module docstring); ``rank_domains``:
+    the domain of the topology label each rank ran in (read from its node by the caller)."""
     plan, spec = state.plan, state.plan.spec
     granted = reservation_event is not None and reservation_event.succeeded
     reserved_at = _event_time(reservation_event) if granted else None
@@ -158,7 +160,31 @@ def try_record(
         unread_reports=() if run_event is None else run_event.unread_reports,
         worker_cluster=None if state.multikueue is None else state.multikueue.worker,
         worker_kubernetes_conn_id=None if state.multikueue is None else state.multikueue.worker_conn_id,
+        required_topology=spec.required_topology,
+        preferred_topology=spec.preferred_topology,
+        topology_note=state.topology_note,
+        rank_nodes={str(member.rank): member.node for member in statuses if member.node},
+        rank_domains={str(rank): domain for rank, domain in sorted((rank_domains or {}).items())},
     )
+
+
+def describe_rank_domains(rank_domains: Mapping[str, str]) -> str:
+    """``"rack-b1: ranks 0-3; rack-b2: ranks 4-5, 7"``: which ranks ran in which domain, domains in
+    the order of their lowest rank, ranks as runs of consecutive numbers."""
+    by_domain: dict[str, list[int]] = {}
+    for rank, domain in sorted(((int(rank), domain) for rank, domain in rank_domains.items())):
+        by_domain.setdefault(domain, []).append(rank)
+    parts = []
+    for domain, ranks in by_domain.items():
+        runs: list[list[int]] = []
+        for rank in ranks:
+            if runs and rank == runs[-1][-1] + 1:
+                runs[-1].append(rank)
+            else:
+                runs.append([rank])
+        listed = ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
+        parts.append(f"{domain}: rank{'s' if len(ranks) > 1 else ''} {listed}")
+    return "; ".join(parts)
 
 
 def summary(
@@ -185,6 +211,9 @@ def summary(
         "provisioning_seconds": record.provisioning_seconds,
         "run_seconds": record.run_seconds,
         "exit_codes": record.exit_codes,
+        "required_topology": spec.required_topology,
+        "preferred_topology": spec.preferred_topology,
+        "rank_domains": dict(record.rank_domains),
         **this_try,
         "all_tries": totals(records),
         "tries": [try_summary(item) for item in records],
@@ -224,6 +253,9 @@ def story(records: Sequence[TryRecord]) -> list[str]:
             f" | {hours['gpu_hours_reserved']:.3f} / {hours['gpu_hours_used']:.3f} / "
             f"{hours['gpu_hours_idle']:.3f}" + (f" | {record.message}" if record.message else "")
         )
+        label = record.required_topology or record.preferred_topology
+        if label and record.rank_domains:
+            lines.append(f"    where the ranks ran ({label}): {describe_rank_domains(record.rank_domains)}")
     overall = totals(records)
     lines.append(
         f"  all tries: {overall['gpu_hours_reserved']:.3f} GPU-h reserved, {overall['gpu_hours_used']:.3f} "

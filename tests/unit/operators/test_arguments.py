@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.reservation.fallback import OtherZone, RetryAsIs
+from airflow_provider_gang.reservation.fallback import LoosenTopology, OtherZone, RetryAsIs
 from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 
+RACK, BLOCK = "cloud.google.com/gce-topology-subblock", "cloud.google.com/gce-topology-block"
 GOOD: dict[str, Any] = {"task_id": "train", "image": "trainer:1", "size": 4, "gpus": 1}
 
 # (id, arguments replacing GOOD's, argument named in the error)
@@ -105,6 +106,22 @@ PARSE_TIME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("use-reservation-on-karpenter", {"cloud": "karpenter", "use_reservation": "a100-res"}, "use_reservation"),
     ("use-reservation-on-aks", {"cloud": "aks", "use_reservation": "a100-res"}, "use_reservation"),
     ("conn-id-empty", {"kubernetes_conn_id": ""}, "kubernetes_conn_id"),
+    ("topology-required-and-preferred", {"required_topology": RACK, "preferred_topology": BLOCK}, "preferred_topology"),
+    ("topology-not-a-label-key", {"required_topology": "a rack"}, "required_topology"),
+    ("topology-empty", {"preferred_topology": ""}, "preferred_topology"),
+    ("preferred-topology-with-workload", {"reservation": "workload", "preferred_topology": RACK}, "preferred_topology"),
+    ("preferred-topology-with-auto", {"reservation": "auto", "preferred_topology": RACK}, "preferred_topology"),
+    ("loosen-without-topology", {"retries": 1, "fallbacks": [LoosenTopology(BLOCK)]}, "fallbacks"),
+    (
+        "loosen-to-a-preference-in-workload",
+        {
+            "reservation": "workload",
+            "required_topology": RACK,
+            "retries": 1,
+            "fallbacks": [LoosenTopology(BLOCK, preferred=True)],
+        },
+        "fallbacks",
+    ),
     ("static-error-beside-templated-namespace", {"namespace": "{{ params.ns }}", "min_size": 9}, "min_size"),
     (
         "static-error-beside-templated-file",

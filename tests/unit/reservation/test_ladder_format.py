@@ -22,11 +22,13 @@ def test_a_ladder_round_trips_through_its_stored_form() -> None:
         fallback.OnDemand(),
         fallback.UseReservation("a100-res"),
         fallback.LeaveReservation(spot=True),
+        fallback.LoosenTopology("cloud.google.com/gce-topology-block", preferred=True),
     )
     plain = ladder_format.ladder_to_plain(ladder)
-    assert plain[-2:] == [
+    assert plain[-3:] == [
         {"step": "UseReservation", "applies_to": [], "name": "a100-res"},
         {"step": "LeaveReservation", "applies_to": [], "spot": True},
+        {"step": "LoosenTopology", "applies_to": [], "to": "cloud.google.com/gce-topology-block", "preferred": True},
     ]
     assert plain[2] == {"step": "OtherZone", "applies_to": ["deadline"], "zone": "b", "strict": True}
     assert ladder_format.ladder_from_plain(plain) == ladder

@@ -19,6 +19,8 @@ from airflow_provider_gang.reservation.records.tries import (
 )
 from airflow_provider_gang.reservation.records.triggers import DeleteTarget, TriggerArguments
 from airflow_provider_gang.reservation.spec import ReservationMode
+from airflow_provider_gang.reservation.topology.labels import SUBBLOCK
+from airflow_provider_gang.reservation.topology.pins import Placement
 from airflow_provider_gang.reservation.unread_reports import ReportGap, UnreadReport
 from tests.builders import gang_spec
 
@@ -27,6 +29,7 @@ UNREAD = UnreadReport(
     rank=3, gap=ReportGap.NOT_SEEN_STOPPED, detail="waited 45 s: the longest grace period 30 s + 15 s"
 )
 LADDER = (RetryAsIs(times=2), OtherZone("europe-west4-b"), ShrinkTo(2))
+ROOM_NOTE = "rack-b1 holds the 2 members (room: rack-b1 6, rack-a2 3, rack-a1 2)"
 
 RUN_EVENT = GangEvent(
     stage=Stage.RUN,
@@ -86,6 +89,8 @@ PLAN = TryPlan(
         size=2,
         zone="europe-west4-a",
         checkpoint=Checkpoint("gs://bucket/nightly/scheduled__1", try_number=2, resume_step=400),
+        required_topology=SUBBLOCK,
+        placement=Placement(SUBBLOCK, ("rack-b1",), note=ROOM_NOTE),
     ),
     requested_at=1_800_000_000.0,
     reservation_deadline=1_800_001_800.0,
@@ -119,6 +124,7 @@ STATE = TryState(
     launched_at=1_800_000_060.0,
     size_run=2,
     teardown_started_at=1_800_000_702.5,
+    topology_note=ROOM_NOTE,
 )
 
 RECORD = TryRecord(
@@ -157,6 +163,10 @@ RECORD = TryRecord(
     provisioning_class="check-capacity.autoscaling.x-k8s.io",
     teardown_started_at=1_800_000_702.5,
     teardown_ended_at=1_800_000_704.0,
+    required_topology=SUBBLOCK,
+    topology_note=ROOM_NOTE,
+    rank_nodes={"0": "node-a", "1": "node-b"},
+    rank_domains={"0": "rack-b1", "1": "rack-b1"},
     unread_reports=(UNREAD,),
 )
 

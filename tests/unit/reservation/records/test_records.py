@@ -24,6 +24,22 @@ from airflow_provider_gang.reservation.spec import ReservationMode
 from tests.unit.reservation.records.examples import EXAMPLES, RECORD, RUN_EVENT, STATE, TRIGGER_ARGUMENTS
 
 GOLDEN = Path(__file__).parent / "golden"
+TOPOLOGY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "try_record": {
+        "required_topology": None,
+        "preferred_topology": None,
+        "topology_note": None,
+        "rank_nodes": {},
+        "rank_domains": {},
+    },
+    "try_state": {
+        "topology_note": None,
+        "plan": dataclasses.replace(
+            STATE.plan, spec=dataclasses.replace(STATE.plan.spec, required_topology=None, placement=None)
+        ),
+    },
+}
+"""What a record written before topologies were kept reads as, key by key."""
 
 
 def golden(name: str) -> dict[str, Any]:
@@ -128,18 +144,31 @@ def test_missing_optional_keys_take_their_defaults(name: str, optional: list[str
             ["members_kubernetes_conn_id", "job_name"],
             id="trigger-arguments-without-members",
         ),
+        pytest.param(
+            "try_record_v1_without_topology",
+            "try_record",
+            ["unread_reports", "worker_cluster", "worker_kubernetes_conn_id"],
+            id="try-record-without-topology",
+        ),
+        pytest.param("try_state_v1_without_topology", "try_state", ["multikueue"], id="try-state-without-topology"),
     ],
 )
-def test_a_record_stored_before_the_teardown_and_place_were_kept_still_reads(
+def test_a_record_stored_before_the_teardown_place_and_topology_were_kept_still_reads(
     older: str, name: str, added: list[str]
 ) -> None:
-    """Files an earlier release of version 1 wrote: the keys added since read as their defaults."""
+    """Files an earlier release of version 1 wrote: the keys added since read as their defaults (the
+    topology's too: no topology, no ranks placed, a plan without topology)."""
     stored = json.loads((GOLDEN / f"{older}.json").read_text())
-    assert not set(added) & set(stored)
+    assert not (set(added) | {"topology_note", "rank_domains"}) & set(stored)
     read = type(EXAMPLES[name]).from_dict(stored)
     fields = {field.name: field for field in dataclasses.fields(type(EXAMPLES[name]))}
-    defaults = {key: fields[key].default for key in added}
-    assert read == dataclasses.replace(EXAMPLES[name], **defaults)
+    defaults = {
+        key: fields[key].default
+        if fields[key].default_factory is dataclasses.MISSING
+        else fields[key].default_factory()
+        for key in added
+    }
+    assert read == dataclasses.replace(EXAMPLES[name], **defaults, **TOPOLOGY_DEFAULTS.get(name, {}))
 
 
 def _minimal(name: str) -> dict[str, Any]:

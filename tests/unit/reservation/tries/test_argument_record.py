@@ -19,7 +19,7 @@ def test_missing_and_unknown_arguments_are_type_errors_naming_them() -> None:
     with pytest.raises(TypeError, match=r"'sizee' \(did you mean 'size'\?\), 'zzz'"):
         arguments_of(size=1, sizee=2, zzz=3)
     values = arguments_of({"size": 2}, image="i")
-    assert values.size == 2 and values["startup_timeout"] == timedelta(minutes=10) and len(values) == 40
+    assert values.size == 2 and values["startup_timeout"] == timedelta(minutes=10) and len(values) == 42
     assert list(values) == list(argument_record.names())
     with pytest.raises(AttributeError):
         values.sizee  # noqa: B018

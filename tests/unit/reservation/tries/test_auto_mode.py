@@ -46,6 +46,16 @@ def test_without_pod_groups_the_gates_plan_stays() -> None:
     assert why.startswith("reservation='auto' chose 'gates' for try 2: cluster 'gpu-west' does not serve")
 
 
+def test_pod_groups_without_their_topology_constraint_keep_the_gates_plan_of_a_topology_gang() -> None:
+    plan = gates_plan()
+    plan = dataclasses.replace(plan, spec=dataclasses.replace(plan.spec, required_topology="rack"))
+    chosen, why = auto_mode.choose(plan, pod_groups_served=True, conn_id="gpu-east", topology_served=False)
+    assert chosen == plan
+    assert "drops their topology constraint (feature gate TopologyAwareWorkloadScheduling off)" in why
+    served, _ = auto_mode.choose(plan, pod_groups_served=True, conn_id="gpu-east", topology_served=True)
+    assert served.spec.mode is ReservationMode.WORKLOAD and served.spec.required_topology == "rack"
+
+
 def test_only_a_plan_in_the_configured_mode_chooses() -> None:
     workload, _ = auto_mode.choose(gates_plan(), pod_groups_served=True, conn_id="c")
     with pytest.raises(ValueError, match="only a plan in 'gates' mode chooses, not 'workload'"):

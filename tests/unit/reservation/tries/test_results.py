@@ -14,6 +14,7 @@ from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, 
 from airflow_provider_gang.reservation.tries.results import (
     TryEnding,
     checkpoint_totals,
+    describe_rank_domains,
     describe_tries,
     ranks_to_log,
     story,
@@ -227,6 +228,32 @@ def test_the_story_has_a_line_per_try_and_the_totals() -> None:
     assert lines[2].endswith("| 1.000 / 1.000 / 0.000")
     assert lines[-1] == "  all tries: 2.000 GPU-h reserved, 1.000 used, 1.000 idle"
     assert not any("checkpoints:" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("rank_domains", "said"),
+    [
+        ({"0": "rack-b1"}, "rack-b1: rank 0"),
+        ({"1": "rack-b1", "0": "rack-b1", "2": "rack-b1"}, "rack-b1: ranks 0-2"),
+        (
+            {"0": "rack-b1", "1": "rack-b1", "2": "rack-b2", "3": "rack-b1", "10": "rack-b2"},
+            "rack-b1: ranks 0-1, 3; rack-b2: ranks 2, 10",
+        ),
+    ],
+    ids=["one-rank", "a-run-of-ranks", "runs-and-single-ranks-by-lowest-rank"],
+)
+def test_where_the_ranks_ran_is_told_by_domain_as_runs_of_ranks(rank_domains: dict[str, str], said: str) -> None:
+    assert describe_rank_domains(rank_domains) == said
+
+
+def test_the_story_says_where_the_ranks_of_a_topology_gang_ran() -> None:
+    placed = dataclasses.replace(
+        record(1, "all_succeeded"), required_topology="rack", rank_domains={"0": "rack-b1", "1": "rack-b1"}
+    )
+    unread = dataclasses.replace(record(2, "all_succeeded"), preferred_topology="rack")
+    lines = story([placed, unread])
+    assert lines[2] == "    where the ranks ran (rack): rack-b1: ranks 0-1"
+    assert not any("where the ranks ran" in line for line in lines[3:])
 
 
 def test_the_story_of_checkpointed_tries_says_what_was_lost_and_saved() -> None:
