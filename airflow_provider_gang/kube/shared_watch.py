@@ -106,6 +106,11 @@ class Subscription:
         self.joined_at = watch.reflector.monotonic()
         self._on_retry, self._notify = on_retry, notify
 
+    @property
+    def client(self) -> KubeClient:
+        """The client the watch shares with every watch of its connection (closed when the last one stops)."""
+        return self.reflector.client
+
     def snapshot(self) -> Objects:
         """A copy of the view (the objects themselves are shared)."""
         return dict(self.view)
@@ -126,7 +131,7 @@ class Subscription:
     async def read_now(self) -> Objects:
         """A fresh LIST with this subscriber's own selectors, through the shared client (its retries
         and timeouts), not touching the cache; :class:`errors.KubeError` if the server does not answer."""
-        items, _ = await self.reflector.client.list(
+        items, _ = await self.client.list(
             self.resource,
             self.reflector.namespace,
             label_selector=self.label_selector,

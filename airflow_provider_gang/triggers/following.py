@@ -15,8 +15,9 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from airflow_provider_gang.kube import errors, shared_watches
+from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
-from airflow_provider_gang.kube.resources import by_key
+from airflow_provider_gang.kube.resources import Resource, by_key
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import Subscription
 from airflow_provider_gang.kube.watch import Objects, Reflector
@@ -117,6 +118,12 @@ class FollowedWatches:
             )
             return None
         return {subscription.resource.key: view for subscription, view in zip(self.subscriptions, views, strict=True)}
+
+    def client_of(self, resource: Resource) -> KubeClient:
+        """The shared client of the first watch of ``resource``, else of the first watch (after :meth:`views`
+        has subscribed)."""
+        watching = next((item for item in self.subscriptions if item.resource is resource), self.subscriptions[0])
+        return watching.client
 
     def unreachable(self) -> Decision | None:
         """The ``cluster_unreachable`` decision once a watch has had no answer for this trigger for
