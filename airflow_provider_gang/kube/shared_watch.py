@@ -4,7 +4,7 @@ A :class:`SharedWatch` is one :class:`~.watch.Reflector` (one LIST + WATCH of on
 namespace, with a scope label selector) filling one cache, and the subscriptions whose selectors it
 serves: every change is applied at once to the views it concerns (:class:`~.subscriber_index.SubscriberIndex`
 finds them), each subscriber only *notified*. The process's registry of these watches, which creates,
-shares and stops them, is :mod:`.shared_watches`; its docstring states the contracts both keep.
+shares and stops them, is :mod:`.watch_registry`; its docstring states the contracts both keep.
 
 **Tombstones.** A view holds the latest state only, so a subscriber that joins after an object was
 deleted could not tell it from one never created (an empty view either way). The watch therefore

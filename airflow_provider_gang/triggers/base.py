@@ -6,7 +6,7 @@ documented field by field there): ``serialize()`` returns its ``to_dict()``, the
 the kwargs with its tolerant ``from_dict``.
 
 Every gang trigger waiting in one process follows one watch per (connection, namespace, kind) over one
-client (:mod:`.following`, :mod:`kube.shared_watches`; a trigger rebuilt in another process joins that
+client (:mod:`.following`, :mod:`kube.watch_registry`; a trigger rebuilt in another process joins that
 one's). Each view of them goes through observe -> decide -> refine -> finish (:mod:`.decision_loop`):
 a spot gang's member failure is decided after reading its spot nodes (:mod:`.spot_nodes`); a gang
 with a checkpoint has its running members stopped and their reports read before the event
