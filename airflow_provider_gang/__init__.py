@@ -2,10 +2,11 @@
 
 Layers, checked by import-linter (see ``pyproject.toml``)::
 
-    operators -> triggers -> hooks -> kube -> reservation
+    decorators -> operators -> triggers -> hooks -> kube -> reservation
 
-``reservation`` is pure decision logic, ``kube`` is the only HTTP code, and ``sim`` is a separate
-Kubernetes API emulator that imports nothing from Airflow or the provider layers.
+``reservation`` is pure decision logic and ``kube`` the only HTTP code. The Kubernetes API emulator
+the tests run against is a distribution of its own, ``gang-sim`` (package ``gang_sim``), which
+imports nothing from Airflow or this provider.
 """
 
 __version__ = "0.1.0"

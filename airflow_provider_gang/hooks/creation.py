@@ -90,6 +90,10 @@ async def _create_or_mark(
         return await client.patch(CONFIG_MAPS, str(body["metadata"]["name"]), mark, namespace=namespace), False
 
 
+Made = list[tuple[Resource, tuple[dict[str, Any], bool]]]
+"""What a stage adopted or created: (kind, (object, created now)), in creation order."""
+
+
 async def ensure_reservation(
     client: KubeClient, spec: GangSpec, *, owner_try: int, multikueue: bool = False
 ) -> ReservationFacts:
@@ -98,63 +102,44 @@ async def ensure_reservation(
     runs on a worker cluster (``reservation.multikueue``): the Job is created for MultiKueue, and no
     rendezvous Service is created here, where no member runs (``hooks.multikueue.prepare_worker``
     makes it on the worker)."""
-    namespace = spec.namespace
     owner, owner_created = await claim_owner(client, spec, owner_try)
     owner_uid = str(owner["metadata"]["uid"])
-    made: list[tuple[Resource, tuple[dict[str, Any], bool]]] = [(CONFIG_MAPS, (owner, owner_created))]
+    made: Made = [(CONFIG_MAPS, (owner, owner_created))]
     if spec.distributed is not None and not multikueue:
-        made.append(
-            (
-                SERVICES,
-                await create_or_adopt(
-                    client, SERVICES, manifests.service.headless_service(spec, owner_uid=owner_uid), namespace
-                ),
-            )
-        )
+        service = manifests.service.headless_service(spec, owner_uid=owner_uid)
+        made.append((SERVICES, await create_or_adopt(client, SERVICES, service, spec.namespace)))
+    made += await _reserve(client, spec, owner_uid=owner_uid, multikueue=multikueue)
+    return _facts(made, owner_uid)
+
+
+async def _reserve(client: KubeClient, spec: GangSpec, *, owner_uid: str, multikueue: bool) -> Made:
+    """The reservation objects of ``spec.mode``, in order: the Job (``kueue``); the PodGroup and its
+    members (``workload``); the PodTemplate, the ProvisioningRequest and, for ``gates``, the gated members."""
+    namespace = spec.namespace
     if spec.mode is ReservationMode.KUEUE:
-        made.append(
-            (
-                JOBS,
-                await create_or_adopt(
-                    client, JOBS, manifests.kueue.job(spec, owner_uid=owner_uid, multikueue=multikueue), namespace
-                ),
-            )
-        )
-    elif spec.mode is ReservationMode.WORKLOAD:
+        job = manifests.kueue.job(spec, owner_uid=owner_uid, multikueue=multikueue)
+        return [(JOBS, await create_or_adopt(client, JOBS, job, namespace))]
+    if spec.mode is ReservationMode.WORKLOAD:
         group = manifests.pod_group.pod_group(spec, owner_uid=owner_uid)
-        made.append((POD_GROUPS, await create_or_adopt(client, POD_GROUPS, group, namespace)))
+        made: Made = [(POD_GROUPS, await create_or_adopt(client, POD_GROUPS, group, namespace))]
         linked = [manifests.pod_group.member_pod(spec, rank, owner_uid=owner_uid) for rank in range(spec.size)]
-        made += [(PODS, result) for result in await create_members(client, linked, namespace)]
-    else:
-        made.append(
-            (
-                POD_TEMPLATES,
-                await create_or_adopt(
-                    client, POD_TEMPLATES, manifests.provisioning.pod_template(spec, owner_uid=owner_uid), namespace
-                ),
-            )
-        )
-        made.append(
-            (
-                PROVISIONING_REQUESTS,
-                await create_or_adopt(
-                    client,
-                    PROVISIONING_REQUESTS,
-                    manifests.provisioning.provisioning_request(spec, owner_uid=owner_uid),
-                    namespace,
-                ),
-            )
-        )
+        return made + [(PODS, result) for result in await create_members(client, linked, namespace)]
+    template = manifests.provisioning.pod_template(spec, owner_uid=owner_uid)
+    made = [(POD_TEMPLATES, await create_or_adopt(client, POD_TEMPLATES, template, namespace))]
+    request = manifests.provisioning.provisioning_request(spec, owner_uid=owner_uid)
+    made.append((PROVISIONING_REQUESTS, await create_or_adopt(client, PROVISIONING_REQUESTS, request, namespace)))
     if spec.mode is ReservationMode.GATES:
-        gated = await create_members(
-            client, [manifests.pods.gated_pod(spec, rank, owner_uid=owner_uid) for rank in range(spec.size)], namespace
-        )
-        made += [(PODS, result) for result in gated]
-    job_uid = next((str(obj["metadata"]["uid"]) for kind, (obj, _) in made if kind is JOBS), None)
+        gated = [manifests.pods.gated_pod(spec, rank, owner_uid=owner_uid) for rank in range(spec.size)]
+        made += [(PODS, result) for result in await create_members(client, gated, namespace)]
+    return made
+
+
+def _facts(made: Made, owner_uid: str) -> ReservationFacts:
+    """What the later stages need of the objects ``made``."""
     return ReservationFacts(
         created=sum(was_created for _, (_, was_created) in made),
         owner_uid=owner_uid,
-        job_uid=job_uid,
+        job_uid=next((str(obj["metadata"]["uid"]) for kind, (obj, _) in made if kind is JOBS), None),
         objects=tuple(
             ReservedObject(kind.key, str(obj["metadata"]["name"]), str(obj["metadata"]["uid"]))
             for kind, (obj, _) in made

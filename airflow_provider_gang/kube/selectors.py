@@ -1,6 +1,6 @@
 """Label and field selectors evaluated on the client, for watches shared by several subscribers.
 
-A shared watch (:mod:`.shared_watches`) lists and watches a wider set of objects than any one
+A shared watch (:mod:`.watch_registry`) lists and watches a wider set of objects than any one
 subscriber wants and hands each subscriber the objects its own selectors match, so the client must
 match exactly as the API server would. Label selector syntax and meaning follow
 ``k8s.io/apimachinery/pkg/labels/selector.go``: comma-separated requirements ``k``, ``!k``, ``k=v``,

@@ -1,11 +1,13 @@
 """Explicit, serializable connection settings and their loading into a kubernetes_asyncio configuration.
 
-Triggers run in the triggerer, which may not have the worker's files, environment or Airflow
-connection cache, and cncf-kubernetes' ``AsyncKubernetesHook`` does not fall back to in-cluster
-config the way the sync hook does (``AsyncKubernetesHook._load_config``, cncf-kubernetes
-``hooks/kubernetes.py``). So the hook resolves the connection on the worker and hands the trigger
-one of exactly two things: "in cluster", or a kubeconfig *dict* (plus context and namespace). Both
-are plain values that survive ``BaseTrigger.serialize()``.
+A cluster is reached in exactly one of two ways: "in cluster", or a kubeconfig *dict* (plus context
+and namespace), never a path: cncf-kubernetes' ``AsyncKubernetesHook`` does not fall back to
+in-cluster config the way the sync hook does (``AsyncKubernetesHook._load_config``, cncf-kubernetes
+``hooks/kubernetes.py``), and a file of the worker may not exist where the settings are used.
+``hooks.gang.GangHook`` builds them from an Airflow connection wherever it runs - the operator on the
+worker, a trigger in the triggerer (its arguments carry the connection id, not credentials); plain
+values (:meth:`ConnectionSettings.to_dict`) travel only where a cluster is given by explicit
+settings (the ``connection`` trigger argument: tests, tools).
 
 Authentication is not re-implemented: :func:`load_configuration` delegates to kubernetes_asyncio's
 loaders, which handle client certificates, bearer tokens, ``exec`` credential plugins (GKE's

@@ -4,7 +4,7 @@ A :class:`SharedWatch` is one :class:`~.watch.Reflector` (one LIST + WATCH of on
 namespace, with a scope label selector) filling one cache, and the subscriptions whose selectors it
 serves: every change is applied at once to the views it concerns (:class:`~.subscriber_index.SubscriberIndex`
 finds them), each subscriber only *notified*. The process's registry of these watches, which creates,
-shares and stops them, is :mod:`.shared_watches`; its docstring states the contracts both keep.
+shares and stops them, is :mod:`.watch_registry`; its docstring states the contracts both keep.
 
 **Tombstones.** A view holds the latest state only, so a subscriber that joins after an object was
 deleted could not tell it from one never created (an empty view either way). The watch therefore
@@ -106,6 +106,11 @@ class Subscription:
         self.joined_at = watch.reflector.monotonic()
         self._on_retry, self._notify = on_retry, notify
 
+    @property
+    def client(self) -> KubeClient:
+        """The client the watch shares with every watch of its connection (closed when the last one stops)."""
+        return self.reflector.client
+
     def snapshot(self) -> Objects:
         """A copy of the view (the objects themselves are shared)."""
         return dict(self.view)
@@ -126,7 +131,7 @@ class Subscription:
     async def read_now(self) -> Objects:
         """A fresh LIST with this subscriber's own selectors, through the shared client (its retries
         and timeouts), not touching the cache; :class:`errors.KubeError` if the server does not answer."""
-        items, _ = await self.reflector.client.list(
+        items, _ = await self.client.list(
             self.resource,
             self.reflector.namespace,
             label_selector=self.label_selector,

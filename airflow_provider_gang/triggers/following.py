@@ -1,6 +1,6 @@
 """What one gang trigger follows of the watches shared in its process, and how long they failed it.
 
-A trigger subscribes to one shared watch per kind it needs (:mod:`kube.shared_watches`: one watch per
+A trigger subscribes to one shared watch per kind it needs (:mod:`kube.watch_registry`: one watch per
 connection, namespace and kind, like client-go's ``SharedInformer``) and reads them as one stream of
 views (:meth:`FollowedWatches.views`), woken also by the deadlines it must decide at. It decides a
 deadline on a fresh LIST (:meth:`FollowedWatches.read_now`), and gives up on a cluster that has not
@@ -14,9 +14,10 @@ import functools
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
-from airflow_provider_gang.kube import errors, shared_watches
+from airflow_provider_gang.kube import errors, watch_registry
+from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
-from airflow_provider_gang.kube.resources import by_key
+from airflow_provider_gang.kube.resources import Resource, by_key
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import Subscription
 from airflow_provider_gang.kube.watch import Objects, Reflector
@@ -64,13 +65,13 @@ class FollowedWatches:
         (:mod:`.wakeups`), so the caller decides again on the last view. The caller stops iterating
         once it has decided.
         """
-        registry = shared_watches.for_running_loop()
-        wakeup = shared_watches.Wakeup()
+        registry = watch_registry.for_running_loop()
+        wakeup = watch_registry.Wakeup()
         for watch in watches:
             where = settings if "cluster" not in watch else (clusters or {})[watch["cluster"]]
             self.subscriptions.append(
                 await registry.subscribe(
-                    connection=shared_watches.connection_key(where.to_dict(), options.to_dict()),
+                    connection=watch_registry.connection_key(where.to_dict(), options.to_dict()),
                     connect=functools.partial(options.connect, where),
                     resource=by_key(watch["resource"]),
                     namespace=namespace,
@@ -83,7 +84,7 @@ class FollowedWatches:
                 )
             )
         self.reflectors = [subscription.reflector for subscription in self.subscriptions]
-        latest = shared_watches.LatestViews(self.subscriptions, wakeup)
+        latest = watch_registry.LatestViews(self.subscriptions, wakeup)
         schedule = WakeSchedule(clock.current(), wake_times, tick, every=every)
         while True:
             for _ in range(schedule.passed()):
@@ -118,6 +119,12 @@ class FollowedWatches:
             return None
         return {subscription.resource.key: view for subscription, view in zip(self.subscriptions, views, strict=True)}
 
+    def client_of(self, resource: Resource) -> KubeClient:
+        """The shared client of the first watch of ``resource``, else of the first watch (after :meth:`views`
+        has subscribed)."""
+        watching = next((item for item in self.subscriptions if item.resource is resource), self.subscriptions[0])
+        return watching.client
+
     def unreachable(self) -> Decision | None:
         """The ``cluster_unreachable`` decision once a watch has had no answer for this trigger for
         ``unreachable_seconds`` in a row (:meth:`Subscription.failing_for`), else ``None``."""
@@ -147,4 +154,4 @@ class FollowedWatches:
     async def leave(self) -> None:
         """Leave the shared watches (the last subscriber of a watch stops it, the last watch of a
         connection closes its client). Idempotent."""
-        await shared_watches.for_running_loop().unsubscribe_all(self.subscriptions)
+        await watch_registry.for_running_loop().unsubscribe_all(self.subscriptions)

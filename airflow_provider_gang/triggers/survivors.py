@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from airflow_provider_gang.hooks import member_logs
@@ -131,6 +132,41 @@ class EndedTails:
             self.saved.update(
                 await save_tails(client, self.namespace, self.pod_selector, wanted, self.log, self.gang_name, why=why)
             )
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """What the end of a run read for its event (``GangEvent.logs`` and ``unread_reports``)."""
+
+    logs: tuple[tuple[int, str], ...]
+    """(rank, the tail of its log), by rank."""
+    unread: tuple[UnreadReport, ...]
+    """The survivors whose report could not be read, and why, by rank."""
+
+
+async def end_run(
+    client: KubeClient,
+    pods: Sequence[Mapping[str, Any]],
+    memory: RunMemory,
+    log: Log,
+    gang_name: str,
+    *,
+    namespace: str,
+    pod_selector: str | None,
+    log_ranks: Sequence[int],
+    ended_tails: EndedTails | None,
+) -> RunEnd:
+    """Before a run's event: a checkpointed gang's survivors among ``pods`` stopped and their reports
+    read into ``memory`` (:class:`Drain`; not without a ``pod_selector``), then the log ranks' tails a
+    MultiKueue worker's run has not read yet (``ended_tails``); a tail the drain read wins."""
+    drain = Drain(client, namespace, pod_selector or "", memory, log, gang_name, log_ranks=log_ranks)
+    if memory.read_checkpoints and pod_selector:
+        await drain.run(pods)
+    saved = dict(drain.saved_logs)
+    if ended_tails is not None:
+        await ended_tails.read(client, pods, at_end=True)
+        saved = {**ended_tails.saved, **saved}
+    return RunEnd(logs=tuple(sorted(saved.items())), unread=tuple(drain.unread))
 
 
 def survivors(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -23,7 +23,7 @@ class WakeSchedule:
     """The wake-ups of one wait: ``deadlines`` (clock moments, ``None`` entries ignored), one
     ``every`` clock seconds and a ``tick`` of real seconds (``None``: none) measured by
     ``real_time`` (default: the running event loop's ``time``, which the timeouts of
-    ``kube.shared_watches.Wakeup.wait`` use)."""
+    ``kube.watch_registry.Wakeup.wait`` use)."""
 
     def __init__(
         self,

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.kube import shared_watches
+from airflow_provider_gang.kube import watch_registry
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.selectors import Selector
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import SharedWatch, Subscription
-from airflow_provider_gang.kube.shared_watches import SharedWatches
 from airflow_provider_gang.kube.watch import Reflector
+from airflow_provider_gang.kube.watch_registry import SharedWatches
 from gang_sim.testing.eventually import eventually_async
 from tests.builders import pod
 from tests.unit.kube.emulated import client, connection, sim
@@ -101,7 +101,7 @@ async def mutate(client: Any, rng: random.Random) -> None:
 async def test_random_joins_and_leaves_under_cuts_and_410s_end_as_private_watches_do(sim, client, connection, seed):
     rng = random.Random(seed)
     settings = ConnectionSettings.from_dict(connection)
-    key = shared_watches.connection_key(connection, FAST.to_dict())
+    key = watch_registry.connection_key(connection, FAST.to_dict())
     registry = SharedWatches()
     live: list[Tracked] = []
     watches: set[SharedWatch] = set()

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.kube import shared_watch, shared_watches
+from airflow_provider_gang.kube import shared_watch, watch_registry
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import PODS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import Subscription
-from airflow_provider_gang.kube.shared_watches import SharedWatches
+from airflow_provider_gang.kube.watch_registry import SharedWatches
 from gang_sim.testing.eventually import eventually_async
 from tests.builders import pod
 from tests.unit.kube.emulated import client, connection, sim
@@ -28,7 +28,7 @@ FAST = ClientOptions(retry_base_delay=0.01, retry_max_delay=0.05)
 async def join(registry: SharedWatches, connection: dict[str, Any], **selectors: str) -> Subscription:
     settings = ConnectionSettings.from_dict(connection)
     return await registry.subscribe(
-        connection=shared_watches.connection_key(connection, FAST.to_dict()),
+        connection=watch_registry.connection_key(connection, FAST.to_dict()),
         connect=lambda: FAST.connect(settings),
         resource=PODS,
         namespace="default",

@@ -1,4 +1,4 @@
-"""Gang triggers waiting in one process share their watches (``kube.shared_watches``): one LIST and one
+"""Gang triggers waiting in one process share their watches (``kube.watch_registry``): one LIST and one
 WATCH per kind for all of them, each deciding on its own gang only; a trigger rebuilt from its
 ``serialize()`` joins the watches of the process it lands in; the last one leaving closes them; the
 shared cache keeps of each object what the decisions read (``observation.trimmer``)."""
@@ -10,7 +10,7 @@ import importlib
 
 import pytest
 
-from airflow_provider_gang.kube import shared_watches
+from airflow_provider_gang.kube import watch_registry
 from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS, WORKLOADS
 from airflow_provider_gang.reservation import shape
 from airflow_provider_gang.reservation.decision import decide
@@ -31,7 +31,7 @@ async def test_waiting_gangs_share_one_watch_per_kind_and_each_decides_on_its_ow
     waits = [asyncio.create_task(first_event(trigger)) for trigger in triggers]
     for trigger in triggers:
         await until_watching(trigger)
-    registry = shared_watches.for_running_loop()
+    registry = watch_registry.for_running_loop()
     assert len(registry.watches) == 2 and len(registry.clients) == 1  # ProvisioningRequests, pods
 
     others = [subscription for index in (0, 2) for subscription in triggers[index].subscriptions]
@@ -67,7 +67,7 @@ async def test_a_trigger_rebuilt_from_its_kwargs_joins_the_running_watches(sim, 
     await gang.set_request_conditions(condition("Accepted"), condition("Provisioned"))
     events = await asyncio.wait_for(asyncio.gather(first, second), 10)
     assert [event["reason"] for event in events] == ["reserved", "reserved"]
-    assert shared_watches.for_running_loop().watches == []
+    assert watch_registry.for_running_loop().watches == []
 
 
 async def test_the_shared_cache_keeps_what_the_decisions_read_and_drops_the_rest(sim, client, connection):

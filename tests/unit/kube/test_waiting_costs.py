@@ -14,8 +14,8 @@ import pytest
 
 from airflow_provider_gang.kube.selectors import Selector
 from airflow_provider_gang.kube.shared_values import SharedValues
-from airflow_provider_gang.kube.shared_watches import LatestViews, Wakeup
 from airflow_provider_gang.kube.subscriber_index import SubscriberIndex
+from airflow_provider_gang.kube.watch_registry import LatestViews, Wakeup
 from airflow_provider_gang.triggers.observation import UNIQUE_STRINGS
 
 pytestmark = pytest.mark.timeout(10)

@@ -1,5 +1,5 @@
 """When the real harness counts a CustomResourceDefinition as Established
-(``gang_sim.testing.real.cluster.is_established``): a definition just created has
+(``gang_sim.testing.real.kubectl.is_established``): a definition just created has
 ``status.conditions: null``, which ``kubectl wait`` fails on and the harness waits through."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gang_sim.testing.real.cluster import is_established
+from gang_sim.testing.real.kubectl import is_established
 
 ESTABLISHED = {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}
 

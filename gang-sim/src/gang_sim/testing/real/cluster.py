@@ -11,7 +11,9 @@ Started in the order envtest and kwokctl's binary runtime use (controller-runtim
 (:mod:`.controllers`), kwok (:mod:`.kwok`, fake kubelets for nodes annotated
 ``kwok.x-k8s.io/node: fake``); the scenario's initial nodes; Kueue (:mod:`.kueue`); the
 cluster-autoscaler with its kwok cloud provider (:mod:`.autoscaler`); the scenario's ``objects``.
-Each component's flags and files are in its own module; this one orders them and waits for each.
+Each component's flags and files are in its own module, and so are the kubeconfigs of its users
+(:mod:`.kubeconfigs`) and the kubectl it installs through (:mod:`.kubectl`); this one orders them
+and waits for each.
 Everything a cluster owns - its directory, ports, CA - is its own (:mod:`.workspace`), so several run
 at once in one process. :meth:`RealCluster.stop` kills what was started (by PID) and removes the
 directory, also when a start fails half-way; etcd keeps the objects through
@@ -20,10 +22,8 @@ directory, also when a start fails half-way; etcd keeps the objects through
 
 from __future__ import annotations
 
-import json
 import shutil
 import ssl
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -33,22 +33,16 @@ from typing import Any
 
 import yaml
 
-from gang_sim.testing.eventually import eventually
 from gang_sim.testing.real import apiserver, autoscaler, controllers, etcd, kubeconfigs, kueue, kwok, nodes
 from gang_sim.testing.real.binaries import Binaries, find
 from gang_sim.testing.real.certificates import cluster_authority
+from gang_sim.testing.real.kubectl import Kubectl
 from gang_sim.testing.real.processes import Component, Launch
 from gang_sim.testing.real.workspace import Workspace
 from gang_sim.world.scenario import Scenario, load_scenario
 
 START_TIMEOUT_SECONDS = 120.0
 _ADMIN = "gang-admin"
-
-
-def is_established(definition: dict[str, Any]) -> bool:
-    """Whether a CustomResourceDefinition's ``Established`` condition is True (none yet: not)."""
-    conditions = (definition.get("status") or {}).get("conditions") or []
-    return any(item.get("type") == "Established" and item.get("status") == "True" for item in conditions)
 
 
 class RealCluster:
@@ -134,68 +128,32 @@ class RealCluster:
     # -- clients -----------------------------------------------------------------------------------
 
     def kubectl(self, *arguments: str, input_text: str | None = None, check: bool = True) -> str:
-        """Run the built kubectl against this cluster (its discovery cache in the cluster's directory);
-        its standard output."""
-        result = subprocess.run(
-            [
-                str(self.binaries.path("kubectl")),
-                "--kubeconfig",
-                str(self.kubeconfig_path),
-                "--cache-dir",
-                str(self.directory / "kubectl-cache"),
-                *arguments,
-            ],
-            input=input_text,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(arguments)} failed: {result.stderr.strip()}")
-        return result.stdout
+        """Run the built kubectl against this cluster (:meth:`.kubectl.Kubectl.run`); its standard output."""
+        return self._kubectl.run(*arguments, input_text=input_text, check=check)
 
     def apply(self, documents: Sequence[dict[str, Any]]) -> None:
         """Server-side apply ``documents`` (force: this harness owns what it installs)."""
-        if documents:
-            self.kubectl(
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "--field-manager=gang-real-cluster",
-                "-f",
-                "-",
-                input_text=yaml.safe_dump_all(list(documents), sort_keys=False),
-            )
+        self._kubectl.apply(documents)
 
     def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
         """A kubeconfig file for ``user`` in ``groups`` (a client certificate of this cluster's CA); it may
         do what RBAC grants that user and its groups."""
         if self._workspace is None:
             raise RuntimeError("the cluster is not started")
-        return self._write_kubeconfig(self._workspace, user, tuple(groups), f"users/{user}.kubeconfig")
+        return kubeconfigs.write(self._workspace, self.url, user, tuple(groups), f"users/{user}.kubeconfig")
 
     def wait_established(self, names: Sequence[str] = (), timeout: float = 60.0) -> None:
-        """Until the CustomResourceDefinitions ``names`` (all of them when empty) exist and are Established.
-
-        Not ``kubectl wait --for=condition=Established``: it fails at once on a definition the
-        apiextensions controllers have not yet given conditions (``status.conditions: null`` just after
-        the create, ``k8s.io/apiextensions-apiserver pkg/apis/apiextensions/v1/types.go``; the same
-        failure in pingcap/tidb-operator#1511), which loses the race under load.
-        """
-
-        def all_established() -> bool:
-            definitions = {item["metadata"]["name"]: item for item in self.get("customresourcedefinitions")["items"]}
-            return all(is_established(definitions.get(name, {})) for name in names or definitions)
-
-        what = f"CustomResourceDefinitions Established: {', '.join(names) or 'all'}"
-        eventually(all_established, timeout=timeout, what=what, interval=0.5)
+        """Until the CustomResourceDefinitions ``names`` (all of them when empty) exist and are Established
+        (:meth:`.kubectl.Kubectl.wait_established`)."""
+        self._kubectl.wait_established(names, timeout)
 
     def get(self, resource: str, name: str = "", namespace: str | None = None) -> Any:
         """``kubectl get -o json`` as a dict (a List when ``name`` is empty)."""
-        arguments = ["get", resource, *([name] if name else []), "-o", "json"]
-        arguments += ["-n", namespace] if namespace else (["-A"] if not name else [])
-        return json.loads(self.kubectl(*arguments))
+        return self._kubectl.get(resource, name, namespace)
+
+    @property
+    def _kubectl(self) -> Kubectl:
+        return Kubectl(self.binaries.path("kubectl"), self.kubeconfig_path, self.directory / "kubectl-cache")
 
     # -- start sequence ----------------------------------------------------------------------------
 
@@ -242,7 +200,7 @@ class RealCluster:
         launch = kueue.launch(
             workspace, admin, wait_for_pods_ready_seconds=self.scenario.kueue.wait_for_pods_ready_timeout_seconds
         )
-        self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kueue.NAMESPACE}}])
+        self.apply([kueue.namespace()])
         definitions = kueue.custom_resource_definitions(manifests, launch.url, ca_pem)
         # Created, not applied: server-side apply of Kueue's large schemas takes the apiserver longer.
         self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(definitions, sort_keys=False))
@@ -250,20 +208,11 @@ class RealCluster:
         self._run(launch)
         self.apply(kueue.webhook_configurations(manifests, launch.url, ca_pem))
 
-    def _write_kubeconfig(self, workspace: Workspace, user: str, groups: tuple[str, ...], name: str) -> Path:
-        pair = workspace.authority.client(user, groups)
-        document = kubeconfigs.document(self.url, workspace.authority.certificate_pem, user, pair)
-        return workspace.file(name, yaml.safe_dump(document, sort_keys=False))
-
     def _write_admin_kubeconfig(self, workspace: Workspace) -> Path:
         """The admin kubeconfig the components use; ``kubeconfig_path`` is it, or its copy where asked."""
-        internal = self._write_kubeconfig(workspace, _ADMIN, ("system:masters",), workspace.admin_kubeconfig.name)
-        self.kubeconfig_path = internal
-        if self._requested_kubeconfig is not None:
-            self._requested_kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(internal, self._requested_kubeconfig)
-            self._requested_kubeconfig.chmod(0o600)
-            self.kubeconfig_path = self._requested_kubeconfig
+        internal = kubeconfigs.write(workspace, self.url, _ADMIN, ("system:masters",), workspace.admin_kubeconfig.name)
+        requested = self._requested_kubeconfig
+        self.kubeconfig_path = internal if requested is None else kubeconfigs.copy_to(internal, requested)
         return internal
 
     def _begin(self, launch: Launch) -> Component:

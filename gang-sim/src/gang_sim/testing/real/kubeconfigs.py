@@ -8,9 +8,14 @@ its CN and the groups from its O (:meth:`gang_sim.apiserver.tls.CertificateAutho
 from __future__ import annotations
 
 import base64
+import shutil
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gang_sim.apiserver.tls import KeyPair
+from gang_sim.testing.real.workspace import Workspace
 
 
 def document(server: str, ca_pem: bytes, user: str, pair: KeyPair, namespace: str = "default") -> dict[str, Any]:
@@ -38,3 +43,19 @@ def document(server: str, ca_pem: bytes, user: str, pair: KeyPair, namespace: st
         "current-context": "gang-real",
         "preferences": {},
     }
+
+
+def write(workspace: Workspace, server: str, user: str, groups: tuple[str, ...], name: str) -> Path:
+    """A kubeconfig for ``user`` in ``groups`` (a client certificate of the workspace's CA) written to
+    ``name`` under the workspace (mode 0600); its path."""
+    pair = workspace.authority.client(user, groups)
+    kubeconfig = document(server, workspace.authority.certificate_pem, user, pair)
+    return workspace.file(name, yaml.safe_dump(kubeconfig, sort_keys=False))
+
+
+def copy_to(kubeconfig: Path, target: Path) -> Path:
+    """``kubeconfig`` copied to ``target`` (its folder made, mode 0600); ``target``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(kubeconfig, target)
+    target.chmod(0o600)
+    return target

@@ -37,6 +37,11 @@ METRICS_CERTIFICATE_DIRECTORY = Path("/etc/kueue/metrics/certs")
 _METRICS_CERTIFICATE_VALIDITY = datetime.timedelta(days=3650)
 
 
+def namespace() -> dict[str, Any]:
+    """The Namespace Kueue runs in (its Configuration's ``namespace``), made before its CRDs."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+
+
 def configuration(
     *, webhook_port: int, health_port: int, certificate_directory: Path, wait_for_pods_ready_seconds: float | None
 ) -> dict[str, Any]:

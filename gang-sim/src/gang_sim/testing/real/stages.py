@@ -84,10 +84,16 @@ phase: Running
 startTime: {{ $now | Quote }}
 """
 
-_EXIT_STATUS = """\
-{{ $now := Now }}
-{{ $code := or (index .metadata.annotations "sim.gang.dev/exit-code") "0" }}
-{{ $message := or (index .metadata.annotations "sim.gang.dev/termination-message") "" }}
+
+def _terminated_status(*, variables: str, exit_code: str, reason: str, phase: str, started_at: bool) -> str:
+    """The status template of a pod whose every container terminated with ``exit_code`` and ``reason``
+    (Go template expressions) and the termination message ``$message``, which ``variables`` sets;
+    ``started_at``: the terminated state carries a ``startedAt`` too."""
+    started = "      startedAt: {{ $now | Quote }}\n" if started_at else ""
+    return (
+        "{{ $now := Now }}\n"
+        + variables
+        + """\
 conditions:
 - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
 - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
@@ -100,39 +106,35 @@ containerStatuses:
   started: false
   state:
     terminated:
-      exitCode: {{ $code }}
-      reason: {{ if eq $code "0" }}Completed{{ else }}Error{{ end }}
-      message: {{ $message | Quote }}
-      startedAt: {{ $now | Quote }}
-      finishedAt: {{ $now | Quote }}
-{{ end }}
-phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
 """
+        + f"      exitCode: {exit_code}\n"
+        + f"      reason: {reason}\n"
+        + "      message: {{ $message | Quote }}\n"
+        + started
+        + "      finishedAt: {{ $now | Quote }}\n"
+        + "{{ end }}\n"
+        + f"phase: {phase}\n"
+    )
 
 
-_STOP_STATUS = """\
-{{ $now := Now }}
-{{ $message := "" }}
-{{ with .metadata.annotations }}{{ $message = or (index . "sim.gang.dev/termination-message") "" }}{{ end }}
-conditions:
-- {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-- {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: false
-  restartCount: 0
-  started: false
-  state:
-    terminated:
-      exitCode: 143
-      reason: Error
-      message: {{ $message | Quote }}
-      finishedAt: {{ $now | Quote }}
-{{ end }}
-phase: Failed
-"""
+_EXIT_STATUS = _terminated_status(
+    variables='{{ $code := or (index .metadata.annotations "sim.gang.dev/exit-code") "0" }}\n'
+    '{{ $message := or (index .metadata.annotations "sim.gang.dev/termination-message") "" }}\n',
+    exit_code="{{ $code }}",
+    reason='{{ if eq $code "0" }}Completed{{ else }}Error{{ end }}',
+    phase='{{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}',
+    started_at=True,
+)
+"""``gang-member-exit``: every container exits with ``sim.gang.dev/exit-code`` (0: ``Succeeded``)."""
+_STOP_STATUS = _terminated_status(
+    variables='{{ $message := "" }}\n'
+    '{{ with .metadata.annotations }}{{ $message = or (index . "sim.gang.dev/termination-message") "" }}{{ end }}\n',
+    exit_code="143",
+    reason="Error",
+    phase="Failed",
+    started_at=False,
+)
+"""``gang-member-stop``: every container stopped as on SIGTERM (128 + 15), annotations or none."""
 STOP_WEIGHT = 1_000_000_000
 """``gang-member-stop``'s weight: kwok takes ``pod-delete`` (weight 1) for a running pod being deleted
 once in a billion."""

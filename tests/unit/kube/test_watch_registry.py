@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_provider_gang.kube import errors, shared_watches
+from airflow_provider_gang.kube import errors, watch_registry
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.resources import PODS, PROVISIONING_REQUESTS
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.kube.shared_watch import Subscription
-from airflow_provider_gang.kube.shared_watches import SharedWatches
+from airflow_provider_gang.kube.watch_registry import SharedWatches
 from gang_sim.apiserver.http.auth import Rule
 from tests.builders import pod
 
@@ -49,7 +49,7 @@ class Subscriber:
     ) -> Subscription:
         settings = ConnectionSettings.from_dict(self.connection)
         self.subscription = await self.registry.subscribe(
-            connection=shared_watches.connection_key(self.connection, FAST.to_dict()),
+            connection=watch_registry.connection_key(self.connection, FAST.to_dict()),
             connect=lambda: FAST.connect(settings),
             resource=resource,
             namespace="default",
@@ -63,7 +63,7 @@ class Subscriber:
 
     async def until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0) -> dict[str, Any]:
         assert self.subscription is not None
-        async with contextlib.aclosing(shared_watches.together([self.subscription], self.wakeup)) as views:
+        async with contextlib.aclosing(watch_registry.together([self.subscription], self.wakeup)) as views:
 
             async def pull() -> dict[str, Any]:
                 async for view in views:
