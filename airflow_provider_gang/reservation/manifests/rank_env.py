@@ -48,6 +48,27 @@ entry of the same name would be replaced or, for ``GANG_RESUME``, claim a checkp
 reported, so the operator refuses it at parse time (``reservation.tries.arguments``)."""
 
 
+FRAMEWORK_VARIABLES: dict[Distributed, tuple[str, ...]] = {
+    Distributed.TORCH: (
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "PET_NNODES",
+        "PET_NODE_RANK",
+        "PET_MASTER_ADDR",
+        "PET_MASTER_PORT",
+        "PET_NPROC_PER_NODE",
+    ),
+    Distributed.JAX: ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"),
+}
+"""The variables :func:`rank_environment` writes for each ``distributed`` framework, in its order: a
+user ``env`` entry of the same name would be overwritten, so the operator refuses it at parse time
+(``reservation.tries.arguments``). torchrun's ``PET_*`` names:
+https://pytorch.org/docs/stable/elastic/run.html; JAX's: ``jax.distributed.initialize``."""
+
+
 def rendezvous_host(spec: GangSpec) -> str:
     """DNS name of rank 0: ``<gang>-0.<service>.<namespace>.svc`` (works for pods and Indexed Jobs,
     since the Job is named like the gang)."""

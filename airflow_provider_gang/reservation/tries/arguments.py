@@ -24,6 +24,7 @@ from typing import Any
 
 from airflow_provider_gang.reservation import deployment, fallback, multikueue
 from airflow_provider_gang.reservation.fallback import FallbackStep
+from airflow_provider_gang.reservation.manifests import rank_env
 from airflow_provider_gang.reservation.manifests.rank_env import PROVIDER_VARIABLES
 
 RESERVATION_MODES = ("provisioning_request", "kueue", "gates", "workload", "auto")
@@ -35,22 +36,11 @@ ON_FINISH_CHOICES = ("delete", "keep")
 # but names outside this set cannot be read by a shell in the container.
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
-# Variables the operator writes into every member for the chosen ``distributed`` framework; a user
-# value would silently be overwritten, so it is refused instead.
 RANK_ENVIRONMENT: dict[str, tuple[str, ...]] = {
-    "torch": (
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "PET_NODE_RANK",
-        "PET_NNODES",
-        "PET_MASTER_ADDR",
-        "PET_MASTER_PORT",
-    ),
-    "jax": ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"),
+    framework.value: names for framework, names in rank_env.FRAMEWORK_VARIABLES.items()
 }
+"""``distributed`` value -> the variables the provider writes into every member for it
+(``reservation.manifests.rank_env``); a user value would silently be overwritten, so it is refused."""
 
 
 class GangArgumentError(ValueError):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_gang.reservation import naming
-from airflow_provider_gang.reservation.manifests import pods, provisioning
-from airflow_provider_gang.reservation.spec import MemberResources
+from airflow_provider_gang.reservation.manifests import pods, provisioning, rank_env
+from airflow_provider_gang.reservation.spec import Distributed, MemberResources
 from tests.builders import gang_spec, template
 
 UID = "0f1e2d3c-owner"
@@ -326,3 +326,12 @@ def test_rank_environment_overrides_user_values_and_master_address():
         "127.0.0.1",
         "127.0.0.1",
     )
+
+
+@pytest.mark.parametrize("distributed", list(Distributed), ids=lambda framework: framework.value)
+def test_the_framework_variables_are_exactly_those_rank_environment_writes(distributed):
+    """``FRAMEWORK_VARIABLES`` is what the parse-time env check refuses: a name written but not
+    listed there would overwrite a user's value silently."""
+    written = [entry["name"] for entry in rank_env.rank_environment(gang_spec(distributed=distributed.value), 1)]
+    expected = list(rank_env.FRAMEWORK_VARIABLES[distributed])
+    assert [name for name in written if name not in rank_env.PROVIDER_VARIABLES] == expected
