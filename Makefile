@@ -122,7 +122,7 @@ real-cluster:
 # .ci/run builds the real control plane in the background and says so in GANG_REAL_CLUSTER_BUILD_LOG:
 # then real-ready waits for that build (the build script's lock) before the real tier starts.
 REAL_BUILD_LOG := $(or $(GANG_REAL_CLUSTER_BUILD_LOG),build/real-cluster.log)
-REAL_OWN_CLUSTERS := tests/real/test_workload_api.py tests/real/test_workload_api_autoscaler.py tests/real/test_harness.py
+REAL_OWN_CLUSTERS := tests/real/test_workload_api.py tests/real/test_workload_api_autoscaler.py tests/real/test_harness.py tests/real/test_other_cluster.py
 real: real-shared-cluster real-own-clusters
 
 real-preflight: $(STAMP)
