@@ -20,7 +20,7 @@ from typing import Any
 
 from airflow_provider_gang.reservation import naming
 from tests.e2e.gang_dags import SIM_EXIT, SIM_RUN
-from tests.real.backends import RealBackend
+from tests.real.backends import RealBackend, wait_for
 from tests.real.conftest import GANG_KINDS, GANG_SELECTOR
 
 RUNS_UNTIL_DELETED = {"spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]}}
@@ -47,6 +47,13 @@ def gang_leftovers(cluster: RealBackend, dag_id: str) -> dict[str, list[str]]:
         for kind in (*GANG_KINDS, "v1/configmaps")
     }
     return {kind: names for kind, names in found.items() if names}
+
+
+def nothing_left(cluster: RealBackend, dag_id: str, timeout: float = 120) -> None:
+    """Waits until nothing of ``dag_id``'s gangs (or of the gang named ``dag_id``) is left in
+    ``default``, its owner ConfigMap included; fails naming what is left after ``timeout`` seconds
+    (deletion is asynchronous on the real stack: the garbage collector, kwok's graceful deletion)."""
+    wait_for(lambda: not gang_leftovers(cluster, dag_id), timeout=timeout, what=f"nothing of {dag_id} left")
 
 
 def of_try(objects: list[dict[str, Any]], dag_id: str, attempt: int) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.e2e.gang_dags import gang_dag, run_dag_test, task_instance
 from tests.real.backends import RealBackend
-from tests.real.members import RUNS_UNTIL_DELETED, Exit, member_exits
+from tests.real.members import RUNS_UNTIL_DELETED, Exit, member_exits, nothing_left
 
 pytestmark = pytest.mark.timeout(600)
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -48,3 +48,4 @@ def test_a_retry_on_code_runs_another_try_and_a_fail_on_code_ends_the_task(
     assert "rank 1 exited with 143, listed in retry_on_exit_codes: a new try may succeed" in log
     assert "rank 0 exited with 3, listed in fail_on_exit_codes: no retry can help" in log
     assert "member_exit_retryable" in log and "member_exit_fails_for_good" in log
+    nothing_left(cluster, dag_id)

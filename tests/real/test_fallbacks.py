@@ -34,6 +34,7 @@ from airflow_provider_gang.reservation.manifests.pods import RESERVATION_LABEL, 
 from gang_sim.world.cloud import POOL_LABEL
 from tests.e2e.gang_dags import gang_dag, run_dag_test, simulated_pod, summary_of, task_instance
 from tests.real.backends import RealBackend, wait_for
+from tests.real.members import nothing_left
 from tests.real.recording import recording
 
 pytestmark = pytest.mark.timeout(600)
@@ -66,10 +67,11 @@ def ladder_dag(dag_id: str, **arguments: Any) -> Any:
 
 
 def run_placed(cluster: RealBackend, dag: Any) -> tuple[Any, dict[str, list[dict[str, str]]]]:
-    """``dag.test()`` of ``dag``; the run and, per gang, the labels of the node each member was bound to
-    (the nodes stay: the scenario keeps them for an hour)."""
+    """``dag.test()`` of ``dag``, after which nothing of its gangs is left; the run and, per gang, the
+    labels of the node each member was bound to (the nodes stay: the scenario keeps them for an hour)."""
     with recording(str(cluster.cluster.kubeconfig_path), "v1/pods") as seen:
         dag_run = run_dag_test(dag)
+    nothing_left(cluster, dag.dag_id)
     nodes = {node["metadata"]["name"]: node["metadata"]["labels"] for node in cluster.objects("v1/nodes", "")}
     bound: dict[str, dict[str, str]] = {}
     for pod in seen["v1/pods"].named(""):

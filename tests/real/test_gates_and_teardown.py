@@ -32,7 +32,7 @@ from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.spec import Distributed, GangSpec, MemberResources, ReservationMode
 from tests.e2e.gang_dags import gang_dag, run_dag_test, simulated_pod, task_instance
 from tests.real.backends import RealBackend, wait_for
-from tests.real.members import RUNS_UNTIL_DELETED, Exit, gang_leftovers, member_exits, of_gangs
+from tests.real.members import RUNS_UNTIL_DELETED, Exit, gang_leftovers, member_exits, nothing_left, of_gangs
 from tests.real.recording import recording
 
 pytestmark = pytest.mark.timeout(300)
@@ -123,7 +123,7 @@ def test_a_member_failing_tears_the_gang_down(cluster: RealBackend, capfd: pytes
     with recording(str(cluster.cluster.kubeconfig_path), "v1/pods") as seen:
         with member_exits(cluster, dag_id, [Exit(attempt=1, rank=1, code=1)]):
             dag_run = run_dag_test(dag)
-        wait_for(lambda: not gang_leftovers(cluster, dag_id), timeout=60, what=f"nothing of {dag_id} left")
+        nothing_left(cluster, dag_id, timeout=60)
     assert task_instance(dag_run).state == "failed"
     assert "member_failed" in capfd.readouterr().out
     members = member_versions(of_gangs(seen["v1/pods"].named(""), dag_id))

@@ -28,7 +28,7 @@ from airflow_provider_gang.reservation import naming
 from tests.e2e.driving import FakeTaskInstance, context_for, deferred, first_event
 from tests.e2e.test_kill_and_adopt import on_kill_with_state
 from tests.real.backends import RealBackend, wait_for
-from tests.real.members import RUNS_UNTIL_DELETED, gang_leftovers
+from tests.real.members import RUNS_UNTIL_DELETED, gang_leftovers, nothing_left
 
 pytestmark = pytest.mark.timeout(300)
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -53,10 +53,6 @@ def gang_operator(cluster: RealBackend, *, size: int, deferrable: bool) -> GangT
 def running_members(cluster: RealBackend, gang: str, size: int) -> bool:
     pods = cluster.objects("v1/pods", label_selector=f"{naming.GANG_LABEL}={gang},{naming.ROLE_LABEL}=member")
     return len(pods) == size and all((pod.get("status") or {}).get("phase") == "Running" for pod in pods)
-
-
-def nothing_left(cluster: RealBackend, gang: str) -> None:
-    wait_for(lambda: not gang_leftovers(cluster, gang), timeout=120, what=f"nothing of {gang} left")
 
 
 def test_the_trigger_s_on_kill_while_waiting_deletes_the_reservation(cluster: RealBackend) -> None:
