@@ -32,8 +32,8 @@ lint: $(STAMP)
 # its own (its clusters run at 40x: a booking lasts 15 s, too little beside a second worker's load).
 # Then two lanes side by side, each one's output printed when it ends: the other Airflow releases, the
 # real-Airflow suite (about 8 minutes) and the real-tier tests that start clusters of their own (about
-# 6 minutes), beside the production-shaped burst (about 5 minutes) and the contract suite and the rest
-# of the real tier on one shared real cluster (about 16 minutes, mostly waiting on the real
+# 8 minutes), beside the production-shaped burst (about 5 minutes) and the contract suite and the rest
+# of the real tier on one shared real cluster (about 23 minutes, mostly waiting on the real
 # controllers' loops: the cluster-autoscaler's scan, Kueue's and the scheduler's requeues); the real
 # tier comes last in each lane, so a real control plane still being built has the most time.
 # GANG_STANDALONE=0 make test skips the real-Airflow suite, GANG_PRODUCTION=0 the burst, GANG_REAL=0
@@ -123,7 +123,7 @@ real-cluster:
 # then real-ready waits for that build (the build script's lock) before the real tier starts.
 REAL_BUILD_LOG := $(or $(GANG_REAL_CLUSTER_BUILD_LOG),build/real-cluster.log)
 REAL_OWN_CLUSTERS := tests/real/test_workload_api.py tests/real/test_workload_api_autoscaler.py tests/real/test_harness.py \
-	tests/real/test_topology.py tests/real/test_multikueue.py
+	tests/real/test_topology.py tests/real/test_topology_gangs.py tests/real/test_multikueue.py tests/real/test_other_cluster.py
 real: real-shared-cluster real-own-clusters
 
 real-preflight: $(STAMP)

@@ -1,7 +1,8 @@
 """Reserved capacity first: a gang with ``use_reservation`` runs on the reservation's nodes when it
 fits, and ``LeaveReservation()`` moves the next try to ordinary on-demand nodes when the reservation
-is full (another team's pods hold all of it). The emulator's reserved pools take only pods that
-select their reservation (``gang_sim.controllers.fit``), as GKE's specific reservations do."""
+is full (another team's pods hold all of it). A pod selecting the reservation fits only its nodes
+(``gang_sim.controllers.fit``); the reservation's nodes take other pods too, as the real
+kube-scheduler's do (``tests/real/test_fallbacks.py``)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -87,6 +88,20 @@ def airflow_connection(kubeconfig: Path, conn_id: str = CONN_ID) -> Iterator[Non
             os.environ.pop(variable, None)
         else:
             os.environ[variable] = previous
+
+
+@contextmanager
+def started_together(*clusters: RealCluster) -> Iterator[tuple[RealCluster, ...]]:
+    """``clusters`` started each in its own thread at once; all stopped on exit, whatever failed."""
+    try:
+        with ThreadPoolExecutor(len(clusters)) as pool:
+            starts = [pool.submit(cluster.start) for cluster in clusters]
+        for start in starts:
+            start.result()
+        yield clusters
+    finally:
+        for cluster in clusters:
+            cluster.stop()
 
 
 @contextmanager

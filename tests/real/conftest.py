@@ -45,15 +45,15 @@ def real_session() -> Iterator[RealBackend]:
         yield backend
 
 
-def leftovers(backend: Any) -> dict[str, list[str]]:
-    """Objects of gangs (anything labelled with the gang label, and every Workload) still in
-    ``default``, by kind."""
+def leftovers(backend: Any, kinds: tuple[str, ...] = GANG_KINDS) -> dict[str, list[str]]:
+    """Objects of gangs (anything labelled with the gang label, and every Workload) of ``kinds`` still
+    in ``default``, by kind."""
     found = {
         kind: [
             item["metadata"]["name"]
             for item in backend.objects(kind, label_selector="" if kind in UNLABELLED_KINDS else GANG_SELECTOR)
         ]
-        for kind in GANG_KINDS
+        for kind in kinds
     }
     return {kind: names for kind, names in found.items() if names}
 

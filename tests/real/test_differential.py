@@ -67,7 +67,7 @@ SCENARIOS = (
     Scenario(
         "provisioning request beyond the pool: CapacityIsNotFound",
         {
-            "size": 6,
+            "size": 9,
             "reservation": "provisioning_request",
             "provisioning_class": ATOMIC,
             "reservation_timeout": timedelta(seconds=30),

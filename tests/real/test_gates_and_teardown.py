@@ -4,9 +4,9 @@
   ``PodScheduled=False`` reason ``SchedulingGated`` and unbound until the provider removes the gate
   once the ProvisioningRequest is ``Provisioned``; then every member binds and runs;
 - a member failing (kwok's exit stage: ``sim.gang.dev/exit-code: "1"``, written on one running
-  member) fails the try and the operator tears the gang down: the members still running are deleted
-  (the apiserver marks them, the kubelet's stand-in stops them - ``Failed``, exit code 143 - and
-  removes them), nothing of the gang is left;
+member, :func:`tests.real.members.member_exits`) fails the try and the operator tears the gang
+down: the members still running are deleted (the apiserver marks them, the kubelet's stand-in stops
+them - ``Failed``, exit code 143 - and removes them), nothing of the gang is left;
 - the owner ConfigMap deleted (what ``on_kill`` and any cleanup does): kube-controller-manager's
   garbage collector deletes every object the gang's ownerReferences chain to it - members, headless
   Service, PodTemplate and ProvisioningRequest; Kueue's Job, its pods and its Workload.
@@ -19,7 +19,6 @@ https://kubernetes.io/docs/concepts/architecture/garbage-collection/ (``pkg/cont
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import defaultdict
 from datetime import timedelta
 from typing import Any
@@ -32,16 +31,14 @@ from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.spec import Distributed, GangSpec, MemberResources, ReservationMode
-from tests.e2e.gang_dags import SIM_EXIT, SIM_RUN, gang_dag, run_dag_test, simulated_pod, task_instance
+from tests.e2e.gang_dags import gang_dag, run_dag_test, simulated_pod, task_instance
 from tests.real.backends import RealBackend, wait_for
-from tests.real.conftest import GANG_KINDS, GANG_SELECTOR
+from tests.real.members import RUNS_UNTIL_DELETED, Exit, gang_leftovers, member_exits, nothing_left, of_gangs
 from tests.real.recording import recording
 
 pytestmark = pytest.mark.timeout(300)
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 WORKLOADS = "kueue.x-k8s.io/v1beta2/workloads"
-RUNS_UNTIL_DELETED = {"spec": {"containers": [{"name": "trainer", "image": "trainer:sim", "command": ["train"]}]}}
-"""A member without ``sim.gang.dev/run-seconds``: kwok keeps it running until it is deleted."""
 TOLERATING_GPU_TAINT = {
     "spec": {
         **RUNS_UNTIL_DELETED["spec"],
@@ -109,23 +106,6 @@ def test_the_real_scheduler_holds_gated_members_until_the_release_binds_them_all
         assert "Succeeded" in phases, phases
 
 
-def fail_one_member_once_all_run(cluster: RealBackend, dag_id: str, stop: threading.Event) -> None:
-    """Once both members of ``dag_id``'s gang run, annotate rank 1 to exit 1 a second later (kwok's
-    exit stage); rank 0 keeps running until deleted."""
-
-    def running() -> list[dict[str, Any]] | None:
-        if stop.is_set():
-            return []
-        pods = of_gangs(cluster.objects("v1/pods", label_selector=f"{naming.ROLE_LABEL}=member"), dag_id)
-        phases = [(pod.get("status") or {}).get("phase") for pod in pods]
-        return pods if len(pods) == 2 and phases == ["Running", "Running"] else None
-
-    pods = wait_for(running, timeout=180, what=f"both members of {dag_id} running")
-    rank_one = [pod for pod in pods if pod["metadata"]["labels"].get(naming.RANK_LABEL) == "1"]
-    for pod in rank_one:
-        cluster.cluster.kubectl("annotate", "pod", pod["metadata"]["name"], f"{SIM_RUN}=1", f"{SIM_EXIT}=1")
-
-
 def test_a_member_failing_tears_the_gang_down(cluster: RealBackend, capfd: pytest.CaptureFixture[str]) -> None:
     dag_id = "real_member_fails"
     dag = gang_dag(
@@ -141,16 +121,10 @@ def test_a_member_failing_tears_the_gang_down(cluster: RealBackend, capfd: pytes
         startup_timeout=timedelta(minutes=2),
         run_timeout=timedelta(minutes=3),
     )
-    stop = threading.Event()
-    failing = threading.Thread(target=fail_one_member_once_all_run, args=(cluster, dag_id, stop), daemon=True)
     with recording(str(cluster.cluster.kubeconfig_path), "v1/pods") as seen:
-        failing.start()
-        try:
+        with member_exits(cluster, dag_id, [Exit(attempt=1, rank=1, code=1)]):
             dag_run = run_dag_test(dag)
-        finally:
-            stop.set()
-            failing.join(30)
-        wait_for(lambda: not gang_leftovers(cluster, dag_id), timeout=60, what=f"nothing of {dag_id} left")
+        nothing_left(cluster, dag_id, timeout=60)
     assert task_instance(dag_run).state == "failed"
     assert "member_failed" in capfd.readouterr().out
     members = member_versions(of_gangs(seen["v1/pods"].named(""), dag_id))
@@ -165,26 +139,6 @@ def test_a_member_failing_tears_the_gang_down(cluster: RealBackend, capfd: pytes
     assert survivor[-1]["metadata"].get("deletionTimestamp"), "the running member was not deleted by the teardown"
     # marked, it stops as on SIGTERM (the kubelet's part, kwok's gang-member-stop stage) before it is removed
     assert (survivor[-1].get("status") or {}).get("phase") == "Failed", phases
-
-
-def of_gangs(objects: list[dict[str, Any]], dag_id: str) -> list[dict[str, Any]]:
-    """The objects of ``objects`` whose gang is one of ``dag_id``'s (a gang's name starts with its
-    DAG id, ``naming.gang_name``) - or, for a gang name, that gang's."""
-    prefix = naming.to_dns_label(dag_id)
-    return [
-        item for item in objects if (item["metadata"].get("labels") or {}).get(naming.GANG_LABEL, "").startswith(prefix)
-    ]
-
-
-def gang_leftovers(cluster: RealBackend, dag_id: str) -> dict[str, list[str]]:
-    """Objects of ``dag_id``'s gangs in ``default`` (ConfigMaps included), by kind."""
-    found = {
-        kind: [
-            item["metadata"]["name"] for item in of_gangs(cluster.objects(kind, label_selector=GANG_SELECTOR), dag_id)
-        ]
-        for kind in (*GANG_KINDS, "v1/configmaps")
-    }
-    return {kind: names for kind, names in found.items() if names}
 
 
 def gc_spec(mode: ReservationMode) -> GangSpec:

@@ -19,9 +19,7 @@ issued (``pkg/provisioningrequest/besteffortatomic/provisioning_class.go``).
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,26 +30,12 @@ from gang_sim.testing.real import Binaries, RealCluster, find
 from gang_sim.testing.real.processes import ComponentFailed
 from gang_sim.world.cloud import HOSTNAME_LABEL, POOL_LABEL
 from gang_sim.world.scenario import load_scenario
-from tests.real.backends import wait_for
+from tests.real.backends import started_together, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 SCENARIO = Path(__file__).with_name("scenarios") / "gpu.yaml"
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 GPU_NODES = 2
-
-
-@contextmanager
-def started_together(*clusters: RealCluster) -> Iterator[tuple[RealCluster, ...]]:
-    """``clusters`` started each in its own thread at once; all stopped on exit, whatever failed."""
-    try:
-        with ThreadPoolExecutor(len(clusters)) as pool:
-            starts = [pool.submit(cluster.start) for cluster in clusters]
-        for start in starts:
-            start.result()
-        yield clusters
-    finally:
-        for cluster in clusters:
-            cluster.stop()
 
 
 def provisioning_request(name: str) -> list[dict[str, Any]]:
@@ -94,7 +78,8 @@ def once_true(read: Callable[[], dict[str, Any]], kind: str) -> Callable[[], dic
 
 
 def gpu_nodes(cluster: RealCluster) -> list[dict[str, Any]]:
-    return [node for node in cluster.get("nodes")["items"] if "nvidia.com/gpu" in node["status"].get("capacity", {})]
+    """The nodes of the pool the requests name (the scenario's other GPU pools are not asked)."""
+    return [node for node in cluster.get("nodes")["items"] if node["metadata"]["labels"].get(POOL_LABEL) == "gpu"]
 
 
 def ready_gpu_nodes(cluster: RealCluster) -> list[dict[str, Any]] | None:

@@ -1,8 +1,8 @@
 """ProvisioningRequest mode on the real cluster-autoscaler: it grows the GPU pool for the gang,
 ``Provisioned=True``, the real scheduler binds every member to the new kwok nodes; a gang larger than
-the pool can ever hold is answered ``Provisioned=False/CapacityIsNotFound`` (retried by CA with
-backoff, never ``Failed``), so the try ends at its reservation timeout and the ladder's next step
-(a smaller gang) runs.
+all the pools an on-demand gang may use can ever hold together (4 + 2 + 2 nodes, ``scenarios/gpu.yaml``)
+is answered ``Provisioned=False/CapacityIsNotFound`` (retried by CA with backoff, never ``Failed``),
+so the try ends at its reservation timeout and the ladder's next step (a smaller gang) runs.
 
 Upstream: kubernetes-sigs/cluster-autoscaler ``pkg/provisioningrequest/besteffortatomic`` and
 ``checkcapacity``; the conditions' meaning in ``proposals/provisioning-request.md``.
@@ -22,11 +22,15 @@ from tests.e2e.gang_dags import gang_dag, run_dag_test, simulated_pod, summary_o
 pytestmark = pytest.mark.timeout(600)
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+SPOT_LABEL = "cloud.google.com/gke-spot"
 
 
 def gpu_nodes(cluster: Any) -> list[dict[str, Any]]:
+    """The GPU nodes an on-demand gang may use: all but the scenario's Spot node."""
     return [
-        node for node in cluster.objects("v1/nodes", namespace="") if "nvidia.com/gpu" in node["status"]["capacity"]
+        node
+        for node in cluster.objects("v1/nodes", namespace="")
+        if "nvidia.com/gpu" in node["status"]["capacity"] and SPOT_LABEL not in node["metadata"]["labels"]
     ]
 
 
@@ -54,7 +58,7 @@ def test_best_effort_atomic_grows_the_pool_and_the_gang_runs_on_the_new_nodes(cl
 def test_a_gang_beyond_the_pool_is_not_found_and_the_ladder_shrinks_it(cluster: Any) -> None:
     dag = gang_dag(
         "real_pr_beyond_max",
-        size=6,
+        size=9,
         gpus=1,
         cpu="1",
         pod_template=simulated_pod(5),
@@ -70,7 +74,7 @@ def test_a_gang_beyond_the_pool_is_not_found_and_the_ladder_shrinks_it(cluster: 
     dag_run = run_dag_test(dag)
     assert task_instance(dag_run).state == "success"
     first, second = summary_of(dag_run)["tries"]
-    assert first["size"] == 6 and first["outcome"] in {"deadline", "capacity_not_found"}, first
+    assert first["size"] == 9 and first["outcome"] in {"deadline", "capacity_not_found"}, first
     assert (second["size"], second["step"], second["outcome"]) == (2, "shrink to 2 members", "all_succeeded"), second
 
 

@@ -7,14 +7,14 @@ that rejects it (``pkg/scheduler/framework/plugins``):
    ("node(s) had untolerated taint {key: value}").
 2. ``NodeAffinity``: ``spec.nodeSelector`` and required node affinity
    ("node(s) didn't match Pod's node affinity/selector").
-   GKE specific reservations: a node labelled ``cloud.google.com/reservation-name: <name>``
-   (:data:`~gang_sim.world.cloud.RESERVATION_LABEL`; a node of a pool consuming
-   reservation ``<name>``) takes only pods whose ``nodeSelector`` or required node affinity term
-   selects that reservation (``In`` with the name),
-   "node(s) belong to a specific reservation the pod does not select". So reserved capacity is
-   used only by the pods meant for it, as ``reservation-affinity=specific`` promises
-   (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations); the scheduler
-   and the autoscaler's simulation (:mod:`.autoscaler.scaleup`) both apply it.
+   GKE specific reservations are no filter of their own: a node of a pool consuming reservation
+   ``<name>`` (labelled ``cloud.google.com/reservation-name: <name>``,
+   :data:`~gang_sim.world.cloud.RESERVATION_LABEL`) takes any pod that fits, as every node does -
+   the kube-scheduler knows no reservations, and GKE's node pools leave "the scheduler free to
+   place a Pod on any node that satisfies the Pod's CPU, memory, and custom resource requirements"
+   unless they are tainted (https://cloud.google.com/kubernetes-engine/docs/how-to/node-taints); a
+   pod that selects the reservation lands only on its nodes through this filter. The real
+   kube-scheduler and cluster-autoscaler do the same (``tests/real/test_fallbacks.py``).
 3. ``NodeResourcesFit``: requested cpu, memory, ``nvidia.com/gpu``, pods against allocatable minus
    what bound pods request ("Insufficient nvidia.com/gpu", one reason per short resource).
 
@@ -23,8 +23,7 @@ that rejects it (``pkg/scheduler/framework/plugins``):
 {nvidia.com/gpu: present}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for
 scheduling.`` (reasons counted over nodes and sorted by text).
 
-Not modelled: pod (anti-)affinity, topology spread, ports, volumes, preferred terms, priorities;
-shared reservations (``cloud.google.com/reservation-project``) and ``ANY_RESERVATION`` affinity.
+Not modelled: pod (anti-)affinity, topology spread, ports, volumes, preferred terms, priorities.
 """
 
 from __future__ import annotations
@@ -34,11 +33,9 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from gang_sim.world.cloud import RESERVATION_LABEL
 from gang_sim.world.resources import Resources, parse_resources, subtract
 
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
-RESERVATION_MISMATCH = "node(s) belong to a specific reservation the pod does not select"
 
 
 def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
@@ -115,30 +112,6 @@ def matches_node_affinity(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) 
     return any(_matches_term(term, node) for term in terms)
 
 
-def selects_reservation(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    """Whether the pod may use ``node``'s reservation: the node has none, or the pod's
-    ``nodeSelector`` names it, or a required node affinity term matching the node has
-    ``cloud.google.com/reservation-name In [<name>]``."""
-    reservation = ((node.get("metadata") or {}).get("labels") or {}).get(RESERVATION_LABEL)
-    if reservation is None:
-        return True
-    if (pod_spec.get("nodeSelector") or {}).get(RESERVATION_LABEL) == reservation:
-        return True
-    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    return any(
-        _matches_term(term, node)
-        and any(
-            expression.get("key") == RESERVATION_LABEL
-            and expression.get("operator") == "In"
-            and reservation in (expression.get("values") or [])
-            for expression in term.get("matchExpressions") or []
-        )
-        for term in required.get("nodeSelectorTerms") or []
-    )
-
-
 def allocatable(node: Mapping[str, Any]) -> Resources:
     status = node.get("status") or {}
     return parse_resources(status.get("allocatable") or status.get("capacity"))
@@ -170,8 +143,6 @@ def fit_failures(
         return [f"node(s) had untolerated taint {{{taint.get('key')}: {value}}}"]
     if not matches_node_affinity(pod_spec, node):
         return [AFFINITY_MISMATCH]
-    if not selects_reservation(pod_spec, node):
-        return [RESERVATION_MISMATCH]
     return insufficient_resources(requests, subtract(allocatable(node) if capacity is None else capacity, used))
 
 

@@ -24,8 +24,8 @@ A scenario is a YAML document (see ``gang_sim/world/scenarios/*.yaml`` for the n
       spot: false                    # label cloud.google.com/gke-spot=true when true (the cloud's own)
       cloud: gke                     # this pool's cloud, default the scenario's
       queuedProvisioning: false      # scales only through queued-provisioning.gke.io requests
-      reservation: null              # a specific reservation's name: only pods selecting it (label
-                                     # cloud.google.com/reservation-name) use the pool; maxNodes = its VMs
+      reservation: null              # a specific reservation's name: nodes labelled
+                                     # cloud.google.com/reservation-name; maxNodes = its VMs
       topology: {block: b1, subblock: b1-r1}  # GKE's gce-topology-block/-subblock labels on every node,
                                      # gce-topology-host = the node's name (:mod:`.node_topology`)
     autoscaler:

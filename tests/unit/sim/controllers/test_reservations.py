@@ -1,4 +1,6 @@
-"""GKE specific reservations in the fit filters: a reserved node takes only pods selecting it."""
+"""GKE specific reservations in the fit filters: a reserved node is a node like any other - it takes
+every pod that fits (the real kube-scheduler knows no reservations) - and a pod that selects the
+reservation fits only its nodes, by ordinary node affinity."""
 
 from __future__ import annotations
 
@@ -7,9 +9,11 @@ from typing import Any
 import pytest
 
 from gang_sim.controllers import fit
+from gang_sim.world.cloud import RESERVATION_LABEL
 from gang_sim.world.scenario import ScenarioError, parse_scenario
 
-RESERVED = {"metadata": {"name": "n", "labels": {fit.RESERVATION_LABEL: "r1", "pool": "a"}}, "status": {}}
+RESERVED = {"metadata": {"name": "n", "labels": {RESERVATION_LABEL: "r1", "pool": "a"}}, "status": {}}
+OTHER_RESERVATION = {"metadata": {"name": "o", "labels": {RESERVATION_LABEL: "r2", "pool": "a"}}, "status": {}}
 PLAIN = {"metadata": {"name": "m", "labels": {"pool": "a"}}, "status": {}}
 
 
@@ -22,33 +26,27 @@ def _in(key: str, *values: str) -> dict[str, Any]:
     return {"key": key, "operator": "In", "values": list(values)}
 
 
+SELECTS_R1 = {"nodeSelector": {RESERVATION_LABEL: "r1"}}
+
+
 @pytest.mark.parametrize(
-    ("pod_spec", "node", "allowed"),
+    ("pod_spec", "node", "failures"),
     [
-        pytest.param({}, PLAIN, True, id="no-reservation-node"),
-        pytest.param({}, RESERVED, False, id="unselected"),
-        pytest.param({"nodeSelector": {fit.RESERVATION_LABEL: "r1"}}, RESERVED, True, id="node-selector"),
-        pytest.param({"nodeSelector": {fit.RESERVATION_LABEL: "r2"}}, RESERVED, False, id="other-reservation"),
-        pytest.param(_affinity([_in(fit.RESERVATION_LABEL, "r0", "r1")]), RESERVED, True, id="affinity-in"),
-        pytest.param(_affinity([_in("pool", "a")]), RESERVED, False, id="affinity-without-reservation"),
+        pytest.param({}, RESERVED, [], id="a-pod-selecting-nothing-fits-a-reserved-node"),
+        pytest.param(_affinity([_in("pool", "a")]), RESERVED, [], id="affinity-without-reservation"),
+        pytest.param(SELECTS_R1, RESERVED, [], id="node-selector"),
+        pytest.param(_affinity([_in(RESERVATION_LABEL, "r0", "r1")]), RESERVED, [], id="affinity-in"),
+        pytest.param(SELECTS_R1, OTHER_RESERVATION, [fit.AFFINITY_MISMATCH], id="other-reservation"),
+        pytest.param(SELECTS_R1, PLAIN, [fit.AFFINITY_MISMATCH], id="no-reservation-node"),
         pytest.param(
-            _affinity([_in("pool", "a")], [_in(fit.RESERVATION_LABEL, "r1")]), RESERVED, True, id="second-term"
-        ),
-        pytest.param(
-            _affinity([{"key": fit.RESERVATION_LABEL, "operator": "Exists"}]),
-            RESERVED,
-            False,
-            id="exists-is-not-specific",
+            _affinity([_in(RESERVATION_LABEL, "r1")]), PLAIN, [fit.AFFINITY_MISMATCH], id="affinity-on-a-plain-node"
         ),
     ],
 )
-def test_selects_reservation(pod_spec: dict[str, Any], node: dict[str, Any], allowed: bool) -> None:
-    assert fit.selects_reservation(pod_spec, node) is allowed
-
-
-def test_a_reserved_node_refuses_other_pods_with_its_own_reason() -> None:
-    assert fit.fit_failures({}, {}, RESERVED, {}) == [fit.RESERVATION_MISMATCH]
-    assert fit.fit_failures({"nodeSelector": {fit.RESERVATION_LABEL: "r1"}}, {}, PLAIN, {}) == [fit.AFFINITY_MISMATCH]
+def test_a_reservation_is_selected_by_node_affinity_and_excludes_no_pod(
+    pod_spec: dict[str, Any], node: dict[str, Any], failures: list[str]
+) -> None:
+    assert fit.fit_failures(pod_spec, {}, node, {}) == failures
 
 
 def _pool(**extra: Any) -> dict[str, Any]:
@@ -75,7 +73,7 @@ def test_a_reserved_pool_labels_its_nodes() -> None:
 
     scenario = parse_scenario({"nodePools": [_pool(reservation="l4-reservation")]})
     node = node_manifest(scenario.node_pools[0], NodeRecord("n", "r", 1, 0, 0))
-    assert node["metadata"]["labels"][fit.RESERVATION_LABEL] == "l4-reservation"
+    assert node["metadata"]["labels"][RESERVATION_LABEL] == "l4-reservation"
 
 
 def test_the_shipped_reserved_scenario() -> None:

@@ -13,10 +13,18 @@ to each node's own name (:func:`gang_sim.testing.real.stages.node_hostname_stage
 ``check-capacity.autoscaling.x-k8s.io`` and ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``);
 the scenario's autoscaler settings map to the flags of the same meaning (``cluster-autoscaler/FAQ.md``,
 "What are the parameters to CA?").
+
+Where several pools could take a scale-up, the autoscaler chooses as ``gang-sim``'s does
+(:func:`gang_sim.controllers.autoscaler.scaleup.plan_atomic`: the fewest new nodes, then the pool
+first by name), not at random (CA's default expander): ``--expander=least-nodes,priority`` chains
+the fewest-nodes filter with the priority expander, whose ConfigMap
+``cluster-autoscaler-priority-expander`` ranks every pool by name, the first highest
+(``pkg/expander/leastnodes``, ``pkg/expander/priority``; ``FAQ.md``, "What are Expanders?").
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +41,8 @@ BINARY = "cluster-autoscaler"
 NAMESPACE = "kube-system"
 _CONFIG_MAP = "kwok-provider-config"
 _TEMPLATES_CONFIG_MAP = "kwok-provider-templates"
+_PRIORITY_CONFIG_MAP = "cluster-autoscaler-priority-expander"
+EXPANDERS = "least-nodes,priority"
 
 
 def provider_configuration(scenario: Scenario) -> dict[str, Any]:
@@ -53,10 +63,17 @@ def provider_configuration(scenario: Scenario) -> dict[str, Any]:
     return configuration
 
 
-def configuration_objects(scenario: Scenario) -> list[dict[str, Any]]:
-    """The two ConfigMaps the provider reads, for ``scenario``'s pools."""
+def pool_priorities(scenario: Scenario) -> dict[int, list[str]]:
+    """The priority expander's configuration: each pool's node group (its name) by an anchored regular
+    expression, the pools ranked by name, the first the highest (the expander picks the highest)."""
+    names = sorted(pool.name for pool in scenario.node_pools)
+    return {len(names) - index: [f"^{re.escape(name)}$"] for index, name in enumerate(names)}
 
-    def config_map(name: str, key: str, document: dict[str, Any]) -> dict[str, Any]:
+
+def configuration_objects(scenario: Scenario) -> list[dict[str, Any]]:
+    """The two ConfigMaps the provider reads and the priority expander's, for ``scenario``'s pools."""
+
+    def config_map(name: str, key: str, document: dict[Any, Any]) -> dict[str, Any]:
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -67,6 +84,7 @@ def configuration_objects(scenario: Scenario) -> list[dict[str, Any]]:
     return [
         config_map(_CONFIG_MAP, "config", provider_configuration(scenario)),
         config_map(_TEMPLATES_CONFIG_MAP, "templates", autoscaler_templates(scenario)),
+        config_map(_PRIORITY_CONFIG_MAP, "priorities", pool_priorities(scenario)),
     ]
 
 
@@ -81,6 +99,7 @@ def launch(workspace: Workspace, kubeconfig: Path, scenario: Scenario) -> Launch
         f"--kubeconfig={kubeconfig}",
         f"--namespace={NAMESPACE}",
         "--enable-provisioning-requests=true",
+        f"--expander={EXPANDERS}",
         "--leader-elect=false",
         f"--address={address}",
         # At most 2 s: tests wait on the autoscaler's loop in real time (CA's default is 10 s).
