@@ -87,7 +87,7 @@ class TryRun:
     def _history_cluster(self, work: Callable[[KubeClient], Awaitable[T]]) -> T:
         """Where a cluster-kept try history is read and written (``operators.try_store``): always the
         operator's cluster, never the one a try's plan moved to (``OtherCluster``), so every try of
-        the task instance - and the UI plugin (``plugin.history_places``) - finds one history."""
+        the task instance - and the UI plugin (``plugin.try_history``) - finds one history."""
         return self.cluster(work, conn_id=self.settings.kubernetes_conn_id)
 
     def resume(self) -> TryState:

@@ -44,8 +44,6 @@ T = TypeVar("T")
 OnCluster = Callable[[Callable[[KubeClient], Awaitable[Any]]], Any]
 """Runs one async piece of work with a connected client and returns its result (``TryRun.cluster``)."""
 
-HISTORY_ROLE = "try-history"
-"""``airflow-gang.io/role`` of a history ConfigMap (gang objects are ``owner``, ``member``...)."""
 EXPIRES_ANNOTATION = f"{naming.LABEL_PREFIX}/expires-at"
 """When a history ConfigMap may be deleted: :data:`RETENTION` after its last write (ISO 8601, UTC)."""
 RETENTION = timedelta(days=30)
@@ -81,14 +79,6 @@ def store_for(context: Mapping[str, Any], on_cluster: OnCluster, namespace: str)
     )
 
 
-def history_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """The history ConfigMap's name: readable dag and task, a hash of the whole task instance."""
-    digest = naming.short_hash("try-history", dag_id, task_id, run_id, map_index)
-    tail = f"-tries-{digest}"
-    readable = naming.to_dns_label(f"{dag_id}-{task_id}", max_length=naming.DNS_LABEL_MAX - len(tail))
-    return f"{readable or 'gang'}{tail}"
-
-
 class ClusterTryStore:
     """The try history of one task instance in a ConfigMap (module docstring).
 
@@ -104,13 +94,13 @@ class ClusterTryStore:
     ) -> None:
         self._on_cluster = on_cluster
         self.namespace = namespace
-        self.name = history_name(dag_id, run_id, task_id, map_index)
+        self.name = naming.try_history_name(dag_id, run_id, task_id, map_index)
         labels = {
             key: value
             for key, value in naming.run_labels(dag_id, task_id, run_id, map_index=map_index).items()
             if key != f"{naming.LABEL_PREFIX}/try-number"
         }
-        self._labels = {**labels, naming.ROLE_LABEL: HISTORY_ROLE}
+        self._labels = {**labels, naming.ROLE_LABEL: naming.TRY_HISTORY_ROLE}
         self._swept = False
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -171,7 +161,7 @@ class ClusterTryStore:
         """Delete this namespace's history ConfigMaps whose expiry passed (not this one's); best
         effort: a refused or failed sweep is left to the next store's first write."""
         now = datetime.now(timezone.utc)
-        selector = f"{naming.ROLE_LABEL}={HISTORY_ROLE}"
+        selector = f"{naming.ROLE_LABEL}={naming.TRY_HISTORY_ROLE}"
         try:
             found, _ = await client.list(CONFIG_MAPS, self.namespace, label_selector=selector)
             for item in found:

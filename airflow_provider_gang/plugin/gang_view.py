@@ -1,47 +1,51 @@
-"""The Gang page as typed values: what the stored formats say, read once, formatted for a person.
+"""The Gang view of one task instance as typed values: what the stored formats say, read once,
+formatted for a person.
 
 It takes the records :mod:`.stored_records` reads (the try records, the try in progress, a gang
 trigger's row) and the reservation and summary XComs (``operators.starting`` and
-``reservation.tries.results`` write them); :func:`build_page` turns them into a :class:`Page`
-whose every value is already text; the template
-(:mod:`.rendering`) only places and escapes it. Time is a parameter (``now``); nothing here reads
-the database or the cluster.
+``reservation.tries.results`` write them); :func:`build_page` turns them into a :class:`Page` whose
+every value is already text; the template (:mod:`.rendering`) only places and escapes it. Time is a
+parameter (``now``); nothing here reads the database or the cluster. The timeline is
+:mod:`.timeline`'s and the members table :mod:`.members_table`'s; this module owns the rest of the
+page, top to bottom:
 
-What the page says, top to bottom:
-
-- the status line: where the gang of the task instance is, from its state and the method a
-  deferred try resumes in (:data:`RESUME_METHODS`), and for a failed task why its last try ended;
+- the status line and the header sentence: where the gang of the task instance is, from its state
+  and the method a deferred try resumes in (:data:`RESUME_METHODS`), and for a failed task why its
+  last try ended;
 - "Waiting": what the try in progress waits for, since when, and the conditions its reservation
   waits on as read live from the cluster (:mod:`.live`);
 - the reservation XCom, then either the summary of a successful task (result, exit codes by rank,
-  GPU-hours of all tries, every try's step and outcome) or the table of finished tries.
+  GPU-hours of all tries, every try's step and outcome) or the table of finished tries, and the
+  GPU-hours of each try as bars.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
-from airflow_provider_gang.operators.training import GangTrainingOperator
-from airflow_provider_gang.plugin import task_view, timeline, topology_text, units
-from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow
-from airflow_provider_gang.plugin.stored_records import read_current, read_tries
+from airflow_provider_gang.plugin import members_table, timeline, wording
+from airflow_provider_gang.plugin.stored_records import StoredTaskState, TaskInstanceRow, read_current, read_tries
 from airflow_provider_gang.reservation import multikueue
 from airflow_provider_gang.reservation.records import task_state
 from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 from airflow_provider_gang.triggers.progress import describe_elapsed
 
-log = logging.getLogger(__name__)
+RESERVED_METHOD = "execute_reserved"
+"""``GangTrainingOperator.execute_reserved``: the task instance's ``next_method`` while a try waits for
+its reservation (``tests/unit/operators/test_links_and_plugin.py`` holds the names to the operator's)."""
+FINISHED_METHOD = "execute_finished"
+"""``GangTrainingOperator.execute_finished``: the ``next_method`` while a try's members run."""
+
 
 RESUME_METHODS = {
-    GangTrainingOperator.execute_reserved.__name__: (
-        "Waiting for capacity: the reservation is requested, the task is deferred until it is granted"
-    ),
-    GangTrainingOperator.execute_finished.__name__: "Running: the gang is launched and watched as one until it ends",
+    RESERVED_METHOD: "Waiting for capacity: the reservation is requested, the task is deferred until it is granted",
+    FINISHED_METHOD: "Running: the gang is launched and watched as one until it ends",
 }
 """``GangTrainingOperator`` methods a deferred try resumes in, and what waiting for each one means."""
+
 
 STATE_TEXT = {
     "success": "Succeeded",
@@ -54,10 +58,12 @@ STATE_TEXT = {
 """The status line of a task instance in a state other than ``deferred``; any other state is shown
 by its name."""
 
+
 REFRESH_SECONDS = 10
 """How often the page of an unfinished gang reloads itself: the UI does not reload a tab's iframe
 when it refreshes the task instance around it (seen in a browser: the shell said Success while the
 tab still said Running)."""
+
 
 TRIES_COLUMNS = ("try", "step", "mode", "size", "outcome", "reason / message")
 """Header of the table of finished tries (one :class:`TryRow` each)."""
@@ -88,6 +94,23 @@ class SummaryTry:
     message: str | None
 
 
+BAR_WIDTH = 240
+"""Pixels of the widest GPU-hours bar (the largest "reserved" figure of the task)."""
+
+
+@dataclass(frozen=True)
+class GpuBar:
+    """One try's GPU-hours: the three figures as text and as bar widths in pixels."""
+
+    attempt: int
+    reserved: str
+    used: str
+    idle: str
+    reserved_width: float
+    used_width: float
+    idle_width: float
+
+
 @dataclass(frozen=True)
 class Page:
     """Everything the page shows, as text.
@@ -112,8 +135,8 @@ class Page:
     tries_columns: tuple[str, ...] = TRIES_COLUMNS
     headline: str = ""
     timeline: timeline.Timeline | None = None
-    gpu_bars: tuple[task_view.GpuBar, ...] = ()
-    members: tuple[task_view.Member, ...] = ()
+    gpu_bars: tuple[GpuBar, ...] = ()
+    members: tuple[members_table.Member, ...] = ()
     failure: str | None = None
     members_title: str = ""
     members_note: str = ""
@@ -145,12 +168,12 @@ EMPTY_TEXT = {"zone": "any zone", "queue": "no queue", "provisioning_class": "de
 
 
 def text_of(value: Any, key: str = "") -> str:
-    """A stored value for a person: seconds and GPU-hours in units (:mod:`.units`, by the key's
+    """A stored value for a person: seconds and GPU-hours in units (:mod:`.wording`, by the key's
     suffix), an absent value in words, other floats to three significant digits."""
     if key.endswith("_seconds"):
-        return units.duration(value)
+        return wording.duration(value)
     if key.startswith("gpu_hours"):
-        return units.gpu_hours(None if value is None else float(value) * units.SECONDS_PER_HOUR)
+        return wording.gpu_hours(None if value is None else float(value) * wording.SECONDS_PER_HOUR)
     if value is None:
         return EMPTY_TEXT.get(key, "not set")
     if isinstance(value, bool):
@@ -182,7 +205,7 @@ def waiting_table(current: TryState, tries: Sequence[TryRecord], *, now: float, 
         "reservation": "not granted yet" if event is None else f"{event.reason.value}: {event.message}",
         **({} if current.multikueue is None else {"MultiKueue worker": worker_text(current)}),
         "conditions now": conditions or "not read (no gang trigger to read them from)",
-        **topology_text.waiting_rows(current),
+        **wording.waiting_rows(current),
         "history": "in the task log (a line on every condition change, a heartbeat every 5 min)",
     }
     return Table("Waiting", tuple((label, text_of(value)) for label, value in rows.items()))
@@ -282,6 +305,112 @@ def status_line(task_instance: TaskInstanceRow, tries: Sequence[TryRecord]) -> s
     return status
 
 
+def headline(
+    state: str | None,
+    next_method: str | None,
+    records: Sequence[TryRecord],
+    current: TryState | None,
+    *,
+    now: float,
+    exists: bool = True,
+) -> str:
+    """One sentence: where the gang is and what happens next."""
+    last = records[-1] if records else None
+    active = current if current is not None and all(r.attempt != current.plan.attempt for r in records) else None
+    if not exists:
+        return "There is no such task instance."
+    if state == "deferred" and next_method == RESERVED_METHOD and active is not None:
+        spec = active.plan.spec
+        where = f" in zone {spec.zone}" if spec.zone else ""
+        waited = wording.duration(now - active.plan.requested_at)
+        left = active.plan.reservation_deadline - now
+        return (
+            f"Try {active.plan.attempt} has waited {waited} for a reservation of {wording.members(spec.size)}{where};"
+            f" the gang launches as soon as the cluster grants it, or the try gives up"
+            f" ({wording.reason(active.plan.deadline_reason.value)}) in {wording.duration(left)}."
+        )
+    if state == "deferred" and next_method == FINISHED_METHOD and active is not None:
+        since = wording.duration(now - (active.launched_at or active.plan.requested_at))
+        return (
+            f"Try {active.plan.attempt} runs {wording.members(active.size_run or active.plan.spec.size)},"
+            f" launched {since} ago; the task ends when every member has exited (or one fails)."
+        )
+    if state == "success" and last is not None:
+        return (
+            f"Succeeded on try {last.attempt} after {wording.duration(last.run_seconds)} of running;"
+            f" {wording.gpu_hours(sum(r.gpu_seconds_used for r in records))} used over {len(records)} "
+            f"{'try' if len(records) == 1 else 'tries'}. Nothing more happens."
+        )
+    if state in ("failed", "up_for_retry") and active is not None:
+        count = len(records) + 1
+        return f"Failed after {count} {'try' if count == 1 else 'tries'}: {failure_text(records, active)}"
+    if state == "failed" and last is not None:
+        return f"Failed for good after {len(records)} {'try' if len(records) == 1 else 'tries'}: {failure_reason(last)}"
+    if state == "up_for_retry" and last is not None:
+        return f"{failure_reason(last)} Airflow starts try {last.attempt + 1} after the retry delay."
+    if state in ("queued", "scheduled", "running", None):
+        waiting = {"queued": "queued for a worker", "scheduled": "scheduled", "running": "running on a worker"}
+        return f"The task is {waiting.get(state or '', 'not scheduled yet')}; no gang is waiting on the cluster yet."
+    return f"The task is {str(state).replace('_', ' ')}."
+
+
+def gpu_bars(records: Sequence[TryRecord]) -> tuple[GpuBar, ...]:
+    """Reserved / used / idle GPU-hours of each finished try, widths scaled to the largest figure."""
+    largest = max([record.gpu_seconds_reserved for record in records] + [1e-9])
+
+    def width(seconds: float) -> float:
+        return round(max(0.0, seconds) / largest * BAR_WIDTH, 1)
+
+    return tuple(
+        GpuBar(
+            attempt=record.attempt,
+            reserved=wording.gpu_hours(record.gpu_seconds_reserved),
+            used=wording.gpu_hours(record.gpu_seconds_used),
+            idle=wording.gpu_hours(record.gpu_seconds_idle),
+            reserved_width=width(record.gpu_seconds_reserved),
+            used_width=width(record.gpu_seconds_used),
+            idle_width=width(record.gpu_seconds_idle),
+        )
+        for record in records
+    )
+
+
+def failure_reason(record: TryRecord) -> str:
+    """Why a try failed, in words: the exit-code policy's decision when it made one
+    (``reservation.exit_codes.ExitCodeVerdict.to_dict``), else the outcome and its message."""
+    text = f"Try {record.attempt} ended: {wording.reason(record.outcome)}"
+    decision = record.exit_code_decision
+    if decision:
+        rule = str(decision.get("rule") or "the exit-code policy").replace("_", " ")
+        text += (
+            f". Rank {decision.get('rank')} exited with code {decision.get('exit_code')};"
+            f" {rule} decided: {wording.reason(str(decision.get('reason') or record.outcome))}"
+        )
+    if record.message:
+        text += f". {record.message}"
+    return text + ("" if text.endswith(".") else ".")
+
+
+def failure_text(records: Sequence[TryRecord], unrecorded: TryState | None) -> str | None:
+    """Why a failed task's last try failed: :func:`failure_reason` of its record, or for a try that
+    has none (``gang.current`` left behind) that Airflow ended it and where to read why."""
+    if unrecorded is not None:
+        return (
+            f"Try {unrecorded.plan.attempt} ended without recording how: Airflow ended the task instance"
+            " (marked failed, or its worker stopped); the task log of that try says why."
+        )
+    return failure_reason(records[-1]) if records else None
+
+
+def log_url(dag_id: str, run_id: str, task_id: str, map_index: int, attempt: int) -> str:
+    """Airflow 3's log view of one try of the task instance (the UI's task-instance route, whose
+    first tab is the log; ``try_number`` selects the try)."""
+    path = f"/dags/{quote(dag_id)}/runs/{quote(run_id)}/tasks/{quote(task_id)}"
+    if map_index >= 0:
+        path += f"/mapped/{map_index}"
+    return f"{path}?try_number={attempt}"
+
+
 def build_page(
     dag_id: str,
     run_id: str,
@@ -292,33 +421,33 @@ def build_page(
     *,
     now: float,
     conditions: str | None = None,
-    pods: Sequence[task_view.LivePod] | None = None,
+    pods: Sequence[members_table.LivePod] | None = None,
     map_index: int = -1,
     past_tries: Sequence[int] = (),
     history_unread: str | None = None,
 ) -> Page:
-    """The page of one task instance from what :mod:`.queries` read.
+    """The page of one task instance from what :mod:`.stored_records` read.
 
-    ``xcoms`` is :func:`.queries.read_gang_xcoms`' answer; without ``task_instance`` there is no
+    ``xcoms`` is :func:`.stored_records.read_gang_xcoms`' answer; without ``task_instance`` there is no
     status line. While the task instance is not finished the page reloads itself every
     :data:`REFRESH_SECONDS`. From ``task_state``: a failed task's status line ends with its last
     try's outcome and message, every finished try is listed with its reason and drawn as a lane of
     the timeline (:mod:`.timeline`, the try in progress too), and an unfinished try's wait is shown
     ("Waiting", with ``conditions`` read live from the cluster). ``pods`` (listed live) fill the
-    members table, else the last try's exit codes do (:func:`.task_view.members`). ``history_unread``:
+    members table, else the last try's exit codes do (:func:`.members_table.members_section`). ``history_unread``:
     why ``task_state`` is empty although the task may have tries, shown as a note."""
     state = task_state or StoredTaskState()
     tries = read_tries(state.tries)
     current = read_current(state.current)
-    status, refresh, headline, log_url = None, None, "", None
+    status, refresh, sentence, task_log = None, None, "", None
     if task_instance is not None:
         status = status_line(task_instance, tries)
         refresh = None if is_finished(task_instance) else REFRESH_SECONDS
-        headline = task_view.headline(
+        sentence = headline(
             task_instance.state, task_instance.next_method, tries, current, now=now, exists=task_instance.exists
         )
         if task_instance.try_number:
-            log_url = task_view.log_url(dag_id, run_id, task_id, map_index, task_instance.try_number)
+            task_log = log_url(dag_id, run_id, task_id, map_index, task_instance.try_number)
     tables: list[Table] = []
     waiting = None if current is None else waiting_table(current, tries, now=now, conditions=conditions)
     if waiting is not None:
@@ -333,18 +462,18 @@ def build_page(
         tables.extend(summary_tables(summary))
         if tries:
             where = (summary.get(key) for key in ("zone", "queue", "provisioning_class", "worker_cluster"))
-            places[tries[-1].attempt] = timeline.place_of(*where)
+            places[tries[-1].attempt] = wording.place_of(*where)
         exit_codes = summary.get("exit_codes") or exit_codes
         logged = frozenset(str(rank) for rank in summary.get("rank_logs") or {})
     active = current if current is not None and all(r.attempt != current.plan.attempt for r in tries) else None
     failed = task_instance is not None and task_instance.state in ("failed", "up_for_retry")
-    member_rows, members_title, members_note, domain_label = task_view.members_section(
+    member_rows, members_title, members_note, domain_label = members_table.members_section(
         pods,
         active,
         tries,
         exit_codes,
         logged,
-        lambda attempt: task_view.log_url(dag_id, run_id, task_id, map_index, attempt),
+        lambda attempt: log_url(dag_id, run_id, task_id, map_index, attempt),
         task_finished=task_instance is not None and is_finished(task_instance),
     )
     return Page(
@@ -357,7 +486,7 @@ def build_page(
         nothing_recorded=not xcoms and not tries and history_unread is None,
         summary_tries=summary_tries(summary) if isinstance(summary, dict) else None,
         tries=tuple(try_row(record, name_cluster=several_clusters(tries)) for record in tries),
-        headline=headline,
+        headline=sentence,
         timeline=timeline.build_timeline(
             tries,
             current,
@@ -366,13 +495,13 @@ def build_page(
             task_finished=task_instance is not None and is_finished(task_instance),
             other_tries=past_tries,
         ),
-        gpu_bars=task_view.gpu_bars(tries),
+        gpu_bars=gpu_bars(tries),
         members=member_rows,
         members_title=members_title,
         members_note=members_note,
         domain_label=domain_label,
-        failure=task_view.failure_text(tries, active) if failed else None,
+        failure=failure_text(tries, active) if failed else None,
         state=(task_instance.state or "none") if task_instance is not None and task_instance.exists else "unknown",
-        log_url=log_url,
+        log_url=task_log,
         history_unread=history_unread,
     )
