@@ -26,7 +26,7 @@ from airflow_provider_gang.member import function_call
 from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.lifecycle import TryLifecycle
 from airflow_provider_gang.operators.settings import TrySettings
-from airflow_provider_gang.operators.try_store import store_for
+from airflow_provider_gang.operators.try_history import store_for
 from airflow_provider_gang.operators.waiting import Waiter
 from airflow_provider_gang.reservation import clock, cost, multikueue
 from airflow_provider_gang.reservation.phases import Reason
@@ -85,7 +85,7 @@ class TryRun:
         return asyncio.run(main())
 
     def _history_cluster(self, work: Callable[[KubeClient], Awaitable[T]]) -> T:
-        """Where a cluster-kept try history is read and written (``operators.try_store``): always the
+        """Where a cluster-kept try history is read and written (``operators.try_history``): always the
         operator's cluster, never the one a try's plan moved to (``OtherCluster``), so every try of
         the task instance - and the UI plugin (``plugin.try_history``) - finds one history."""
         return self.cluster(work, conn_id=self.settings.kubernetes_conn_id)

@@ -162,7 +162,7 @@ def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
     """``gang.tries`` and ``gang.current`` of one task instance (Airflow 3.3 ``task_state_store``
     table, values JSON as the execution API stores them:
     ``airflow/api_fastapi/execution_api/routes/task_state_store.py``). Airflow 3.1 and 3.2 have no
-    such table (the history is on the cluster there, ``operators.try_store``, read by
+    such table (the history is on the cluster there, ``operators.try_history``, read by
     ``plugin.try_history``): nothing stored."""
     try:
         from airflow.models.task_state_store import TaskStateStoreModel
@@ -182,7 +182,7 @@ def read_task_state(dag_id: str, run_id: str, task_id: str, map_index: int = -1)
 
 def stored_task_state(stored: Mapping[str, str | None]) -> StoredTaskState:
     """The two keys from their stored JSON texts (the ``task_state_store`` table's values, or a
-    history ConfigMap's ``data``: ``operators.try_store``); a text that is not JSON is logged and
+    history ConfigMap's ``data``: ``operators.try_history``); a text that is not JSON is logged and
     read as missing."""
     tries = _json(stored.get(TRIES_KEY), TRIES_KEY)
     current = _json(stored.get(CURRENT_KEY), CURRENT_KEY)

@@ -2,14 +2,14 @@
 
 With a task state store (Airflow 3.3 and later) the history is read from the metadata database
 (:mod:`.stored_records`); without one (3.1, 3.2) from the try history ConfigMaps on the cluster
-(``operators.try_store.ClusterTryStore`` writes them). Either way the pages get the same values -
+(``operators.try_history.ClusterTryStore`` writes them). Either way the pages get the same values -
 the JSON texts of ``gang.tries`` and ``gang.current`` - so they show the same thing; on 3.1 and 3.2
 they also get, per task instance, why its history could not be read when the cluster did not answer
 (``None``: read).
 
 **Where a ConfigMap is.** ``sweep.airflow_state.has_task_state_store`` tells which store, by feature
 detection - whether Airflow has the model - never by parsing Airflow's version, as
-``operators.try_store.store_for`` decides on the task's side. A history ConfigMap is named by
+``operators.try_history.store_for`` decides on the task's side. A history ConfigMap is named by
 ``reservation.naming.try_history_name`` of the task instance's key, in the namespace
 ``operators.try_run.TryRun`` hands ``store_for``: the operator's rendered ``namespace`` argument, on
 the cluster of the operator's ``kubernetes_conn_id``. The plugin learns both from what Airflow keeps
@@ -37,7 +37,7 @@ the rules are theirs: one read per (cluster, namespace) group, every group concu
 page shows what the database has. :func:`read_histories` (the Gangs page) is one LIST per group,
 selected by the history role label (``airflow-gang.io/role=try-history``), matched back to task
 instances by ConfigMap name; :func:`read_history` (the Gang view) one GET. A history that does not
-exist (the try has not written one yet, or it expired: ``operators.try_store.RETENTION``) is an
+exist (the try has not written one yet, or it expired: ``operators.try_history.RETENTION``) is an
 empty history, not a failure. Airflow's models are imported inside the functions, as in
 :mod:`.stored_records`.
 """

@@ -1,5 +1,5 @@
 """The pages' read of the try history ConfigMaps (Airflow 3.1 and 3.2): ``plugin.try_history`` on the
-emulator, with histories written by the provider's own ``operators.try_store.ClusterTryStore``;
+emulator, with histories written by the provider's own ``operators.try_history.ClusterTryStore``;
 where they are (``plugin.try_history``) from serialized tasks and rendered fields; and what a
 malformed history gives (``stored_records.stored_task_state``, ``stored_records.read_tries``)."""
 
@@ -18,7 +18,7 @@ import yaml
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.operators.try_store import ClusterTryStore
+from airflow_provider_gang.operators.try_history import ClusterTryStore
 from airflow_provider_gang.plugin import gangs_page, try_history
 from airflow_provider_gang.plugin.gang_view import build_page
 from airflow_provider_gang.plugin.rendering import render_overview, render_page
