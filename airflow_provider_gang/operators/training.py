@@ -119,6 +119,10 @@ class GangTrainingOperator(BaseOperator):
         multikueue_connections: Mapping[str, str] | None = default("multikueue_connections"),
         **kwargs: Any,
     ) -> None:
+        """Store every argument as the record normalises it, then check them (parse time). Long for one
+        reason: the signature names each argument of ``argument_record.ARGUMENTS`` once, with its type
+        and default, so IDEs, mypy and Airflow's docs see them (``test_argument_record`` holds the
+        signature to the record)."""
         # Every keyword above is an argument of the record: store each one as the record normalises it.
         given = {name: value for name, value in locals().items() if name in argument_record.BY_NAME}
         super().__init__(**kwargs)

@@ -21,7 +21,7 @@ page, top to bottom:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -316,7 +316,7 @@ def headline(
 ) -> str:
     """One sentence: where the gang is and what happens next."""
     last = records[-1] if records else None
-    active = current if current is not None and all(r.attempt != current.plan.attempt for r in records) else None
+    active = unrecorded(current, records)
     if not exists:
         return "There is no such task instance."
     if state == "deferred" and next_method == RESERVED_METHOD and active is not None:
@@ -434,74 +434,125 @@ def build_page(
     try's outcome and message, every finished try is listed with its reason and drawn as a lane of
     the timeline (:mod:`.timeline`, the try in progress too), and an unfinished try's wait is shown
     ("Waiting", with ``conditions`` read live from the cluster). ``pods`` (listed live) fill the
-    members table, else the last try's exit codes do (:func:`.members_table.members_section`). ``history_unread``:
-    why ``task_state`` is empty although the task may have tries, shown as a note."""
+    members table, else the last try's exit codes do (:func:`.members_table.members_section`).
+    ``history_unread``: why ``task_state`` is empty although the task may have tries, shown as a note."""
     state = task_state or StoredTaskState()
-    tries = read_tries(state.tries)
-    current = read_current(state.current)
-    status, refresh, sentence, task_log = None, None, "", None
-    if task_instance is not None:
-        status = status_line(task_instance, tries)
-        refresh = None if is_finished(task_instance) else REFRESH_SECONDS
-        sentence = headline(
-            task_instance.state, task_instance.next_method, tries, current, now=now, exists=task_instance.exists
-        )
-        if task_instance.try_number:
-            task_log = log_url(dag_id, run_id, task_id, map_index, task_instance.try_number)
-    tables: list[Table] = []
-    waiting = None if current is None else waiting_table(current, tries, now=now, conditions=conditions)
-    if waiting is not None:
-        tables.append(waiting)
-    reservation, summary = xcoms.get("reservation"), xcoms.get("summary")
-    if isinstance(reservation, dict):
-        tables.append(scalar_table("Reservation", reservation))
-    places: dict[int, str] = {}
-    exit_codes: Mapping[str, Any] = tries[-1].exit_codes if tries else {}
-    logged: frozenset[str] | None = None
-    if isinstance(summary, dict):
-        tables.extend(summary_tables(summary))
-        if tries:
-            where = (summary.get(key) for key in ("zone", "queue", "provisioning_class", "worker_cluster"))
-            places[tries[-1].attempt] = wording.place_of(*where)
-        exit_codes = summary.get("exit_codes") or exit_codes
-        logged = frozenset(str(rank) for rank in summary.get("rank_logs") or {})
-    active = current if current is not None and all(r.attempt != current.plan.attempt for r in tries) else None
-    failed = task_instance is not None and task_instance.state in ("failed", "up_for_retry")
-    member_rows, members_title, members_note, domain_label = members_table.members_section(
-        pods,
-        active,
-        tries,
-        exit_codes,
-        logged,
-        lambda attempt: log_url(dag_id, run_id, task_id, map_index, attempt),
-        task_finished=task_instance is not None and is_finished(task_instance),
+    tries, current = read_tries(state.tries), read_current(state.current)
+    summary = xcoms.get("summary") if isinstance(xcoms.get("summary"), dict) else None
+
+    def link_of(attempt: int) -> str:
+        return log_url(dag_id, run_id, task_id, map_index, attempt)
+
+    status = task_status(task_instance, tries, current, now=now, link_of=link_of)
+    exit_codes, logged, places = last_try_facts(tries, summary)
+    members, members_title, members_note, domain_label = members_table.members_section(
+        pods, unrecorded(current, tries), tries, exit_codes, logged, link_of, task_finished=status.finished
     )
     return Page(
         dag_id=dag_id,
         run_id=run_id,
         task_id=task_id,
-        status=status,
-        refresh_seconds=refresh,
-        tables=tuple(tables),
+        status=status.line,
+        refresh_seconds=status.refresh_seconds,
+        tables=facts_tables(current, tries, xcoms, summary, now=now, conditions=conditions),
         nothing_recorded=not xcoms and not tries and history_unread is None,
-        summary_tries=summary_tries(summary) if isinstance(summary, dict) else None,
+        summary_tries=None if summary is None else summary_tries(summary),
         tries=tuple(try_row(record, name_cluster=several_clusters(tries)) for record in tries),
-        headline=sentence,
+        headline=status.headline,
         timeline=timeline.build_timeline(
-            tries,
-            current,
-            now=now,
-            places=places,
-            task_finished=task_instance is not None and is_finished(task_instance),
-            other_tries=past_tries,
+            tries, current, now=now, places=places, task_finished=status.finished, other_tries=past_tries
         ),
         gpu_bars=gpu_bars(tries),
-        members=member_rows,
+        members=members,
         members_title=members_title,
         members_note=members_note,
         domain_label=domain_label,
-        failure=failure_text(tries, active) if failed else None,
-        state=(task_instance.state or "none") if task_instance is not None and task_instance.exists else "unknown",
-        log_url=task_log,
+        failure=failure_text(tries, unrecorded(current, tries)) if status.failed else None,
+        state=status.state,
+        log_url=status.log_url,
         history_unread=history_unread,
     )
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    """What the page says of the task instance row (:func:`task_status`); the defaults: no row."""
+
+    line: str | None = None
+    refresh_seconds: int | None = None
+    headline: str = ""
+    log_url: str | None = None
+    state: str = "unknown"
+    finished: bool = False
+    """Missing or in a final state (:func:`is_finished`)."""
+    failed: bool = False
+    """``failed`` or ``up_for_retry``: the page says why its last try failed."""
+
+
+def task_status(
+    task_instance: TaskInstanceRow | None,
+    tries: Sequence[TryRecord],
+    current: TryState | None,
+    *,
+    now: float,
+    link_of: Callable[[int], str],
+) -> TaskStatus:
+    """The status line, the header sentence, whether the page reloads, the current try's log."""
+    if task_instance is None:
+        return TaskStatus()
+    finished = is_finished(task_instance)
+    return TaskStatus(
+        line=status_line(task_instance, tries),
+        refresh_seconds=None if finished else REFRESH_SECONDS,
+        headline=headline(
+            task_instance.state, task_instance.next_method, tries, current, now=now, exists=task_instance.exists
+        ),
+        log_url=link_of(task_instance.try_number) if task_instance.try_number else None,
+        state=(task_instance.state or "none") if task_instance.exists else "unknown",
+        finished=finished,
+        failed=task_instance.state in ("failed", "up_for_retry"),
+    )
+
+
+def facts_tables(
+    current: TryState | None,
+    tries: Sequence[TryRecord],
+    xcoms: Mapping[str, Any],
+    summary: Mapping[str, Any] | None,
+    *,
+    now: float,
+    conditions: str | None,
+) -> tuple[Table, ...]:
+    """The "Waiting" table (a try in progress), "Reservation" (its XCom), then the summary's tables."""
+    waiting = None if current is None else waiting_table(current, tries, now=now, conditions=conditions)
+    reservation = xcoms.get("reservation")
+    return (
+        *(() if waiting is None else (waiting,)),
+        *((scalar_table("Reservation", reservation),) if isinstance(reservation, dict) else ()),
+        *(() if summary is None else summary_tables(summary)),
+    )
+
+
+def last_try_facts(
+    tries: Sequence[TryRecord], summary: Mapping[str, Any] | None
+) -> tuple[Mapping[str, Any], frozenset[str] | None, dict[int, str]]:
+    """The last try's exit codes, the ranks whose logs its task log has (``None``: not recorded) and
+    its place by attempt: from the summary of a successful task (which has the place even where the
+    record does not), else from the last record."""
+    exit_codes: Mapping[str, Any] = tries[-1].exit_codes if tries else {}
+    if summary is None:
+        return exit_codes, None, {}
+    places: dict[int, str] = {}
+    if tries:
+        where = (summary.get(key) for key in ("zone", "queue", "provisioning_class", "worker_cluster"))
+        places[tries[-1].attempt] = wording.place_of(*where)
+    logged = frozenset(str(rank) for rank in summary.get("rank_logs") or {})
+    return summary.get("exit_codes") or exit_codes, logged, places
+
+
+def unrecorded(current: TryState | None, records: Sequence[TryRecord]) -> TryState | None:
+    """The try in progress unless it already has a record (``TryHistory.record`` appends the record
+    before it drops ``gang.current``)."""
+    if current is None or any(record.attempt == current.plan.attempt for record in records):
+        return None
+    return current

@@ -118,7 +118,7 @@ def _parse_stored(tries_text: str | None, current_text: str | None) -> tuple[tup
 
 def build_row(row: GangTaskRow, *, now: float, condition: str | None, unread: str | None = None) -> Row:
     """One row; ``condition`` is what the cluster says now (``None``: not read); ``unread`` why the
-    row's try history could not be read (````plugin.try_history``), said where its last outcome goes."""
+    row's try history could not be read (``plugin.try_history``), said where its last outcome goes."""
     records, current = read_records(row)
     used = sum(record.gpu_seconds_used for record in records)
     last = records[-1] if records else None

@@ -41,7 +41,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -114,8 +114,9 @@ def read_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = 
         row = session.execute(query).first()
     if row is None:
         return TaskInstanceRow(exists=False)
-    state = None if row.state is None else str(getattr(row.state, "value", row.state))
-    return TaskInstanceRow(exists=True, state=state, next_method=row.next_method, try_number=row.try_number)
+    return TaskInstanceRow(
+        exists=True, state=state_value(row.state), next_method=row.next_method, try_number=row.try_number
+    )
 
 
 def read_past_try_numbers(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[int]:
@@ -212,6 +213,11 @@ def read_trigger(dag_id: str, run_id: str, task_id: str, map_index: int = -1) ->
         return None if row is None else TriggerRow(str(row.classpath), dict(row.kwargs))
 
 
+def state_value(state: Any) -> str | None:
+    """A task instance state as stored: its enum's value, or the text itself."""
+    return None if state is None else str(getattr(state, "value", state))
+
+
 def of_task_instance(model: Any, key: TaskKey | tuple[Any, Any, Any, Any]) -> tuple[Any, ...]:
     """The SQL clauses matching the rows of ``model`` (a table keyed as ``task_instance`` is: dag, run,
     task, map index) to ``key``: values, or the key columns of another table to join on."""
@@ -257,27 +263,26 @@ def read_gang_tasks(
     dag_ids: Collection[str], *, now: datetime.datetime, recent_seconds: float, limit: int
 ) -> list[GangTaskRow]:
     """The gang task instances of ``dag_ids`` (see the module docstring), one query."""
-    from airflow.models.task_state_store import TaskStateStoreModel as Store
-    from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
-    from sqlalchemy import and_, or_, select
 
     if not dag_ids:
         return []
-    since = now - datetime.timedelta(seconds=recent_seconds)
-    query = (
-        select(
-            Store.dag_id,
-            Store.run_id,
-            Store.task_id,
-            Store.map_index,
-            Store.key,
-            Store.value,
-            TaskInstance.state,
-            TaskInstance.next_method,
-            TaskInstance.try_number,
-            TaskInstance.trigger_id,
-        )
+    query = _gang_tasks_query(dag_ids, since=now - datetime.timedelta(seconds=recent_seconds), limit=limit)
+    with create_session() as session:
+        return _gang_task_rows(session.execute(query), limit)
+
+
+def _gang_tasks_query(dag_ids: Collection[str], *, since: datetime.datetime, limit: int) -> Any:
+    """Each stored key of the gang task instances of ``dag_ids`` with its task instance's columns,
+    newest first: unfinished ones, and those whose keys changed ``since``; ``limit`` tasks have at most
+    ``limit * 2`` rows (two keys each)."""
+    from airflow.models.task_state_store import TaskStateStoreModel as Store
+    from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import and_, or_, select
+
+    columns = (Store.dag_id, Store.run_id, Store.task_id, Store.map_index, Store.key, Store.value)
+    return (
+        select(*columns, TaskInstance.state, TaskInstance.next_method, TaskInstance.try_number, TaskInstance.trigger_id)
         .join(
             TaskInstance,
             and_(*of_task_instance(TaskInstance, (Store.dag_id, Store.run_id, Store.task_id, Store.map_index))),
@@ -290,22 +295,18 @@ def read_gang_tasks(
         .order_by(Store.updated_at.desc())
         .limit(limit * 2)
     )
-    rows: dict[tuple[str, str, str, int], GangTaskRow] = {}
-    with create_session() as session:
-        for row in session.execute(query):
-            key = (row.dag_id, row.run_id, row.task_id, row.map_index)
-            if key not in rows:
-                if len(rows) >= limit:
-                    continue
-                state = None if row.state is None else str(getattr(row.state, "value", row.state))
-                rows[key] = GangTaskRow(
-                    *key,
-                    state,
-                    row.next_method,
-                    row.try_number,
-                    row.trigger_id,  # type: ignore[arg-type]
-                )
-            rows[key].stored[row.key] = row.value
+
+
+def _gang_task_rows(found: Iterable[Any], limit: int) -> list[GangTaskRow]:
+    """One row per task instance of ``found`` (the first ``limit``, in order), its stored keys gathered."""
+    rows: dict[TaskKey, GangTaskRow] = {}
+    for row in found:
+        key = (row.dag_id, row.run_id, row.task_id, row.map_index)
+        if key not in rows:
+            if len(rows) >= limit:
+                continue
+            rows[key] = GangTaskRow(*key, state_value(row.state), row.next_method, row.try_number, row.trigger_id)
+        rows[key].stored[row.key] = row.value
     return list(rows.values())
 
 
@@ -338,7 +339,7 @@ def read_gang_task_instances(
                 ti.run_id,
                 ti.task_id,
                 ti.map_index,
-                None if ti.state is None else str(getattr(ti.state, "value", ti.state)),
+                state_value(ti.state),
                 ti.next_method,
                 ti.try_number,
                 ti.trigger_id,
