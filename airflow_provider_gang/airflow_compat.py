@@ -11,7 +11,7 @@ the exceptions below          ``airflow.sdk.exceptions``                  ``airf
                               functions; 3.2: its ``Stats`` class
 ============================  ==========================================  =========================
 
-The task state store (3.3 only) is detected on the task's context instead: ``operators.try_store``.
+The task state store (3.3 only) is detected on the task's context instead: ``operators.try_history``.
 ``airflow.providers.common.compat.sdk`` maps the same names for Airflow's own providers, but its map
 changes with each common-compat release; these three are all this provider needs.
 """

@@ -21,7 +21,7 @@ that start, the first request (every stored record parsed), then the median of `
 Printed: the start, both first requests and medians in ms, the ratio, and whether ``gangs``' reloads
 and first request are under the 300 ms target. Not included: the live LISTs of waiting gangs (none of
 the seeded rows has a trigger row): they cost one LIST per kind per cluster and namespace, whatever
-the number of rows (``plugin.overview_live``).
+the number of rows (``plugin.live.read_conditions_by_task``).
 
 Run::
 

@@ -34,28 +34,45 @@ def parse_time_warnings(
         f"fallbacks {step} changes nothing for this gang; remove it or change it"
         for step in fallback.no_op_steps(fallbacks, base)
     ]
+    found = (
+        ladder_too_long(fallbacks, retries),
+        shared_checkpoint(checkpoint),
+        unanswered_exit_codes(fallbacks, retries, retry_on_exit_codes),
+        None if reservation == "kueue" else validation.unknown_parameters(provisioning_class, provisioning_parameters),
+    )
+    return warnings + [warning for warning in found if warning]
+
+
+def ladder_too_long(fallbacks: Sequence[fallback.FallbackStep], retries: int) -> str | None:
+    """The ladder needs more tries than ``retries`` gives it."""
     needed = fallback.tries_needed(fallbacks)
-    if needed > retries:
-        steps = "1 step" if len(fallbacks) == 1 else f"{len(fallbacks)} steps"
-        using = f" using {needed} tries" if needed != len(fallbacks) else ""
-        them = "it" if len(fallbacks) == 1 and needed == 1 else "them"
-        can = "no retry" if retries == 0 else ("only 1 retry" if retries == 1 else f"only {retries} retries")
-        warnings.append(
-            f"fallbacks has {steps}{using} but retries={retries}: {can} can use {them}; set retries={needed}"
-        )
-    if isinstance(checkpoint, str) and not checks.has_jinja(checkpoint):
-        warnings.append(
-            f"checkpoint {checkpoint!r} is the same for every run of the DAG, so runs overwrite "
-            "each other's checkpoints; add the run to it, e.g. '.../{{ run_id }}'"
-        )
+    if needed <= retries:
+        return None
+    steps = "1 step" if len(fallbacks) == 1 else f"{len(fallbacks)} steps"
+    using = f" using {needed} tries" if needed != len(fallbacks) else ""
+    them = "it" if len(fallbacks) == 1 and needed == 1 else "them"
+    can = "no retry" if retries == 0 else ("only 1 retry" if retries == 1 else f"only {retries} retries")
+    return f"fallbacks has {steps}{using} but retries={retries}: {can} can use {them}; set retries={needed}"
+
+
+def shared_checkpoint(checkpoint: str | checkpoints.PersistentVolumeCheckpoint | None) -> str | None:
+    """A checkpoint path without Jinja: every run of the DAG writes the same one."""
+    if not isinstance(checkpoint, str) or checks.has_jinja(checkpoint):
+        return None
+    return (
+        f"checkpoint {checkpoint!r} is the same for every run of the DAG, so runs overwrite "
+        "each other's checkpoints; add the run to it, e.g. '.../{{ run_id }}'"
+    )
+
+
+def unanswered_exit_codes(
+    fallbacks: Sequence[fallback.FallbackStep], retries: int, retry_on_exit_codes: Sequence[int] | None
+) -> str | None:
+    """``retry_on_exit_codes`` set while no step of the effective ladder answers a retryable exit."""
     ladder = plan.effective_ladder(fallbacks, retries)
-    if retry_on_exit_codes and not any(Reason.MEMBER_EXIT_RETRYABLE in step.reasons for step in ladder):
-        warnings.append(
-            "retry_on_exit_codes is set but no step of the ladder answers member_exit_retryable, so "
-            "such a try is never retried; add RetryAsIs() to fallbacks (or set retries without them)"
-        )
-    if reservation != "kueue":
-        unread = validation.unknown_parameters(provisioning_class, provisioning_parameters)
-        if unread:
-            warnings.append(unread)
-    return warnings
+    if not retry_on_exit_codes or any(Reason.MEMBER_EXIT_RETRYABLE in step.reasons for step in ladder):
+        return None
+    return (
+        "retry_on_exit_codes is set but no step of the ladder answers member_exit_retryable, so "
+        "such a try is never retried; add RetryAsIs() to fallbacks (or set retries without them)"
+    )

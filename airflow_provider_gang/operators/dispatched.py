@@ -29,6 +29,7 @@ from airflow_provider_gang.operators.try_run import TryRun
 from airflow_provider_gang.reservation import multikueue, naming
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.tries import MultiKueueDispatch, TryState
+from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.reservation.tries.arguments import GangArgumentError
 from airflow_provider_gang.reservation.tries.results import TryEnding
 
@@ -51,18 +52,33 @@ def follow_worker(
     dispatch = replace(dispatch, worker=worker, worker_conn_id=conn_id)
     run.state = state = run.lifecycle.update(state, multikueue=dispatch)
     if conn_id is None:
-        run.log.warning("Gang %s: %s", spec.name, multikueue.not_seen_note(worker))
-        if spec.distributed is not None:
-            run.log.warning(
-                "Gang %s: no rendezvous Service can be made on %r either; its members find rank 0 only if "
-                "the worker has a headless Service %s",
-                spec.name,
-                worker,
-                naming.GangNames(spec.name).service,
-            )
-        watch = inspection.watch_targets(spec, manager_job_uid)
-        return state, {"job_name": naming.GangNames(spec.name).job, "workload_selector": watch.workload_selector}
-    usable = _usable(run, worker, conn_id)
+        return state, _through_the_manager(run, spec, worker, manager_job_uid)
+    return _on_the_worker(run, state, dispatch, worker, conn_id)
+
+
+def _through_the_manager(run: TryRun, spec: GangSpec, worker: str, manager_job_uid: str) -> dict[str, Any]:
+    """A worker without a connection: say what cannot be seen there; the run wait's arguments that
+    follow the manager's Job (whose status MultiKueue mirrors from the worker's) and Workload."""
+    run.log.warning("Gang %s: %s", spec.name, multikueue.not_seen_note(worker))
+    if spec.distributed is not None:
+        run.log.warning(
+            "Gang %s: no rendezvous Service can be made on %r either; its members find rank 0 only if "
+            "the worker has a headless Service %s",
+            spec.name,
+            worker,
+            naming.GangNames(spec.name).service,
+        )
+    watch = inspection.watch_targets(spec, manager_job_uid)
+    return {"job_name": naming.GangNames(spec.name).job, "workload_selector": watch.workload_selector}
+
+
+def _on_the_worker(
+    run: TryRun, state: TryState, dispatch: MultiKueueDispatch, worker: str, conn_id: str
+) -> tuple[TryState, dict[str, Any]] | TryEnding:
+    """A worker with a connection: check it and prepare the gang there (Kueue's copy of the Job, the
+    rendezvous Service), store the copy's uid; the run wait's arguments that follow the members and
+    the Workload on the worker, or how the try ends when the copy is gone."""
+    spec = state.plan.spec
 
     async def prepare(client: KubeClient) -> str | None:
         refusal = await precheck.worker_refusal(client, spec, worker)
@@ -70,7 +86,7 @@ def follow_worker(
             raise precheck.PrecheckFailed(refusal)
         return await multikueue_hooks.prepare_worker(client, spec)
 
-    worker_job_uid = run.cluster(prepare, conn_id=usable)
+    worker_job_uid = run.cluster(prepare, conn_id=_usable(run, worker, conn_id))
     if worker_job_uid is None:
         return TryEnding.failed(
             Reason.RESERVATION_GONE, f"Kueue's copy of the Job is not on worker cluster {worker!r} (removed since)"

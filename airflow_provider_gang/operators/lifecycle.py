@@ -1,6 +1,6 @@
 """The life of one try in the task state store: begun, updated after each stage, ended exactly once.
 
-:class:`TryLifecycle` is the only writer of the two task-state keys (``operators.history``): it
+:class:`TryLifecycle` is the only writer of the two task-state keys (``operators.try_history``): it
 stores the ``TryState`` of the try in progress and, when the try ends, appends its ``TryRecord``
 (``reservation.records.tries``) and removes the state - in that order, so a crash between the two
 leaves a recorded try that is never adopted (``TryHistory.record`` is idempotent per try).
@@ -20,8 +20,7 @@ from airflow_provider_gang.airflow_compat import AirflowTaskTerminated, AirflowT
 from airflow_provider_gang.hooks.precheck import PrecheckFailed
 from airflow_provider_gang.kube import errors as kube_errors
 from airflow_provider_gang.operators import metrics
-from airflow_provider_gang.operators.history import TryHistory
-from airflow_provider_gang.operators.try_store import TryStore
+from airflow_provider_gang.operators.try_history import TryHistory, TryStore
 from airflow_provider_gang.reservation.errors import GangSpecError, MalformedObject, PlacementRefused
 from airflow_provider_gang.reservation.phases import Reason, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState

@@ -18,7 +18,7 @@ the discovery of the cluster it runs on (``reservation.tries.auto_mode``), befor
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_provider_gang.hooks import (
@@ -37,20 +37,57 @@ from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.try_run import TryRun
 from airflow_provider_gang.reservation import clock, multikueue
 from airflow_provider_gang.reservation.phases import Reason
-from airflow_provider_gang.reservation.records.tries import MultiKueueDispatch, TryPlan, TryRecord, TryState
+from airflow_provider_gang.reservation.records.tries import (
+    MultiKueueDispatch,
+    ReservationFacts,
+    TryPlan,
+    TryRecord,
+    TryState,
+)
 from airflow_provider_gang.reservation.spec import GangSpec
 from airflow_provider_gang.reservation.tries import auto_mode, plan
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
 
 
+@dataclass(frozen=True)
+class Reserved:
+    """A try's reservation as made by :func:`reserve`: its state as stored, its gang as placed (``spec``) and as
+    created (``created``: the copy a MultiKueue manager dispatches, when ``dispatching`` names the
+    admission check its queue dispatches through; else ``spec``), what ``creation.ensure_reservation``
+    found or made, and the place of the try's cluster."""
+
+    state: TryState
+    spec: GangSpec
+    created: GangSpec
+    facts: ReservationFacts
+    dispatching: str | None
+    here: clusters.Place
+
+    @property
+    def plan(self) -> TryPlan:
+        return self.state.plan
+
+
 def start(run: TryRun) -> Any:
-    """``execute``: plan the try, create (or adopt) its reservation, wait for it."""
-    settings = run.settings
-    if settings.argument_error is not None:
-        raise settings.argument_error
-    assert settings.configured is not None  # set whenever argument_error is not
+    """``execute``: plan the try, create (or adopt) its reservation, wait for it (module docstring)."""
+    if run.settings.argument_error is not None:
+        raise run.settings.argument_error
+    try_plan, records = choose_plan(run)
+    connection = clusters.resolve_cluster(run, try_plan)
+    run.state = state = run.lifecycle.begin(try_plan)
+    run.waiter.track(connection, try_plan.spec)
+    reserved = record_reservation(run, reserve(run, state, records))
+    push_reservation_xcom(run, reserved)
+    return wait_for_reservation(run, reserved)
+
+
+def choose_plan(run: TryRun) -> tuple[TryPlan, list[TryRecord]]:
+    """This try's plan, logged with why, and the records of the finished tries: this try resumed (its
+    worker restarted), an earlier unfinished try's intact gang adopted (else that try recorded as
+    killed), or a new plan (:func:`_new_plan`)."""
+    assert run.settings.configured is not None  # set whenever argument_error is not
     ti, now = run.context["ti"], clock.current().now()
-    start_deadline = plan.start_window_end(run.context, settings.start_by)
+    start_deadline = plan.start_window_end(run.context, run.settings.start_by)
     in_progress = run.lifecycle.in_progress()
     chosen: tuple[TryPlan, str] | None = None
     if in_progress is not None and in_progress.plan.attempt == ti.try_number:
@@ -59,54 +96,54 @@ def start(run: TryRun) -> Any:
         chosen = _adopt_or_record(run, in_progress, start_deadline, now)
     records = run.lifecycle.finished()
     if chosen is None:
-        try:
-            chosen = plan.plan_try(
-                ti=ti,
-                records=records,
-                ladder=settings.ladder,
-                configured=settings.configured,
-                reservation_timeout_seconds=settings.reservation_timeout.total_seconds(),
-                start_deadline=start_deadline,
-                now=now,
-                kubernetes_conn_id=settings.kubernetes_conn_id,
-            )
-        except plan.NoTry as stop:
-            _withdraw_leftovers(run, records)
-            records = run.lifecycle.end_without_gang(
-                attempt=ti.try_number, reason=stop.reason, message=stop.message, mode=settings.mode, size=settings.size
-            )
-            raise failure(stop.reason, stop.message, records) from stop
-        if settings.auto_reservation:
-            chosen = _choose_mode(run, *chosen)
+        chosen = _new_plan(run, records, start_deadline, now)
     try_plan, explanation = chosen
     run.log.info("Gang plan: %s", explanation)
-    connection = clusters.resolve_cluster(run, try_plan)
-    run.state = run.lifecycle.begin(try_plan)
+    return try_plan, records
+
+
+def _new_plan(run: TryRun, records: list[TryRecord], start_deadline: float | None, now: float) -> tuple[TryPlan, str]:
+    """A new plan (``reservation.tries.plan.plan_try``; for ``reservation="auto"`` in the mode its
+    cluster serves). When no try may start: withdraw what earlier tries left, record why, fail the task."""
+    settings, ti = run.settings, run.context["ti"]
+    assert settings.configured is not None  # checked by choose_plan
+    try:
+        chosen = plan.plan_try(
+            ti=ti,
+            records=records,
+            ladder=settings.ladder,
+            configured=settings.configured,
+            reservation_timeout_seconds=settings.reservation_timeout.total_seconds(),
+            start_deadline=start_deadline,
+            now=now,
+            kubernetes_conn_id=settings.kubernetes_conn_id,
+        )
+    except plan.NoTry as stop:
+        _withdraw_leftovers(run, records)
+        records = run.lifecycle.end_without_gang(
+            attempt=ti.try_number, reason=stop.reason, message=stop.message, mode=settings.mode, size=settings.size
+        )
+        raise failure(stop.reason, stop.message, records) from stop
+    return _choose_mode(run, *chosen) if settings.auto_reservation else chosen
+
+
+def reserve(run: TryRun, state: TryState, records: list[TryRecord]) -> Reserved:
+    """Prepare the try's cluster and create (or adopt) its reservation there: precheck, withdraw the
+    objects earlier tries left there (and, in a thread meanwhile, on other clusters), place a topology
+    gang (the plan stored with its placement), then ``creation.ensure_reservation``."""
+    try_plan = state.plan
     spec = try_plan.spec
-    run.waiter.track(connection, spec)
     places = clusters.places_of(run, [record for record in records if record.gang != try_plan.gang])
     here = clusters.Place(run.conn_id_of(try_plan), spec.namespace, spec.mode)
     earlier = places.get(here, [])
     elsewhere = clusters.withdraw_elsewhere(run, places, here)
-
-    async def prepare(client: KubeClient) -> tuple[GangSpec, str | None, str | None]:
-        checked = await precheck.precheck(client, spec)
-        for warning in checked.warnings:
-            run.log.warning("Gang %s precheck: %s", spec.name, warning)
-        withdrawn = await deletion.withdraw(client, spec.namespace, earlier, spec.mode)
-        if withdrawn:
-            run.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
-        placed, note = await topology_reads.placed(client, spec)
-        return placed, note, checked.multikueue_check
-
     try:
-        placed, note, dispatching = run.cluster(prepare)
+        placed, note, dispatching = run.cluster(lambda client: _prepare(run, client, spec, earlier))
         if note is not None:
             try_plan = replace(try_plan, spec=placed)
-            run.state = run.lifecycle.update(run.state, plan=try_plan, topology_note=note)
+            run.state = state = run.lifecycle.update(state, plan=try_plan, topology_note=note)
             run.log.info("Gang %s topology: %s", spec.name, topology_line(placed, note))
-        spec = placed
-        created = spec if dispatching is None else multikueue.dispatched_spec(spec)
+        created = placed if dispatching is None else multikueue.dispatched_spec(placed)
         facts = run.cluster(
             lambda client: creation.ensure_reservation(
                 client, created, owner_try=try_plan.attempt, multikueue=dispatching is not None
@@ -115,6 +152,29 @@ def start(run: TryRun) -> Any:
     finally:
         if elsewhere is not None:
             elsewhere.join(timeout=clusters.WITHDRAW_TIMEOUT_SECONDS)
+    return Reserved(state, placed, created, facts, dispatching, here)
+
+
+async def _prepare(
+    run: TryRun, client: KubeClient, spec: GangSpec, earlier: list[str]
+) -> tuple[GangSpec, str | None, str | None]:
+    """On the try's cluster: the precheck (its warnings logged), the withdrawal of the ``earlier``
+    tries' gangs, and the topology placement: the gang as placed, the topology note (``None``: no
+    topology) and the MultiKueue admission check its queue dispatches through (``None``: none)."""
+    checked = await precheck.precheck(client, spec)
+    for warning in checked.warnings:
+        run.log.warning("Gang %s precheck: %s", spec.name, warning)
+    withdrawn = await deletion.withdraw(client, spec.namespace, earlier, spec.mode)
+    if withdrawn:
+        run.log.info("Withdrew %d objects left by earlier tries %s", withdrawn, earlier)
+    placed, note = await topology_reads.placed(client, spec)
+    return placed, note, checked.multikueue_check
+
+
+def record_reservation(run: TryRun, reserved: Reserved) -> Reserved:
+    """Log the reservation and store it in the try's state (the plan of the gang as created, the
+    owner's and the Job's uids, the objects, the MultiKueue dispatch); the reservation as stored."""
+    state, spec, dispatching = reserved.state, reserved.spec, reserved.dispatching
     if dispatching is not None:
         run.log.info(
             "Gang %s: LocalQueue %s dispatches through MultiKueue (admission check %r): the Job runs on the worker "
@@ -123,27 +183,34 @@ def start(run: TryRun) -> Any:
             spec.queue,
             dispatching,
         )
-    if created != spec:
+    if reserved.created != spec:
         run.log.info("Gang %s: %s", spec.name, multikueue.full_size_note(spec))
-        try_plan, spec = replace(try_plan, spec=created), created
-        run.state = run.lifecycle.update(run.state, plan=try_plan)
+        spec = reserved.created
+        run.state = state = run.lifecycle.update(state, plan=replace(state.plan, spec=spec))
+    facts = reserved.facts
     run.log.info(
         "Reservation %s (%s, %d members, step: %s, cluster %s): %d objects created, the rest adopted",
-        try_plan.gang,
+        state.plan.gang,
         spec.mode.value,
         spec.size,
-        try_plan.step,
-        here.conn_id,
+        state.plan.step,
+        reserved.here.conn_id,
         facts.created,
     )
-    run.state = run.lifecycle.update(
-        run.state,
+    run.state = state = run.lifecycle.update(
+        state,
         owner_uid=facts.owner_uid,
         job_uid=facts.job_uid,
         objects=facts.objects,
         multikueue=None if dispatching is None else MultiKueueDispatch(admission_check=dispatching),
     )
-    ti.xcom_push(
+    return replace(reserved, state=state, spec=spec)
+
+
+def push_reservation_xcom(run: TryRun, reserved: Reserved) -> None:
+    """The reservation XCom (``links.RESERVATION_XCOM_KEY``) the extra link and the Gang page show."""
+    try_plan, spec = reserved.plan, reserved.spec
+    run.context["ti"].xcom_push(
         key=RESERVATION_XCOM_KEY,
         value={
             "gang": try_plan.gang,
@@ -152,16 +219,22 @@ def start(run: TryRun) -> Any:
             "size": spec.size,
             "step": try_plan.step,
             "try": try_plan.attempt,
-            "kubernetes_conn_id": here.conn_id,
+            "kubernetes_conn_id": reserved.here.conn_id,
             "zone": spec.zone,
             "queue": spec.queue,
             "provisioning_class": spec.provisioning_class,
         },
     )
-    watch = inspection.watch_targets(spec, facts.job_uid)
+
+
+def wait_for_reservation(run: TryRun, reserved: Reserved) -> Any:
+    """Wait (``ReservationTrigger``, deferred or inline) until the reservation is granted or the try's
+    reservation deadline passes; then :func:`.launching.reserved`."""
+    try_plan, spec, job_uid = reserved.plan, reserved.spec, reserved.facts.job_uid
+    watch = inspection.watch_targets(spec, job_uid)
     arguments = run.trigger_arguments(
         try_plan,
-        job_uid=facts.job_uid,
+        job_uid=job_uid,
         size=spec.size,
         started_at=try_plan.requested_at,
         deadline=try_plan.reservation_deadline,

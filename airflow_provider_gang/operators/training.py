@@ -2,9 +2,10 @@
 
 The arguments are checked twice: in ``__init__`` at DAG parse time, where a
 value that still holds Jinja is skipped, and at the start of ``execute`` after Airflow has rendered
-``template_fields``. Operator-only checks live in :mod:`.arguments`; everything that describes the gang
-itself is checked by building a ``reservation.spec.GangSpec`` (:mod:`.described_gang`; with a
-stand-in name at parse time, the real per-try name at run time).
+``template_fields``. Each argument's check is its entry in the argument record
+(``reservation.tries.argument_record``; the operator-only checks are ``reservation.tries.arguments``);
+everything that describes the gang itself is checked by building a ``reservation.spec.GangSpec``
+(:mod:`.described_gang`; with a stand-in name at parse time, the real per-try name at run time).
 
 How a try runs is :mod:`.execution`; this module holds the arguments and Airflow's entry points.
 """
@@ -119,6 +120,10 @@ class GangTrainingOperator(BaseOperator):
         multikueue_connections: Mapping[str, str] | None = default("multikueue_connections"),
         **kwargs: Any,
     ) -> None:
+        """Store every argument as the record normalises it, then check them (parse time). Long for one
+        reason: the signature names each argument of ``argument_record.ARGUMENTS`` once, with its type
+        and default, so IDEs, mypy and Airflow's docs see them (``test_argument_record`` holds the
+        signature to the record)."""
         # Every keyword above is an argument of the record: store each one as the record normalises it.
         given = {name: value for name, value in locals().items() if name in argument_record.BY_NAME}
         super().__init__(**kwargs)

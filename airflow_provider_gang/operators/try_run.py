@@ -26,7 +26,7 @@ from airflow_provider_gang.member import function_call
 from airflow_provider_gang.operators.failures import failure
 from airflow_provider_gang.operators.lifecycle import TryLifecycle
 from airflow_provider_gang.operators.settings import TrySettings
-from airflow_provider_gang.operators.try_store import store_for
+from airflow_provider_gang.operators.try_history import store_for
 from airflow_provider_gang.operators.waiting import Waiter
 from airflow_provider_gang.reservation import clock, cost, multikueue
 from airflow_provider_gang.reservation.phases import Reason
@@ -85,9 +85,9 @@ class TryRun:
         return asyncio.run(main())
 
     def _history_cluster(self, work: Callable[[KubeClient], Awaitable[T]]) -> T:
-        """Where a cluster-kept try history is read and written (``operators.try_store``): always the
+        """Where a cluster-kept try history is read and written (``operators.try_history``): always the
         operator's cluster, never the one a try's plan moved to (``OtherCluster``), so every try of
-        the task instance - and the UI plugin (``plugin.history_places``) - finds one history."""
+        the task instance - and the UI plugin (``plugin.try_history``) - finds one history."""
         return self.cluster(work, conn_id=self.settings.kubernetes_conn_id)
 
     def resume(self) -> TryState:
@@ -167,28 +167,43 @@ class TryRun:
         summary pushed as ``links.GANG_SUMMARY_XCOM_KEY`` (``settings.rank_zero_returns``) - else the
         typed exception is raised. ``ending`` defaults to what the last event says."""
         assert self.state is not None
-        state = self.state
-        spec = state.plan.spec
-        killed = self.waiter.killed
-        last = run_event if run_event is not None else reservation_event
-        if killed:
-            ending = KILLED
-        elif ending is None:
-            if last is None:
-                raise RuntimeError(f"try {state.plan.attempt} ended without an event or a reason")
-            ending = TryEnding.of_event(last)
+        state, killed = self.state, self.waiter.killed
+        ending = (
+            KILLED if killed else self._ending(state, ending, run_event if run_event is not None else reservation_event)
+        )
         succeeded = ending.succeeded and run_event is not None
-        ranks = results.ranks_to_log(self.settings.log_ranks, state.size_run or spec.size)
+        ranks = results.ranks_to_log(self.settings.log_ranks, state.size_run or state.plan.spec.size)
         returns = succeeded and self.settings.rank_zero_returns
         logs, notes = self._read_logs(state, sorted({*ranks, 0}) if returns else ranks, run_event)
         returned: ReturnValue | None = None
         if returns:
-            returned, failure_of_rank_0 = self._rank_zero_return_value(spec, logs)
+            returned, failure_of_rank_0 = self._rank_zero_return_value(state.plan.spec, logs)
             if failure_of_rank_0 is not None:
                 succeeded, ending = False, failure_of_rank_0
         logs = {rank: function_call.without_return_value(text) for rank, text in logs.items() if rank in ranks}
         state = self._tearing_down(state)
         deleted = self._teardown(state, keep_members=succeeded and self.settings.on_finish == "keep")
+        self._log_ended(state.plan.spec, logs, notes, deleted)
+        record, records = self._record(state, reservation_event, run_event, ending)
+        if not succeeded:
+            return self._raise_ended(record, records, killed)
+        summary = results.summary(state.plan, record, records, logs)
+        if returned is None:
+            return summary
+        self.context["ti"].xcom_push(key=GANG_SUMMARY_XCOM_KEY, value=summary)
+        return returned.value
+
+    @staticmethod
+    def _ending(state: TryState, ending: TryEnding | None, last: GangEvent | None) -> TryEnding:
+        """``ending`` if given, else what the last event says."""
+        if ending is not None:
+            return ending
+        if last is None:
+            raise RuntimeError(f"try {state.plan.attempt} ended without an event or a reason")
+        return TryEnding.of_event(last)
+
+    def _log_ended(self, spec: GangSpec, logs: Mapping[int, str], notes: list[str], deleted: int) -> None:
+        """The members' logs (a line per log line, by rank), the notes on those not read, the teardown."""
         for rank, text in sorted(logs.items()):
             for line in text.splitlines():
                 self.log.info("[rank %d] %s", rank, line)
@@ -196,6 +211,14 @@ class TryRun:
             self.log.info("%s", note)
         if deleted:
             self.log.info("Gang %s: deleted %d objects", spec.name, deleted)
+
+    def _record(
+        self, state: TryState, reservation_event: GangEvent | None, run_event: GangEvent | None, ending: TryEnding
+    ) -> tuple[TryRecord, list[TryRecord]]:
+        """Record the try (``results.try_record``, ended once: ``lifecycle.end``), log how it is recorded
+        when that differs from what the trigger reported, and the story of every try; the record and
+        every try's."""
+        spec = state.plan.spec
         record = results.try_record(
             state,
             reservation_event,
@@ -216,13 +239,7 @@ class TryRun:
             )
         for line in results.story(records):
             self.log.info("%s", line)
-        if not succeeded:
-            return self._raise_ended(record, records, killed)
-        summary = results.summary(state.plan, record, records, logs)
-        if returned is None:
-            return summary
-        self.context["ti"].xcom_push(key=GANG_SUMMARY_XCOM_KEY, value=summary)
-        return returned.value
+        return record, records
 
     def _rank_zero_return_value(
         self, spec: GangSpec, logs: Mapping[int, str]

@@ -8,7 +8,7 @@ loads (the provider-info ``plugins`` key only loads with ``lazy_discover_provide
 The same page is reached two ways: the "Gang reservation" extra link (:mod:`airflow_provider_gang.links`)
 and the "Gang" tab that :class:`GangPlugin`'s external view adds to every task instance page, where
 the UI shows it in an iframe. What it shows comes from the metadata database, read in the
-api-server process (:mod:`.queries`):
+api-server process (:mod:`.stored_records`):
 
 - the task instance's state and ``next_method``, which tell a gang waiting for capacity
   (deferred to ``execute_reserved``) from one that runs (deferred to ``execute_finished``);
@@ -24,7 +24,7 @@ api-server process (:mod:`.queries`):
 
 While a try is deferred the page also shows the conditions its reservation waits on, read live
 from the cluster (:mod:`.live`) with the connection its trigger row names. The task log has their
-history (``triggers.progress`` logs every change and a heartbeat). :mod:`.page_model` reads all of
+history (``triggers.progress`` logs every change and a heartbeat). :mod:`.gang_view` reads all of
 it into typed values and :mod:`.rendering` turns those into HTML through a Jinja2 template.
 
 The plugin also registers :mod:`.listener`, which withdraws the gangs of task instances that ended

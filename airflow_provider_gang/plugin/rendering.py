@@ -1,4 +1,5 @@
-"""HTML of the Gang page: :class:`.page_model.Page` through the Jinja2 template ``templates/page.html.j2``.
+"""HTML of the two pages: the Gang view (:class:`.gang_view.Page`, ``templates/page.html.j2``) and the
+Gangs page (:class:`.gangs_page.Overview`, ``templates/overview.html.j2``), through Jinja2 templates.
 
 Autoescape is on for every ``.html.j2`` template (``jinja2.select_autoescape``,
 https://jinja.palletsprojects.com/en/stable/api/#autoescaping), so each value of the page is
@@ -13,8 +14,8 @@ import functools
 
 import jinja2
 
-from airflow_provider_gang.plugin.overview import Overview
-from airflow_provider_gang.plugin.page_model import Page
+from airflow_provider_gang.plugin.gang_view import Page
+from airflow_provider_gang.plugin.gangs_page import Overview
 
 PAGE_TEMPLATE = "page.html.j2"
 OVERVIEW_TEMPLATE = "overview.html.j2"
@@ -57,7 +58,7 @@ def render_page(page: Page) -> str:
 
 
 def render_overview(overview: Overview) -> str:
-    """The Gangs page (:class:`.overview.Overview`) as an HTML document; every value escaped."""
+    """The Gangs page (:class:`.gangs_page.Overview`) as an HTML document; every value escaped."""
     return (
         environment()
         .get_template(OVERVIEW_TEMPLATE)

@@ -9,9 +9,9 @@ TASK_INSTANCE)``, which reads ``dag_id`` from the query, ``airflow/api_fastapi/c
 directly: Airflow's ``ReadableDagsFilterDep`` reads ``app.state.auth_manager``, which only the
 core apps have, not a plugin's). A task instance is named by ``dag_id``,
 ``run_id``, ``task_id`` and ``map_index`` (:func:`parse_map_index`). The page reads the database
-(:mod:`.queries`; the try history where this Airflow keeps it, :mod:`.try_history`), and while
+(:mod:`.stored_records`; the try history where this Airflow keeps it, :mod:`.try_history`), and while
 the task instance is unfinished the cluster too (:mod:`.live`), then builds the page model
-(:mod:`.page_model`) and renders it (:mod:`.rendering`).
+(:mod:`.gang_view`, :mod:`.gangs_page`) and renders it (:mod:`.rendering`).
 
 The modules behind the routes are imported inside them: this module is imported wherever plugins
 load (scheduler, workers, triggerer), and they import the provider's operators and triggers and,
@@ -37,12 +37,9 @@ from fastapi.responses import HTMLResponse
 def load_pages() -> None:
     """Import every module the routes use and compile the pages' templates (``rendering``)."""
     from airflow_provider_gang.plugin import (  # noqa: F401 - imported to be loaded
+        gang_view,
+        gangs_page,
         live,
-        overview,
-        overview_live,
-        overview_queries,
-        page_model,
-        queries,
         rendering,
         stored_records,
         try_history,
@@ -84,16 +81,16 @@ def parse_map_index(value: str) -> int:
 @gang_app.get("/api/reservation", dependencies=READ_TASK_INSTANCE)
 def reservation_api(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str = "-1") -> dict[str, Any]:
     """The stored values the page is built from: the XComs (``reservation``, ``summary``; each only
-    if it exists), ``task_instance`` (``queries.TaskInstanceRow``) and ``task_state``
-    (``queries.StoredTaskState``, from wherever this Airflow keeps it: ``try_history``), with
+    if it exists), ``task_instance`` (``stored_records.TaskInstanceRow``) and ``task_state``
+    (``stored_records.StoredTaskState``, from wherever this Airflow keeps it: ``try_history``), with
     ``task_state_unread`` saying why when it could not be read from the cluster."""
-    from airflow_provider_gang.plugin import queries, try_history
+    from airflow_provider_gang.plugin import stored_records, try_history
 
     index = parse_map_index(map_index)
     task_state, unread = try_history.read_task_history(dag_id, run_id, task_id, index)
     return {
-        **queries.read_gang_xcoms(dag_id, run_id, task_id, index),
-        "task_instance": queries.read_task_instance(dag_id, run_id, task_id, index).to_dict(),
+        **stored_records.read_gang_xcoms(dag_id, run_id, task_id, index),
+        "task_instance": stored_records.read_task_instance(dag_id, run_id, task_id, index).to_dict(),
         "task_state": task_state.to_dict(),
         **({"task_state_unread": unread} if unread is not None else {}),
     }
@@ -104,15 +101,15 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
     """The page the extra link and the task-instance tab open."""
     import time
 
-    from airflow_provider_gang.plugin import live, page_model, queries, rendering, stored_records, try_history
+    from airflow_provider_gang.plugin import gang_view, live, rendering, stored_records, try_history
 
     index = parse_map_index(map_index)
-    task_instance = queries.read_task_instance(dag_id, run_id, task_id, index)
+    task_instance = stored_records.read_task_instance(dag_id, run_id, task_id, index)
     conditions, pods = None, None
     task_state, unread = try_history.read_task_history(dag_id, run_id, task_id, index)
-    if not page_model.is_finished(task_instance):  # deferred: a trigger row
+    if not gang_view.is_finished(task_instance):  # deferred: a trigger row
         try:
-            watched = stored_records.watched_reservation(queries.read_trigger(dag_id, run_id, task_id, index))
+            watched = stored_records.watched_reservation(stored_records.read_trigger(dag_id, run_id, task_id, index))
         except ValueError as error:
             conditions = live.describe_failure(error)
         else:
@@ -120,18 +117,18 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
             current = stored_records.read_current(task_state.current)
             if current is not None and current.launched_at is not None:
                 pods = live.read_live_pods(watched, current.plan.gang)
-    page = page_model.build_page(
+    page = gang_view.build_page(
         dag_id,
         run_id,
         task_id,
-        queries.read_gang_xcoms(dag_id, run_id, task_id, index),
+        stored_records.read_gang_xcoms(dag_id, run_id, task_id, index),
         task_instance,
         task_state,
         now=time.time(),
         conditions=conditions,
         pods=pods,
         map_index=index,
-        past_tries=queries.read_past_try_numbers(dag_id, run_id, task_id, index),
+        past_tries=stored_records.read_past_try_numbers(dag_id, run_id, task_id, index),
         history_unread=unread,
     )
     return rendering.render_page(page)
@@ -140,26 +137,20 @@ def reservation_page(user: GetUserDep, dag_id: str, run_id: str, task_id: str, m
 @gang_app.get("/ui/gangs", response_class=HTMLResponse)
 def gangs_page(user: GetUserDep, state: str = "", dag_id: str = "") -> str:
     """Every gang of the DAGs the user may read: waiting and running ones, and those of recent runs
-    (:mod:`.overview`). Two database queries and, for the deferred gangs, one LIST per kind per
-    cluster and namespace (:mod:`.overview_live`); on Airflow 3.1 and 3.2 also one LIST of history
+    (:mod:`.gangs_page`). Two database queries and, for the deferred gangs, one LIST per kind per
+    cluster and namespace (:func:`.live.read_conditions_by_task`); on Airflow 3.1 and 3.2 also one LIST of history
     ConfigMaps per cluster and namespace (:mod:`.try_history`)."""
     import datetime
     import time
 
     from airflow.api_fastapi.app import get_auth_manager
 
-    from airflow_provider_gang.plugin import (
-        overview,
-        overview_live,
-        overview_queries,
-        queries,
-        rendering,
-        stored_records,
-        try_history,
-    )
+    from airflow_provider_gang.plugin import gangs_page, live, rendering, stored_records, try_history
 
-    if state and state not in overview.PHASES:
-        raise HTTPException(status_code=422, detail=f"state must be one of {', '.join(overview.PHASES)}, got {state!r}")
+    if state and state not in gangs_page.PHASES:
+        raise HTTPException(
+            status_code=422, detail=f"state must be one of {', '.join(gangs_page.PHASES)}, got {state!r}"
+        )
     now = time.time()
     rows, unread = try_history.read_gang_rows(
         get_auth_manager().get_authorized_dag_ids(user=user, method="GET"),
@@ -167,19 +158,19 @@ def gangs_page(user: GetUserDep, state: str = "", dag_id: str = "") -> str:
         recent_seconds=OVERVIEW_RECENT_SECONDS,
         limit=OVERVIEW_LIMIT,
     )
-    deferred = {overview.key_of(row): row.trigger_id for row in rows if row.state == "deferred" and row.trigger_id}
-    triggers = overview_queries.read_triggers(list(deferred.values()))
+    deferred = {row.key: row.trigger_id for row in rows if row.state == "deferred" and row.trigger_id}
+    triggers = stored_records.read_triggers(list(deferred.values()))
     watched = {}
     for key, trigger_id in deferred.items():
         found = triggers.get(trigger_id)
         try:
-            gang = None if found is None else stored_records.watched_reservation(queries.TriggerRow(*found))
+            gang = None if found is None else stored_records.watched_reservation(stored_records.TriggerRow(*found))
         except ValueError:
             continue
         if gang is not None:
             watched[key] = gang
-    conditions = overview_live.read_live_conditions(watched)
-    page = overview.build_overview(
+    conditions = live.read_conditions_by_task(watched)
+    page = gangs_page.build_overview(
         rows, now=now, conditions=conditions, phase_filter=state, dag_filter=dag_id, unread=unread
     )
     return rendering.render_overview(page)

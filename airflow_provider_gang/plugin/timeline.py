@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airflow_provider_gang.plugin import units
+from airflow_provider_gang.plugin import wording
 from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 
 WIDTH = 1000
@@ -131,24 +131,6 @@ def tone_of(outcome: str) -> str:
     return "succeeded" if outcome in SUCCEEDED_OUTCOMES else "failed"
 
 
-def place_of(zone: str | None, queue: str | None, provisioning_class: str | None, worker: str | None = None) -> str:
-    """``"zone us-central1-b · queue team-a"``; ``"any zone"`` when nothing pins the gang; ``worker``:
-    the Kueue MultiKueue worker cluster the queue dispatched the gang to (``"... · worker worker-2"``)."""
-    parts = [f"zone {zone}" if zone else "any zone"]
-    if queue:
-        parts.append(f"queue {queue}")
-    if provisioning_class:
-        parts.append(f"class {provisioning_class}")
-    if worker:
-        parts.append(f"worker {worker}")
-    return " · ".join(parts)
-
-
-def worker_of(current: TryState) -> str | None:
-    """The MultiKueue worker cluster the try in progress was admitted on, once known."""
-    return None if current.multikueue is None else current.multikueue.worker
-
-
 @dataclass(frozen=True)
 class _Raw:
     """A lane before layout: ``stages`` are (stage, start, seconds), in seconds since the request
@@ -186,12 +168,12 @@ def _finished(record: TryRecord, summary_place: str | None) -> _Raw:
         stages.append(("teardown", teardown_at, max(0.0, record.teardown_ended_at - record.teardown_started_at)))
     mode = record.mode.replace("_", " ")
     if record.requested_at is not None:  # written with its place (zone / queue / class)
-        summary_place = place_of(record.zone, record.queue, record.provisioning_class, record.worker_cluster)
+        summary_place = wording.place_of(record.zone, record.queue, record.provisioning_class, record.worker_cluster)
     return _Raw(
         attempt=record.attempt,
         tone=tone_of(record.outcome),
-        heading=f"try {record.attempt} · {units.reason(record.outcome)}",
-        detail=f"{record.step} · {units.members(record.size)}",
+        heading=f"try {record.attempt} · {wording.reason(record.outcome)}",
+        detail=f"{record.step} · {wording.members(record.size)}",
         outcome=record.outcome,
         stages=tuple(stages),
         closed=True,
@@ -207,9 +189,9 @@ UNRECORDED = "ended unrecorded"
 
 def _in_progress(current: TryState, now: float, *, task_finished: bool = False) -> _Raw:
     plan, spec = current.plan, current.plan.spec
-    where = place_of(spec.zone, spec.queue, spec.provisioning_class, worker_of(current))
+    where = wording.place_of(spec.zone, spec.queue, spec.provisioning_class, wording.worker_of(current))
     place = f"{spec.mode.value.replace('_', ' ')} · {where}"
-    detail = f"{plan.step} · {units.members(current.size_run or spec.size)}"
+    detail = f"{plan.step} · {wording.members(current.size_run or spec.size)}"
     limit = _since(plan.start_deadline, plan.requested_at)
     if task_finished:
         known = (current.launched_at or plan.requested_at) - plan.requested_at
@@ -280,7 +262,33 @@ def build_timeline(
     record does not (the summary of a successful try has it). ``other_tries``: Airflow's try numbers,
     of which those with neither a record nor ``current`` get an empty :data:`UNRECORDED` lane (the
     next try overwrote what they had stored). ``None`` without any try."""
-    places = places or {}
+    raw = _raw_lanes(
+        records, current, now=now, places=places or {}, task_finished=task_finished, other_tries=other_tries
+    )
+    if not raw:
+        return None
+    axis = _Axis.spanning(raw)
+    lanes = tuple(_lay_out(lane, AXIS_HEIGHT + index * LANE_HEIGHT, axis) for index, lane in enumerate(raw))
+    return Timeline(
+        width=WIDTH,
+        height=AXIS_HEIGHT + len(lanes) * LANE_HEIGHT + 6,
+        label_width=LABEL_WIDTH,
+        bar_height=BAR_HEIGHT,
+        lanes=lanes,
+        ticks=axis.ticks(),
+    )
+
+
+def _raw_lanes(
+    records: list[TryRecord],
+    current: TryState | None,
+    *,
+    now: float,
+    places: dict[int, str],
+    task_finished: bool,
+    other_tries: Sequence[int],
+) -> list[_Raw]:
+    """Every try's lane before layout, by attempt (:func:`build_timeline`'s contract)."""
     raw = [_finished(record, places.get(record.attempt)) for record in records]
     recorded = {record.attempt for record in records}
     if current is not None and current.plan.attempt not in recorded:
@@ -290,54 +298,55 @@ def build_timeline(
         raw.append(
             _Raw(attempt, "failed", f"try {attempt} · {UNRECORDED}", "no gang record left", UNRECORDED, (), True, "")
         )
-    raw.sort(key=lambda lane: lane.attempt)
-    if not raw:
-        return None
-    longest = max([_extent(lane) for lane in raw] + [lane.limit or 0.0 for lane in raw] + [1e-3])
-    span = longest * 1.08
-    plot = WIDTH - LABEL_WIDTH - 16
+    return sorted(raw, key=lambda lane: lane.attempt)
 
-    def x_of(seconds: float) -> float:
-        return LABEL_WIDTH + plot * max(0.0, seconds) / span
 
-    lanes = []
-    for index, lane in enumerate(raw):
-        y = AXIS_HEIGHT + index * LANE_HEIGHT
-        position, segments = 0.0, []
-        for stage, start_at, seconds in lane.stages:
-            position = max(position, start_at if start_at is not None else position)
-            start = x_of(position)
-            width = max(MINIMUM_SEGMENT, x_of(position + seconds) - start)
-            title = f"{STAGE_NAMES[stage]} {units.duration(seconds)}"
-            segments.append(Segment(stage, round(start, 1), round(width, 1), title))
-            position += seconds
-        end_x = (segments[-1].x + segments[-1].width) if segments else x_of(0)
-        limit = None
-        if lane.limit is not None:
-            limit = Limit(round(x_of(lane.limit), 1), f"start_by limit ({units.duration(lane.limit)})")
-        lanes.append(
-            Lane(
-                attempt=lane.attempt,
-                tone=lane.tone,
-                heading=lane.heading,
-                detail=lane.detail,
-                outcome=lane.outcome,
-                y=y,
-                segments=tuple(segments),
-                end_x=round(end_x, 1) if lane.closed else None,
-                place=lane.place,
-                limit=limit,
-            )
+@dataclass(frozen=True)
+class _Axis:
+    """The shared time axis: ``span`` seconds since a try's request over the plot's width."""
+
+    span: float
+
+    @classmethod
+    def spanning(cls, lanes: Sequence[_Raw]) -> _Axis:
+        """An axis 8 % longer than the longest lane or ``start_by`` limit."""
+        longest = max([_extent(lane) for lane in lanes] + [lane.limit or 0.0 for lane in lanes] + [1e-3])
+        return cls(longest * 1.08)
+
+    def x_of(self, seconds: float) -> float:
+        return LABEL_WIDTH + (WIDTH - LABEL_WIDTH - 16) * max(0.0, seconds) / self.span
+
+    def ticks(self) -> tuple[Tick, ...]:
+        step = _tick_step(self.span)
+        return tuple(
+            Tick(round(self.x_of(step * count), 1), wording.duration(step * count))
+            for count in range(int(self.span / step) + 1)
         )
-    step = _tick_step(span)
-    ticks = tuple(
-        Tick(round(x_of(step * count), 1), units.duration(step * count)) for count in range(int(span / step) + 1)
-    )
-    return Timeline(
-        width=WIDTH,
-        height=AXIS_HEIGHT + len(lanes) * LANE_HEIGHT + 6,
-        label_width=LABEL_WIDTH,
-        bar_height=BAR_HEIGHT,
-        lanes=tuple(lanes),
-        ticks=ticks,
+
+
+def _lay_out(lane: _Raw, y: float, axis: _Axis) -> Lane:
+    """One lane's segments, end mark and limit on ``axis``, at height ``y``."""
+    position, segments = 0.0, []
+    for stage, start_at, seconds in lane.stages:
+        position = max(position, start_at if start_at is not None else position)
+        start = axis.x_of(position)
+        width = max(MINIMUM_SEGMENT, axis.x_of(position + seconds) - start)
+        title = f"{STAGE_NAMES[stage]} {wording.duration(seconds)}"
+        segments.append(Segment(stage, round(start, 1), round(width, 1), title))
+        position += seconds
+    end_x = (segments[-1].x + segments[-1].width) if segments else axis.x_of(0)
+    limit = None
+    if lane.limit is not None:
+        limit = Limit(round(axis.x_of(lane.limit), 1), f"start_by limit ({wording.duration(lane.limit)})")
+    return Lane(
+        attempt=lane.attempt,
+        tone=lane.tone,
+        heading=lane.heading,
+        detail=lane.detail,
+        outcome=lane.outcome,
+        y=y,
+        segments=tuple(segments),
+        end_x=round(end_x, 1) if lane.closed else None,
+        place=lane.place,
+        limit=limit,
     )

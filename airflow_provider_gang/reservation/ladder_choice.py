@@ -122,17 +122,7 @@ def choose_step(ladder: Sequence[FallbackStep], try_number: int, history: Sequen
         return Choice(None, None, False, "try 1: the gang as configured")
     previous = [outcome for outcome in history if outcome.try_number < try_number]
     if not previous or previous[-1].try_number != try_number - 1:
-        positions = [index for index, step in enumerate(ladder) for _ in range(step.uses)]
-        if try_number - 2 < len(positions):
-            index = positions[try_number - 2]
-            return Choice(
-                ladder[index],
-                index,
-                False,
-                f"try {try_number}: step {index + 1} "
-                f"({ladder[index].describe()}) by position; the previous try's outcome is unknown",
-            )
-        return Choice(None, None, True, f"try {try_number}: all {len(ladder)} fallback step(s) used")
+        return _by_position(ladder, try_number)
     last = previous[-1]
     if not phases.is_retryable(last.reason):
         return Choice(
@@ -141,6 +131,29 @@ def choose_step(ladder: Sequence[FallbackStep], try_number: int, history: Sequen
             True,
             f"try {try_number}: try {last.try_number} ended with {last.reason.value}, which no fallback step can fix",
         )
+    unused = _unused_step(ladder, try_number, previous)
+    return unused if unused is not None else _without_a_step(ladder, try_number, last)
+
+
+def _by_position(ladder: Sequence[FallbackStep], try_number: int) -> Choice:
+    """The step at the try's position in the ladder (each step :attr:`~FallbackStep.uses` times), or
+    the ladder used up: the previous try's outcome is unknown."""
+    positions = [index for index, step in enumerate(ladder) for _ in range(step.uses)]
+    if try_number - 2 < len(positions):
+        index = positions[try_number - 2]
+        return Choice(
+            ladder[index],
+            index,
+            False,
+            f"try {try_number}: step {index + 1} "
+            f"({ladder[index].describe()}) by position; the previous try's outcome is unknown",
+        )
+    return Choice(None, None, True, f"try {try_number}: all {len(ladder)} fallback step(s) used")
+
+
+def _unused_step(ladder: Sequence[FallbackStep], try_number: int, previous: Sequence[TryOutcome]) -> Choice | None:
+    """The first step with uses left that answers the last try's reason, or ``None``."""
+    last = previous[-1]
     used = collections.Counter(outcome.step_index for outcome in previous if not outcome.repeated)
     for index, step in enumerate(ladder):
         if used[index] < step.uses and last.reason in step.reasons:
@@ -152,6 +165,12 @@ def choose_step(ladder: Sequence[FallbackStep], try_number: int, history: Sequen
                 f"try {try_number}: step {index + 1} ({step.describe()}{turn}) because "
                 f"try {last.try_number} ended with {last.reason.value}",
             )
+    return None
+
+
+def _without_a_step(ladder: Sequence[FallbackStep], try_number: int, last: TryOutcome) -> Choice:
+    """No unused step answers the last try's reason: repeat its step after a transient failure
+    (using none up), else the ladder is exhausted."""
     if is_transient(last):
         repeated = last.step_index if last.step_index is not None and last.step_index < len(ladder) else None
         return Choice(

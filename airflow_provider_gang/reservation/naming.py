@@ -120,6 +120,19 @@ def gang_name(dag_id: str, task_id: str, run_id: str, *, map_index: int = -1, at
     return f"{readable}{tail}"
 
 
+TRY_HISTORY_ROLE = "try-history"
+"""``ROLE_LABEL`` of a try history ConfigMap, where a task instance's tries are kept on Airflow 3.1 and
+3.2 (gang objects are ``owner``, ``member``...)."""
+
+
+def try_history_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """The try history ConfigMap's name: readable dag and task, a hash of the whole task instance."""
+    digest = short_hash("try-history", dag_id, task_id, run_id, map_index)
+    tail = f"-tries-{digest}"
+    readable = to_dns_label(f"{dag_id}-{task_id}", max_length=DNS_LABEL_MAX - len(tail))
+    return f"{readable or 'gang'}{tail}"
+
+
 def run_labels(dag_id: str, task_id: str, run_id: str, *, map_index: int = -1, attempt: int = 1) -> dict[str, str]:
     """Labels tracing objects back to the Airflow task instance (values made label-safe)."""
     labels = {

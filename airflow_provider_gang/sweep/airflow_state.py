@@ -6,10 +6,10 @@ task state store before it creates anything (``gang.current``), and its record (
 when it ends (``reservation.records.task_state``); names are also derived for every try of the task
 instances of :data:`GANG_OPERATORS` (``reservation.naming.gang_name``), for task state rows removed
 by ``[task_state_store] default_retention_days``. Airflow's models are imported inside the functions,
-as ``plugin.queries`` does.
+as ``plugin.stored_records`` does.
 
 Airflow 3.1 and 3.2 have no task state store: a try keeps its history in a ConfigMap on the cluster
-(``operators.try_store.ClusterTryStore``), which the database cannot read. There the names are the
+(``operators.try_history.ClusterTryStore``), which the database cannot read. There the names are the
 derived ones only, and a task instance's namespace is its rendered ``namespace`` template field
 (``rendered_task_instance_fields``, written when a try starts, before ``execute``) - the namespace
 the history ConfigMap is in. :func:`has_task_state_store` tells which, by feature detection.

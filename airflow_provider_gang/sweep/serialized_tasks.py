@@ -2,7 +2,7 @@
 the serialized DAG of the DAG version a task instance ran (``TaskInstance.dag_version_id`` ->
 ``serialized_dag``; ``GangTrainingOperator.get_serialized_fields`` adds the connection id).
 
-Read where the task object is not at hand: the pages (``plugin.history_places``) and the listener,
+Read where the task object is not at hand: the pages (``plugin.try_history``) and the listener,
 which the api-server calls with the task instances ``DAG.set_task_instance_state`` returned - ORM rows
 without their ``task`` (``airflow/api_fastapi/core_api/services/public/task_instances.py``). A DAG
 version is immutable, so its answer is cached per version id. Airflow leaves a value equal to the

@@ -17,7 +17,7 @@ import jax  # noqa: F401
 import pytest
 import torch  # noqa: F401
 
-from airflow_provider_gang.plugin.queries import read_gang_xcoms
+from airflow_provider_gang.plugin.stored_records import read_gang_xcoms
 from airflow_provider_gang.reservation.naming import GANG_LABEL
 from demo.report import report, training_loss
 from demo.runner import DEMO_TIME_SCALE, demo_scenario, run_example_dag

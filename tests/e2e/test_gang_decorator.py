@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_gang.links import GANG_SUMMARY_XCOM_KEY
 from airflow_provider_gang.member.function_call import MARKER, MAX_RETURN_VALUE_BYTES
-from airflow_provider_gang.plugin.queries import read_gang_xcoms
+from airflow_provider_gang.plugin.stored_records import read_gang_xcoms
 from tests.e2e.gang_dags import gang_objects, run_dag_test
 
 GANG = {

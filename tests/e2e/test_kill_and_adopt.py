@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_gang.airflow_compat import AirflowTaskTerminated
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangFailedForGood
-from airflow_provider_gang.operators.history import TryHistory
+from airflow_provider_gang.operators.try_history import TryHistory
 from airflow_provider_gang.reservation import manifests, naming
 from airflow_provider_gang.reservation.manifests.owner import OWNER_TRY_ANNOTATION
 from airflow_provider_gang.reservation.phases import Reason

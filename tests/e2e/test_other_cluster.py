@@ -20,7 +20,7 @@ import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangTryFailed
-from airflow_provider_gang.operators.history import TryHistory
+from airflow_provider_gang.operators.try_history import TryHistory
 from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.fallback import OtherCluster
 from demo.cluster import CONN_ID

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangTryFailed
-from airflow_provider_gang.operators.history import TryHistory
+from airflow_provider_gang.operators.try_history import TryHistory
 from demo.cluster import CONN_ID
 from gang_sim.apiserver.http.faults import Faults
 from gang_sim.testing.eventually import eventually

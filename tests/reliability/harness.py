@@ -32,7 +32,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowTaskTerminated, TaskDeferred
 
 from airflow_provider_gang.operators.failures import GangFailedForGood
-from airflow_provider_gang.operators.history import TryHistory
+from airflow_provider_gang.operators.try_history import TryHistory
 from airflow_provider_gang.reservation import ladder_choice
 from airflow_provider_gang.reservation.phases import Reason, is_ladder_input, is_retryable
 from airflow_provider_gang.reservation.records.tries import TryRecord

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_gang.operators import GangTrainingOperator
-from airflow_provider_gang.operators.history import TryHistory
+from airflow_provider_gang.operators.try_history import TryHistory
 from airflow_provider_gang.reservation import naming
 from demo.cluster import CONN_ID
 from gang_sim.testing.eventually import eventually

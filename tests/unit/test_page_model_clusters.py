@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_gang.plugin import page_model
+from airflow_provider_gang.plugin import gang_view
 from airflow_provider_gang.reservation.records.tries import TryRecord
 
 
@@ -23,17 +23,17 @@ def _record(attempt: int, conn_id: str | None) -> TryRecord:
 
 def test_tries_on_two_clusters_name_theirs_and_one_cluster_stays_quiet() -> None:
     both = [_record(1, "a"), _record(2, "b")]
-    assert page_model.several_clusters(both)
-    assert [page_model.try_row(item, name_cluster=True).cells[1] for item in both] == [
+    assert gang_view.several_clusters(both)
+    assert [gang_view.try_row(item, name_cluster=True).cells[1] for item in both] == [
         "as configured (cluster a)",
         "other cluster b (cluster b)",
     ]
     one = [_record(1, "a"), _record(2, "a")]
-    assert not page_model.several_clusters(one)
-    assert page_model.try_row(one[0]).cells[1] == "as configured"
+    assert not gang_view.several_clusters(one)
+    assert gang_view.try_row(one[0]).cells[1] == "as configured"
     summary = {"tries": [item.to_dict() for item in both]}
-    assert [item.step for item in page_model.summary_tries(summary)] == [
+    assert [item.step for item in gang_view.summary_tries(summary)] == [
         "as configured (cluster a)",
         "other cluster b (cluster b)",
     ]
-    assert [item.step for item in page_model.summary_tries({"tries": [one[0].to_dict()]})] == ["as configured"]
+    assert [item.step for item in gang_view.summary_tries({"tries": [one[0].to_dict()]})] == ["as configured"]

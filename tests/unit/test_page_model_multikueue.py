@@ -6,9 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from airflow_provider_gang.plugin import overview, page_model, task_view, timeline
-from airflow_provider_gang.plugin.overview_queries import GangTaskRow
-from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow
+from airflow_provider_gang.plugin import gang_view, gangs_page, members_table, wording
+from airflow_provider_gang.plugin.stored_records import GangTaskRow, StoredTaskState, TaskInstanceRow
 from airflow_provider_gang.reservation.records import task_state
 from tests.unit.reservation.records.examples import MULTIKUEUE_RECORD, MULTIKUEUE_STATE
 
@@ -21,14 +20,14 @@ NOW = MULTIKUEUE_STATE.plan.requested_at + 60
 
 
 def test_a_try_row_names_its_worker_and_how_it_was_followed() -> None:
-    assert page_model.try_row(MULTIKUEUE_RECORD).cells[1] == (
+    assert gang_view.try_row(MULTIKUEUE_RECORD).cells[1] == (
         "as configured (MultiKueue worker worker-2, connection kube_worker2)"
     )
-    assert page_model.try_row(UNMAPPED_RECORD).cells[1] == "as configured (MultiKueue worker worker-2, no connection)"
+    assert gang_view.try_row(UNMAPPED_RECORD).cells[1] == "as configured (MultiKueue worker worker-2, no connection)"
 
 
-def running_page(state: object) -> page_model.Page:
-    return page_model.build_page(
+def running_page(state: object) -> gang_view.Page:
+    return gang_view.build_page(
         "team",
         "r",
         "train",
@@ -54,15 +53,15 @@ def test_the_waiting_table_names_the_worker_and_what_is_not_seen() -> None:
 def test_the_members_table_says_what_a_worker_without_a_connection_hides() -> None:
     page = running_page(UNMAPPED_STATE)
     assert page.members == () and page.members_note.startswith("Not visible: MultiKueue worker 'worker-2'")
-    rows, _, note, _ = task_view.members_section(None, None, [UNMAPPED_RECORD], {}, None, str, task_finished=True)
+    rows, _, note, _ = members_table.members_section(None, None, [UNMAPPED_RECORD], {}, None, str, task_finished=True)
     assert rows == () and "no rank logs, no member detail" in note
-    rows, _, note, _ = task_view.members_section(None, None, [MULTIKUEUE_RECORD], {}, None, str, task_finished=True)
+    rows, _, note, _ = members_table.members_section(None, None, [MULTIKUEUE_RECORD], {}, None, str, task_finished=True)
     assert note == "No member ran in this try (no exit codes recorded)."
 
 
 def test_the_timeline_and_the_gangs_page_place_a_try_on_its_worker() -> None:
-    assert timeline.place_of(None, "team", None, "worker-2") == "any zone · queue team · worker worker-2"
-    assert timeline.place_of("zone-a", None, None) == "zone zone-a"
+    assert wording.place_of(None, "team", None, "worker-2") == "any zone · queue team · worker worker-2"
+    assert wording.place_of("zone-a", None, None) == "zone zone-a"
     finished = GangTaskRow(
         "team",
         "r",
@@ -74,7 +73,7 @@ def test_the_timeline_and_the_gangs_page_place_a_try_on_its_worker() -> None:
         None,
         {task_state.TRIES_KEY: json.dumps([dataclasses.replace(MULTIKUEUE_RECORD, requested_at=NOW).to_dict()])},
     )
-    assert overview.build_row(finished, now=NOW, condition=None).place == "any zone · queue team · worker worker-2"
+    assert gangs_page.build_row(finished, now=NOW, condition=None).place == "any zone · queue team · worker worker-2"
     running = GangTaskRow(
         "team",
         "r",
@@ -86,4 +85,4 @@ def test_the_timeline_and_the_gangs_page_place_a_try_on_its_worker() -> None:
         7,
         {task_state.CURRENT_KEY: json.dumps(MULTIKUEUE_STATE.to_dict())},
     )
-    assert overview.build_row(running, now=NOW, condition=None).place == "any zone · queue team · worker worker-2"
+    assert gangs_page.build_row(running, now=NOW, condition=None).place == "any zone · queue team · worker worker-2"

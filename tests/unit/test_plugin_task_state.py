@@ -1,4 +1,4 @@
-"""The Gang page's view of the task state store (``plugin.page_model.build_page`` with ``task_state``),
+"""The Gang page's view of the task state store (``plugin.gang_view.build_page`` with ``task_state``),
 for the states a real try stores: written here by the provider's own ``TryState`` / ``TryRecord``
 records (``reservation.records.tries``), so the page reads the format ``operators.lifecycle``
 writes; and which trigger rows the page reads live conditions for, from the kwargs the provider's
@@ -11,11 +11,16 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_gang.plugin.gang_view import build_page
 from airflow_provider_gang.plugin.live import read_live_conditions
-from airflow_provider_gang.plugin.page_model import build_page
-from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, TriggerRow
 from airflow_provider_gang.plugin.rendering import render_page
-from airflow_provider_gang.plugin.stored_records import WatchedReservation, watched_reservation
+from airflow_provider_gang.plugin.stored_records import (
+    StoredTaskState,
+    TaskInstanceRow,
+    TriggerRow,
+    WatchedReservation,
+    watched_reservation,
+)
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
 from airflow_provider_gang.triggers.reservation import ReservationTrigger

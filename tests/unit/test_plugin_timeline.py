@@ -1,6 +1,6 @@
 """The timeline's stages, places, ``start_by`` limits and legend, from records the provider's own
 types write (``reservation.records.tries``): built by ``timeline.build_timeline`` and rendered
-through ``page_model.build_page`` and ``rendering.render_page``."""
+through ``gang_view.build_page`` and ``rendering.render_page``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import re
 import pytest
 
 from airflow_provider_gang.plugin import timeline
-from airflow_provider_gang.plugin.page_model import build_page
-from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow
+from airflow_provider_gang.plugin.gang_view import build_page
 from airflow_provider_gang.plugin.rendering import render_page
+from airflow_provider_gang.plugin.stored_records import StoredTaskState, TaskInstanceRow
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
 from tests.builders import gang_spec

@@ -1,17 +1,16 @@
 """A topology gang in the UI: the Gang view says why a try waits (what the room on the nodes said) and
 where it is pinned, and where each rank ran; the Gangs page puts both in its place and condition
-columns. Built from stored records (``plugin.page_model``, ``plugin.overview``) and rendered."""
+columns. Built from stored records (``plugin.gang_view``, ``plugin.gangs_page``) and rendered."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 
-from airflow_provider_gang.plugin import overview
-from airflow_provider_gang.plugin.overview_queries import GangTaskRow
-from airflow_provider_gang.plugin.page_model import build_page
-from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow
+from airflow_provider_gang.plugin import gangs_page
+from airflow_provider_gang.plugin.gang_view import build_page
 from airflow_provider_gang.plugin.rendering import render_overview, render_page
+from airflow_provider_gang.plugin.stored_records import GangTaskRow, StoredTaskState, TaskInstanceRow
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
@@ -123,7 +122,7 @@ def test_the_gangs_page_puts_the_pin_in_the_place_and_the_reason_in_the_conditio
         row("waits", "deferred", {CURRENT_KEY: GROWING.to_dict()}),
         row("ran", "success", {TRIES_KEY: [RAN.to_dict()]}),
     ]
-    page = overview.build_overview(
+    page = gangs_page.build_overview(
         rows, now=10_100.0, conditions={("waits", "r", "train", -1): "ProvisioningRequest Provisioned=False"}
     )
     waits, ran = page.rows

@@ -1,6 +1,6 @@
 """The Gang view's timeline, units, members and header, and the Gangs page's rows, from records the
-provider's own types write (``reservation.records.tries``): pure, through ``page_model.build_page``,
-``overview.build_overview`` and the rendered HTML."""
+provider's own types write (``reservation.records.tries``): pure, through ``gang_view.build_page``,
+``gangs_page.build_overview`` and the rendered HTML."""
 
 from __future__ import annotations
 
@@ -10,14 +10,17 @@ import re
 
 import pytest
 
-from airflow_provider_gang.plugin import overview, timeline, units
-from airflow_provider_gang.plugin.overview_live import describe_group, selector_matches
-from airflow_provider_gang.plugin.overview_queries import GangTaskRow
-from airflow_provider_gang.plugin.page_model import build_page
-from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow
+from airflow_provider_gang.plugin import gangs_page, timeline, wording
+from airflow_provider_gang.plugin.gang_view import build_page, headline
+from airflow_provider_gang.plugin.live import describe_group
+from airflow_provider_gang.plugin.members_table import LivePod, members
 from airflow_provider_gang.plugin.rendering import render_overview, render_page
-from airflow_provider_gang.plugin.stored_records import WatchedReservation
-from airflow_provider_gang.plugin.task_view import LivePod, headline, members
+from airflow_provider_gang.plugin.stored_records import (
+    GangTaskRow,
+    StoredTaskState,
+    TaskInstanceRow,
+    WatchedReservation,
+)
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
@@ -82,7 +85,7 @@ RAN = dataclasses.replace(
     ],
 )
 def test_durations_read_as_people_say_them(seconds: float | None, text: str) -> None:
-    assert units.duration(seconds) == text
+    assert wording.duration(seconds) == text
 
 
 @pytest.mark.parametrize(
@@ -90,7 +93,7 @@ def test_durations_read_as_people_say_them(seconds: float | None, text: str) -> 
     [(0.012324 * 3600, "0.012 GPU-h"), (9000, "2.5 GPU-h"), (0, "0 GPU-h"), (460800, "128 GPU-h")],
 )
 def test_gpu_hours_read_as_gpu_hours(gpu_seconds: float, text: str) -> None:
-    assert units.gpu_hours(gpu_seconds) == text
+    assert wording.gpu_hours(gpu_seconds) == text
 
 
 def test_the_timeline_has_one_lane_per_try_coloured_by_outcome_with_the_start_by_limit() -> None:
@@ -174,7 +177,7 @@ def test_the_gangs_page_lists_every_dag_longest_wait_first_and_filters() -> None
         gang_row("broken", "success", {TRIES_KEY: [{"version": 99}]}),
     ]
     conditions = {("long", "r", "train", -1): "ProvisioningRequest Provisioned=False (<quota>)"}
-    page = overview.build_overview(rows, now=10_600.0, conditions=conditions)
+    page = gangs_page.build_overview(rows, now=10_600.0, conditions=conditions)
     assert [(row.dag_id, row.phase, row.waited) for row in page.rows] == [
         ("long", "waiting", "10 min 00 s so far"),
         ("short", "waiting", "1 min 40 s so far"),
@@ -186,9 +189,9 @@ def test_the_gangs_page_lists_every_dag_longest_wait_first_and_filters() -> None
     assert page.rows[2].gpu_hours == "24 GPU-h used"
     assert page.rows[2].place == "step: as configured"  # recorded before the place was kept
     placed = dataclasses.replace(RAN, requested_at=9_000.0, zone="europe-west4-b", queue="team-a")
-    assert overview.finished_place(placed) == "zone europe-west4-b · queue team-a"
+    assert gangs_page.finished_place(placed) == "zone europe-west4-b · queue team-a"
     assert dict(page.counts)["waiting"] == 2
-    filtered = overview.build_overview(rows, now=10_600.0, phase_filter="waiting", dag_filter="short")
+    filtered = gangs_page.build_overview(rows, now=10_600.0, phase_filter="waiting", dag_filter="short")
     assert [row.dag_id for row in filtered.rows] == ["short"]
     html = render_overview(page)
     assert html.count('class="gang-row"') == 4 and "&lt;quota&gt;" in html
@@ -207,7 +210,13 @@ def test_one_list_per_kind_is_matched_back_to_each_gang() -> None:
     found = describe_group(gangs, requests, workloads)
     assert "Provisioned=False" in found[("a", "r", "t", -1)]
     assert "w2" in found[("b", "r", "t", -1)] and "w1" not in found[("b", "r", "t", -1)]
-    assert selector_matches("a=1,b==2", {"a": "1", "b": "2"}) and not selector_matches("a=1", {"a": "2"})
+    both = {("c", "r", "t", -1): watched(None, "a=1,b==2")}
+    labelled = [
+        {"metadata": {"name": "w3", "labels": {"a": "1", "b": "2"}}},
+        {"metadata": {"name": "w4", "labels": {"a": "1", "b": "3"}}},
+    ]
+    matched = describe_group(both, [], labelled)[("c", "r", "t", -1)]
+    assert "w3" in matched and "w4" not in matched
 
 
 def test_a_try_airflow_ended_before_it_recorded_gets_a_lane_and_says_so() -> None:

@@ -1,4 +1,4 @@
-"""The try history where Airflow has no task state store (3.1, 3.2): ``operators.try_store``'s
+"""The try history where Airflow has no task state store (3.1, 3.2): ``operators.try_history``'s
 ConfigMap per task instance, through its public interface and through the operator, on the emulator.
 
 The operator tests drive a try by hand (``tests.e2e.driving``) with contexts that have no
@@ -21,9 +21,10 @@ from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.operators.failures import GangTryFailed
-from airflow_provider_gang.operators.try_store import EXPIRES_ANNOTATION, ClusterTryStore, history_name
+from airflow_provider_gang.operators.try_history import EXPIRES_ANNOTATION, ClusterTryStore
 from airflow_provider_gang.reservation import manifests, naming
 from airflow_provider_gang.reservation.fallback import ShrinkTo
+from airflow_provider_gang.reservation.naming import try_history_name
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records import task_state
 from airflow_provider_gang.reservation.spec import GangSpec
@@ -70,7 +71,7 @@ def history(cluster: ClusterHarness, dag_id: str) -> dict[str, Any]:
     found = [
         item
         for item in cluster.objects("v1/configmaps", "default")
-        if item["metadata"]["name"] == history_name(dag_id, "run-1", "train")
+        if item["metadata"]["name"] == try_history_name(dag_id, "run-1", "train")
     ]
     assert len(found) == 1, f"one history ConfigMap, found {len(found)}"
     return {key: yaml.safe_load(value) for key, value in (found[0].get("data") or {}).items()}

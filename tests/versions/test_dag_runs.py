@@ -1,7 +1,7 @@
 """``dag.test()`` through the main path and the retry path, on whichever Airflow this venv has.
 
 Run by the main suite and by every venv of ``make versions``: on 3.1 and 3.2 the task runner gives
-no ``task_state_store``, so the try history lives in the cluster (``operators.try_store``) and try 2
+no ``task_state_store``, so the try history lives in the cluster (``operators.try_history``) and try 2
 finds try 1's record there; on 3.3 it is Airflow's task state store. The cluster runs at 10x, not
 the 60x of ``tests/e2e``: a 10-minute booking then lasts a minute of wall time, so a loaded machine
 resuming the task late does not let it expire before launch.

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.operators.try_store import HISTORY_ROLE
 from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation.naming import TRY_HISTORY_ROLE
 from airflow_provider_gang.reservation.records import task_state
 from airflow_provider_gang.sweep.airflow_state import has_task_state_store
 from demo.cluster import CONN_ID
@@ -24,7 +24,7 @@ from tests.versions.test_history_pages import LANE, get
 
 def histories(cluster: Any) -> list[dict[str, Any]]:
     """The ``data`` of every history ConfigMap on ``cluster``, values decoded."""
-    found = cluster.objects("v1/configmaps", "default", label_selector=f"{naming.ROLE_LABEL}={HISTORY_ROLE}")
+    found = cluster.objects("v1/configmaps", "default", label_selector=f"{naming.ROLE_LABEL}={TRY_HISTORY_ROLE}")
     return [{key: json.loads(value) for key, value in (item.get("data") or {}).items()} for item in found]
 
 

@@ -32,6 +32,7 @@ from airflow_provider_gang.reservation.members import MemberState, MemberStatus
 from airflow_provider_gang.reservation.phases import Phase, Reason, is_retryable
 from airflow_provider_gang.reservation.records.events import GangEvent
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState
+from airflow_provider_gang.reservation.spec import GangSpec
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,47 @@ def _event_time(event: GangEvent | None) -> float | None:
     return None if event is None or event.timings is None else event.timings.event_at
 
 
+@dataclass(frozen=True)
+class _StageTimes:
+    """When the try's reservation was granted (``None``: never) and how long each stage lasted
+    (``None``: not reached), on the provider's clock."""
+
+    reserved_at: float | None
+    queue_seconds: float | None
+    provisioning_seconds: float | None
+    run_seconds: float | None
+
+
+def _stage_times(
+    state: TryState, reservation_event: GangEvent | None, run_event: GangEvent | None, *, now: float
+) -> _StageTimes:
+    """The stages of the try from its state and its two events (the run's end: its event, else ``now``)."""
+    granted = reservation_event is not None and reservation_event.succeeded
+    reserved_at = _event_time(reservation_event) if granted else None
+    launched_at = state.launched_at
+    running_at = None if run_event is None or run_event.timings is None else run_event.timings.first_seen(Phase.RUNNING)
+    ended_at = _event_time(run_event) or now
+    return _StageTimes(
+        reserved_at=reserved_at,
+        queue_seconds=None if reserved_at is None else max(0.0, reserved_at - state.plan.requested_at),
+        provisioning_seconds=None if running_at is None or launched_at is None else max(0.0, running_at - launched_at),
+        run_seconds=None if running_at is None else max(0.0, ended_at - running_at),
+    )
+
+
+def _outcome(
+    ending: TryEnding, statuses: Sequence[MemberStatus], spec: GangSpec
+) -> tuple[Reason, str, exit_codes.ExitCodeVerdict | None]:
+    """The reason and message the try is recorded with: the ending's, unless the exit-code policy
+    decides a failed member's try (``reservation.exit_codes.judge``), whose verdict comes with them."""
+    verdict = None
+    if ending.reason is Reason.MEMBER_FAILED and not ending.succeeded:
+        verdict = exit_codes.judge(statuses, retry_on=spec.retry_on_exit_codes, fail_on=spec.fail_on_exit_codes)
+    if verdict is None:
+        return ending.reason, ending.message, None
+    return verdict.reason, f"{verdict.describe()}; {ending.message}", verdict
+
+
 def try_record(
     state: TryState,
     reservation_event: GangEvent | None,
@@ -98,26 +140,18 @@ def try_record(
     rank_domains: Mapping[int, str] | None = None,
 ) -> TryRecord:
     """What this try did, for the history and the summary (see the module docstring); ``rank_domains``:
-    the domain of the topology label each rank ran in (read from its node by the caller)."""
+    the domain of the topology label each rank ran in (read from its node by the caller). Long for
+    one reason: one line per field of the record, from the steps above it."""
     plan, spec = state.plan, state.plan.spec
-    granted = reservation_event is not None and reservation_event.succeeded
-    reserved_at = _event_time(reservation_event) if granted else None
-    launched_at = state.launched_at
-    running_at = None if run_event is None or run_event.timings is None else run_event.timings.first_seen(Phase.RUNNING)
-    ended_at = _event_time(run_event) or now
     statuses = [] if run_event is None else list(run_event.members)
     size_run = state.size_run or spec.size
     report = None if run_event is None else run_event.checkpoint
     resumed_from = spec.checkpoint.resume_step if spec.checkpoint is not None else None
+    times = _stage_times(state, reservation_event, run_event, now=now)
     usage = cost.try_cost(
-        gpus=gpus, members_reserved=size_run, reserved_at=reserved_at, released_at=now, members=statuses
+        gpus=gpus, members_reserved=size_run, reserved_at=times.reserved_at, released_at=now, members=statuses
     )
-    reason, message = ending.reason, ending.message
-    verdict = None
-    if reason is Reason.MEMBER_FAILED and not ending.succeeded:
-        verdict = exit_codes.judge(statuses, retry_on=spec.retry_on_exit_codes, fail_on=spec.fail_on_exit_codes)
-    if verdict is not None:
-        reason, message = verdict.reason, f"{verdict.describe()}; {message}"
+    reason, message, verdict = _outcome(ending, statuses, spec)
     split = checkpoint.WorkSplit()
     if spec.checkpoint is not None and not ending.succeeded:
         split = checkpoint.split_work(usage.used, start_step=resumed_from or 0, report=report)
@@ -131,9 +165,9 @@ def try_record(
         outcome=reason.value,
         message=message,
         retryable=not ending.succeeded and is_retryable(reason),
-        queue_seconds=None if reserved_at is None else max(0.0, reserved_at - plan.requested_at),
-        provisioning_seconds=None if running_at is None or launched_at is None else max(0.0, running_at - launched_at),
-        run_seconds=None if running_at is None else max(0.0, ended_at - running_at),
+        queue_seconds=times.queue_seconds,
+        provisioning_seconds=times.provisioning_seconds,
+        run_seconds=times.run_seconds,
         gpu_seconds_reserved=usage.reserved,
         gpu_seconds_used=usage.used,
         gpu_seconds_idle=usage.idle,

@@ -9,8 +9,7 @@ import asyncio
 import time
 
 from airflow_provider_gang.plugin.live import LIVE_READ_TIMEOUT_SECONDS, read_live_conditions
-from airflow_provider_gang.plugin.queries import TriggerRow
-from airflow_provider_gang.plugin.stored_records import WatchedReservation, watched_reservation
+from airflow_provider_gang.plugin.stored_records import TriggerRow, WatchedReservation, watched_reservation
 from airflow_provider_gang.reservation.spec import ReservationMode
 
 from .gangs import Gang, condition, gang_spec

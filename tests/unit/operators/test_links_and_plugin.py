@@ -13,10 +13,10 @@ from fastapi import HTTPException
 from airflow_provider_gang.links import GangReservationLink
 from airflow_provider_gang.operators import GangTrainingOperator
 from airflow_provider_gang.plugin import GangPlugin
-from airflow_provider_gang.plugin.page_model import RESUME_METHODS, build_page, describe_state
-from airflow_provider_gang.plugin.queries import TaskInstanceRow
+from airflow_provider_gang.plugin.gang_view import RESUME_METHODS, build_page, describe_state
 from airflow_provider_gang.plugin.rendering import render_page
 from airflow_provider_gang.plugin.routes import parse_map_index
+from airflow_provider_gang.plugin.stored_records import TaskInstanceRow
 
 
 def page_html(

@@ -123,3 +123,14 @@ def test_gang_name_is_valid_for_arbitrary_inputs():
         assert naming.is_dns_1035_label(name) and len(name) <= naming.GANG_NAME_MAX, (parts, name)
         value = naming.label_value(parts[2])
         assert naming.is_label_value(value), (parts[2], value)
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "task_id", "readable"),
+    [("nightly", "train", "nightly-train"), ("+++", "***", "gang"), ("d" * 80, "t", "d" * (63 - len("-tries-") - 8))],
+    ids=["readable", "nothing-readable", "long"],
+)
+def test_try_history_name_is_a_dns_label_of_the_task_instance(dag_id: str, task_id: str, readable: str) -> None:
+    name = naming.try_history_name(dag_id, "run-1", task_id, 2)
+    assert naming.is_dns_label(name) and name.startswith(f"{readable}-tries-")
+    assert name != naming.try_history_name(dag_id, "run-1", task_id, 3)

@@ -1,9 +1,9 @@
-"""The cluster-wide Gangs page as typed values: one row per gang task instance, across DAGs.
+"""The Gangs page as typed values: one row per gang task instance, across DAGs.
 
-Built from the rows ``plugin.try_history`` reads (``gang.current`` and ``gang.tries`` of the task
-state store, or of the history ConfigMaps on Airflow 3.1 and 3.2, read as
-``reservation.records.tries`` records) and, for the waiting and running
-ones, the conditions :mod:`.overview_live` read with one LIST per kind per (cluster, namespace).
+Built from the rows ``plugin.try_history.read_gang_rows`` reads (``gang.current`` and ``gang.tries``
+of the task state store, or of the history ConfigMaps on Airflow 3.1 and 3.2, read as
+``reservation.records.tries`` records) and, for the waiting and running ones, the conditions
+``plugin.live.read_conditions_by_task`` read with one LIST per kind per (cluster, namespace).
 Pure: time is a parameter (``now``), nothing here reads the database or the cluster.
 
 A row's ``phase``, what the state filter selects by:
@@ -27,19 +27,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_gang.links import reservation_page_url
-from airflow_provider_gang.plugin import timeline, topology_text, units
-from airflow_provider_gang.plugin.overview_queries import GangTaskRow
+from airflow_provider_gang.plugin import wording
+from airflow_provider_gang.plugin.stored_records import GangTaskRow, TaskKey
 from airflow_provider_gang.reservation.records import task_state
 from airflow_provider_gang.reservation.records.reading import RecordError
 from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 
 PHASES = ("waiting", "running", "retrying", "succeeded", "failed", "other")
 """The values of the state filter, in the order the counts are shown."""
+
+
 STATE_PHASES = {"up_for_retry": "retrying", "success": "succeeded", "failed": "failed"}
+
+
 REFRESH_SECONDS = 15
+
+
 PARSED_RECORDS_CACHE_SIZE = 2048
 """How many (``gang.tries``, ``gang.current``) texts keep their parsed records between requests."""
-TaskKey = tuple[str, str, str, int]
 
 
 @dataclass(frozen=True)
@@ -111,10 +116,6 @@ def _parse_stored(tries_text: str | None, current_text: str | None) -> tuple[tup
     return tuple(records), current
 
 
-def key_of(row: GangTaskRow) -> TaskKey:
-    return (row.dag_id, row.run_id, row.task_id, row.map_index)
-
-
 def build_row(row: GangTaskRow, *, now: float, condition: str | None, unread: str | None = None) -> Row:
     """One row; ``condition`` is what the cluster says now (``None``: not read); ``unread`` why the
     row's try history could not be read (``plugin.try_history``), said where its last outcome goes."""
@@ -134,18 +135,18 @@ def build_row(row: GangTaskRow, *, now: float, condition: str | None, unread: st
             dag_id=row.dag_id,
             task_id=row.task_id,
             run_id=row.run_id,
-            url=reservation_page_url(*key_of(row)),
+            url=reservation_page_url(*row.key),
             attempt=str(plan.attempt),
             mode=spec.mode.value.replace("_", " "),
-            size=units.members(current.size_run or spec.size),
-            waited=units.duration(waited) + ("" if launched else " so far"),
+            size=wording.members(current.size_run or spec.size),
+            waited=wording.duration(waited) + ("" if launched else " so far"),
             waited_seconds=max(0.0, waited),
             place=_with(
-                timeline.place_of(spec.zone, spec.queue, spec.provisioning_class, timeline.worker_of(current)),
-                topology_text.pinned(spec),
+                wording.place_of(spec.zone, spec.queue, spec.provisioning_class, wording.worker_of(current)),
+                wording.pinned(spec),
             ),
             condition=_with(condition or stored_condition, "" if launched else current.topology_note or ""),
-            gpu_hours=units.gpu_hours(used) + " used",
+            gpu_hours=wording.gpu_hours(used) + " used",
         )
     phase = STATE_PHASES.get(row.state or "", "other")
     return Row(
@@ -153,19 +154,19 @@ def build_row(row: GangTaskRow, *, now: float, condition: str | None, unread: st
         dag_id=row.dag_id,
         task_id=row.task_id,
         run_id=row.run_id,
-        url=reservation_page_url(*key_of(row)),
+        url=reservation_page_url(*row.key),
         attempt=str(last.attempt) if last else str(row.try_number or "none"),
         mode=last.mode.replace("_", " ") if last else "not recorded",
-        size=units.members(last.size) if last else "not recorded",
-        waited=units.duration(last.queue_seconds, missing="never granted") if last else "not recorded",
+        size=wording.members(last.size) if last else "not recorded",
+        waited=wording.duration(last.queue_seconds, missing="never granted") if last else "not recorded",
         waited_seconds=(last.queue_seconds or 0.0) if last else 0.0,
         place=finished_place(last) if last else "not recorded",
         condition=(
-            f"{units.reason(last.outcome)}: {last.message}" if last and last.message else units.reason(last.outcome)
+            f"{wording.reason(last.outcome)}: {last.message}" if last and last.message else wording.reason(last.outcome)
         )
         if last
         else unread or f"task {str(row.state or 'not scheduled').replace('_', ' ')}",
-        gpu_hours=units.gpu_hours(used) + " used",
+        gpu_hours=wording.gpu_hours(used) + " used",
     )
 
 
@@ -175,8 +176,8 @@ def finished_place(record: TryRecord) -> str:
     record that has it)."""
     if record.requested_at is None:
         return f"step: {record.step}"
-    place = timeline.place_of(record.zone, record.queue, record.provisioning_class, record.worker_cluster)
-    return _with(place, topology_text.ran_in(record))
+    place = wording.place_of(record.zone, record.queue, record.provisioning_class, record.worker_cluster)
+    return _with(place, wording.ran_in(record))
 
 
 def _with(text: str, more: str) -> str:
@@ -193,12 +194,10 @@ def build_overview(
     dag_filter: str = "",
     unread: Mapping[TaskKey, str] | None = None,
 ) -> Overview:
-    """The page from :func:`.overview_queries.read_gang_tasks`' rows; ``conditions`` and ``unread``
+    """The page from :func:`.stored_records.read_gang_tasks`' rows; ``conditions`` and ``unread``
     (why a row's history could not be read) by task key."""
     conditions, unread = conditions or {}, unread or {}
-    built = [
-        build_row(row, now=now, condition=conditions.get(key_of(row)), unread=unread.get(key_of(row))) for row in rows
-    ]
+    built = [build_row(row, now=now, condition=conditions.get(row.key), unread=unread.get(row.key)) for row in rows]
     counts = tuple((phase, sum(1 for row in built if row.phase == phase)) for phase in PHASES)
     shown = [
         row

@@ -1,7 +1,7 @@
-"""The pages' read of the try history ConfigMaps (Airflow 3.1 and 3.2): ``plugin.history_maps`` on the
-emulator, with histories written by the provider's own ``operators.try_store.ClusterTryStore``;
-where they are (``plugin.history_places``) from serialized tasks and rendered fields; and what a
-malformed history gives (``queries.stored_task_state``, ``stored_records.read_tries``)."""
+"""The pages' read of the try history ConfigMaps (Airflow 3.1 and 3.2): ``plugin.try_history`` on the
+emulator, with histories written by the provider's own ``operators.try_history.ClusterTryStore``;
+where they are (``plugin.try_history``) from serialized tasks and rendered fields; and what a
+malformed history gives (``stored_records.stored_task_state``, ``stored_records.read_tries``)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,19 @@ import yaml
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.options import ClientOptions
 from airflow_provider_gang.kube.settings import ConnectionSettings
-from airflow_provider_gang.operators.try_store import ClusterTryStore, history_name
-from airflow_provider_gang.plugin import history_maps, overview
-from airflow_provider_gang.plugin.history_places import HistoryPlace, place_of
-from airflow_provider_gang.plugin.overview_queries import GangTaskRow
-from airflow_provider_gang.plugin.page_model import build_page
-from airflow_provider_gang.plugin.queries import StoredTaskState, TaskInstanceRow, stored_task_state
+from airflow_provider_gang.operators.try_history import ClusterTryStore
+from airflow_provider_gang.plugin import gangs_page, try_history
+from airflow_provider_gang.plugin.gang_view import build_page
 from airflow_provider_gang.plugin.rendering import render_overview, render_page
-from airflow_provider_gang.plugin.stored_records import read_tries
+from airflow_provider_gang.plugin.stored_records import (
+    GangTaskRow,
+    StoredTaskState,
+    TaskInstanceRow,
+    read_tries,
+    stored_task_state,
+)
+from airflow_provider_gang.plugin.try_history import HistoryPlace, place_of
+from airflow_provider_gang.reservation import naming
 from airflow_provider_gang.reservation.records.task_state import CURRENT_KEY, TRIES_KEY
 from airflow_provider_gang.sweep.serialized_tasks import gang_tasks_of
 from gang_sim.apiserver.http.faults import Faults
@@ -82,7 +87,7 @@ def write_history(harness: ClusterHarness, key: tuple[str, str, str, int], names
 
 
 def place(key: tuple[str, str, str, int], namespace: str = "default", conn_id: str = CONN_ID) -> HistoryPlace:
-    return HistoryPlace(kubernetes_conn_id=conn_id, namespace=namespace, name=history_name(*key))
+    return HistoryPlace(kubernetes_conn_id=conn_id, namespace=namespace, name=naming.try_history_name(*key))
 
 
 def list_and_get_counts(harness: ClusterHarness) -> tuple[int, int]:
@@ -107,18 +112,19 @@ def test_the_gangs_page_reads_every_history_with_one_list_per_cluster_and_namesp
     write_history(cluster, MAPPED, "default", [])
     cluster.create("v1/namespaces", {"metadata": {"name": "team-a"}})
     write_history(cluster, OTHER_NAMESPACE, "team-a", [RECORD])
-    cluster.create("v1/configmaps", {"metadata": {"name": history_name(*NEVER_WROTE)}, "data": {TRIES_KEY: "[1]"}})
+    never_wrote = {"metadata": {"name": naming.try_history_name(*NEVER_WROTE)}, "data": {TRIES_KEY: "[1]"}}
+    cluster.create("v1/configmaps", never_wrote)
     reset_counts(cluster)
     places = {key: place(key) for key in (FIRST, SECOND, MAPPED, NEVER_WROTE)}
     places[OTHER_NAMESPACE] = place(OTHER_NAMESPACE, "team-a")
 
-    found = history_maps.read_histories(places)
+    found = try_history.read_histories(places)
 
     assert json.loads(found[FIRST].stored[TRIES_KEY]) == [RECORD]
     assert [item["attempt"] for item in json.loads(found[SECOND].stored[TRIES_KEY])] == [1, 2]
     assert json.loads(found[MAPPED].stored[TRIES_KEY]) == []
     assert json.loads(found[OTHER_NAMESPACE].stored[TRIES_KEY]) == [RECORD]
-    assert found[NEVER_WROTE] == history_maps.HistoryRead()  # same name, no history label: not selected
+    assert found[NEVER_WROTE] == try_history.HistoryRead()  # same name, no history label: not selected
     assert all(answer.unread is None for answer in found.values())
     assert list_and_get_counts(cluster) == (2, 0)  # one LIST per namespace, no GET
 
@@ -127,7 +133,7 @@ def test_a_list_failing_past_its_retries_says_why_on_each_row_of_its_group(clust
     write_history(cluster, FIRST, "default", [RECORD])
     cluster.emulator.faults = Faults.parse("list/configmaps:1.0:503")  # type: ignore[union-attr]
 
-    found = history_maps.read_histories({FIRST: place(FIRST), SECOND: place(SECOND)})
+    found = try_history.read_histories({FIRST: place(FIRST), SECOND: place(SECOND)})
 
     for key in (FIRST, SECOND):
         assert found[key].stored == {}
@@ -138,9 +144,9 @@ def test_a_list_failing_past_its_retries_says_why_on_each_row_of_its_group(clust
 def test_an_unreachable_cluster_does_not_blank_the_rows_of_another(cluster: ClusterHarness) -> None:
     write_history(cluster, FIRST, "default", [RECORD])
 
-    found = history_maps.read_histories({FIRST: place(FIRST), SECOND: place(SECOND, conn_id=UNREACHABLE_CONN_ID)})
+    found = try_history.read_histories({FIRST: place(FIRST), SECOND: place(SECOND, conn_id=UNREACHABLE_CONN_ID)})
 
-    assert found[FIRST] == history_maps.HistoryRead({TRIES_KEY: json.dumps([RECORD])})
+    assert found[FIRST] == try_history.HistoryRead({TRIES_KEY: json.dumps([RECORD])})
     assert found[SECOND].stored == {}
     assert str(found[SECOND].unread).startswith("the try history could not be read from the cluster: ")
 
@@ -148,11 +154,11 @@ def test_an_unreachable_cluster_does_not_blank_the_rows_of_another(cluster: Clus
 def test_the_gang_view_gets_one_history_with_one_get(cluster: ClusterHarness) -> None:
     write_history(cluster, FIRST, "default", [RECORD])
     reset_counts(cluster)
-    assert history_maps.read_history(FIRST, place(FIRST)).stored == {TRIES_KEY: json.dumps([RECORD])}
-    assert history_maps.read_history(SECOND, place(SECOND)) == history_maps.HistoryRead()  # none written yet
+    assert try_history.read_history(FIRST, place(FIRST)).stored == {TRIES_KEY: json.dumps([RECORD])}
+    assert try_history.read_history(SECOND, place(SECOND)) == try_history.HistoryRead()  # none written yet
     assert list_and_get_counts(cluster) == (0, 2)
     cluster.emulator.faults = Faults.parse("get/configmaps:1.0:503")  # type: ignore[union-attr]
-    assert "503" in str(history_maps.read_history(FIRST, place(FIRST)).unread)
+    assert "503" in str(try_history.read_history(FIRST, place(FIRST)).unread)
 
 
 def test_a_malformed_history_leaves_out_what_does_not_read_and_logs_it(caplog: pytest.LogCaptureFixture) -> None:
@@ -181,7 +187,7 @@ def test_where_a_history_is_comes_from_the_task_not_from_a_try(
 ) -> None:
     found = place_of(FIRST, serialized, rendered)
     assert (found.kubernetes_conn_id, found.namespace) == expected
-    assert found.name == history_name(*FIRST)
+    assert found.name == naming.try_history_name(*FIRST)
 
 
 def test_the_serialized_tasks_are_read_as_airflow_stores_them() -> None:
@@ -206,10 +212,10 @@ UNREAD = "the try history could not be read from the cluster: could not read the
 
 def test_a_history_that_could_not_be_read_is_said_on_both_pages_not_taken_for_no_tries() -> None:
     finished = GangTaskRow("nightly", "r", "train", -1, "failed", None, 2, None)
-    overview_page = overview.build_overview([finished], now=0.0, unread={("nightly", "r", "train", -1): UNREAD})
+    overview_page = gangs_page.build_overview([finished], now=0.0, unread={("nightly", "r", "train", -1): UNREAD})
     assert overview_page.rows[0].condition == UNREAD
     assert "503 &lt;down&gt;" in render_overview(overview_page)
-    assert overview.build_overview([finished], now=0.0).rows[0].condition == "task failed"
+    assert gangs_page.build_overview([finished], now=0.0).rows[0].condition == "task failed"
 
     task = TaskInstanceRow(True, state="failed", try_number=2)
     page = render_page(build_page("nightly", "r", "train", {}, task, StoredTaskState(), now=0.0, history_unread=UNREAD))

@@ -1,4 +1,4 @@
-"""``operators.history.TryHistory`` keeps a task instance's tries in the task state store only."""
+"""``operators.try_history.TryHistory`` keeps a task instance's tries in the task state store only."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_gang.operators.history import TryHistory
+from airflow_provider_gang.operators.try_history import TryHistory
 from airflow_provider_gang.reservation.phases import Reason
 from airflow_provider_gang.reservation.records.task_state import TRIES_KEY
 from airflow_provider_gang.reservation.records.tries import TryPlan, TryRecord, TryState

@@ -1,9 +1,12 @@
-"""Where the try history of a task instance is kept: Airflow's task state store, or the cluster.
+"""The try history of a task instance, the task's side: where it is kept and how a try reads and
+writes it. (The pages read it through ``plugin.try_history``; its keys and formats are
+``reservation.records.task_state``, the ConfigMap's name and role label ``reservation.naming``.)
 
-The history (``reservation.records.task_state``: the finished tries and the try in progress) must
-survive retries, clears and worker crashes - adoption and the fallback ladder read it - so neither
-XComs (cleared when a try starts) nor ``defer()`` kwargs (dropped by ``dag.test()``) can hold it.
-:class:`TryStore` is what ``operators.history.TryHistory`` needs of a store; two implementations:
+The history (the finished tries and the try in progress) must survive retries, clears and worker
+crashes - adoption and the fallback ladder read it - so neither XComs (cleared when a try starts) nor
+``defer()`` kwargs (dropped by ``dag.test()``: ``next_kwargs = {"event": ...}`` in ``DAG.test``,
+apache/airflow ``task-sdk/src/airflow/sdk/definitions/dag.py``) can hold it. :class:`TryHistory` reads
+and writes its two keys through a :class:`TryStore`; only ``operators.lifecycle`` uses it. Two stores:
 
 - **Airflow 3.3 and later**: the task runner puts a ``TaskStateStoreAccessor`` in the context
   (``context["task_state_store"]``, ``airflow/sdk/execution_time/context.py``), scoped to the task
@@ -18,7 +21,9 @@ XComs (cleared when a try starts) nor ``defer()`` kwargs (dropped by ``dag.test(
   no gang label, so no teardown or withdrawal (which select by ``airflow-gang.io/gang``) deletes it.
 
 :func:`store_for` selects by feature detection: the context's ``task_state_store`` when the task
-runner provided one, else the cluster store - never by parsing Airflow's version.
+runner provided one, else the cluster store - never by parsing Airflow's version. Built from a bare
+context, :class:`TryHistory` refuses a context without a task state store with ``RuntimeError``
+rather than keep the history in a process that a retry does not share.
 
 One difference, written here so no one assumes otherwise: a try that ends because the cluster cannot
 be reached cannot write its record to a store on that cluster either. Its state stays "in progress",
@@ -39,13 +44,13 @@ from airflow_provider_gang.kube import errors
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.resources import CONFIG_MAPS
 from airflow_provider_gang.reservation import naming
+from airflow_provider_gang.reservation.records import task_state
+from airflow_provider_gang.reservation.records.tries import TryRecord, TryState
 
 T = TypeVar("T")
 OnCluster = Callable[[Callable[[KubeClient], Awaitable[Any]]], Any]
 """Runs one async piece of work with a connected client and returns its result (``TryRun.cluster``)."""
 
-HISTORY_ROLE = "try-history"
-"""``airflow-gang.io/role`` of a history ConfigMap (gang objects are ``owner``, ``member``...)."""
 EXPIRES_ANNOTATION = f"{naming.LABEL_PREFIX}/expires-at"
 """When a history ConfigMap may be deleted: :data:`RETENTION` after its last write (ISO 8601, UTC)."""
 RETENTION = timedelta(days=30)
@@ -61,6 +66,49 @@ class TryStore(Protocol):
     def set(self, key: str, value: Any) -> None: ...
 
     def delete(self, key: str) -> None: ...
+
+
+class TryHistory:
+    """Read and write the two keys for the task instance of ``context``."""
+
+    def __init__(self, context: Mapping[str, Any], store: TryStore | None = None) -> None:
+        store = store if store is not None else context.get("task_state_store")
+        if store is None:
+            raise RuntimeError(
+                "the context has no task_state_store: the gang operator keeps its tries in Airflow's "
+                "task state store (Airflow 3.3 or later)"
+            )
+        self._store = store
+
+    def _get(self, key: str) -> Any:
+        return self._store.get(key, default=None)
+
+    def _set(self, key: str, value: Any) -> None:
+        self._store.set(key, value)
+
+    def _delete(self, key: str) -> None:
+        self._store.delete(key)
+
+    def finished(self) -> list[TryRecord]:
+        """Records of every finished try, oldest first."""
+        return task_state.read_tries(self._get(task_state.TRIES_KEY))
+
+    def record(self, record: TryRecord, *, drop_current: bool) -> None:
+        """Append ``record`` unless this try already has one (a resumed worker may finish twice), then
+        remove the record of the try in progress if ``drop_current`` (it is ``record``'s try)."""
+        existing = list(self._get(task_state.TRIES_KEY) or [])
+        if not any(item.get("attempt") == record.attempt for item in existing):
+            self._set(task_state.TRIES_KEY, [*existing, record.to_dict()])
+        if drop_current:
+            self._delete(task_state.CURRENT_KEY)
+
+    def current(self) -> TryState | None:
+        """The try in progress, or ``None``."""
+        return task_state.read_current(self._get(task_state.CURRENT_KEY))
+
+    def store_current(self, state: TryState) -> None:
+        """Replace the record of the try in progress."""
+        self._set(task_state.CURRENT_KEY, state.to_dict())
 
 
 def store_for(context: Mapping[str, Any], on_cluster: OnCluster, namespace: str) -> TryStore:
@@ -81,14 +129,6 @@ def store_for(context: Mapping[str, Any], on_cluster: OnCluster, namespace: str)
     )
 
 
-def history_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """The history ConfigMap's name: readable dag and task, a hash of the whole task instance."""
-    digest = naming.short_hash("try-history", dag_id, task_id, run_id, map_index)
-    tail = f"-tries-{digest}"
-    readable = naming.to_dns_label(f"{dag_id}-{task_id}", max_length=naming.DNS_LABEL_MAX - len(tail))
-    return f"{readable or 'gang'}{tail}"
-
-
 class ClusterTryStore:
     """The try history of one task instance in a ConfigMap (module docstring).
 
@@ -104,13 +144,13 @@ class ClusterTryStore:
     ) -> None:
         self._on_cluster = on_cluster
         self.namespace = namespace
-        self.name = history_name(dag_id, run_id, task_id, map_index)
+        self.name = naming.try_history_name(dag_id, run_id, task_id, map_index)
         labels = {
             key: value
             for key, value in naming.run_labels(dag_id, task_id, run_id, map_index=map_index).items()
             if key != f"{naming.LABEL_PREFIX}/try-number"
         }
-        self._labels = {**labels, naming.ROLE_LABEL: HISTORY_ROLE}
+        self._labels = {**labels, naming.ROLE_LABEL: naming.TRY_HISTORY_ROLE}
         self._swept = False
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -171,7 +211,7 @@ class ClusterTryStore:
         """Delete this namespace's history ConfigMaps whose expiry passed (not this one's); best
         effort: a refused or failed sweep is left to the next store's first write."""
         now = datetime.now(timezone.utc)
-        selector = f"{naming.ROLE_LABEL}={HISTORY_ROLE}"
+        selector = f"{naming.ROLE_LABEL}={naming.TRY_HISTORY_ROLE}"
         try:
             found, _ = await client.list(CONFIG_MAPS, self.namespace, label_selector=selector)
             for item in found:
