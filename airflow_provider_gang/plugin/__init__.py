@@ -1,4 +1,4 @@
-"""Airflow UI plugin: a reservation page per gang task instance, and a small JSON API behind it.
+"""Airflow UI plugin: the Gang view of one gang task, the cluster-wide Gangs page and the JSON API behind them.
 
 Registered through the ``airflow.plugins`` entry point in ``pyproject.toml``, which Airflow always
 loads (the provider-info ``plugins`` key only loads with ``lazy_discover_providers=False``,
