@@ -37,7 +37,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from gang_sim.apiserver.http.auth import Rule
@@ -45,6 +44,7 @@ from gang_sim.apiserver.server import Emulator
 from gang_sim.apiserver.store import Store
 from gang_sim.controllers.attach import AttachedControlPlane, attach
 from gang_sim.testing.served import ServedEmulator
+from gang_sim.testing.started import Started
 from gang_sim.world.clock import Clock, ManualClock, ScaledClock
 from gang_sim.world.scenario import Scenario, load_scenario, parse_scenario
 from gang_sim.world.scenario_preemptions import DEFAULT_NOTICE_SECONDS, DEFAULT_POD_GRACE_PERIOD_SECONDS
@@ -64,7 +64,7 @@ def scenario_of(source: ScenarioSource) -> Scenario:
     return load_scenario(source)
 
 
-class ClusterHarness:
+class ClusterHarness(Started):
     """Start/stop an emulator on a free port of 127.0.0.1, with a scenario's control plane if given."""
 
     def __init__(
@@ -98,15 +98,6 @@ class ClusterHarness:
         self.emulator: Emulator | None = None
         self.kubeconfig_path = Path()
         self.url = ""
-
-    def __enter__(self) -> ClusterHarness:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         if self._serve_arguments is not None:

@@ -28,7 +28,6 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -39,13 +38,14 @@ from gang_sim.testing.real.certificates import cluster_authority
 from gang_sim.testing.real.kubectl import Kubectl
 from gang_sim.testing.real.processes import Component, Launch
 from gang_sim.testing.real.workspace import Workspace
+from gang_sim.testing.started import Started
 from gang_sim.world.scenario import Scenario, load_scenario
 
 START_TIMEOUT_SECONDS = 120.0
 _ADMIN = "gang-admin"
 
 
-class RealCluster:
+class RealCluster(Started):
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Kueue and the
     cluster-autoscaler, on loopback, for one scenario. ``kubeconfig_path`` (admin, client
     certificate) is written once the apiserver is healthy; ``url`` is the apiserver's.
@@ -78,15 +78,6 @@ class RealCluster:
         self._context: ssl.SSLContext | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
-
-    def __enter__(self) -> RealCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Start every component and wait until each is healthy; on any failure stop what started."""

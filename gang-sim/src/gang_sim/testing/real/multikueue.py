@@ -24,7 +24,6 @@ import copy
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -32,6 +31,7 @@ import yaml
 from gang_sim.testing import multikueue as wiring
 from gang_sim.testing.real.binaries import Binaries, find
 from gang_sim.testing.real.cluster import START_TIMEOUT_SECONDS, RealCluster
+from gang_sim.testing.started import Started
 from gang_sim.world.scenario import Scenario, parse_scenario
 
 SETUP = "multikueue"
@@ -89,7 +89,7 @@ def combined_kubeconfig(kubeconfigs: dict[str, Path]) -> dict[str, Any]:
     return document
 
 
-class RealMultiKueue:
+class RealMultiKueue(Started):
     """A MultiKueue manager and its two workers on real control planes (module docstring)."""
 
     def __init__(
@@ -115,15 +115,6 @@ class RealMultiKueue:
     @property
     def url(self) -> str:
         return self.manager.url
-
-    def __enter__(self) -> RealMultiKueue:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Start the three control planes at once, wire MultiKueue, wait until both workers are active;
