@@ -1,7 +1,7 @@
 """Two emulated clusters for ``OtherCluster`` tests (``tests/e2e/test_other_cluster.py``,
 ``tests/versions/test_other_cluster_history.py``): cluster A (``kubernetes_default``) has no GPU node
 and cannot get one, so a check-capacity request with ``noRetry`` ends ``capacity_not_found`` at once;
-cluster B (:data:`B_CONN`) has four idle 1-GPU nodes. Imports nothing that needs Airflow 3.2 or later,
+cluster B (:data:`B_CONN`) has four idle 1-GPU nodes and books capacity for an hour. Imports nothing that needs Airflow 3.2 or later,
 so the ``make versions`` venvs can use it.
 """
 
@@ -29,6 +29,9 @@ FOUR_GPUS: dict[str, Any] = {
     "name": "four-gpus",
     "description": "cluster B: four idle 1-GPU nodes (minNodes: the autoscaler keeps them while idle)",
     "seed": 6,
+    # A booking outlasts a loaded machine's launch: the default 600 simulated s are 10 s at time_scale=60,
+    # and a CI run with both lanes busy once took longer than that from Provisioned to the pods bound.
+    "autoscaler": {"bookingSeconds": 3600},
     "nodePools": [
         {
             "name": "gpu",
