@@ -1,8 +1,8 @@
 """Two emulated clusters for ``OtherCluster`` tests (``tests/e2e/test_other_cluster.py``,
 ``tests/versions/test_other_cluster_history.py``): cluster A (``kubernetes_default``) has no GPU node
 and cannot get one, so a check-capacity request with ``noRetry`` ends ``capacity_not_found`` at once;
-cluster B (:data:`B_CONN`) has four idle 1-GPU nodes and books capacity for an hour. Imports nothing that needs Airflow 3.2 or later,
-so the ``make versions`` venvs can use it.
+cluster B (:data:`B_CONN`) has four idle 1-GPU nodes and books capacity for an hour. Imports nothing
+that needs Airflow 3.2 or later, so the ``make versions`` venvs can use it.
 """
 
 from __future__ import annotations
