@@ -12,7 +12,8 @@ and the LocalQueue ``team`` in ``default``, on the manager the workers' kubeconf
 admins' client certificates, with ``certificate-authority-data``, as Kueue requires of a
 MultiKueueCluster's kubeconfig), the MultiKueueClusters, the MultiKueueConfig, the AdmissionCheck and
 the ClusterQueue using it - and the start waits until the manager's Kueue reports both
-MultiKueueClusters ``Active``. ``worker-1`` has one CPU node and a ClusterQueue without GPUs (it never
+MultiKueueClusters ``Active`` and every ClusterQueue and LocalQueue of the three clusters is
+``Active`` (:meth:`RealMultiKueue.inactive`). ``worker-1`` has one CPU node and a ClusterQueue without GPUs (it never
 admits a GPU gang); ``worker-2`` has four 1-GPU nodes and a ClusterQueue of 4 GPUs; the manager's
 ClusterQueue holds 8. :attr:`RealMultiKueue.kubeconfig_path` holds one context per cluster, the
 manager's current.
@@ -167,14 +168,31 @@ class RealMultiKueue(Started):
             for item in found
         }
 
+    def inactive(self) -> list[str]:
+        """What a Job submitted now would still wait for: each MultiKueueCluster on the manager and each
+        ClusterQueue and LocalQueue on every cluster whose ``Active`` condition is not ``True`` (Kueue
+        activates the manager's ClusterQueue only once its MultiKueue AdmissionCheck is active, after the
+        clusters: until then its LocalQueue refuses workloads with ``ClusterQueueIsInactive``)."""
+        waiting = [
+            f"{MANAGER} multikueuecluster/{name}: {state}" for name, state in self.active().items() if state != "True"
+        ]
+        for place, cluster in self.clusters.items():
+            for kind in ("clusterqueues.v1beta2.kueue.x-k8s.io", "localqueues.v1beta2.kueue.x-k8s.io"):
+                for item in cluster.get(kind, namespace=NAMESPACE)["items"]:
+                    state = str((wiring.active_condition(item) or {}).get("status", "Unknown"))
+                    if state != "True":
+                        waiting.append(f"{place} {kind.split('.')[0]}/{item['metadata']['name']}: {state}")
+        return waiting
+
     def _wait_until_active(self) -> None:
         deadline = time.monotonic() + ACTIVE_TIMEOUT_SECONDS
         while True:
             states = self.active()
-            if states.get(WORKER_1) == "True" and states.get(WORKER_2) == "True":
+            waiting = self.inactive() if len(states) == 2 else [f"MultiKueueClusters on the manager: {states}"]
+            if not waiting:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"MultiKueueClusters not active after {ACTIVE_TIMEOUT_SECONDS:.0f} s: {states}")
+                raise RuntimeError(f"MultiKueue not active after {ACTIVE_TIMEOUT_SECONDS:.0f} s: {'; '.join(waiting)}")
             time.sleep(0.5)
 
     def _write_kubeconfig(self) -> Path:
