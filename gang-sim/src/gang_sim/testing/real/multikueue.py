@@ -12,8 +12,8 @@ and the LocalQueue ``team`` in ``default``, on the manager the workers' kubeconf
 admins' client certificates, with ``certificate-authority-data``, as Kueue requires of a
 MultiKueueCluster's kubeconfig), the MultiKueueClusters, the MultiKueueConfig, the AdmissionCheck and
 the ClusterQueue using it - and the start waits until the manager's Kueue reports both
-MultiKueueClusters ``Active`` and every ClusterQueue and LocalQueue of the three clusters is
-``Active`` (:meth:`RealMultiKueue.inactive`). ``worker-1`` has one CPU node and a ClusterQueue without GPUs (it never
+MultiKueueClusters ``Active``, and every ClusterQueue and LocalQueue of the three clusters too
+(:meth:`RealMultiKueue.inactive`). ``worker-1`` has one CPU node and a ClusterQueue without GPUs (it never
 admits a GPU gang); ``worker-2`` has four 1-GPU nodes and a ClusterQueue of 4 GPUs; the manager's
 ClusterQueue holds 8. :attr:`RealMultiKueue.kubeconfig_path` holds one context per cluster, the
 manager's current.
@@ -169,12 +169,16 @@ class RealMultiKueue(Started):
         }
 
     def inactive(self) -> list[str]:
-        """What a Job submitted now would still wait for: each MultiKueueCluster on the manager and each
-        ClusterQueue and LocalQueue on every cluster whose ``Active`` condition is not ``True`` (Kueue
-        activates the manager's ClusterQueue only once its MultiKueue AdmissionCheck is active, after the
-        clusters: until then its LocalQueue refuses workloads with ``ClusterQueueIsInactive``)."""
+        """What a Job submitted now would still wait for: each worker's MultiKueueCluster on the manager,
+        and each ClusterQueue and LocalQueue of the three clusters, whose ``Active`` condition is not
+        ``True``. Kueue activates the manager's ClusterQueue only once its MultiKueue AdmissionCheck is
+        active, after the clusters; until then its LocalQueue refuses workloads with
+        ``ClusterQueueIsInactive``."""
+        states = self.active()
         waiting = [
-            f"{MANAGER} multikueuecluster/{name}: {state}" for name, state in self.active().items() if state != "True"
+            f"{MANAGER} multikueuecluster/{name}: {states.get(name, 'not created')}"
+            for name in (WORKER_1, WORKER_2)
+            if states.get(name) != "True"
         ]
         for place, cluster in self.clusters.items():
             for kind in ("clusterqueues.v1beta2.kueue.x-k8s.io", "localqueues.v1beta2.kueue.x-k8s.io"):
@@ -186,11 +190,7 @@ class RealMultiKueue(Started):
 
     def _wait_until_active(self) -> None:
         deadline = time.monotonic() + ACTIVE_TIMEOUT_SECONDS
-        while True:
-            states = self.active()
-            waiting = self.inactive() if len(states) == 2 else [f"MultiKueueClusters on the manager: {states}"]
-            if not waiting:
-                return
+        while waiting := self.inactive():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"MultiKueue not active after {ACTIVE_TIMEOUT_SECONDS:.0f} s: {'; '.join(waiting)}")
             time.sleep(0.5)
