@@ -17,6 +17,7 @@ from airflow_provider_gang.reservation.decision import decide
 from airflow_provider_gang.reservation.spec import ReservationMode
 from airflow_provider_gang.triggers.observation import CONDITION_TIMES, METADATA_KEPT, trimmer
 from airflow_provider_gang.triggers.reservation import ReservationTrigger
+from gang_sim.testing.eventually import eventually_async
 
 from .gangs import Gang, condition, first_event, gang_spec, until_watching
 
@@ -33,6 +34,13 @@ async def test_waiting_gangs_share_one_watch_per_kind_and_each_decides_on_its_ow
         await until_watching(trigger)
     registry = watch_registry.for_running_loop()
     assert len(registry.watches) == 2 and len(registry.clients) == 1  # ProvisioningRequests, pods
+    # A reflector counts its WATCH as it sends it; the server counts it when it arrives.
+    await eventually_async(
+        lambda: sum(sim.metrics()["requests"].get("watch", {}).values()) >= 2,
+        timeout=10,
+        what="the server to receive both WATCH requests",
+        interval=0.01,
+    )
 
     others = [subscription for index in (0, 2) for subscription in triggers[index].subscriptions]
     versions = [subscription.version for subscription in others]
