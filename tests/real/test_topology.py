@@ -10,7 +10,8 @@ it), and the outcomes are compared:
 
 - a Kueue Job (Indexed, 1-GPU pods, the TAS annotations on its pod template): the Workload's
   ``QuotaReserved`` status and message, its ``topologyAssignment`` and the host of each completion
-  index, and whether any pod is still gated;
+  index (by the hosts' shared names, not in hostname order: :func:`~tests.real.topology_outcomes.job_outcome`),
+  and whether any pod is still gated;
 - a PodGroup with ``spec.schedulingConstraints.topology``: its ``PodGroupInitiallyScheduled``
   status, reason and message (the counts of the placement it reports masked: the real scheduler
   reports one drawn at random), the racks its pods are bound to and their ``PodScheduled`` status and
@@ -41,8 +42,8 @@ from gang_sim.controllers.kueue import tas
 from gang_sim.testing.real import RealCluster
 from gang_sim.world.node_topology import BLOCK_LABEL, SUBBLOCK_LABEL
 from gang_sim.world.scenario import load_scenario
+from tests.real import tally
 from tests.real.backends import RealBackend, sim_backend
-from tests.real.tally import Tally, reported
 from tests.real.topology_outcomes import (
     POD_GROUPS,
     Case,
@@ -106,23 +107,20 @@ def differences(on_sim: dict[str, Any], on_real: dict[str, Any]) -> dict[str, tu
     }
 
 
-@pytest.fixture(scope="module")
-def tally(pytestconfig: pytest.Config) -> Iterator[Tally]:
-    yield from reported(pytestconfig, "topology differential: compared values")
-
-
 OUTCOMES: dict[str, Callable[[Any, Case, str], dict[str, Any]]] = {"job": job_outcome, "podgroup": podgroup_outcome}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_gang_sim_and_real_kueue_and_scheduler_place_the_gang_alike(
-    case: Case, backends: dict[str, Any], tally: Tally
+    case: Case, backends: dict[str, Any], record_property: Callable[[str, object], None]
 ) -> None:
     name = f"t{CASES.index(case)}"
     found = {side: OUTCOMES[case.kind](backend, case, name) for side, backend in backends.items()}
     print(f"\n{case.name}\n  gang-sim: {json.dumps(found['gang-sim'])}\n  real:     {json.dumps(found['real'])}")
     different = differences(found["gang-sim"], found["real"])
-    tally.count(len(set(found["gang-sim"]) | set(found["real"])), len(different))
+    compared = len(set(found["gang-sim"]) | set(found["real"]))
+    alike = compared - len(different)
+    tally.record(record_property, "topology differential: compared values", case.name, alike, compared)
     assert not different, f"{case.name}: {different}"
 
 

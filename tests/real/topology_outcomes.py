@@ -10,6 +10,7 @@ so a host is named by its rack and the filler pods on it (:func:`hosts`: ``rack-
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import time
@@ -172,11 +173,15 @@ def job_outcome(backend: Any, case: Case, name: str) -> dict[str, Any]:
         topology = assignment.get("topologyAssignment") or {"levels": []}
         outcome["count"] = assignment["count"]
         outcome["levels"] = topology["levels"]
-        outcome["assignment"] = [
+        # Kueue lists the domains in the order of their values, hostnames here, and gives the completion
+        # indexes out in that order; the backends name hosts differently, so which host comes first is
+        # compared by the shared name instead (a host's run of consecutive indexes, each host once).
+        outcome["assignment"] = sorted(
             (names.get(values[-1], values[-1]), count) for values, count in tas.domains_of(topology)
-        ]
+        )
         by_index = {int(pod["metadata"]["labels"][tas.JOB_INDEX_LABEL]): names[pod["spec"]["nodeName"]] for pod in pods}
-        outcome["ranks"] = [by_index[index] for index in sorted(by_index)]
+        hosts_in_index_order = [by_index[index] for index in sorted(by_index)]
+        outcome["index runs"] = sorted((host, len(list(run))) for host, run in itertools.groupby(hosts_in_index_order))
     delete(backend, "batch/v1/jobs", name)
     wait_for(
         lambda: not gang_pods(backend, name) and workload_of(backend, name) is None, timeout=120, what=f"{name} gone"
