@@ -1,9 +1,10 @@
 """The real tier: the provider end to end against the real control plane (``make real-cluster``).
 
-One real cluster per session (starting Kueue and installing its CRDs takes most of a minute on two
-cores); every test leaves it as it found it, which :func:`cluster` checks after the test: no pod,
-ProvisioningRequest, Workload, Job or PodTemplate of a gang is left in ``default``. Airflow's
-metadata database is initialised once, as in tests/e2e.
+One real cluster per session, so one per pytest-xdist worker as ``make real`` runs the tier (starting
+Kueue and installing its CRDs takes most of a minute on two cores); every test leaves it as it found
+it, which :func:`cluster` checks after the test: no pod, ProvisioningRequest, Workload, Job or
+PodTemplate of a gang is left in ``default``. Airflow's metadata database is initialised once, as in
+tests/e2e.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 from airflow_provider_gang.reservation import naming
 from tests.real.backends import RealBackend, real_backend, wait_for
+from tests.real.tally import Tables
 
 GANG_KINDS = (
     "v1/pods",
@@ -30,6 +32,11 @@ UNLABELLED_KINDS = frozenset({"kueue.x-k8s.io/v1beta2/workloads"})
 and copies only the Job labels its configuration's ``labelKeysToCopy`` names, none by default
 (``pkg/controller/jobframework/reconciler.go``), so every Workload in ``default`` counts - only gangs
 create Jobs there."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The differential tests' tables (:mod:`tests.real.tally`), written at the end of the run."""
+    config.pluginmanager.register(Tables(), "gang-compared-values")
 
 
 @pytest.fixture(scope="session", autouse=True)

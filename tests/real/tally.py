@@ -1,27 +1,46 @@
-"""How many compared values of a differential module matched, written to the terminal at its end."""
+"""Tables of compared values (the differential tests), written at the end of the run.
+
+Each test adds its row to its report's user properties (:func:`record`); the hooks of
+:class:`Tables`, registered by ``tests/real/conftest.py``, read the rows from the reports and write the
+tables in the terminal summary. Reports reach the controller of a pytest-xdist run with their user
+properties, while a worker's own terminal output is dropped, so the tables are written however the
+tests were distributed (https://pytest-xdist.readthedocs.io/en/stable/how-it-works.html).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-
-@dataclass
-class Tally:
-    matched: int = 0
-    total: int = 0
-
-    def count(self, compared: int, different: int) -> None:
-        self.total += compared
-        self.matched += compared - different
+PROPERTY = "gang_compared_values"
 
 
-def reported(pytestconfig: pytest.Config, what: str) -> Iterator[Tally]:
-    """A :class:`Tally` for a module fixture to yield; at teardown ``<what>: M of N ...`` is written."""
-    counts = Tally()
-    yield counts
-    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"{what}: {counts.matched} of {counts.total} match")
+def record(record_property: Callable[[str, object], None], table: str, row: str, matched: int, compared: int) -> None:
+    """Add ``row`` of ``table`` (``matched`` of ``compared`` values alike) to the running test's report."""
+    record_property(PROPERTY, [table, row, matched, compared])
+
+
+class Tables:
+    """The rows recorded by the tests that ran (table -> row -> (matched, compared)), written as
+    ``<table>: M of N match`` with a line per row."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, tuple[int, int]]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name == PROPERTY:
+                table, row, matched, compared = value
+                self.rows.setdefault(str(table), {})[str(row)] = (int(matched), int(compared))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for table, rows in self.rows.items():
+            matched = sum(alike for alike, _ in rows.values())
+            compared = sum(total for _, total in rows.values())
+            terminalreporter.write_line(f"{table}: {matched} of {compared} match")
+            for row, (alike, total) in rows.items():
+                terminalreporter.write_line(f"  {row}: {alike} of {total}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -36,7 +36,7 @@ import pytest
 
 from gang_sim.world.cloud import POOL_LABEL
 from tests.e2e.gang_dags import gang_dag, run_dag_test, simulated_pod
-from tests.real import explained, sequences
+from tests.real import explained, sequences, tally
 from tests.real.backends import RealBackend, airflow_connection, sim_backend, wait_for
 from tests.real.conftest import leftovers
 from tests.real.recording import recording
@@ -84,20 +84,6 @@ SCENARIOS = (
 )
 
 
-@dataclass
-class Tally:
-    """Matched and compared sequences, in all and per scenario (name -> (matched, compared))."""
-
-    matched: int = 0
-    total: int = 0
-    by_scenario: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-    def add(self, scenario: str, matched: int, compared: int) -> None:
-        self.matched += matched
-        self.total += compared
-        self.by_scenario[scenario] = (matched, compared)
-
-
 def gpu_node_count(backend: Any) -> int:
     return sum(
         1 for node in backend.objects("v1/nodes", namespace="") if "nvidia.com/gpu" in node["status"]["capacity"]
@@ -139,32 +125,20 @@ def sim(real_session: RealBackend) -> Iterator[Any]:
         yield backend
 
 
-@pytest.fixture(scope="module")
-def tally(pytestconfig: pytest.Config) -> Iterator[Tally]:
-    counts = Tally()
-    yield counts
-    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
-    if reporter is not None and capture is not None:
-        # A fixture's teardown runs captured (shown only when it fails): print past the capture.
-        with capture.global_and_fixture_disabled():
-            reporter.write_line(f"differential fidelity: {counts.matched} of {counts.total} sequences match")
-            for name, (matched, compared) in counts.by_scenario.items():
-                reporter.write_line(f"  {name}: {matched} of {compared}")
-
-
 def describe(found: dict[str, tuple[sequences.Sequence, sequences.Sequence]]) -> str:
     return "\n".join(f"  {name}:\n    gang-sim: {sim!r}\n    real:     {real!r}" for name, (sim, real) in found.items())
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[scenario.name for scenario in SCENARIOS])
-def test_gang_sim_and_the_real_stack_agree(scenario: Scenario, sim: Any, cluster: Any, tally: Tally) -> None:
+def test_gang_sim_and_the_real_stack_agree(
+    scenario: Scenario, sim: Any, cluster: Any, record_property: Callable[[str, object], None]
+) -> None:
     dag_id = "differential_" + "_".join(scenario.name.split()[:3]).replace(",", "").replace(":", "")
     on_sim = run_recorded(sim, sim.kubeconfig_path, scenario, dag_id)
     on_real = run_recorded(cluster, cluster.cluster.kubeconfig_path, scenario, dag_id)
     found = sequences.differences(on_sim, on_real)
     compared = len(set(on_sim) | set(on_real))
-    tally.add(scenario.name, compared - len(found), compared)
+    tally.record(record_property, "differential fidelity: sequences", scenario.name, compared - len(found), compared)
     print(f"\n{scenario.name}: {len(found)} differences\n  gang-sim: {on_sim!r}\n  real: {on_real!r}")
     verdict = explained.check(scenario.name, found)
     assert not verdict.unexplained, f"differences not in KNOWN_DIFFERENCES:\n{describe(verdict.unexplained)}"
