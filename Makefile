@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint docs release unit reservation-coverage versions test-lane-airflow test-lane-real standalone production real real-shared-cluster real-own-clusters real-cluster real-preflight real-ready demo bench clean
+.PHONY: test lint docs release unit reservation-coverage versions test-lane-emulated test-lane-airflow test-lane-artifacts standalone production real real-shared-cluster real-own-clusters real-cluster real-preflight real-ready demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,35 +27,35 @@ lint: $(STAMP)
 
 # Every check; first whether the real tier can run (real-preflight: at once, not after half an hour of
 # other suites; a control plane not built yet starts building in the background, except under CI=true,
-# where it fails naming make real-cluster); the main suite in two pytest-xdist workers (most of its time waits on emulated
-# clusters and subprocesses, so two workers on two cores halve it), then the fault-injection suite on
-# its own (its clusters run at 40x: a booking lasts 15 s, too little beside a second worker's load).
-# Then two lanes side by side, each one's output printed when it ends: the other Airflow releases, the
-# real-Airflow suite (about 8 minutes) and the real-tier tests that start clusters of their own (about
-# 8 minutes), beside the production-shaped burst (about 5 minutes) and the contract suite and the rest
-# of the real tier on one shared real cluster (about 23 minutes, mostly waiting on the real
-# controllers' loops: the cluster-autoscaler's scan, Kueue's and the scheduler's requeues); the real
-# tier comes last in each lane, so a real control plane still being built has the most time.
+# where it fails naming make real-cluster). Then two lanes side by side, each one's output printed when
+# it ends:
+# - the emulated lane: the main suite in two pytest-xdist workers (most of its time waits on emulated
+#   clusters and subprocesses, so two workers on two cores halve it), then the fault-injection suite
+#   on its own (its clusters run at 40x: a booking lasts 15 s, too little beside a second worker's
+#   load), then the other Airflow releases and the real-Airflow suite beside the doc set, the release
+#   artifacts and the production-shaped burst;
+# - the real tier (make real), from the start: its tests spend their time waiting on the real
+#   controllers' loops (the cluster-autoscaler's scan, Kueue's and the scheduler's requeues) with the
+#   CPU nearly idle, so it runs beside the emulated lane, two workers each with its own cluster; a
+#   real control plane still being built (.ci/run) is waited for.
 # GANG_STANDALONE=0 make test skips the real-Airflow suite, GANG_PRODUCTION=0 the burst, GANG_REAL=0
 # the real tier, for quick local runs.
 test: real-preflight lint reservation-coverage
+	$(MAKE) --no-print-directory --output-sync=target -j2 test-lane-emulated real
+
+test-lane-emulated:
 	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/standalone --ignore=tests/reliability --ignore=tests/real --ignore=tests/production --ignore=tests/release -n 2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
-	$(MAKE) --no-print-directory --output-sync=target -j2 test-lane-airflow test-lane-real
+	$(MAKE) --no-print-directory --output-sync=target -j2 test-lane-airflow test-lane-artifacts
 
 test-lane-airflow:
 	$(MAKE) --no-print-directory versions
 	$(MAKE) --no-print-directory standalone
-	$(MAKE) --no-print-directory real-own-clusters
 
-# The doc set and the release artifacts lead the second lane: neither needs a cluster, and the first
-# lane's Airflow releases and real-Airflow suite mostly wait on processes meanwhile; the real tier
-# comes last, so a real control plane still being built (.ci/run) has the most time.
-test-lane-real:
+test-lane-artifacts:
 	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory release
 	$(MAKE) --no-print-directory production
-	$(MAKE) --no-print-directory real-shared-cluster
 
 # The other supported Airflow minor releases (docs/installation.md: Supported Airflow versions; the main venv has
 # the newest): one venv each, .venv-airflow-<minor>, with the newest patch release, the provider and
@@ -116,7 +116,8 @@ real-cluster:
 	bash hack/real-cluster/build.sh
 
 # The real tier: the contract suite against the real apiserver, and tests/real. Most of tests/real
-# shares one real cluster (tests/real/conftest.py); REAL_OWN_CLUSTERS start their own. A real tier
+# shares one real cluster per pytest-xdist worker (tests/real/conftest.py; whole modules per worker,
+# since some start a module's clusters or gang-sim once); REAL_OWN_CLUSTERS start their own. A real tier
 # that cannot run fails `make test` at its start (real-preflight), naming what is missing and
 # `make real-cluster`; GANG_REAL=0 skips it on purpose, except under CI=true, where it always runs.
 # .ci/run builds the real control plane in the background and says so in GANG_REAL_CLUSTER_BUILD_LOG:
@@ -124,7 +125,10 @@ real-cluster:
 REAL_BUILD_LOG := $(or $(GANG_REAL_CLUSTER_BUILD_LOG),build/real-cluster.log)
 REAL_OWN_CLUSTERS := tests/real/test_workload_api.py tests/real/test_workload_api_autoscaler.py tests/real/test_harness.py \
 	tests/real/test_topology.py tests/real/test_topology_gangs.py tests/real/test_multikueue.py tests/real/test_other_cluster.py
-real: real-shared-cluster real-own-clusters
+REAL_WORKERS := -n 2 --dist loadfile
+real:
+	$(MAKE) --no-print-directory real-shared-cluster
+	$(MAKE) --no-print-directory real-own-clusters
 
 real-preflight: $(STAMP)
 ifeq ($(GANG_REAL),0)
@@ -157,10 +161,10 @@ real-shared-cluster real-own-clusters:
 else
 real-shared-cluster: real-ready
 	GANG_CONTRACT_BACKEND=real $(BIN)/python -m pytest -q -p no:cacheprovider tests/contract
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 tests/real $(addprefix --ignore=,$(REAL_OWN_CLUSTERS))
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 $(REAL_WORKERS) tests/real $(addprefix --ignore=,$(REAL_OWN_CLUSTERS))
 
 real-own-clusters: real-ready
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=5 $(REAL_OWN_CLUSTERS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=5 $(REAL_WORKERS) $(REAL_OWN_CLUSTERS)
 endif
 
 # The pure core is fully decidable from its inputs: every branch of reservation/ is tested.
