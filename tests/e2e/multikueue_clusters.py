@@ -64,7 +64,8 @@ class MultiKueueClusters:
 
 
 def multikueue_clusters(cluster_factory: Any, *, time_scale: float = 60) -> MultiKueueClusters:
-    """Start the three clusters (each with its Airflow connection) and wait until both workers are active."""
+    """Start the three clusters (each with its Airflow connection) and wait until both workers and every
+    queue are active."""
     workers = {
         WORKER_1: cluster_factory({**NO_GPUS, "name": WORKER_1}, time_scale=time_scale, conn_id=WORKER_1_CONN),
         WORKER_2: cluster_factory(
@@ -78,7 +79,7 @@ def multikueue_clusters(cluster_factory: Any, *, time_scale: float = 60) -> Mult
     wiring.connect(
         manager, {name: (harness, quotas[name]) for name, harness in workers.items()}, manager_quota=MANAGER_QUOTA
     )
-    wiring.wait_until_active(manager, list(workers))
+    wiring.wait_until_active(manager, workers)
     return MultiKueueClusters(manager, workers)
 
 

@@ -15,7 +15,7 @@ started :class:`~.harness.ClusterHarness` es with a scenario) and for the real c
 
 On the emulator, the manager's simulated MultiKueue (``gang_sim.controllers.kueue.dispatcher``) then
 reaches the workers over HTTPS through those Secrets, as Kueue does; :func:`wait_until_active` waits
-for every MultiKueueCluster's ``Active`` condition.
+until every MultiKueueCluster and every queue of the three clusters is ``Active``.
 """
 
 from __future__ import annotations
@@ -137,16 +137,35 @@ def cluster_condition(manager: ClusterHarness, name: str) -> Mapping[str, Any] |
     return None
 
 
-def active_condition(cluster: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``Active`` condition of a MultiKueueCluster, or ``None``."""
-    found = [item for item in (cluster.get("status") or {}).get("conditions") or [] if item.get("type") == "Active"]
+def active_condition(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``Active`` condition of a Kueue object (MultiKueueCluster, ClusterQueue, LocalQueue), or ``None``."""
+    found = [item for item in (obj.get("status") or {}).get("conditions") or [] if item.get("type") == "Active"]
     return found[0] if found else None
 
 
-def wait_until_active(manager: ClusterHarness, names: list[str], *, timeout: float = 30.0) -> None:
-    """Until every MultiKueueCluster of ``names`` reports ``Active=True`` (raises on the timeout)."""
+def wait_until_active(manager: ClusterHarness, workers: Mapping[str, ClusterHarness], *, timeout: float = 30.0) -> None:
+    """Until every MultiKueueCluster of ``workers`` reports ``Active=True`` on the manager and every
+    ClusterQueue and LocalQueue of the manager and the workers is ``Active`` (raises on the timeout):
+    Kueue activates the manager's ClusterQueue only once its MultiKueue AdmissionCheck is active, after
+    the clusters, and until then its LocalQueue refuses Workloads (``ClusterQueueIsInactive``)."""
     eventually(
-        lambda: all((cluster_condition(manager, name) or {}).get("status") == "True" for name in names) or None,
+        lambda: not inactive(manager, workers) or None,
         timeout=timeout,
-        what=f"MultiKueueClusters {names} to report Active=True",
+        what=f"MultiKueueClusters {sorted(workers)} and every queue of the three clusters to be Active",
     )
+
+
+def inactive(manager: ClusterHarness, workers: Mapping[str, ClusterHarness]) -> list[str]:
+    """What :func:`wait_until_active` still waits for: ``multikueuecluster/<name>`` and
+    ``<place> <kind>/<name>`` of each object whose ``Active`` condition is not ``True``."""
+    waiting = [
+        f"multikueuecluster/{name}"
+        for name in workers
+        if (cluster_condition(manager, name) or {}).get("status") != "True"
+    ]
+    for place, cluster in {"manager": manager, **workers}.items():
+        for kind in ("clusterqueues", "localqueues"):
+            for item in cluster.objects(f"{KUEUE}/{kind}", None):
+                if (active_condition(item) or {}).get("status") != "True":
+                    waiting.append(f"{place} {kind}/{item['metadata']['name']}")
+    return waiting
