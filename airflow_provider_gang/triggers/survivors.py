@@ -63,6 +63,7 @@ from airflow_provider_gang.reservation import checkpoint, members
 from airflow_provider_gang.reservation import clock as reservation_clock
 from airflow_provider_gang.reservation.checkpoint import CheckpointReport
 from airflow_provider_gang.reservation.member_history import RunMemory
+from airflow_provider_gang.reservation.tries.results import describe_ranks
 from airflow_provider_gang.reservation.unread_reports import ReportGap, UnreadReport
 
 MARGIN_SECONDS = 15.0
@@ -366,17 +367,13 @@ class Drain:
         self._lose_pending(ReportGap.NOT_SEEN_STOPPED, waited + error)
 
     def _log_outcome(self, reflector: Reflector, seconds: float) -> None:
-        reports = "; ".join(
-            f"rank {rank} saved step {report.step} (it had done step {report.progress})"
-            for rank, report in sorted(self.reports.items(), key=lambda item: _order(item[0]))
-        )
         resumed = reflector.stats.reconnects + reflector.stats.relists
         self.log.info(
-            "Gang %s: ranks %s stopped after %.1f s; checkpoint reports read: %s%s",
+            "Gang %s: ranks %s stopped after %s; checkpoint reports read: %s%s",
             self.gang_name,
             sorted(self.stopped, key=_order),
-            seconds,
-            reports or "none",
+            f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s",
+            describe_reports(self.reports) or "none",
             f" (the watch of the stopping members resumed {resumed} times)" if resumed else "",
         )
         if self.killed:
@@ -389,6 +386,28 @@ class Drain:
             )
         for unread in self.unread:
             self.log.warning("Gang %s: %s", self.gang_name, unread.describe())
+
+
+def describe_reports(reports: Mapping[int | None, CheckpointReport]) -> str:
+    """``"rank 0 saved step 10 (it had done step 12); ranks 1-7 saved step 0 (they had done step 12)"``:
+    the ranks that reported the same step and progress together, in the order of their lowest rank
+    (members without a rank last)."""
+    groups: dict[tuple[int, int], list[int | None]] = {}
+    for rank, report in sorted(reports.items(), key=lambda item: (item[0] is None, item[0] or 0)):
+        groups.setdefault((report.step, report.progress), []).append(rank)
+    return "; ".join(
+        f"{_who(ranks)} saved step {step} ({'they' if len(ranks) > 1 else 'it'} had done step {progress})"
+        for (step, progress), ranks in groups.items()
+    )
+
+
+def _who(ranks: Sequence[int | None]) -> str:
+    known = [rank for rank in ranks if rank is not None]
+    unranked = len(ranks) - len(known)
+    named = [describe_ranks(known)] if known else []
+    if unranked:
+        named.append(f"{unranked} member{'s' if unranked > 1 else ''} without a rank")
+    return " and ".join(named)
 
 
 def _order(rank: int | None) -> int:

@@ -23,7 +23,7 @@ try redoes, *saved* the checkpointed steps a resuming try does not redo.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,17 +208,19 @@ def describe_rank_domains(rank_domains: Mapping[str, str]) -> str:
     by_domain: dict[str, list[int]] = {}
     for rank, domain in sorted(((int(rank), domain) for rank, domain in rank_domains.items())):
         by_domain.setdefault(domain, []).append(rank)
-    parts = []
-    for domain, ranks in by_domain.items():
-        runs: list[list[int]] = []
-        for rank in ranks:
-            if runs and rank == runs[-1][-1] + 1:
-                runs[-1].append(rank)
-            else:
-                runs.append([rank])
-        listed = ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
-        parts.append(f"{domain}: rank{'s' if len(ranks) > 1 else ''} {listed}")
-    return "; ".join(parts)
+    return "; ".join(f"{domain}: {describe_ranks(ranks)}" for domain, ranks in by_domain.items())
+
+
+def describe_ranks(ranks: Iterable[int]) -> str:
+    """``"rank 3"``, ``"ranks 0-3, 5, 7"``: ``ranks`` sorted, as runs of consecutive numbers."""
+    runs: list[list[int]] = []
+    for rank in sorted(ranks):
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    listed = ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
+    return f"rank{'s' if sum(map(len, runs)) > 1 else ''} {listed}"
 
 
 def summary(

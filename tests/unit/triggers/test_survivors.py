@@ -21,10 +21,11 @@ import yaml
 from airflow_provider_gang.kube.client import KubeClient
 from airflow_provider_gang.kube.retry import RetryPolicy
 from airflow_provider_gang.kube.settings import ConnectionSettings
+from airflow_provider_gang.reservation.checkpoint import CheckpointReport
 from airflow_provider_gang.reservation.member_history import RunMemory
 from airflow_provider_gang.reservation.naming import RANK_LABEL
 from airflow_provider_gang.reservation.unread_reports import ReportGap
-from airflow_provider_gang.triggers.survivors import MARGIN_SECONDS, Drain
+from airflow_provider_gang.triggers.survivors import MARGIN_SECONDS, Drain, describe_reports
 from gang_sim.apiserver.http.faults import Faults
 from gang_sim.testing.eventually import eventually
 from gang_sim.testing.harness import ClusterHarness
@@ -266,3 +267,14 @@ def test_no_survivors_no_requests() -> None:
 
     asyncio.run(drain())
     assert memory.checkpoint is None
+
+
+def test_the_reports_read_are_told_once_per_step_and_progress_with_the_ranks_as_runs() -> None:
+    reports = {rank: CheckpointReport(step=0, progress=10, rank=rank) for rank in (7, 1, 2, 3, 4, 6)}
+    reports[0] = CheckpointReport(step=10, progress=10, rank=0)
+    reports[None] = CheckpointReport(step=0, progress=10)
+    assert describe_reports(reports) == (
+        "rank 0 saved step 10 (it had done step 10); "
+        "ranks 1-4, 6-7 and 1 member without a rank saved step 0 (they had done step 10)"
+    )
+    assert describe_reports({}) == ""
