@@ -79,7 +79,7 @@ PROVISIONING_REQUEST = {
 FIRST_DAG_TEST = "tests/e2e/test_first_dag.py"
 RELEASE_TEST = "tests/release/test_installed_wheels.py"
 
-LANE_WITH_DOCS = "test-lane-real:\n\t$(MAKE) --no-print-directory docs\n\t$(MAKE) --no-print-directory release\n"
+LANE_WITH_DOCS = "test-lane-artifacts:\n\t$(MAKE) --no-print-directory docs\n\t$(MAKE) --no-print-directory release\n"
 """The Makefile lane that runs ``make docs`` and ``make release``."""
 
 HOW: list[tuple[str, str, Run | RunBy | NotRun]] = [
