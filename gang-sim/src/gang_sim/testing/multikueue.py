@@ -21,7 +21,7 @@ until every MultiKueueCluster and every queue of the three clusters is ``Active`
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gang_sim.testing.eventually import eventually
@@ -29,6 +29,8 @@ from gang_sim.testing.harness import ClusterHarness
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KUEUE_NAMESPACE = "kueue-system"
+QUEUE_KINDS = ("clusterqueues", "localqueues")
+"""The queue kinds whose ``Active`` condition a Workload's admission waits for."""
 CHECK = "multikueue"
 FLAVOR = "default-flavor"
 Quota = Mapping[str, str]
@@ -157,15 +159,19 @@ def wait_until_active(manager: ClusterHarness, workers: Mapping[str, ClusterHarn
 
 def inactive(manager: ClusterHarness, workers: Mapping[str, ClusterHarness]) -> list[str]:
     """What :func:`wait_until_active` still waits for: ``multikueuecluster/<name>`` and
-    ``<place> <kind>/<name>`` of each object whose ``Active`` condition is not ``True``."""
+    ``<place> <kind>/<name>: <status>`` of each queue whose ``Active`` condition is not ``True``."""
     waiting = [
         f"multikueuecluster/{name}"
         for name in workers
         if (cluster_condition(manager, name) or {}).get("status") != "True"
     ]
     for place, cluster in {"manager": manager, **workers}.items():
-        for kind in ("clusterqueues", "localqueues"):
-            for item in cluster.objects(f"{KUEUE}/{kind}", None):
-                if (active_condition(item) or {}).get("status") != "True":
-                    waiting.append(f"{place} {kind}/{item['metadata']['name']}")
+        for kind in QUEUE_KINDS:
+            waiting += inactive_objects(place, kind, cluster.objects(f"{KUEUE}/{kind}", None))
     return waiting
+
+
+def inactive_objects(place: str, kind: str, items: Iterable[Mapping[str, Any]]) -> list[str]:
+    """``<place> <kind>/<name>: <status>`` of each of ``items`` whose ``Active`` condition is not ``True``."""
+    states = {item["metadata"]["name"]: str((active_condition(item) or {}).get("status", "Unknown")) for item in items}
+    return [f"{place} {kind}/{name}: {state}" for name, state in states.items() if state != "True"]

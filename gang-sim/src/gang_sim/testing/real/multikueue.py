@@ -181,11 +181,9 @@ class RealMultiKueue(Started):
             if states.get(name) != "True"
         ]
         for place, cluster in self.clusters.items():
-            for kind in ("clusterqueues.v1beta2.kueue.x-k8s.io", "localqueues.v1beta2.kueue.x-k8s.io"):
-                for item in cluster.get(kind, namespace=NAMESPACE)["items"]:
-                    state = str((wiring.active_condition(item) or {}).get("status", "Unknown"))
-                    if state != "True":
-                        waiting.append(f"{place} {kind.split('.')[0]}/{item['metadata']['name']}: {state}")
+            for kind in wiring.QUEUE_KINDS:
+                items = cluster.get(f"{kind}.v1beta2.kueue.x-k8s.io", namespace=NAMESPACE)["items"]
+                waiting += wiring.inactive_objects(place, kind, items)
         return waiting
 
     def _wait_until_active(self) -> None:
